@@ -1,0 +1,68 @@
+"""Every error the engine raises on purpose. Each names the problem it reports."""
+
+
+class AtlasError(Exception):
+    """Base class of all airflow-atlas errors."""
+
+
+class InvalidInputError(AtlasError, ValueError):
+    """A caller passed a bad argument (name, range, URL, value size...)."""
+
+
+class TableNotFoundError(AtlasError, KeyError):
+    """The named table does not exist in the store."""
+
+    def __str__(self) -> str:  # KeyError quotes its argument; keep the message readable
+        return str(self.args[0]) if self.args else "table not found"
+
+
+class KeyAlreadyExistsError(AtlasError):
+    """put_unless_exists found an existing value for one or more cells."""
+
+    def __init__(self, message: str, existing: dict | None = None):
+        super().__init__(message)
+        self.existing = existing or {}
+
+
+class StoreUnavailableError(AtlasError):
+    """The backing store could not be reached or refused the request."""
+
+
+class TransactionError(AtlasError):
+    """Base class of transaction failures."""
+
+
+class TransactionConflictError(TransactionError):
+    """Write-write conflict: another transaction committed a write to the same cell after our start."""
+
+
+class TransactionAbortedError(TransactionError):
+    """The transaction was rolled back (by itself, by a conflict, or by sweep)."""
+
+
+class TransactionLockExpiredError(TransactionAbortedError):
+    """The transaction's open-transaction registration expired; sweep may have passed its start timestamp."""
+
+
+class TransactionClosedError(TransactionError):
+    """A read or write was attempted on a transaction that already committed or aborted."""
+
+
+class TransactionFailedRetriableError(TransactionError):
+    """A transaction read a version from a writer still running past the wait bound; retry later."""
+
+
+class SweptVersionReadError(TransactionError):
+    """A read-only transaction met a garbage-collection sentinel: the version it needed may have been swept."""
+
+
+class ReadOnlyNotAllowedError(TransactionError):
+    """Read-only transactions are refused on THOROUGH tables (their sentinels are removed by sweep)."""
+
+
+class LockNotHeldError(AtlasError):
+    """A lock operation needed a lease the caller does not hold (lost, expired or taken over)."""
+
+
+class CorruptQueueDataError(AtlasError):
+    """A sweep-queue cell could not be decoded or references missing data."""

@@ -1,0 +1,326 @@
+"""The key-value layer's contract: one interface, implemented by Cassandra and the embedded SQLite store.
+
+An *Atlas table* holds versioned cells: ``(row bytes, column bytes, timestamp int, value bytes)``. The
+timestamp is the Atlas (logical) timestamp: the start timestamp of the transaction that wrote the cell,
+or -1 for a garbage-collection sentinel. On Cassandra an Atlas table is the CQL table
+``(key blob, column1 blob, column2 bigint, value blob, PRIMARY KEY (key, column1, column2))``.
+
+Every table has exactly one :class:`WriteMode`:
+
+* ``LOGICAL`` - transactional data and the sweep queue. A cell written at Atlas timestamp TS gets
+  Cassandra write time TS. Sentinels, deletes and ranged tombstones get a *fresh* timestamp from the
+  timestamp service, one per batch call (spec 002). Never touched by lightweight transactions.
+* ``LWT`` - coordination tables (timestamps, locks, transactions, sweep progress). Written only through
+  :meth:`KeyValueService.put_unless_exists` and :meth:`KeyValueService.check_and_set` (Cassandra
+  lightweight transactions at SERIAL consistency); cells live at ``column2 = LWT_TIMESTAMP``.
+* ``WALLCLOCK`` - small registries (table metadata, open-transaction registrations, punch table) written
+  with plain writes at server time; never mixed with logical timestamps.
+
+Bad input raises :class:`~airflow_atlas.errors.InvalidInputError`; unknown tables raise
+:class:`~airflow_atlas.errors.TableNotFoundError`; an unreachable store raises
+:class:`~airflow_atlas.errors.StoreUnavailableError`.
+"""
+from __future__ import annotations
+
+import enum
+import re
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+
+from ..errors import InvalidInputError
+
+SENTINEL_TIMESTAMP = -1
+"""Atlas timestamp of a garbage-collection sentinel (an empty value)."""
+
+LWT_TIMESTAMP = -1
+"""``column2`` of every cell of an LWT table (as the spec's ``_transactions`` table does)."""
+
+MAX_TIMESTAMP = (1 << 63) - 1
+MAX_CELL_NAME_BYTES = 1500
+"""Row and column names are each limited; a Cell persists in at most ~3,000 bytes (spec 000)."""
+MAX_VALUE_BYTES = 8 * 1024 * 1024
+"""Largest single value; Cassandra rejects mutations over half a 32 MiB commitlog segment."""
+
+_TABLE_NAME = re.compile(r"^_?[a-z][a-z0-9_]{0,46}$")
+_USER_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,46}$")
+
+
+class SweepStrategy(str, enum.Enum):
+    """How a table is swept (spec 003)."""
+
+    NOTHING = "NOTHING"
+    CONSERVATIVE = "CONSERVATIVE"
+    THOROUGH = "THOROUGH"
+
+    @classmethod
+    def parse(cls, value: "str | SweepStrategy") -> "SweepStrategy":
+        if isinstance(value, SweepStrategy):
+            return value
+        try:
+            return cls[str(value).strip().upper()]
+        except KeyError:
+            raise InvalidInputError(
+                f"unknown sweep strategy {value!r}: expected one of NOTHING, CONSERVATIVE, THOROUGH"
+            ) from None
+
+
+class WriteMode(str, enum.Enum):
+    LOGICAL = "logical"
+    LWT = "lwt"
+    WALLCLOCK = "wallclock"
+
+
+@dataclass(frozen=True)
+class TableMetadata:
+    """Per-table settings stored in the store's metadata registry."""
+
+    strategy: SweepStrategy = SweepStrategy.CONSERVATIVE
+    write_mode: WriteMode = WriteMode.LOGICAL
+    # Extra Cassandra table options, e.g. {"bloom_filter_fp_chance": 0.0001, "gc_grace_seconds": 0}.
+    # Only a fixed allow-list of option names is accepted by the Cassandra backend.
+    cassandra_options: Mapping[str, object] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "strategy": self.strategy.value,
+            "write_mode": self.write_mode.value,
+            "cassandra_options": dict(self.cassandra_options),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "TableMetadata":
+        return cls(
+            strategy=SweepStrategy.parse(data.get("strategy", "CONSERVATIVE")),
+            write_mode=WriteMode(data.get("write_mode", "logical")),
+            cassandra_options=dict(data.get("cassandra_options") or {}),
+        )
+
+
+class Cell(NamedTuple):
+    row: bytes
+    col: bytes
+
+
+class Value(NamedTuple):
+    timestamp: int
+    contents: bytes
+
+
+class ScanRange(NamedTuple):
+    """An opaque slice of a table's rows for scans and parallel legacy sweep.
+
+    Cassandra: ``kind == "token"``, ``start`` exclusive and ``end`` inclusive Murmur3 tokens (ints).
+    Embedded: ``kind == "key"``, ``start`` inclusive and ``end`` exclusive row keys (bytes, ``None`` = open).
+    """
+
+    kind: str
+    start: object
+    end: object
+
+
+def validate_table_name(name: str, *, internal_ok: bool = True) -> str:
+    """Return ``name`` if it is a valid Atlas table name, else raise InvalidInputError naming it.
+
+    Names are lower-case ASCII letters, digits and underscores, starting with a letter, at most 47
+    characters. Internal tables of the engine additionally start with one underscore.
+    """
+    pattern = _TABLE_NAME if internal_ok else _USER_TABLE_NAME
+    if not isinstance(name, str) or not pattern.match(name):
+        raise InvalidInputError(
+            f"invalid table name {name!r}: use 1-47 lower-case letters, digits or underscores, starting with a letter"
+        )
+    return name
+
+
+def validate_cell(cell: Cell) -> Cell:
+    if not isinstance(cell, tuple) or len(cell) != 2:
+        raise InvalidInputError(f"a cell is a (row, column) pair of bytes, got {cell!r}")
+    row, col = cell
+    if not isinstance(row, (bytes, bytearray)) or not isinstance(col, (bytes, bytearray)):
+        raise InvalidInputError(f"cell row and column must be bytes, got {type(row).__name__}/{type(col).__name__}")
+    if not row or not col:
+        raise InvalidInputError("cell row and column must not be empty")
+    if len(row) > MAX_CELL_NAME_BYTES or len(col) > MAX_CELL_NAME_BYTES:
+        raise InvalidInputError(f"cell names are limited to {MAX_CELL_NAME_BYTES} bytes each")
+    return Cell(bytes(row), bytes(col))
+
+
+def validate_value(value: bytes, *, what: str = "value") -> bytes:
+    if not isinstance(value, (bytes, bytearray)):
+        raise InvalidInputError(f"{what} must be bytes, got {type(value).__name__}")
+    if len(value) > MAX_VALUE_BYTES:
+        raise InvalidInputError(f"{what} of {len(value)} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes")
+    return bytes(value)
+
+
+class KeyValueService(ABC):
+    """Backend-agnostic versioned key-value store. Implementations are thread-safe."""
+
+    #: ``"cassandra"`` or ``"sqlite"``
+    backend: str = "abstract"
+
+    # ----- lifecycle -------------------------------------------------------------------------------
+    @abstractmethod
+    def set_fresh_timestamp_supplier(self, supplier: Callable[[], int]) -> None:
+        """The supplier of fresh timestamps for sentinels and deletes (spec 002). Called once per batch call."""
+
+    @abstractmethod
+    def close(self) -> None: ...
+
+    def describe(self) -> str:
+        """Human-readable location of the store, without secrets."""
+        return self.backend
+
+    # ----- tables ----------------------------------------------------------------------------------
+    @abstractmethod
+    def create_table(self, table: str, metadata: TableMetadata = TableMetadata()) -> None:
+        """Create the table if absent and record its metadata. Idempotent; re-creating with different
+        metadata updates the strategy (the write mode of an existing table cannot change)."""
+
+    @abstractmethod
+    def drop_table(self, table: str) -> None:
+        """Drop the table and its metadata. Dropping a missing table is a no-op."""
+
+    @abstractmethod
+    def truncate_table(self, table: str) -> None: ...
+
+    @abstractmethod
+    def table_exists(self, table: str) -> bool: ...
+
+    @abstractmethod
+    def get_metadata(self, table: str) -> TableMetadata:
+        """Raises TableNotFoundError for an unknown table."""
+
+    @abstractmethod
+    def set_sweep_strategy(self, table: str, strategy: SweepStrategy) -> None: ...
+
+    @abstractmethod
+    def list_tables(self) -> list[str]: ...
+
+    # ----- LOGICAL writes --------------------------------------------------------------------------
+    @abstractmethod
+    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int) -> None:
+        """Write each cell at Atlas timestamp ``timestamp`` (Cassandra write time = timestamp)."""
+
+    @abstractmethod
+    def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
+        """``put`` into several tables at once, executed concurrently."""
+
+    @abstractmethod
+    def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
+        """Delete exact versions (cell, Atlas timestamp). One fresh timestamp for the whole call."""
+
+    @abstractmethod
+    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]]) -> None:
+        """Ranged tombstones: for each cell delete every version with ``lo <= ts <= hi``.
+
+        One CQL range delete per cell, never read-before-delete; one fresh timestamp for the call;
+        executed concurrently. Any failure raises (the caller must not advance past it)."""
+
+    @abstractmethod
+    def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
+        """Write an empty value at Atlas timestamp -1 for each cell, at one fresh write time."""
+
+    @abstractmethod
+    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+        """Delete whole rows (one partition tombstone each on Cassandra) at one fresh timestamp."""
+
+    # ----- reads -----------------------------------------------------------------------------------
+    @abstractmethod
+    def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
+        """For each cell the latest version with timestamp strictly below the given one.
+
+        Sentinels (timestamp -1, empty value) are returned like any other version; absent cells are
+        omitted. Batched and concurrent on Cassandra."""
+
+    def get_latest(self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP) -> dict[Cell, Value]:
+        return self.get(table, {c: timestamp for c in cells})
+
+    @abstractmethod
+    def get_all_timestamps(
+        self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP
+    ) -> dict[Cell, list[int]]:
+        """Every version's timestamp strictly below ``timestamp``, ascending, per cell (absent cells omitted)."""
+
+    @abstractmethod
+    def get_row_columns(
+        self,
+        table: str,
+        row: bytes,
+        start_col: bytes | None = None,
+        end_col: bytes | None = None,
+        limit: int | None = None,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> list[tuple[bytes, Value]]:
+        """Latest version (below ``timestamp``) of each column of one row with
+        ``start_col <= col < end_col`` (None = open), ordered by column bytes, at most ``limit`` columns.
+        Pages through wide rows on Cassandra."""
+
+    @abstractmethod
+    def get_rows_columns(
+        self,
+        table: str,
+        rows: Sequence[bytes],
+        start_col: bytes | None = None,
+        end_col: bytes | None = None,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> dict[bytes, list[tuple[bytes, Value]]]:
+        """``get_row_columns`` for many rows, executed concurrently (empty rows omitted)."""
+
+    @abstractmethod
+    def full_range(self, table: str) -> ScanRange: ...
+
+    @abstractmethod
+    def split_ranges(self, table: str, parts: int) -> list[ScanRange]:
+        """Split the table into about ``parts`` disjoint ranges covering every row."""
+
+    @abstractmethod
+    def scan(
+        self,
+        table: str,
+        scan_range: ScanRange | None = None,
+        start_after_row: bytes | None = None,
+        page_size: int = 1000,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> Iterator[tuple[Cell, int, bytes]]:
+        """Every version ``(cell, ts, value)`` with ts below ``timestamp`` in the range, in the backend's
+        row order, then column, then timestamp ascending. ``start_after_row`` resumes after a row
+        previously returned from the same range. Pages with ``page_size``."""
+
+    # ----- LWT tables ------------------------------------------------------------------------------
+    @abstractmethod
+    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes]) -> None:
+        """Insert each cell only if absent (per row: one LWT batch on Cassandra). Raises
+        KeyAlreadyExistsError listing the cells that existed (cells of other rows may have been written)."""
+
+    @abstractmethod
+    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+        """Atomically replace the cell's value if it equals ``expected`` (None = absent). ``new`` None
+        deletes the cell. Returns whether it was applied."""
+
+    @abstractmethod
+    def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
+        """Read LWT cells (absent omitted). ``serial=True`` reads at SERIAL consistency (linearizable)."""
+
+    @abstractmethod
+    def get_lwt_row(self, table: str, row: bytes, serial: bool = False) -> dict[bytes, bytes]:
+        """All columns of one row of an LWT (or WALLCLOCK) table."""
+
+    # ----- WALLCLOCK tables ------------------------------------------------------------------------
+    @abstractmethod
+    def put_wallclock(self, table: str, values: Mapping[Cell, bytes], ttl_seconds: int | None = None) -> None: ...
+
+    @abstractmethod
+    def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None: ...
+
+    @abstractmethod
+    def get_wallclock_row(
+        self, table: str, row: bytes, start_col: bytes | None = None, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        """Columns of one row of a WALLCLOCK table ordered by column bytes."""
+
+    # ----- operations ------------------------------------------------------------------------------
+    def space_used_bytes(self, table: str) -> int | None:
+        """Best-effort on-disk size of a table (None when unknown)."""
+        return None

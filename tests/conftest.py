@@ -1,0 +1,130 @@
+"""Session fixtures shared by the whole suite: a real Cassandra node, a local SparkSession and a
+temporary Airflow home. Nothing here is mocked: the Cassandra fixture starts the project's own node
+(scripts/cassandra.sh) when none answers, the Spark fixture runs local[2], the Airflow fixture migrates a
+real SQLite metadata database.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+CASSANDRA_SCRIPT = REPO_ROOT / "scripts" / "cassandra.sh"
+
+# ----- Airflow environment: must be set before anything imports airflow ---------------------------
+_AIRFLOW_HOME = Path(os.environ.get("ATLAS_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="atlas-airflow-home-"))
+os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME}/airflow.db")
+os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+CASSANDRA_HOST = os.environ.get("ATLAS_TEST_CASSANDRA_HOST", "127.0.0.1")
+CASSANDRA_PORT = int(os.environ.get("ATLAS_TEST_CASSANDRA_PORT", "9042"))
+
+
+def pytest_configure(config):
+    # Keep test artifacts (screenshots, reports) in one place CI can collect.
+    (REPO_ROOT / "test-artifacts").mkdir(exist_ok=True)
+
+
+@pytest.fixture(scope="session")
+def cassandra_node():
+    """A running local Cassandra node: started with scripts/cassandra.sh unless one already answers.
+
+    Returns ``(host, port)``. Fails the test (never skips) when the node cannot start.
+    """
+    status = subprocess.run([str(CASSANDRA_SCRIPT), "status"], capture_output=True, text=True)
+    if status.returncode != 0:
+        started = subprocess.run([str(CASSANDRA_SCRIPT), "start"], capture_output=True, text=True)
+        if started.returncode != 0:
+            pytest.fail(f"could not start the local Cassandra node:\n{started.stdout}\n{started.stderr}")
+    return CASSANDRA_HOST, CASSANDRA_PORT
+
+
+@pytest.fixture(scope="session")
+def cassandra_session(cassandra_node):
+    """A raw cassandra-driver session on the node (one Cluster per test process)."""
+    from cassandra.cluster import Cluster
+
+    host, port = cassandra_node
+    cluster = Cluster([host], port=port, protocol_version=5)
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
+
+
+@pytest.fixture(scope="session")
+def cassandra_keyspace(cassandra_session):
+    """A keyspace of this test run's own (dropped at the end of the session)."""
+    name = f"atlas_test_{uuid.uuid4().hex[:12]}"
+    cassandra_session.execute(
+        f"CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+    )
+    yield name
+    try:
+        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=120)
+    except Exception:  # a slow drop must not fail the session; the node is throwaway
+        pass
+
+
+@pytest.fixture
+def fresh_keyspace(cassandra_session):
+    """A keyspace for one test (for tests that need an empty store)."""
+    name = f"atlas_t_{uuid.uuid4().hex[:12]}"
+    cassandra_session.execute(
+        f"CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
+    )
+    yield name
+    try:
+        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {name}", timeout=120)
+    except Exception:
+        pass
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """A real local SparkSession on local[2]."""
+    import logging
+
+    from pyspark.sql import SparkSession
+
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("airflow-atlas-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "1g")
+        .config("spark.task.maxFailures", "4")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def airflow_home():
+    """AIRFLOW_HOME in a temporary directory with a migrated SQLite metadata database."""
+    marker = _AIRFLOW_HOME / ".migrated"
+    if not marker.exists():
+        result = subprocess.run(
+            [sys.executable, "-m", "airflow", "db", "migrate"],
+            capture_output=True,
+            text=True,
+            env=os.environ.copy(),
+        )
+        if result.returncode != 0:
+            pytest.fail(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
+        marker.touch()
+    return _AIRFLOW_HOME
