@@ -1,0 +1,57 @@
+"""Engine settings with their defaults, in one place.
+
+The Airflow layer fills these from Airflow Variables (see ``airflow_atlas.airflow.settings``); the CLI
+and Spark jobs from arguments and environment variables. Every value is validated here so that bad
+input fails early with a message naming the setting.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields, replace
+
+from .errors import InvalidInputError
+
+MAX_BATCH_LIMIT = 100_000
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    # Transactions
+    transactions_schema_version: int = 2
+    transaction_lease_seconds: float = 60.0
+    punch_interval_seconds: float = 60.0
+    running_writer_wait_seconds: float = 5.0
+    # Sweep
+    unreadable_window_seconds: float = 3600.0
+    batch_limit: int = 10_000
+    lock_lease_seconds: float = 120.0
+    max_iterations_per_shard: int = 100
+    initial_shards: int = 1
+
+    def __post_init__(self) -> None:
+        if self.transactions_schema_version not in (1, 2):
+            raise InvalidInputError("transactions_schema_version must be 1 or 2")
+        if not 1 <= int(self.batch_limit) <= MAX_BATCH_LIMIT:
+            raise InvalidInputError(f"batch_limit must be between 1 and {MAX_BATCH_LIMIT}, got {self.batch_limit}")
+        if not 1 <= int(self.initial_shards) <= 256:
+            raise InvalidInputError(f"initial_shards must be between 1 and 256, got {self.initial_shards}")
+        for name in (
+            "transaction_lease_seconds",
+            "punch_interval_seconds",
+            "unreadable_window_seconds",
+            "lock_lease_seconds",
+        ):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or value < 0:
+                raise InvalidInputError(f"{name} must be a non-negative number, got {value!r}")
+        if self.max_iterations_per_shard < 1:
+            raise InvalidInputError("max_iterations_per_shard must be at least 1")
+
+    def with_overrides(self, **overrides) -> "StoreConfig":
+        known = {f.name for f in fields(self)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise InvalidInputError(f"unknown setting(s): {', '.join(unknown)}")
+        return replace(self, **overrides)
+
+    def to_json(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,192 @@
+"""AtlasStore: the engine's front door. One object wires the key-value layer to the timestamp service,
+locks, transaction service, open-transaction registry, punch table, transaction manager, sweep queue and
+sweepers. Operators, Spark tasks, the CLI and the demo all start here::
+
+    store = AtlasStore.open("sqlite:///tmp/atlas.db")          # or "cassandra://127.0.0.1:9042/my_ks"
+    store.initialize()
+    store.create_table("orders", SweepStrategy.CONSERVATIVE)
+    store.transactions.run(lambda txn: txn.put("orders", {Cell(b"r", b"c"): b"v"}))
+    result = store.sweeper.run_iteration(shard=0, strategy=SweepStrategy.CONSERVATIVE)
+"""
+from __future__ import annotations
+
+from functools import cached_property
+
+from .config import StoreConfig
+from .kvs.api import KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
+
+
+class AtlasStore:
+    def __init__(self, kvs: KeyValueService, config: StoreConfig | None = None):
+        self.kvs = kvs
+        self.config = config or StoreConfig()
+        # Sentinels and deletes take a fresh timestamp per batch call (spec 002).
+        self.kvs.set_fresh_timestamp_supplier(self.timestamps.fresh_timestamp)
+
+    # ----- construction ----------------------------------------------------------------------------
+    @classmethod
+    def open(cls, url: str, config: StoreConfig | None = None, **kvs_options) -> "AtlasStore":
+        from .kvs.url import open_kvs
+
+        return cls(open_kvs(url, **kvs_options), config)
+
+    def close(self) -> None:
+        self.kvs.close()
+
+    def __enter__(self) -> "AtlasStore":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def describe(self) -> str:
+        return self.kvs.describe()
+
+    # ----- components (built lazily, once) ---------------------------------------------------------
+    @cached_property
+    def timestamps(self):
+        from .timestamps import TimestampService
+
+        return TimestampService(self.kvs)
+
+    @cached_property
+    def locks(self):
+        from .locks import LockService
+
+        return LockService(self.kvs)
+
+    @cached_property
+    def transaction_service(self):
+        from .transactions.service import make_transaction_service
+
+        return make_transaction_service(self.kvs, version=self.config.transactions_schema_version)
+
+    @cached_property
+    def registry(self):
+        from .transactions.registry import OpenTransactionRegistry
+
+        return OpenTransactionRegistry(self.kvs)
+
+    @cached_property
+    def punch(self):
+        from .transactions.punch import PunchTable
+
+        return PunchTable(self.kvs)
+
+    @cached_property
+    def queue(self):
+        from .sweep.queue import SweepQueue
+
+        return SweepQueue(self.kvs)
+
+    @cached_property
+    def scrub_queue(self):
+        from .sweep.scrub import ScrubQueue
+
+        return ScrubQueue(self.kvs)
+
+    @cached_property
+    def transactions(self):
+        from .transactions.snapshot import TransactionConfig, TransactionManager
+
+        return TransactionManager(
+            self.kvs,
+            self.timestamps,
+            self.transaction_service,
+            self.registry,
+            self.punch,
+            sweep_queue=self.queue.writer,
+            scrub_queue=self.scrub_queue,
+            config=TransactionConfig(
+                lease_seconds=self.config.transaction_lease_seconds,
+                punch_interval_seconds=self.config.punch_interval_seconds,
+                running_writer_wait_seconds=self.config.running_writer_wait_seconds,
+            ),
+        )
+
+    @cached_property
+    def sweep_timestamps(self):
+        from .sweep.sweep_timestamp import SweepTimestampProvider
+
+        return SweepTimestampProvider(
+            self.timestamps, self.registry, self.punch, self.config.unreadable_window_seconds
+        )
+
+    @cached_property
+    def sweeper(self):
+        from .sweep.targeted import TargetedSweeper
+
+        return TargetedSweeper(self)
+
+    @cached_property
+    def legacy_sweeper(self):
+        from .sweep.legacy import LegacySweeper
+
+        return LegacySweeper(self)
+
+    @cached_property
+    def scrubber(self):
+        from .sweep.scrub import Scrubber
+
+        return Scrubber(self)
+
+    @cached_property
+    def table_marks(self):
+        from .table_marks import TableMarks
+
+        return TableMarks(self.kvs)
+
+    @cached_property
+    def history(self):
+        from .sweep.history import SweepHistory
+
+        return SweepHistory(self.kvs)
+
+    # ----- schema ----------------------------------------------------------------------------------
+    def initialize(self, shards: int | None = None) -> None:
+        """Create every internal table (idempotent) and make sure the shard count is at least ``shards``."""
+        self.timestamps.ensure_tables()
+        self.locks.ensure_tables()
+        self.transaction_service.ensure_tables()
+        self.registry.ensure_tables()
+        self.punch.ensure_tables()
+        self.queue.ensure_tables()
+        self.scrub_queue.ensure_tables()
+        self.history.ensure_tables()
+        self.table_marks.ensure_tables()
+        wanted = shards if shards is not None else self.config.initial_shards
+        if self.queue.progress.get_number_of_shards() < wanted:
+            self.queue.progress.update_number_of_shards(wanted)
+
+    def create_table(self, name: str, strategy: SweepStrategy | str = SweepStrategy.CONSERVATIVE, **cassandra_options) -> None:
+        validate_table_name(name, internal_ok=False)
+        self.kvs.create_table(
+            name,
+            TableMetadata(strategy=SweepStrategy.parse(strategy), write_mode=WriteMode.LOGICAL, cassandra_options=cassandra_options),
+        )
+
+    def drop_table(self, name: str) -> None:
+        """Drop a user table. Its queued writes are skipped by sweep (see :mod:`airflow_atlas.table_marks`)."""
+        validate_table_name(name, internal_ok=False)
+        self.table_marks.mark(name, self.timestamps.fresh_timestamp())
+        self.kvs.drop_table(name)
+
+    def truncate_table(self, name: str) -> None:
+        """Truncate a user table; sweep never writes sentinels for writes queued before the truncate."""
+        validate_table_name(name, internal_ok=False)
+        self.table_marks.mark(name, self.timestamps.fresh_timestamp())
+        self.kvs.truncate_table(name)
+
+    def set_sweep_strategy(self, name: str, strategy: SweepStrategy | str) -> None:
+        self.kvs.set_sweep_strategy(validate_table_name(name, internal_ok=False), SweepStrategy.parse(strategy))
+
+    def user_tables(self) -> dict[str, SweepStrategy]:
+        """User tables (not the engine's internal ones) and their sweep strategies."""
+        out = {}
+        for name in self.kvs.list_tables():
+            if not name.startswith("_"):
+                out[name] = self.kvs.get_metadata(name).strategy
+        return out
+
+    def number_of_shards(self) -> int:
+        return self.queue.progress.get_number_of_shards()

@@ -1,0 +1,56 @@
+"""SweepHistory: a bounded log of sweep iterations and quarantined queue cells, for the dashboard,
+the CLI ``status`` command and drain forecasts. Stored in a WALLCLOCK table with a TTL; newest first."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+
+from ..encoding import fixed_long
+from ..kvs.api import Cell, KeyValueService, TableMetadata, WriteMode
+
+TABLE = "_sweep_history"
+TTL_SECONDS = 7 * 24 * 3600
+_MAX_MS = (1 << 62)
+_QUARANTINE_ROW = b"quarantine"
+
+
+def _row(shard: int, strategy: str) -> bytes:
+    return f"run/{strategy.upper()}/{int(shard)}".encode()
+
+
+def _newest_first_column() -> bytes:
+    return fixed_long(_MAX_MS - int(time.time() * 1000)) + uuid.uuid4().bytes[:8]
+
+
+class SweepHistory:
+    def __init__(self, kvs: KeyValueService, ttl_seconds: int = TTL_SECONDS):
+        self._kvs = kvs
+        self._ttl = ttl_seconds
+
+    def ensure_tables(self) -> None:
+        self._kvs.create_table(TABLE, TableMetadata(write_mode=WriteMode.WALLCLOCK))
+
+    def record(self, result: dict) -> None:
+        """Record one iteration (a SweepResult.to_json() dict); adds the wall-clock time ``at``."""
+        entry = dict(result)
+        entry.setdefault("at", time.time())
+        cell = Cell(_row(entry["shard"], entry["strategy"]), _newest_first_column())
+        self._kvs.put_wallclock(TABLE, {cell: json.dumps(entry, sort_keys=True).encode()}, ttl_seconds=self._ttl)
+
+    def recent(self, shard: int, strategy: str, limit: int = 100) -> list[dict]:
+        """The newest ``limit`` records of one shard and strategy, newest first."""
+        rows = self._kvs.get_wallclock_row(TABLE, _row(shard, strategy), limit=limit)
+        return [json.loads(value) for _, value in rows]
+
+    def quarantine(self, shard: int, strategy: str, records: list[dict]) -> None:
+        now = time.time()
+        values = {}
+        for record in records:
+            entry = {"shard": shard, "strategy": strategy, "at": now, **record}
+            values[Cell(_QUARANTINE_ROW, _newest_first_column())] = json.dumps(entry, sort_keys=True, default=str).encode()
+        if values:
+            self._kvs.put_wallclock(TABLE, values, ttl_seconds=self._ttl)
+
+    def quarantined(self, limit: int = 100) -> list[dict]:
+        return [json.loads(v) for _, v in self._kvs.get_wallclock_row(TABLE, _QUARANTINE_ROW, limit=limit)]

@@ -1,0 +1,50 @@
+"""LeaseKeeper: refreshes a shard lock's lease in the background while a sweep runs.
+
+A lease outlives one iteration and is refreshed every third of its length. If a refresh finds the lease
+lost (expired and taken over, or released), the keeper records it and :meth:`check` raises
+LockNotHeldError, so the sweep stops before cleaning the queue or persisting progress.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+
+from ..errors import LockNotHeldError
+
+log = logging.getLogger(__name__)
+
+
+class LeaseKeeper:
+    def __init__(self, locks, lease, lease_seconds: float):
+        self._locks = locks
+        self.lease = lease
+        self._lease_seconds = float(lease_seconds)
+        self._stop = threading.Event()
+        self._lost: Exception | None = None
+        self._thread = threading.Thread(target=self._run, name=f"lease-keeper:{lease.name}", daemon=True)
+
+    def __enter__(self) -> "LeaseKeeper":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        interval = max(0.05, self._lease_seconds / 3.0)
+        while not self._stop.wait(interval):
+            try:
+                self.lease = self._locks.refresh(self.lease, self._lease_seconds)
+            except LockNotHeldError as exc:
+                self._lost = exc
+                log.error("lease %s lost while sweeping: %s", self.lease.name, exc)
+                return
+            except Exception as exc:  # store hiccup: keep trying until the lease would expire
+                log.warning("could not refresh lease %s (will retry): %s", self.lease.name, exc)
+
+    def check(self) -> None:
+        """Raise LockNotHeldError if the lease was lost; otherwise confirm it with the lock service."""
+        if self._lost is not None:
+            raise LockNotHeldError(f"lease {self.lease.name} was lost: {self._lost}")
+        self._locks.check(self.lease)

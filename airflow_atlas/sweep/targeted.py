@@ -1,0 +1,484 @@
+"""TargetedSweeper: one iteration of targeted sweep for one (shard, strategy), exactly in the spec's order.
+
+Steps of :meth:`TargetedSweeper.run_iteration` (spec 000, "Targeted Sweep Implementation"):
+
+1. hold the shard lock (a lease, refreshed in the background while the iteration runs);
+2. compute the sweep timestamp (or use the one the caller computed for the whole run) and read the last
+   swept timestamp (progress);
+3. read a batch from the sweep queue with ``min = progress`` and ``max = sweep timestamp`` (or the start
+   timestamp of a transaction already known to commit too late: we do not re-read blocked entries);
+4. look up the commit timestamps of the batch's transactions in bulk; abort (put -1 unless exists) those
+   with no commit entry; walking start timestamps in order, stop at the first transaction committed at or
+   after the sweep timestamp and drop it and everything after it;
+5. delete the writes of aborted transactions directly (exact versions);
+6. per (table, cell) write one ranged tombstone at the greatest sweepable start timestamp, with the
+   strategy's ranges (:class:`~airflow_atlas.sweep.deleter.SweepDeleter`);
+7. if progress crosses a fine or coarse partition, clean the queue (dedicated rows, then the cells row,
+   then the sweepableTimestamps rows);
+8. persist progress with check-and-set (only ever increasing);
+9. release the lock, whatever happened.
+
+A crash between any two steps is safe: everything before progress is persisted is idempotent and is
+simply redone by the next iteration; progress never passes an entry that was not swept.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+
+from ..errors import InvalidInputError, KeyAlreadyExistsError, TableNotFoundError
+from ..kvs.api import SweepStrategy
+from .constants import FINE_PARTITION, MAX_SHARDS
+from .deleter import SweepDeleter
+from .lease_keeper import LeaseKeeper
+
+log = logging.getLogger(__name__)
+
+ABORTED = -1
+
+
+@dataclass
+class SweepResult:
+    """What one iteration did. ``to_json()`` is what operators push to XCom."""
+
+    shard: int
+    strategy: str
+    status: str  # swept | caught_up | blocked | skipped_locked | dry_run
+    sweep_ts: int | None = None
+    old_progress: int | None = None
+    new_progress: int | None = None
+    entries_read: int = 0
+    cells_tombstoned: int = 0
+    sentinels_written: int = 0
+    aborted_writes_deleted: int = 0
+    transactions_aborted: int = 0
+    queue_rows_cleaned: int = 0
+    entries_skipped_dropped_tables: int = 0
+    corrupt_entries: int = 0
+    blocked_by: dict | None = None
+    lock_holder: str | None = None
+    duration_seconds: float = 0.0
+    tables: dict = field(default_factory=dict)  # table -> cells tombstoned
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+_SUMMED = (
+    "entries_read",
+    "cells_tombstoned",
+    "sentinels_written",
+    "aborted_writes_deleted",
+    "transactions_aborted",
+    "queue_rows_cleaned",
+    "entries_skipped_dropped_tables",
+    "corrupt_entries",
+)
+
+
+@dataclass
+class ShardSweepResult:
+    """Several iterations of one shard and strategy (until caught up, blocked or the iteration limit)."""
+
+    shard: int
+    strategy: str
+    status: str  # caught_up | blocked | iteration_limit | skipped_locked | dry_run
+    iterations: int = 0
+    sweep_ts: int | None = None
+    old_progress: int | None = None
+    new_progress: int | None = None
+    entries_read: int = 0
+    cells_tombstoned: int = 0
+    sentinels_written: int = 0
+    aborted_writes_deleted: int = 0
+    transactions_aborted: int = 0
+    queue_rows_cleaned: int = 0
+    entries_skipped_dropped_tables: int = 0
+    corrupt_entries: int = 0
+    blocked_by: dict | None = None
+    lock_holder: str | None = None
+    duration_seconds: float = 0.0
+    tables: dict = field(default_factory=dict)
+
+    def add(self, it: SweepResult) -> None:
+        self.iterations += 1
+        for name in _SUMMED:
+            setattr(self, name, getattr(self, name) + getattr(it, name))
+        for table, n in it.tables.items():
+            self.tables[table] = self.tables.get(table, 0) + n
+        if self.old_progress is None:
+            self.old_progress = it.old_progress
+        if it.new_progress is not None:
+            self.new_progress = it.new_progress
+        self.sweep_ts = it.sweep_ts
+        self.blocked_by = it.blocked_by
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+def default_holder() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+class TargetedSweeper:
+    def __init__(self, store):
+        self._store = store
+        self._kvs = store.kvs
+        self._queue = store.queue
+        self._deleter = SweepDeleter(store.kvs)
+        # (shard, strategy) -> (start_ts, commit_ts) of the first transaction found committed too late.
+        self._blocked: dict[tuple[int, str], tuple[int, int]] = {}
+        self._blocked_lock = threading.Lock()
+        self._metadata_cache: dict[str, SweepStrategy | None] = {}
+
+    # ----- naming and validation -------------------------------------------------------------------
+    @staticmethod
+    def lock_name(shard: int, strategy: SweepStrategy | str) -> str:
+        return f"sweep/{SweepStrategy.parse(strategy).value.lower()}/{int(shard)}"
+
+    def _check(self, shard, strategy) -> tuple[int, SweepStrategy]:
+        strategy = SweepStrategy.parse(strategy)
+        if strategy is SweepStrategy.NOTHING:
+            raise InvalidInputError("strategy NOTHING is never swept: choose CONSERVATIVE or THOROUGH")
+        if isinstance(shard, bool) or not isinstance(shard, int):
+            raise InvalidInputError(f"shard must be an integer, got {shard!r}")
+        shards = self._queue.progress.get_number_of_shards()
+        if not 0 <= shard < shards:
+            raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
+        return shard, strategy
+
+    # ----- the iteration ---------------------------------------------------------------------------
+    def run_iteration(
+        self,
+        shard: int,
+        strategy: SweepStrategy | str,
+        *,
+        sweep_ts: int | None = None,
+        lease=None,
+        holder: str | None = None,
+        batch_limit: int | None = None,
+        dry_run: bool = False,
+        tables=None,
+    ) -> SweepResult:
+        shard, strategy = self._check(shard, strategy)
+        if lease is not None:
+            return self._iterate(shard, strategy, sweep_ts, _FixedLease(self._store.locks, lease), batch_limit, dry_run)
+        holder = holder or default_holder()
+        lease_seconds = self._store.config.lock_lease_seconds
+        acquired = self._store.locks.acquire(self.lock_name(shard, strategy), holder, lease_seconds)
+        if acquired is None:
+            return self._skipped(shard, strategy)
+        try:
+            with LeaseKeeper(self._store.locks, acquired, lease_seconds) as keeper:
+                return self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
+        finally:
+            self._release(acquired)
+
+    def sweep_shard(
+        self,
+        shard: int,
+        strategy: SweepStrategy | str,
+        *,
+        sweep_ts: int | None = None,
+        lease=None,
+        holder: str | None = None,
+        max_iterations: int | None = None,
+        batch_limit: int | None = None,
+        dry_run: bool = False,
+        tables=None,
+    ) -> ShardSweepResult:
+        """Run iterations until the shard is caught up to the sweep timestamp, blocked by a transaction
+        that committed too late, or ``max_iterations`` is reached. Holds one lease throughout."""
+        shard, strategy = self._check(shard, strategy)
+        max_iterations = max_iterations or self._store.config.max_iterations_per_shard
+        if max_iterations < 1:
+            raise InvalidInputError("max_iterations must be at least 1")
+        started = time.monotonic()
+        summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up")
+        if sweep_ts is None:
+            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
+        own = lease is None
+        lease_seconds = self._store.config.lock_lease_seconds
+        if own:
+            lease = self._store.locks.acquire(self.lock_name(shard, strategy), holder or default_holder(), lease_seconds)
+            if lease is None:
+                skipped = self._skipped(shard, strategy)
+                summary.status = "skipped_locked"
+                summary.lock_holder = skipped.lock_holder
+                return summary
+        summary.lock_holder = lease.holder
+        try:
+            keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else _NullContext(
+                _FixedLease(self._store.locks, lease)
+            )
+            with keeper_cm as keeper:
+                for _ in range(max_iterations):
+                    it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
+                    summary.add(it)
+                    if it.status in ("caught_up", "blocked", "dry_run"):
+                        summary.status = it.status
+                        break
+                else:
+                    summary.status = "iteration_limit"
+        finally:
+            if own:
+                self._release(lease)
+            summary.duration_seconds = round(time.monotonic() - started, 6)
+        return summary
+
+    def _release(self, lease) -> None:
+        try:
+            self._store.locks.release(lease)
+        except Exception as exc:  # the lease expires on its own; never mask the iteration's outcome
+            log.warning("could not release %s: %s", lease.name, exc)
+
+    def _skipped(self, shard: int, strategy: SweepStrategy) -> SweepResult:
+        state = self._store.locks.describe(self.lock_name(shard, strategy))
+        return SweepResult(
+            shard=shard,
+            strategy=strategy.value,
+            status="skipped_locked",
+            lock_holder=getattr(state, "holder", None),
+        )
+
+    def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run) -> SweepResult:
+        started = time.monotonic()
+        cfg = self._store.config
+        limit = int(batch_limit or cfg.batch_limit)
+        if not 1 <= limit <= 100_000:
+            raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {limit}")
+        if sweep_ts is None:
+            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
+        progress = self._queue.progress
+        old = progress.get_progress(shard, strategy)
+        result = SweepResult(
+            shard=shard,
+            strategy=strategy.value,
+            status="swept",
+            sweep_ts=sweep_ts,
+            old_progress=old,
+            new_progress=old,
+            lock_holder=keeper.lease.holder,
+        )
+        if old >= sweep_ts - 1:
+            result.status = "caught_up"
+            return self._finish(result, started)
+
+        # Do not re-read entries known to be blocked by a transaction that committed too late.
+        max_exclusive = sweep_ts
+        key = (shard, strategy.value)
+        with self._blocked_lock:
+            known = self._blocked.get(key)
+        if known is not None:
+            blocked_start, blocked_commit = known
+            if blocked_start <= old:
+                with self._blocked_lock:
+                    self._blocked.pop(key, None)
+            elif blocked_commit >= sweep_ts:
+                max_exclusive = blocked_start
+                result.blocked_by = {"start_ts": blocked_start, "commit_ts": blocked_commit}
+
+        if old >= max_exclusive - 1:
+            result.status = "blocked"
+            return self._finish(result, started)
+
+        batch = self._queue.reader.read_batch(shard, strategy, old, max_exclusive, limit)
+        result.entries_read = batch.entries_read
+        result.corrupt_entries = len(batch.corrupt)
+        if batch.corrupt:
+            self._quarantine(shard, strategy, batch.corrupt)
+
+        blocked_at: int | None = None
+        if batch.fine_partition is None:
+            new = max_exclusive - 1
+        else:
+            starts = sorted({w.start_ts for w in batch.entries})
+            commits = self._commit_timestamps(starts, result, dry_run)
+            for s in starts:
+                c = commits[s]
+                if c != ABORTED and c >= sweep_ts:
+                    blocked_at = s
+                    result.blocked_by = {"start_ts": s, "commit_ts": c}
+                    with self._blocked_lock:
+                        self._blocked[key] = (s, c)
+                    break
+            entries = batch.entries if blocked_at is None else [w for w in batch.entries if w.start_ts < blocked_at]
+            self._sweep_entries(strategy, entries, commits, result, dry_run)
+            if blocked_at is not None:
+                new = blocked_at - 1
+            elif batch.read_to_end:
+                new = min(max_exclusive, (batch.fine_partition + 1) * FINE_PARTITION) - 1
+            else:
+                new = batch.last_start_ts
+        new = max(new, old)
+        if max_exclusive < sweep_ts and new >= max_exclusive - 1:
+            blocked_at = max_exclusive
+
+        if dry_run:
+            result.new_progress = new
+            result.status = "dry_run"
+            return self._finish(result, started)
+
+        # Fencing: stop before the destructive queue cleanup and progress if our lease was lost.
+        keeper.check()
+        if new > old:
+            cleaned = self._queue.cleaner.clean(shard, strategy, old, new)
+            result.queue_rows_cleaned = _count_rows(cleaned)
+            result.new_progress = progress.update_progress(shard, strategy, new)
+        if result.new_progress >= sweep_ts - 1:
+            result.status = "caught_up"
+        elif blocked_at is not None:
+            result.status = "blocked"
+        return self._finish(result, started)
+
+    def _finish(self, result: SweepResult, started: float) -> SweepResult:
+        result.duration_seconds = round(time.monotonic() - started, 6)
+        if result.status != "dry_run":
+            try:
+                self._store.history.record(result.to_json())
+            except Exception as exc:  # history feeds the dashboard; never fail a sweep for it
+                log.warning("could not record sweep history: %s", exc)
+        return result
+
+    # ----- helpers ---------------------------------------------------------------------------------
+    def _commit_timestamps(self, starts: list[int], result: SweepResult, dry_run: bool) -> dict[int, int]:
+        """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""
+        service = self._store.transaction_service
+        commits = dict(service.get_many(starts))
+        for s in starts:
+            if s in commits:
+                continue
+            if dry_run:
+                commits[s] = ABORTED
+                continue
+            try:
+                service.put_unless_exists(s, ABORTED)
+                commits[s] = ABORTED
+                result.transactions_aborted += 1
+            except KeyAlreadyExistsError:
+                value = service.get(s)
+                commits[s] = ABORTED if value is None else value
+        return commits
+
+    def _sweep_entries(self, strategy: SweepStrategy, entries, commits, result: SweepResult, dry_run: bool) -> None:
+        aborted: dict[str, list] = defaultdict(list)
+        newest: dict[str, dict] = defaultdict(dict)
+        for w in entries:
+            if commits[w.start_ts] == ABORTED:
+                aborted[w.table].append((w.cell, w.start_ts))
+                continue
+            current = newest[w.table].get(w.cell)
+            if current is None or w.start_ts > current[0]:
+                newest[w.table][w.cell] = (w.start_ts, w.is_tombstone)
+
+        marks = self._store.table_marks
+        for table in sorted(set(aborted) | set(newest)):
+            cutoff = marks.cutoff(table)
+            versions = [(c, s) for c, s in aborted.get(table, []) if s >= cutoff]
+            cells = {c: v for c, v in newest.get(table, {}).items() if v[0] >= cutoff}
+            skipped = len(aborted.get(table, [])) - len(versions) + len(newest.get(table, {})) - len(cells)
+            if not self._kvs.table_exists(table):
+                result.entries_skipped_dropped_tables += len(aborted.get(table, [])) + len(newest.get(table, {}))
+                continue
+            result.entries_skipped_dropped_tables += skipped
+            try:
+                if versions:
+                    if not dry_run:
+                        self._kvs.delete(table, versions)
+                    result.aborted_writes_deleted += len(versions)
+                if cells:
+                    counts = self._deleter.sweep_cells(table, strategy, cells, dry_run=dry_run)
+                    result.cells_tombstoned += counts.cells_tombstoned
+                    result.sentinels_written += counts.sentinels_written
+                    result.tables[table] = result.tables.get(table, 0) + counts.cells_tombstoned
+            except TableNotFoundError:
+                # Dropped between the check and the delete: its entries are obsolete, skip them.
+                result.entries_skipped_dropped_tables += len(versions) + len(cells)
+
+    def _quarantine(self, shard: int, strategy: SweepStrategy, corrupt) -> None:
+        records = [dict(getattr(c, "_asdict", lambda: c)()) if not isinstance(c, dict) else c for c in corrupt]
+        log.error(
+            "ALERT: %d corrupt sweep-queue cell(s) in shard %d (%s) quarantined and skipped: %s",
+            len(records),
+            shard,
+            strategy.value,
+            records[:5],
+        )
+        try:
+            self._store.history.quarantine(shard, strategy.value, records)
+        except Exception as exc:
+            log.warning("could not persist quarantine records: %s", exc)
+
+    # ----- observation -----------------------------------------------------------------------------
+    def has_sweepable_work(self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None) -> bool:
+        shard, strategy = self._check(shard, strategy)
+        if sweep_ts is None:
+            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
+        old = self._queue.progress.get_progress(shard, strategy)
+        if old >= sweep_ts - 1:
+            return False
+        return self._queue.reader.next_fine_partition(shard, strategy, old, sweep_ts) is not None
+
+    def shard_status(self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None, backlog_cap: int = 100_000) -> dict:
+        shard, strategy = self._check(shard, strategy)
+        if sweep_ts is None:
+            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
+        progress = self._queue.progress.get_progress(shard, strategy)
+        lock = self._store.locks.describe(self.lock_name(shard, strategy))
+        backlog = self._queue.reader.count_entries(shard, strategy, progress, cap=backlog_cap)
+        sweepable = self._queue.reader.count_entries(shard, strategy, progress, max_exclusive=sweep_ts, cap=backlog_cap)
+        return {
+            "shard": shard,
+            "strategy": strategy.value,
+            "sweep_ts": sweep_ts,
+            "progress": progress,
+            "lag_ts": max(0, sweep_ts - 1 - progress),
+            "backlog_entries": backlog,
+            "sweepable_entries": sweepable,
+            "backlog_capped": backlog >= backlog_cap,
+            "lock_holder": None if lock is None or lock.expired or not lock.holder else lock.holder,
+        }
+
+
+def _count_rows(cleaned) -> int:
+    if cleaned is None:
+        return 0
+    if isinstance(cleaned, int):
+        return cleaned
+    total = getattr(cleaned, "total", None)
+    if total is not None:
+        return int(total() if callable(total) else total)
+    data = cleaned.to_json() if hasattr(cleaned, "to_json") else vars(cleaned)
+    return int(sum(v for v in data.values() if isinstance(v, int)))
+
+
+class _FixedLease:
+    """A caller-managed lease (e.g. acquired by a separate Airflow task): checked, never refreshed here."""
+
+    def __init__(self, locks, lease):
+        self._locks = locks
+        self.lease = lease
+
+    def check(self) -> None:
+        self._locks.check(self.lease)
+
+
+class _NullContext:
+    def __init__(self, value):
+        self._value = value
+
+    def __enter__(self):
+        return self._value
+
+    def __exit__(self, *exc):
+        return None
+
+
+__all__ = ["TargetedSweeper", "SweepResult", "ShardSweepResult", "MAX_SHARDS", "default_holder"]
