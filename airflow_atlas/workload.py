@@ -8,7 +8,7 @@ caller; they hold the immutable timestamp back until committed or aborted).
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Callable
 
 from .errors import InvalidInputError, TransactionConflictError
@@ -60,7 +60,7 @@ class WorkloadReport:
     open: list = field(default_factory=list)  # open SnapshotTransaction objects (not serialised)
 
     def to_json(self) -> dict:
-        data = asdict(self)
+        data = {k: v for k, v in vars(self).items() if k != "open"}
         data["open"] = [t.start_timestamp for t in self.open]
         return data
 
