@@ -1,0 +1,234 @@
+"""The main job: a targeted-sweep demo, end to end.
+
+1. opens a fresh store (embedded SQLite by default; ``--cassandra`` uses the local node),
+2. writes a workload: committed transactions with overwrites and deletes across a CONSERVATIVE and a
+   THOROUGH table, writers that died before committing, aborted transactions, and one long-running open
+   transaction that holds the sweep timestamp back,
+3. shows the queue backlog and why the sweep timestamp is held back,
+4. finishes the open transaction and runs the ``atlas_targeted_sweep`` DAG for real (``dag.test()``
+   against a private Airflow home under ``.atlas/``),
+5. prints what was swept, the safety oracle's verdict, and the space reclaimed.
+
+Run it with ``scripts/demo.sh`` (or ``python -m airflow_atlas.demo --help``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+WORK_DIR = REPO_ROOT / ".atlas"
+SHARDS = 4
+WINDOW_SECONDS = 2.0
+
+
+def _print(title: str) -> None:
+    print(f"\n== {title} " + "=" * max(0, 70 - len(title)), flush=True)
+
+
+def _version_counts(store, tables) -> dict[str, tuple[int, int]]:
+    """(data versions, sentinels) per table."""
+    counts = {}
+    for table in tables:
+        data = sentinels = 0
+        for _, ts, _ in store.kvs.scan(table):
+            if ts < 0:
+                sentinels += 1
+            else:
+                data += 1
+        counts[table] = (data, sentinels)
+    return counts
+
+
+def _store_url(args) -> str:
+    if args.cassandra:
+        return f"cassandra://{args.cassandra_host}:9042/{args.keyspace}"
+    return f"sqlite:///{WORK_DIR / 'demo.db'}"
+
+
+def _fresh(args) -> None:
+    WORK_DIR.mkdir(exist_ok=True)
+    if args.cassandra:
+        from cassandra.cluster import Cluster
+
+        cluster = Cluster([args.cassandra_host], protocol_version=5)
+        try:
+            session = cluster.connect()
+            session.execute(f"DROP KEYSPACE IF EXISTS {args.keyspace}", timeout=120)
+        finally:
+            cluster.shutdown()
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            path = WORK_DIR / f"demo.db{suffix}"
+            if path.exists():
+                path.unlink()
+
+
+def _airflow_env(args, url: str) -> dict:
+    home = WORK_DIR / "airflow"
+    if home.exists() and not (home / ".migrated").exists():
+        shutil.rmtree(home)
+    home.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    if args.cassandra:
+        conn = {"conn_type": "cassandra", "host": args.cassandra_host, "port": 9042, "schema": args.keyspace}
+    else:
+        conn = {"conn_type": "atlas_embedded", "host": str(WORK_DIR / "demo.db")}
+    settings = {
+        "shard_count": SHARDS,
+        "store_config": {"unreadable_window_seconds": WINDOW_SECONDS, "punch_interval_seconds": 0.2},
+        "retry_delay_seconds": 1,
+        "skip_idle_shards": False,
+    }
+    env.update(
+        {
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(REPO_ROOT / "dags"),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+            "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
+            "AIRFLOW_CONN_ATLAS_DEFAULT": json.dumps(conn),
+            "AIRFLOW_VAR_ATLAS_SETTINGS": json.dumps(settings),
+        }
+    )
+    if not (home / ".migrated").exists():
+        print("  (first run: migrating a private Airflow metadata database, a few seconds)", flush=True)
+        result = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise SystemExit(f"airflow db migrate failed:\n{result.stderr[-2000:]}")
+        (home / ".migrated").touch()
+    return env
+
+
+def _run_dag(env: dict) -> dict:
+    """Run atlas_targeted_sweep with dag.test() in a child process that has the demo's Airflow env."""
+    code = r"""
+import json, sys, warnings
+warnings.simplefilter("ignore")
+from airflow.dag_processing.dagbag import DagBag
+bag = DagBag(dag_folder=sys.argv[1])
+if bag.import_errors:
+    print(json.dumps({"error": bag.import_errors})); sys.exit(1)
+dag = bag.dags["atlas_targeted_sweep"]
+run = dag.test()
+states = {}
+for ti in run.get_task_instances():
+    states[ti.state] = states.get(ti.state, 0) + 1
+print("@@RESULT@@" + json.dumps({"state": str(run.state), "task_states": {str(k): v for k, v in states.items()}}))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(REPO_ROOT / "dags")], env=env, capture_output=True, text=True
+    )
+    for line in proc.stdout.splitlines():
+        if line.startswith("@@RESULT@@"):
+            return json.loads(line[len("@@RESULT@@") :])
+    raise SystemExit(f"the DAG run did not report back:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/demo.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cassandra", action="store_true", help="use the local Cassandra node instead of the embedded store")
+    parser.add_argument("--cassandra-host", default="127.0.0.1")
+    parser.add_argument("--keyspace", default="atlas_demo")
+    parser.add_argument("--transactions", type=int, default=400, help="committed/dead/aborted transactions to write")
+    parser.add_argument("--engine-only", action="store_true", help="sweep in-process instead of running the Airflow DAG")
+    args = parser.parse_args(argv)
+
+    from .config import StoreConfig
+    from .oracle import Reader, compare, obsolete_versions, observe
+    from .store import AtlasStore
+    from .workload import WorkloadSpec, run_workload
+
+    url = _store_url(args)
+    _fresh(args)
+    config = StoreConfig(unreadable_window_seconds=WINDOW_SECONDS, punch_interval_seconds=0.2, initial_shards=SHARDS)
+    store = AtlasStore.open(url, config)
+    try:
+        _print(f"store: {store.describe()}")
+        store.initialize(shards=SHARDS)
+        spec = WorkloadSpec(transactions=args.transactions, rows=150, open_transactions=1)
+        started = time.monotonic()
+        report = run_workload(store, spec)
+        tables = list(spec.tables)
+        print(
+            f"workload: {report.committed} committed, {report.dead_writers} dead writers (wrote, never committed), "
+            f"{report.aborted} aborted, {report.conflicts} conflicts, {report.writes} writes "
+            f"({report.deletes} deletes) in {time.monotonic() - started:.1f}s; "
+            f"1 transaction left open (start ts {report.open[0].start_timestamp})"
+        )
+        before_versions = _version_counts(store, tables)
+        print("data versions stored per table:", {t: n for t, (n, _) in before_versions.items()})
+
+        _print("why nothing can be swept yet")
+        for strategy in ("CONSERVATIVE", "THOROUGH"):
+            why = store.sweep_timestamps.explain(strategy)
+            oldest = why["oldest_open_transaction"]
+            print(
+                f"{strategy:12s} sweep ts {why['sweep_ts']}: limited by {why['limited_by']}"
+                + (f" (open transaction started at ts {oldest['start_ts']}, {oldest['age_seconds']:.1f}s old)" if oldest else "")
+            )
+
+        _print("finishing the open transaction; waiting out the read-only window")
+        report.open[0].commit()
+        time.sleep(WINDOW_SECONDS + 0.5)
+        final_ts = store.timestamps.fresh_timestamp()
+        readers = [Reader(final_ts), Reader(final_ts, read_only=True)]
+        before = observe(store, readers, tables)
+
+        if args.engine_only:
+            _print("sweeping in-process (engine only)")
+            totals = {"entries_read": 0, "cells_tombstoned": 0, "aborted_writes_deleted": 0, "transactions_aborted": 0}
+            for strategy in ("CONSERVATIVE", "THOROUGH"):
+                for shard in range(SHARDS):
+                    result = store.sweeper.sweep_shard(shard, strategy).to_json()
+                    for key in totals:
+                        totals[key] += result[key]
+            print(json.dumps(totals))
+        else:
+            _print("running the atlas_targeted_sweep DAG (Airflow dag.test())")
+            env = _airflow_env(args, url)
+            started = time.monotonic()
+            outcome = _run_dag(env)
+            print(f"DAG run {outcome['state']} in {time.monotonic() - started:.1f}s; task states {outcome['task_states']}")
+            if "success" not in outcome["state"]:
+                return 1
+
+        _print("what the sweep did")
+        after_versions = _version_counts(store, tables)
+        sweep_ts = store.sweep_timestamps.all()
+        for table in tables:
+            (b_data, b_sent), (a_data, a_sent) = before_versions[table], after_versions[table]
+            print(f"{table:20s} data versions {b_data:6d} -> {a_data:6d}   sentinels {b_sent:4d} -> {a_sent:4d}")
+        for strategy in ("CONSERVATIVE", "THOROUGH"):
+            for shard in range(SHARDS):
+                runs = store.history.recent(shard, strategy, limit=50)
+                swept = sum(r.get("cells_tombstoned", 0) for r in runs)
+                aborted = sum(r.get("aborted_writes_deleted", 0) for r in runs)
+                progress = store.queue.progress.get_progress(shard, strategy)
+                print(f"{strategy:12s} shard {shard}: progress {progress:8d}  tombstoned {swept:5d}  aborted writes deleted {aborted:4d}")
+
+        _print("safety oracle")
+        after = observe(store, readers, tables)
+        violations = compare(before, after, sweep_ts)
+        leftovers = obsolete_versions(store, sweep_ts, tables)
+        print(f"visible data unchanged: {'yes' if not violations else 'NO'}; obsolete versions left: {len(leftovers)}")
+        for line in (violations + leftovers)[:10]:
+            print("  ", line)
+
+        if store.kvs.backend == "sqlite" and hasattr(store.kvs, "vacuum"):
+            before_bytes, after_bytes = store.kvs.vacuum()
+            _print("space")
+            print(f"embedded store file: {before_bytes / 1024:.0f} KiB -> {after_bytes / 1024:.0f} KiB after VACUUM")
+        return 0 if not violations and not leftovers else 1
+    finally:
+        store.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
