@@ -1,0 +1,71 @@
+import pytest
+
+from airflow_atlas.errors import CorruptQueueDataError, InvalidInputError
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.sweep.write_info import WriteInfo
+from airflow_atlas.sweep.write_reference import (
+    WriteReference,
+    decode_write_reference,
+    encode_write_info,
+    encode_write_reference,
+)
+
+
+def test_exact_encoding():
+    data = encode_write_reference("t1", Cell(b"r", b"cc"), True)
+    assert data == b"\x01" + b"\x02t1" + b"\x01r" + b"\x02cc" + b"\x01"
+    assert encode_write_reference("t1", Cell(b"r", b"cc"), False)[-1] == 0
+
+
+@pytest.mark.parametrize(
+    "table, row, col, tomb",
+    [
+        ("a", b"\x00", b"\xff", False),
+        ("_internal_table", b"row" * 100, b"c", True),
+        ("x" * 47, b"\x00" * 1500, b"\xff" * 1500, True),
+        ("t", bytes(range(256)), bytes(range(255, -1, -1)), False),
+    ],
+)
+def test_round_trip(table, row, col, tomb):
+    data = encode_write_reference(table, Cell(row, col), tomb)
+    assert decode_write_reference(data) == WriteReference(table, Cell(row, col), tomb)
+    info = WriteInfo(table, Cell(row, col), 123, tomb)
+    assert encode_write_info(info) == data
+    assert decode_write_reference(data).at(123) == info
+
+
+def test_compact():
+    # 1 version + 3 one-byte lengths + names + 1 flag
+    assert len(encode_write_reference("tbl", Cell(b"row1", b"c"), False)) == 1 + 3 + 3 + 4 + 1 + 1
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        b"",
+        b"\x02\x02t1\x01r\x02cc\x01",  # unknown version
+        b"\x01\x02t1\x01r\x02cc",  # no flag
+        b"\x01\x02t1\x01r\x02cc\x02",  # bad flag
+        b"\x01\x02t1\x01r\x02cc\x01\x00",  # trailing
+        b"\x01\x02t1\x01r\x05cc\x01",  # length past the end
+        b"\x01\x02T1\x01r\x02cc\x01",  # invalid table name
+        b"\x01\x00\x01r\x02cc\x01",  # empty table name
+        b"\x01\x02t1\x00\x02cc\x01",  # empty row
+        b"\x01\x80\x02t1\x01r\x02cc\x01",  # non-canonical length
+        b"\x01\x02\xff\xfe\x01r\x02cc\x01",  # not ascii
+        b"\x01\xff\x80\xff\xff\xff\xff\xff\xff\xff\xff",  # negative length
+    ],
+)
+def test_decode_rejects_garbage(data):
+    with pytest.raises(CorruptQueueDataError):
+        decode_write_reference(data)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("Bad", Cell(b"r", b"c"), False), ("t", Cell(b"", b"c"), False), ("t", Cell(b"r", b"c"), 1),
+     ("t", Cell(b"r" * 1501, b"c"), False), ("t", ("r", "c"), False)],
+)
+def test_encode_validates(args):
+    with pytest.raises(InvalidInputError):
+        encode_write_reference(*args)
