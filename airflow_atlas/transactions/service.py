@@ -16,9 +16,9 @@ from collections import OrderedDict
 from typing import Iterable
 
 from ..errors import InvalidInputError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..kvs.api import KeyValueService, SweepStrategy, TableMetadata, WriteMode
 from . import encoding as enc
-from .encoding import ABORTED
+from .encoding import ABORTED  # noqa: F401  (re-exported: services speak ABORTED)
 
 TRANSACTIONS_TABLE = "_transactions"
 TRANSACTIONS2_TABLE = "_transactions2"

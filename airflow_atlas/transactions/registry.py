@@ -1,0 +1,212 @@
+"""The open-transaction registry and the immutable timestamp.
+
+Read-write transactions register here (a lease keyed by a timestamp) so that sweep never passes them: the
+*immutable timestamp* is the lowest registered timestamp among live registrations, or a fresh timestamp when
+there is none. Every version a registered transaction can still need is at or above it.
+
+Layout: WALLCLOCK table ``_open_transactions``, one row ``b"open"``, column ``fixed_long(ts)`` (non-negative,
+so byte order is numeric order and the oldest registration is the first column), value a small JSON document
+``{"holder", "registered_at_ms", "expires_at_ms"}``. Expired entries are skipped and deleted lazily by
+:meth:`OpenTransactionRegistry.oldest_open`.
+
+Ordering argument for :meth:`OpenTransactionRegistry.immutable_timestamp`
+-----------------------------------------------------------------------------
+Sweep takes F = a fresh timestamp *first*, then reads the registry, and returns min(live registrations, F).
+A registrant must (1) write its registration under a key K, then (2) draw its start timestamp S, with K <= S.
+Take any registrant T and a computation that returned I:
+
+* if T's registration was visible to the registry read, I <= K <= S while T is live;
+* otherwise T's write (1) completed after the read started, so T's draw (2) started after F's draw finished
+  (F was drawn before the read) and the timestamp service gives S > F >= I.
+
+Either way I <= S: sweep never removes a version T can read. Drawing S *before* registering would break the
+second case: T could draw S, a sweeper could draw F > S and read the registry, and only then T's
+registration lands. :class:`~airflow_atlas.transactions.snapshot.TransactionManager` follows the rule by
+registering under a timestamp it already owns before drawing the start timestamp, then re-keying the
+registration to the start timestamp.
+
+Leases are wall-clock based: ``clock`` (seconds) must agree across machines to within ``margin_seconds``.
+:meth:`refresh` refuses to revive a registration with less than the margin left and fails if its own write
+took longer than the margin, so a sweeper that saw an entry expired (and may have passed it) can never see it
+live again.
+"""
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from ..encoding import fixed_long, from_fixed_long
+from ..errors import InvalidInputError, LockNotHeldError
+from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
+from .encoding import check_start_timestamp
+
+OPEN_TRANSACTIONS_TABLE = "_open_transactions"
+OPEN_TRANSACTIONS_TABLE_METADATA = TableMetadata(strategy=SweepStrategy.NOTHING, write_mode=WriteMode.WALLCLOCK)
+_ROW = b"open"
+_PAGE = 200
+_TTL_SLACK_SECONDS = 3600
+
+
+@dataclass(frozen=True)
+class OpenTransaction:
+    """One registration. Times are clock seconds."""
+
+    start_ts: int
+    holder: str
+    registered_at: float
+    expires_at: float
+
+    def live_at(self, now: float) -> bool:
+        return self.expires_at > now
+
+
+def _ttl(lease_seconds: float) -> int:
+    """Store-side TTL: a safety net that garbage-collects registrations of crashed processes. It is far
+    longer than the lease, so an entry never vanishes while it is live (expiry is decided by the value)."""
+    return int(math.ceil(lease_seconds)) + _TTL_SLACK_SECONDS
+
+
+def _encode(holder: str, registered_at_ms: int, expires_at_ms: int) -> bytes:
+    return json.dumps(
+        {"holder": holder, "registered_at_ms": registered_at_ms, "expires_at_ms": expires_at_ms},
+        sort_keys=True,
+        separators=(",", ":"),
+    ).encode()
+
+
+def _decode(col: bytes, raw: bytes) -> OpenTransaction:
+    data = json.loads(raw.decode())
+    return OpenTransaction(
+        start_ts=from_fixed_long(col),
+        holder=data["holder"],
+        registered_at=data["registered_at_ms"] / 1000,
+        expires_at=data["expires_at_ms"] / 1000,
+    )
+
+
+class OpenTransactionRegistry:
+    """Leases of running read-write transactions, and the immutable timestamp derived from them."""
+
+    def __init__(
+        self,
+        kvs: KeyValueService,
+        clock: Callable[[], float] = time.time,
+        *,
+        margin_seconds: float = 1.0,
+        table: str = OPEN_TRANSACTIONS_TABLE,
+    ):
+        if margin_seconds < 0:
+            raise InvalidInputError(f"margin_seconds must be >= 0, got {margin_seconds}")
+        self._kvs = kvs
+        self.table = validate_table_name(table)
+        self._clock = clock
+        self.margin_seconds = float(margin_seconds)
+
+    def ensure_tables(self) -> None:
+        self._kvs.create_table(self.table, OPEN_TRANSACTIONS_TABLE_METADATA)
+
+    @staticmethod
+    def _cell(start_ts: int) -> Cell:
+        return Cell(_ROW, fixed_long(check_start_timestamp(start_ts)))
+
+    def register(self, start_ts: int, holder: str, lease_seconds: float) -> OpenTransaction:
+        """Register (or overwrite) the lease of ``start_ts`` for ``lease_seconds`` from now."""
+        if not isinstance(holder, str) or not holder:
+            raise InvalidInputError(f"a registration holder is a non-empty string, got {holder!r}")
+        if not lease_seconds > 0:
+            raise InvalidInputError(f"lease_seconds must be positive, got {lease_seconds!r}")
+        now_ms = int(self._clock() * 1000)
+        expires_ms = now_ms + int(lease_seconds * 1000)
+        self._kvs.put_wallclock(
+            self.table,
+            {self._cell(start_ts): _encode(holder, now_ms, expires_ms)},
+            ttl_seconds=_ttl(lease_seconds),
+        )
+        return OpenTransaction(start_ts, holder, now_ms / 1000, expires_ms / 1000)
+
+    def get(self, start_ts: int) -> OpenTransaction | None:
+        """The stored registration of ``start_ts`` (expired or not), or None."""
+        cell = self._cell(start_ts)
+        found = self._kvs.get_wallclock_row(self.table, _ROW, start_col=cell.col, limit=1)
+        if not found or found[0][0] != cell.col:
+            return None
+        return _decode(*found[0])
+
+    def is_live(self, start_ts: int) -> bool:
+        """Whether ``start_ts`` has an unexpired registration (no margin: this is the sweeper's view)."""
+        entry = self.get(start_ts)
+        return entry is not None and entry.live_at(self._clock())
+
+    def refresh(self, start_ts: int, lease_seconds: float) -> OpenTransaction:
+        """Extend the lease to ``lease_seconds`` from now. Raises LockNotHeldError when the registration is
+        gone, has less than ``margin_seconds`` left, or the refresh itself took longer than the margin."""
+        began = self._clock()
+        entry = self.get(start_ts)
+        if entry is None:
+            raise LockNotHeldError(f"transaction {start_ts} is not registered (unregistered or cleaned up)")
+        if entry.expires_at - self.margin_seconds <= began:
+            raise LockNotHeldError(
+                f"registration of transaction {start_ts} expired at {entry.expires_at:.3f} "
+                f"(now {began:.3f}, margin {self.margin_seconds}s)"
+            )
+        now_ms = int(self._clock() * 1000)
+        expires_ms = now_ms + int(lease_seconds * 1000)
+        self._kvs.put_wallclock(
+            self.table,
+            {self._cell(start_ts): _encode(entry.holder, int(entry.registered_at * 1000), expires_ms)},
+            ttl_seconds=_ttl(lease_seconds),
+        )
+        took = self._clock() - began
+        if took >= self.margin_seconds:
+            raise LockNotHeldError(
+                f"refreshing transaction {start_ts} took {took:.3f}s, more than the {self.margin_seconds}s margin"
+            )
+        return OpenTransaction(start_ts, entry.holder, entry.registered_at, expires_ms / 1000)
+
+    def unregister(self, start_ts: int) -> None:
+        self._kvs.delete_wallclock(self.table, [self._cell(start_ts)])
+
+    def open_transactions(self, limit: int | None = None) -> list[OpenTransaction]:
+        """Live registrations, oldest first (expired ones are skipped, not deleted)."""
+        now = self._clock()
+        live: list[OpenTransaction] = []
+        for entry in self._entries():
+            if entry.live_at(now):
+                live.append(entry)
+                if limit is not None and len(live) >= limit:
+                    break
+        return live
+
+    def oldest_open(self) -> OpenTransaction | None:
+        """The live registration with the lowest timestamp; expired entries met on the way are deleted."""
+        now = self._clock()
+        expired: list[Cell] = []
+        oldest = None
+        for entry in self._entries():
+            if entry.live_at(now):
+                oldest = entry
+                break
+            expired.append(self._cell(entry.start_ts))
+        if expired:
+            self._kvs.delete_wallclock(self.table, expired)
+        return oldest
+
+    def immutable_timestamp(self, fresh_ts: Callable[[], int]) -> int:
+        """Lowest live registration, or a fresh timestamp when none (see the module docstring for why the
+        fresh timestamp is taken before the registry is read)."""
+        fresh = fresh_ts()
+        oldest = self.oldest_open()
+        return fresh if oldest is None else min(fresh, oldest.start_ts)
+
+    def _entries(self):
+        start_col = None
+        while True:
+            page = self._kvs.get_wallclock_row(self.table, _ROW, start_col=start_col, limit=_PAGE)
+            for col, raw in page:
+                yield _decode(col, raw)
+            if len(page) < _PAGE:
+                return
+            start_col = page[-1][0] + b"\x00"
