@@ -157,6 +157,11 @@ class TransactionManager:
         self.sweep_queue = sweep_queue
         self.scrub_queue = scrub_queue
         self.config = config
+        if config.lease_seconds <= 2 * registry.margin_seconds:
+            raise InvalidInputError(
+                f"lease_seconds ({config.lease_seconds}) must exceed twice the registry's clock margin "
+                f"({registry.margin_seconds}s): a lease is refreshed at half-time and refused within the margin"
+            )
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self.clock = clock
         self._lock = threading.Lock()

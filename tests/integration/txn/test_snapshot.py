@@ -505,3 +505,34 @@ def test_run_propagates_other_errors_and_aborts(manager, make_table):
     assert seen["txn"].state == "aborted"
     assert not manager.registry.is_live(seen["txn"].start_timestamp)
     assert manager.run_read_only(lambda txn: txn.get(table, [C])) == {}
+
+
+def test_begin_registers_before_drawing_the_start_timestamp(make_manager):
+    """What a sweeper reads while the start timestamp is drawn already covers the transaction."""
+    import uuid
+
+    holder = f"spy-{uuid.uuid4().hex[:8]}"
+    manager = make_manager(holder=holder)
+    manager.begin().abort()  # leaves a spare timestamp: the next begin registers under it
+    real = manager.timestamps.fresh_timestamps
+    seen = []
+
+    def spy(n):
+        mine = [e for e in manager.registry.open_transactions() if e.holder == holder]
+        block = real(n)
+        seen.append((mine, block))
+        return block
+
+    manager.timestamps.fresh_timestamps = spy
+    for _ in range(2):
+        txn = manager.begin()
+        mine, block = seen[-1]
+        assert block[0] == txn.start_timestamp
+        assert mine and min(e.start_ts for e in mine) < txn.start_timestamp
+        assert [e.start_ts for e in manager.registry.open_transactions() if e.holder == holder] == [txn.start_timestamp]
+        txn.abort()
+
+
+def test_lease_must_exceed_the_clock_margin(make_manager):
+    with pytest.raises(InvalidInputError, match="margin"):
+        make_manager(lease_seconds=0.3, margin=0.2)
