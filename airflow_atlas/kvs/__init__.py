@@ -1,0 +1,59 @@
+"""The key-value layer: one contract (:mod:`.api`), two backends (Cassandra, embedded SQLite).
+
+Backends are imported lazily so that using the SQLite store does not need cassandra-driver loaded.
+Nothing here imports Airflow.
+"""
+from __future__ import annotations
+
+from .api import (
+    LWT_TIMESTAMP,
+    MAX_CELL_NAME_BYTES,
+    MAX_TIMESTAMP,
+    MAX_VALUE_BYTES,
+    SENTINEL_TIMESTAMP,
+    Cell,
+    KeyValueService,
+    ScanRange,
+    SweepStrategy,
+    TableMetadata,
+    Value,
+    WriteMode,
+    validate_cell,
+    validate_table_name,
+    validate_value,
+)
+from .url import open_kvs, redact_url
+
+__all__ = [
+    "LWT_TIMESTAMP",
+    "MAX_CELL_NAME_BYTES",
+    "MAX_TIMESTAMP",
+    "MAX_VALUE_BYTES",
+    "SENTINEL_TIMESTAMP",
+    "Cell",
+    "CassandraKeyValueService",
+    "KeyValueService",
+    "ScanRange",
+    "SqliteKeyValueService",
+    "SweepStrategy",
+    "TableMetadata",
+    "Value",
+    "WriteMode",
+    "open_kvs",
+    "redact_url",
+    "validate_cell",
+    "validate_table_name",
+    "validate_value",
+]
+
+
+def __getattr__(name: str):
+    if name == "CassandraKeyValueService":
+        from .cassandra import CassandraKeyValueService
+
+        return CassandraKeyValueService
+    if name == "SqliteKeyValueService":
+        from .sqlite import SqliteKeyValueService
+
+        return SqliteKeyValueService
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,241 @@
+"""Open a key-value service from a URL.
+
+* ``sqlite:///relative/path.db`` and ``sqlite:////absolute/path.db`` - SQLAlchemy's convention (as in
+  Airflow's ``sql_alchemy_conn``): the text after ``sqlite:///`` is the path, absolute when it starts with
+  ``/``. Relative paths are resolved against the current directory when the store is opened.
+  Query options: ``busy_timeout_ms``, ``synchronous``.
+* ``cassandra://[user:password@]host1,host2[:port]/keyspace?replication_factor=1&protocol_version=5&ssl=true``
+  Query options: ``replication_factor``, ``protocol_version``, ``create_keyspace``, ``datacenter``,
+  ``ssl``, ``ssl_ca`` (CA file), ``ssl_verify`` (default true), ``connect_timeout``, ``request_timeout``,
+  ``concurrency``, ``page_size``. User and password are percent-decoded.
+
+In-memory stores are not supported (each thread and process would see a different database).
+Errors are InvalidInputError naming the problem; no message ever contains the password.
+"""
+from __future__ import annotations
+
+import os
+import re
+from urllib.parse import parse_qsl, unquote
+
+from ..errors import InvalidInputError
+from .api import KeyValueService
+
+_HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
+_IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def redact_url(url: str) -> str:
+    """``url`` with the password (and any ``password=`` query value) replaced by ``***``."""
+    if not isinstance(url, str):
+        return "<not a URL>"
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return re.sub(r"(?i)(password=)[^&#]*", r"\1***", url)
+    slash = rest.find("/")
+    netloc, tail = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
+    if "@" in netloc:
+        userinfo, host = netloc.rsplit("@", 1)
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
+    tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", tail)
+    return f"{scheme}://{netloc}{tail}"
+
+
+def _bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise InvalidInputError(f"URL option {name} must be true or false, got {value!r}")
+
+
+def _int(name: str, value: str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        raise InvalidInputError(f"URL option {name} must be an integer, got {value!r}") from None
+
+
+def _float(name: str, value: str) -> float:
+    try:
+        out = float(value)
+    except ValueError:
+        raise InvalidInputError(f"URL option {name} must be a number, got {value!r}") from None
+    if not out > 0:
+        raise InvalidInputError(f"URL option {name} must be positive, got {value!r}")
+    return out
+
+
+def _query(query: str, allowed: dict) -> dict:
+    try:
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except ValueError:
+        raise InvalidInputError("malformed URL query string") from None
+    out: dict = {}
+    for name, value in pairs:
+        if name not in allowed:
+            raise InvalidInputError(f"unknown URL option {name!r}; allowed: {', '.join(sorted(allowed))}")
+        if name in out:
+            raise InvalidInputError(f"URL option {name!r} given twice")
+        out[name] = allowed[name](name, value)
+    return out
+
+
+def _split(url: str, scheme: str) -> tuple[str, str, str]:
+    """(netloc, path, query) of ``scheme://netloc/path?query``; fragments are refused."""
+    rest = url[len(scheme) + 3 :]
+    if "#" in rest:
+        raise InvalidInputError("key-value store URLs take no #fragment")
+    rest, _, query = rest.partition("?")
+    slash = rest.find("/")
+    netloc, path = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
+    return netloc, path, query
+
+
+def _open_sqlite(url: str, opts: dict) -> KeyValueService:
+    from .sqlite import SqliteKeyValueService
+
+    netloc, path, query = _split(url, "sqlite")
+    if netloc:
+        raise InvalidInputError(
+            "sqlite URLs have no host: use sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    path = unquote(path[1:])  # drop the slash that ends the (empty) authority
+    if not path or path in (":memory:", "memory") or path.endswith("/"):
+        raise InvalidInputError(
+            "sqlite URL needs a database file path (in-memory stores are not supported): "
+            "sqlite:///relative/path.db or sqlite:////absolute/path.db"
+        )
+    kwargs = _query(
+        query,
+        {"busy_timeout_ms": _int, "synchronous": lambda n, v: v.upper()},
+    )
+    kwargs.update(opts)
+    return SqliteKeyValueService(os.path.abspath(path), **kwargs)
+
+
+def _parse_hosts(hostpart: str) -> tuple[list[str], int | None]:
+    if not hostpart:
+        raise InvalidInputError("cassandra URL names no host: cassandra://host1,host2[:port]/keyspace")
+    hosts: list[str] = []
+    ports: set[int] = set()
+    for item in hostpart.split(","):
+        item = item.strip()
+        port_text = None
+        if item.startswith("["):
+            end = item.find("]")
+            if end < 0:
+                raise InvalidInputError(f"cassandra URL host {item!r}: unterminated IPv6 literal")
+            host, after = item[1:end], item[end + 1 :]
+            if after:
+                if not after.startswith(":"):
+                    raise InvalidInputError(f"cassandra URL host {item!r} is malformed")
+                port_text = after[1:]
+            if not _IPV6.match(host):
+                raise InvalidInputError(f"cassandra URL host {item!r} is not an IPv6 address")
+        else:
+            host, colon, port_text = item.partition(":")
+            if not colon:
+                port_text = None
+            if not host or not _HOST.match(host):
+                raise InvalidInputError(f"cassandra URL host {host!r} is not a valid host name or address")
+        if port_text is not None:
+            try:
+                port = int(port_text)
+            except ValueError:
+                raise InvalidInputError(f"cassandra URL port {port_text!r} is not a number") from None
+            if not 1 <= port <= 65535:
+                raise InvalidInputError(f"cassandra URL port {port} is outside 1-65535")
+            ports.add(port)
+        hosts.append(host)
+    if len(ports) > 1:
+        raise InvalidInputError(f"cassandra URL hosts use different ports {sorted(ports)}: one port for all hosts")
+    return hosts, (ports.pop() if ports else None)
+
+
+def _open_cassandra(url: str, opts: dict) -> KeyValueService:
+    from .cassandra import CassandraKeyValueService, validate_keyspace
+
+    netloc, path, query = _split(url, "cassandra")
+    username = password = None
+    if "@" in netloc:
+        userinfo, netloc = netloc.rsplit("@", 1)
+        user_text, colon, pass_text = userinfo.partition(":")
+        username = unquote(user_text)
+        password = unquote(pass_text) if colon else None
+        if not username:
+            raise InvalidInputError("cassandra URL has credentials without a user name")
+    hosts, port = _parse_hosts(netloc)
+    keyspace = path.strip("/")
+    if not keyspace:
+        raise InvalidInputError("cassandra URL names no keyspace: cassandra://host/keyspace")
+    if "/" in keyspace:
+        raise InvalidInputError("cassandra URL path must be exactly one keyspace name")
+    validate_keyspace(unquote(keyspace))
+    q = _query(
+        query,
+        {
+            "replication_factor": _int,
+            "protocol_version": _int,
+            "create_keyspace": _bool,
+            "datacenter": lambda n, v: v,
+            "ssl": _bool,
+            "ssl_ca": lambda n, v: v,
+            "ssl_verify": _bool,
+            "connect_timeout": _float,
+            "request_timeout": _float,
+            "concurrency": _int,
+            "page_size": _int,
+        },
+    )
+    ssl_on = q.pop("ssl", False)
+    ssl_ca = q.pop("ssl_ca", None)
+    ssl_verify = q.pop("ssl_verify", True)
+    if (ssl_ca is not None or "ssl_verify" in query) and not ssl_on:
+        raise InvalidInputError("URL options ssl_ca / ssl_verify need ssl=true")
+    kwargs: dict = dict(q)
+    if ssl_on:
+        import ssl
+
+        try:
+            context = ssl.create_default_context(cafile=ssl_ca)
+        except (OSError, ssl.SSLError) as exc:
+            raise InvalidInputError(f"cannot load the TLS CA file {ssl_ca!r}: {exc.__class__.__name__}") from None
+        if not ssl_verify:
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
+        kwargs["ssl_context"] = context
+    if port is not None:
+        kwargs["port"] = port
+    if username is not None:
+        kwargs["username"] = username
+        kwargs["password"] = password
+    kwargs.update(opts)
+    return CassandraKeyValueService.connect(hosts, keyspace=unquote(keyspace), **kwargs)
+
+
+def open_kvs(url: str, **opts) -> KeyValueService:
+    """Open the key-value service a URL names; ``opts`` go to the backend's constructor (and override
+    URL options), e.g. ``fresh_timestamp_supplier=...``."""
+    if not isinstance(url, str) or not url.strip():
+        raise InvalidInputError("a key-value store URL is required (sqlite:///path.db or cassandra://host/keyspace)")
+    url = url.strip()
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme == "sqlite":
+        return _open_sqlite(url, opts)
+    if scheme == "cassandra":
+        return _open_cassandra(url, opts)
+    if url.lower() in ("memory", "memory://", "mem://", ":memory:"):
+        raise InvalidInputError("in-memory key-value stores are not supported: use sqlite:///path.db")
+    if not scheme:
+        raise InvalidInputError(
+            "key-value store URL has no scheme: use sqlite:///path.db or cassandra://[user:pass@]host/keyspace"
+        )
+    raise InvalidInputError(
+        f"unsupported key-value store URL scheme {scheme[:20]!r}: use sqlite:///path.db or "
+        "cassandra://[user:pass@]host/keyspace"
+    )
