@@ -20,6 +20,7 @@ tables at all.
 
 Commit, in this order (see :meth:`SnapshotTransaction.commit`):
 (a) write-write conflict check, (b) enqueue the writes to the sweep queue (and scrub queue for hard deletes),
+(b') check the registration is still live (the reference's order; saves writing cells that must abort),
 (c) write the cells at S, (d) post-write conflict check, (e) draw the commit timestamp C, (f) check the
 registration is still live, (g) put-unless-exists(S, C), (h) unregister.
 
@@ -518,6 +519,9 @@ class SnapshotTransaction:
             m.sweep_queue.enqueue(infos)
         if infos and self.hard_delete and m.scrub_queue is not None:
             m.scrub_queue.enqueue(infos)
+        # (b') as the reference does: a writer whose registration lapsed does not even write its cells
+        # (sweep may be past its start timestamp; (f) below is the check that decides).
+        self._verify_registration()
         # (c) the cells, at the start timestamp.
         m.kvs.multi_put(writes, self._start)
         # (d) no commit locks: re-check now that our versions are visible to every other writer.

@@ -385,8 +385,8 @@ def test_expired_registration_at_commit(make_manager, make_table):
     assert read(manager, table, [C]) == {}
 
 
-def test_registration_lost_after_writing_aborts_the_writes(make_manager, make_table):
-    """(f) runs after the cells are written: losing the lease there marks the transaction aborted."""
+def test_registration_lost_before_writing_writes_nothing(make_manager, make_table, kvs):
+    """(b'): a lease that ran out while enqueueing stops the transaction before any cell is written."""
     clock = FakeClock()
 
     class ExpiringHook:
@@ -400,6 +400,29 @@ def test_registration_lost_after_writing_aborts_the_writes(make_manager, make_ta
     with pytest.raises(TransactionLockExpiredError):
         txn.commit()
     assert manager.transaction_service.get(txn.start_timestamp) == ABORTED
+    assert kvs.get_all_timestamps(table, [C]) == {}
+
+
+def test_registration_lost_after_writing_aborts_the_writes(make_manager, make_table, kvs):
+    """(f) runs after the cells are written and the commit timestamp is drawn: losing the lease there marks
+    the transaction aborted, so its written cells stay invisible."""
+    clock = FakeClock()
+    manager = make_manager(clock=clock, lease_seconds=10)
+    table = make_table()
+    txn = manager.begin()
+    txn.put(table, {C: b"x"})
+    real = manager.timestamps.fresh_timestamp
+
+    def slow_commit_timestamp():
+        clock.now += 11
+        return real()
+
+    manager.timestamps.fresh_timestamp = slow_commit_timestamp
+    with pytest.raises(TransactionLockExpiredError):
+        txn.commit()
+    del manager.timestamps.fresh_timestamp
+    assert kvs.get_all_timestamps(table, [C])[C] == [txn.start_timestamp]  # written ...
+    assert manager.transaction_service.get(txn.start_timestamp) == ABORTED  # ... but aborted
     assert read(manager, table, [C]) == {}
 
 
