@@ -43,7 +43,6 @@ from cassandra import (
     Unauthorized,
     Unavailable,
     UnresolvableContactPoints,
-    WriteTimeout,
 )
 from cassandra.cluster import NoHostAvailable, Session
 from cassandra.concurrent import execute_concurrent
@@ -139,6 +138,17 @@ _CQL: dict[str, tuple[str, str, bool, bool]] = {
 }
 
 
+_FORK_LOCK = threading.Lock()
+
+
+def _reset_fork_lock() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_fork_lock)
+
+
 def validate_keyspace(keyspace: str) -> str:
     if not isinstance(keyspace, str) or not _KEYSPACE.match(keyspace):
         raise InvalidInputError(
@@ -203,6 +213,8 @@ class CassandraKeyValueService(KeyValueService):
     ):
         self.keyspace = validate_keyspace(keyspace)
         replication_factor = C.check_int(replication_factor, "replication_factor", 1, 99)
+        if datacenter is not None and not (isinstance(datacenter, str) and _DATACENTER.match(datacenter)):
+            raise InvalidInputError(f"invalid datacenter name {datacenter!r}")
         self._concurrency = C.check_int(concurrency, "concurrency", 1, 4096)
         self._page_size = C.check_page_size(page_size)
         self._read_cl = read_consistency
@@ -231,9 +243,17 @@ class CassandraKeyValueService(KeyValueService):
         else:
             raise InvalidInputError("expected a cassandra-driver Session or a callable returning a Cluster")
         self._pid = os.getpid()
-        if create_keyspace:
-            self._create_keyspace(replication_factor, datacenter)
-        self._ensure_registry()
+        try:
+            if create_keyspace:
+                self._create_keyspace(replication_factor, datacenter)
+            self._ensure_registry()
+        except BaseException:
+            if self._cluster is not None:  # never leak a cluster this service opened
+                try:
+                    self._cluster.shutdown()
+                except Exception:
+                    pass
+            raise
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
@@ -379,7 +399,7 @@ class CassandraKeyValueService(KeyValueService):
                     f"this Cassandra session was created in process {self._pid}; driver sessions do not survive "
                     f"fork - build the key-value service in process {pid}"
                 )
-            with self._lock:
+            with _FORK_LOCK:  # re-created in every child, so never inherited in a locked state
                 if pid != self._pid:
                     # Drop (never shut down) the parent's cluster: its sockets belong to the parent.
                     self._lock = threading.Lock()
@@ -408,7 +428,8 @@ class CassandraKeyValueService(KeyValueService):
                 self._forget(table)
                 return TableNotFoundError(f"table {table!r} does not exist in keyspace {self.keyspace!r}")
             return InvalidInputError(f"cassandra {op}{where} was rejected: {detail}")
-        if lwt and isinstance(exc, (WriteTimeout, OperationTimedOut)):
+        if lwt and not isinstance(exc, (Unavailable, UnresolvableContactPoints)):
+            # Timeouts, lost connections, CAS contention or unknown server errors: Paxos may have committed.
             return StoreUnavailableError(
                 f"cassandra {op}{where} timed out: the lightweight transaction may or may not have been applied; "
                 f"read the cell at SERIAL consistency before retrying ({detail})"

@@ -50,6 +50,10 @@ _NOT_EXPIRED = "(exp IS NULL OR exp > ?)"
 _PURGE_INTERVAL_S = 60.0
 
 
+_INHERITED: list = []
+"""Connections inherited through fork: referenced forever so the child never closes the parent's handles."""
+
+
 class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced: a thread's connection closes when the thread ends."""
 
@@ -116,7 +120,9 @@ class SqliteKeyValueService(KeyValueService):
             raise StoreUnavailableError(f"sqlite store {self.path} is closed")
         pid = os.getpid()
         if pid != self._pid:
-            # After fork: never use (or close) the parent's connections; start afresh in this process.
+            # After fork: never use (or close) the parent's connections; start afresh in this process. The
+            # inherited ones are kept referenced so they are never finalised (closed) in the child.
+            _INHERITED.append((self._local, list(self._conns)))
             self._pid = pid
             self._lock = threading.Lock()
             self._local = threading.local()

@@ -433,10 +433,14 @@ def test_scan_full_range_in_order_with_timestamp_filter_and_paging(kvs, make_tab
         assert [c.row for c, _, _ in items] == sorted(c.row for c, _, _ in items)  # key order
 
 
-@pytest.mark.parametrize("parts", [1, 3, 8])
-def test_split_ranges_are_disjoint_and_cover_the_table(kvs, make_table, parts):
+def test_split_ranges_are_disjoint_and_cover_the_table(kvs, make_table):
     name = make_table()
     expected = _fill_for_scan(kvs, name, rows=40)
+    for parts in (1, 3, 8):
+        _check_split(kvs, name, parts, expected)
+
+
+def _check_split(kvs, name, parts, expected):
     full = list(kvs.scan(name))
     ranges = kvs.split_ranges(name, parts)
     assert 1 <= len(ranges) <= parts
@@ -876,28 +880,30 @@ def test_cassandra_fresh_timestamp_supplier_is_required(cassandra_session, cassa
 
 
 @pytest.mark.cassandra
-def test_cassandra_connect_owns_its_cluster(cassandra_node):
+def test_cassandra_connect_owns_its_cluster(cassandra_node, cassandra_keyspace):
     from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
     host, port = cassandra_node
-    keyspace = f"atlas_c_{uuid.uuid4().hex[:10]}"
-    kvs = CassandraKeyValueService.connect([host], port=port, keyspace=keyspace, replication_factor=1)
+    # create_keyspace=True (the default) issues CREATE KEYSPACE IF NOT EXISTS: a no-op on the session's keyspace
+    kvs = CassandraKeyValueService.connect([host], port=port, keyspace=cassandra_keyspace, replication_factor=1)
+    name = f"own{uuid.uuid4().hex[:12]}"
     try:
         kvs.set_fresh_timestamp_supplier(lambda: 10**14)
-        assert kvs.list_tables() == []
-        kvs.create_table("data")
-        kvs.put("data", {cell("r", "c"): b"v"}, 3)
-        assert kvs.get_latest("data", [cell("r", "c")]) == {cell("r", "c"): Value(3, b"v")}
-        assert keyspace in kvs.describe() and host in kvs.describe()
+        kvs.create_table(name)
+        assert name in kvs.list_tables()
+        kvs.put(name, {cell("r", "c"): b"v"}, 3)
+        assert kvs.get_latest(name, [cell("r", "c")]) == {cell("r", "c"): Value(3, b"v")}
+        kvs.delete_rows(name, [b"r"])
+        assert kvs.get_latest(name, [cell("r", "c")]) == {}
+        assert cassandra_keyspace in kvs.describe() and host in kvs.describe()
         with_secret = CassandraKeyValueService.connect(
-            [host], port=port, keyspace=keyspace, username="atlas", password="pa55-secret"
+            [host], port=port, keyspace=cassandra_keyspace, username="atlas", password="pa55-secret"
         )  # the node accepts anyone; the credentials must still never show up
         assert "pa55-secret" not in with_secret.describe() and "pa55-secret" not in repr(with_secret)
         with_secret.close()
         cluster = kvs.cluster
         assert cluster is not None
     finally:
-        kvs.session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
         kvs.close()
     assert cluster.is_shutdown
     with pytest.raises(StoreUnavailableError, match="closed"):
@@ -923,8 +929,19 @@ def test_cassandra_keyspace_validation(cassandra_session):
     for bad in ("Upper", "1ks", "ks; DROP", "a" * 49, "", "_ks"):
         with pytest.raises(InvalidInputError, match="keyspace"):
             CassandraKeyValueService(cassandra_session, bad)
+    missing = f"nope_{uuid.uuid4().hex[:8]}"
     with pytest.raises(InvalidInputError, match="does not exist"):
-        CassandraKeyValueService(cassandra_session, f"nope_{uuid.uuid4().hex[:8]}")
+        CassandraKeyValueService(cassandra_session, missing)
+    created = CassandraKeyValueService(cassandra_session, missing, create_keyspace=True, replication_factor=1)
+    try:
+        row = cassandra_session.execute(
+            "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (missing,)
+        ).one()
+        assert row is not None and row.replication["replication_factor"] == "1"
+        assert created.list_tables() == []
+    finally:
+        created.close()
+        cassandra_session.execute(f"DROP KEYSPACE IF EXISTS {missing}", timeout=120)
 
 
 # ================================================================================================
