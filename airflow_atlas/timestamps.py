@@ -17,11 +17,12 @@ import random
 import time
 
 from .encoding import LONG_MAX, fixed_long, from_fixed_long
-from .errors import InvalidInputError, StoreUnavailableError
+from .errors import AtlasError, InvalidInputError, StoreUnavailableError
 from .kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 
 TIMESTAMP_TABLE = "_timestamp"
 _BOUND_CELL = Cell(b"ts", b"upper")
+_MAX_STORE_ERRORS = 3
 
 TIMESTAMP_TABLE_METADATA = TableMetadata(strategy=SweepStrategy.NOTHING, write_mode=WriteMode.LWT)
 
@@ -59,14 +60,22 @@ class TimestampService:
         """A contiguous block of ``n`` fresh timestamps, reserved in one check-and-set."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 1:
             raise InvalidInputError(f"the number of timestamps to draw must be a positive integer, got {n!r}")
+        store_errors = 0
         for attempt in range(self._max_attempts):
-            current = self._kvs.get_lwt(TIMESTAMP_TABLE, [_BOUND_CELL], serial=True).get(_BOUND_CELL)
-            issued = 0 if current is None else from_fixed_long(current)
-            if issued > LONG_MAX - n:
-                raise StoreUnavailableError(f"the timestamp space is exhausted (issued up to {issued})")
-            upper = issued + n
-            if self._kvs.check_and_set(TIMESTAMP_TABLE, _BOUND_CELL, current, fixed_long(upper)):
-                return range(issued + 1, upper + 1)
+            try:
+                current = self._kvs.get_lwt(TIMESTAMP_TABLE, [_BOUND_CELL], serial=True).get(_BOUND_CELL)
+                issued = 0 if current is None else from_fixed_long(current)
+                if issued > LONG_MAX - n:
+                    raise AtlasError(f"the timestamp space is exhausted (issued up to {issued})")
+                upper = issued + n
+                if self._kvs.check_and_set(TIMESTAMP_TABLE, _BOUND_CELL, current, fixed_long(upper)):
+                    return range(issued + 1, upper + 1)
+            except StoreUnavailableError:
+                # e.g. a Paxos timeout under contention. Retrying is safe: a block is only handed out after a
+                # CAS known to have applied; a CAS that applied unseen just wastes its block.
+                store_errors += 1
+                if store_errors > _MAX_STORE_ERRORS:
+                    raise
             # Somebody else drew in between: back off a little (full jitter) and read again.
             time.sleep(self._rng.uniform(0, min(self._backoff_cap, self._backoff_base * (2 ** min(attempt, 16)))))
         raise StoreUnavailableError(
