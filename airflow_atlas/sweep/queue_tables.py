@@ -39,17 +39,12 @@ for anything else (and :class:`~airflow_atlas.errors.InvalidInputError` when not
 from __future__ import annotations
 
 import hashlib
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
-from ..encoding import (
-    LONG_MAX,
-    decode_var_long,
-    decode_var_signed_long,
-    encode_var_long,
-    encode_var_signed_long,
-)
+from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..kvs.api import Cell, SweepStrategy, TableMetadata, WriteMode
+from ._varint import read_var_long, read_var_signed_long, var_long, var_signed_long
 from .constants import (
     FINE_PARTITION,
     INITIAL_PROGRESS,
@@ -109,24 +104,8 @@ def _int(value: object, what: str, lo: int, hi: int) -> int:
     return value
 
 
-def _read(decoder: Callable[[bytes, int], tuple[int, int]], encoder: Callable[[int], bytes],
-          data: bytes, offset: int, what: str) -> tuple[int, int]:
-    """Decode one canonical VAR_LONG / VAR_SIGNED_LONG; returns (value, next offset)."""
-    try:
-        value, used = decoder(data, offset)
-    except InvalidInputError as exc:
-        raise CorruptQueueDataError(f"{what}: {exc}") from None
-    if encoder(value) != data[offset : offset + used]:
-        raise CorruptQueueDataError(f"{what}: non-canonical encoding")
-    return value, offset + used
-
-
-def _var_long(data: bytes, offset: int, what: str) -> tuple[int, int]:
-    return _read(decode_var_long, encode_var_long, data, offset, what)
-
-
-def _var_signed_long(data: bytes, offset: int, what: str) -> tuple[int, int]:
-    return _read(decode_var_signed_long, encode_var_signed_long, data, offset, what)
+_var_long = read_var_long  # canonical decoders: (data, offset, what) -> (value, next offset)
+_var_signed_long = read_var_signed_long
 
 
 def _flag(data: bytes, what: str) -> bool:
@@ -179,7 +158,7 @@ def cells_row(timestamp_partition: int, metadata: TargetedSweepMetadata) -> byte
         raise InvalidInputError(f"metadata must be a TargetedSweepMetadata, got {type(metadata).__name__}")
     hi = LONG_MAX if metadata.dedicated_row else _MAX_FINE_PARTITION
     _int(timestamp_partition, "timestamp_partition", 0, hi)
-    return hashed_row(encode_var_long(timestamp_partition) + metadata.to_bytes())
+    return hashed_row(var_long(timestamp_partition) + metadata.to_bytes())
 
 
 def non_dedicated_row(fine_partition: int, shard: int, conservative: bool) -> bytes:
@@ -212,7 +191,7 @@ def cells_column(timestamp_modulus: int, write_index: int) -> bytes:
     """Column of ``_sweep_cells``: ``VAR_LONG(start_ts % 50_000) + VAR_SIGNED_LONG(write_index)``."""
     _int(timestamp_modulus, "timestamp_modulus", 0, FINE_PARTITION - 1)
     _int(write_index, "write_index", -MAX_DEDICATED_ROWS, MAX_CELLS_DEDICATED - 1)
-    return encode_var_long(timestamp_modulus) + encode_var_signed_long(write_index)
+    return var_long(timestamp_modulus) + var_signed_long(write_index)
 
 
 def cells_column_start(timestamp_modulus: int) -> bytes:
@@ -220,7 +199,7 @@ def cells_column_start(timestamp_modulus: int) -> bytes:
     smaller modulus: the inclusive start / exclusive end of a column range. ``timestamp_modulus`` may be
     50_000 (an end bound past the whole row)."""
     _int(timestamp_modulus, "timestamp_modulus", 0, FINE_PARTITION)
-    return encode_var_long(timestamp_modulus)
+    return var_long(timestamp_modulus)
 
 
 def decode_cells_column(col: bytes) -> CellsColumn:
@@ -244,7 +223,7 @@ def encode_dedicated_reference(total_writes: int) -> bytes:
     The spec leaves the value of a reference cell free (the reference stored a dummy WriteReference);
     storing the count lets the reader notice dedicated rows that are shorter than written."""
     _int(total_writes, "total_writes", 1, MAX_WRITES_PER_PARTITION)
-    return bytes((DEDICATED_REFERENCE_VERSION,)) + encode_var_long(total_writes)
+    return bytes((DEDICATED_REFERENCE_VERSION,)) + var_long(total_writes)
 
 
 def decode_dedicated_reference(value: bytes) -> int:
@@ -272,7 +251,7 @@ def timestamps_row(shard: int, coarse_partition: int, conservative: bool) -> byt
     _int(coarse_partition, "coarse partition", 0, LONG_MAX)
     if not isinstance(conservative, bool):
         raise InvalidInputError("conservative must be a bool")
-    return hashed_row(encode_var_long(shard) + encode_var_long(coarse_partition) + (_TRUE if conservative else _FALSE))
+    return hashed_row(var_long(shard) + var_long(coarse_partition) + (_TRUE if conservative else _FALSE))
 
 
 def decode_timestamps_row(row: bytes) -> TimestampsRow:
@@ -291,7 +270,7 @@ def decode_timestamps_row(row: bytes) -> TimestampsRow:
 def timestamps_column(fine_partition: int) -> bytes:
     """Column of ``_sweep_timestamps``: ``VAR_LONG(fine partition)``."""
     _int(fine_partition, "fine partition", 0, _MAX_FINE_PARTITION)
-    return encode_var_long(fine_partition)
+    return var_long(fine_partition)
 
 
 def decode_timestamps_column(col: bytes) -> int:
@@ -321,7 +300,7 @@ def progress_row(shard: int, conservative: bool) -> bytes:
     _int(shard, "shard", NUMBER_OF_SHARDS_SHARD, MAX_SHARDS - 1)
     if not isinstance(conservative, bool):
         raise InvalidInputError("conservative must be a bool")
-    return hashed_row(encode_var_signed_long(shard) + (_TRUE if conservative else _FALSE))
+    return hashed_row(var_signed_long(shard) + (_TRUE if conservative else _FALSE))
 
 
 def progress_cell(shard: int, conservative: bool) -> Cell:
@@ -342,7 +321,7 @@ def decode_progress_row(row: bytes) -> ProgressRow:
 def encode_progress_value(value: int) -> bytes:
     """``VAR_LONG(value)``; values are progress timestamps (>= -1) or the shard count."""
     _int(value, "progress value", INITIAL_PROGRESS, LONG_MAX)
-    return encode_var_long(value)
+    return var_long(value)
 
 
 def decode_progress_value(value: bytes) -> int:

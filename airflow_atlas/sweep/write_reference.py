@@ -4,7 +4,7 @@ the write was a delete (spec 000). The start timestamp is not stored: it follows
 Binary format, version 1 (all lengths canonical VAR_LONGs)::
 
     0x01                                   format version
-    VAR_LONG(len(table)) table (UTF-8)     Atlas table name
+    VAR_LONG(len(table)) table (ASCII)     Atlas table name (a valid name, 1..47 characters + "_")
     VAR_LONG(len(row))   row               cell row name  (1..1500 bytes)
     VAR_LONG(len(col))   col               cell column    (1..1500 bytes)
     0x00 | 0x01                            1 = tombstone (delete), 0 = regular write
@@ -17,13 +17,20 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from ..encoding import decode_var_long, encode_var_long
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..kvs.api import MAX_CELL_NAME_BYTES, Cell, validate_cell, validate_table_name
+from ._varint import read_var_long, var_long
 from .write_info import WriteInfo
 
 WRITE_REFERENCE_VERSION = 1
+_VERSION = bytes((WRITE_REFERENCE_VERSION,))
 _MAX_TABLE_NAME_BYTES = 48
+_FLAGS = (b"\x00", b"\x01")
+
+# Valid table names seen, by their bytes (encode: name -> prefix; decode: bytes -> name). Bounded.
+_PREFIXES: dict[str, bytes] = {}
+_NAMES: dict[bytes, str] = {}
+_CACHE_LIMIT = 4096
 
 
 class WriteReference(NamedTuple):
@@ -38,25 +45,25 @@ class WriteReference(NamedTuple):
         return WriteInfo(self.table, self.cell, start_ts, self.is_tombstone)
 
 
+def _table_prefix(table: str) -> bytes:
+    prefix = _PREFIXES.get(table)
+    if prefix is None:
+        validate_table_name(table)
+        name = table.encode("ascii")
+        prefix = _VERSION + var_long(len(name)) + name
+        if len(_PREFIXES) >= _CACHE_LIMIT:
+            _PREFIXES.clear()
+        _PREFIXES[table] = prefix
+    return prefix
+
+
 def encode_write_reference(table: str, cell: Cell, is_tombstone: bool) -> bytes:
     """Encode one queued write; raises InvalidInputError for an invalid table name, cell or flag."""
-    validate_table_name(table)
+    prefix = _table_prefix(table)
     row, col = validate_cell(cell)
-    if not isinstance(is_tombstone, bool):
+    if is_tombstone is not True and is_tombstone is not False:
         raise InvalidInputError(f"is_tombstone must be a bool, got {type(is_tombstone).__name__}")
-    name = table.encode("ascii")
-    return b"".join(
-        (
-            bytes((WRITE_REFERENCE_VERSION,)),
-            encode_var_long(len(name)),
-            name,
-            encode_var_long(len(row)),
-            row,
-            encode_var_long(len(col)),
-            col,
-            b"\x01" if is_tombstone else b"\x00",
-        )
-    )
+    return b"".join((prefix, var_long(len(row)), row, var_long(len(col)), col, _FLAGS[is_tombstone]))
 
 
 def encode_write_info(write: WriteInfo) -> bytes:
@@ -65,23 +72,29 @@ def encode_write_info(write: WriteInfo) -> bytes:
 
 
 def _field(data: bytes, offset: int, what: str, max_len: int) -> tuple[bytes, int]:
-    try:
-        length, used = decode_var_long(data, offset)
-    except InvalidInputError as exc:
-        raise CorruptQueueDataError(f"write reference: bad {what} length: {exc}") from None
-    if length < 0 or length > max_len:
-        raise CorruptQueueDataError(f"write reference: {what} length {length} outside 0..{max_len}")
-    if used != len(encode_var_long(length)):
-        raise CorruptQueueDataError(f"write reference: non-canonical {what} length")
-    start = offset + used
+    length, start = read_var_long(data, offset, f"write reference {what} length")
+    if not 1 <= length <= max_len:
+        raise CorruptQueueDataError(f"write reference: {what} length {length} outside 1..{max_len}")
     end = start + length
     if end > len(data):
         raise CorruptQueueDataError(f"write reference: {what} truncated ({len(data) - start} of {length} bytes)")
     return data[start:end], end
 
 
-def decode_write_reference(data: bytes) -> WriteReference:
-    """Decode a value written by :func:`encode_write_reference`; CorruptQueueDataError for anything else."""
+def _table_name(raw: bytes) -> str:
+    name = _NAMES.get(raw)
+    if name is None:
+        try:
+            name = validate_table_name(raw.decode("ascii"))
+        except (UnicodeDecodeError, InvalidInputError) as exc:
+            raise CorruptQueueDataError(f"write reference: {exc}") from None
+        if len(_NAMES) >= _CACHE_LIMIT:
+            _NAMES.clear()
+        _NAMES[raw] = name
+    return name
+
+
+def _decode(data: bytes) -> tuple[str, bytes, bytes, bool]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidInputError(f"write reference must be bytes, got {type(data).__name__}")
     data = bytes(data)
@@ -97,11 +110,18 @@ def decode_write_reference(data: bytes) -> WriteReference:
             f"write reference: expected 1 flag byte at offset {offset}, found {len(data) - offset} bytes"
         )
     flag = data[offset]
-    if flag not in (0, 1):
+    if flag > 1:
         raise CorruptQueueDataError(f"write reference: tombstone flag must be 0 or 1, got {flag}")
-    try:
-        table = validate_table_name(name.decode("ascii"))
-        cell = validate_cell(Cell(row, col))
-    except (UnicodeDecodeError, InvalidInputError) as exc:
-        raise CorruptQueueDataError(f"write reference: {exc}") from None
-    return WriteReference(table, cell, flag == 1)
+    return _table_name(name), row, col, flag == 1
+
+
+def decode_write_reference(data: bytes) -> WriteReference:
+    """Decode a value written by :func:`encode_write_reference`; CorruptQueueDataError for anything else."""
+    table, row, col, tombstone = _decode(data)
+    return WriteReference(table, Cell(row, col), tombstone)
+
+
+def decode_write_info(data: bytes, start_ts: int) -> WriteInfo:
+    """``decode_write_reference(data).at(start_ts)`` without the intermediate object (reader hot loop)."""
+    table, row, col, tombstone = _decode(data)
+    return WriteInfo(table, Cell(row, col), start_ts, tombstone)
