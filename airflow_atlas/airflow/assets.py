@@ -1,0 +1,114 @@
+"""Assets: one per swept table, ``atlas://<store_conn_id>/<table>``, reached through one alias.
+
+Every task that wrote tombstones into tables (targeted sweep, full sweep, scrub) ends with an
+:class:`EmitSweptTablesOperator` that adds one asset event per table through the alias
+:data:`SWEPT_TABLES`, its ``extra`` carrying the counts::
+
+    {"store_conn_id": "atlas_default", "table": "orders", "tombstones": 1234,
+     "cells_tombstoned": 1200, "versions_deleted": 34, "source": "atlas_targeted_sweep"}
+
+``atlas_compaction`` is scheduled on the alias, so it runs after any of them and sees every table's counts
+(``triggering_asset_events``). Users can schedule their own DAGs on a table's asset
+(:func:`table_asset`) or on the alias.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Iterable, Mapping
+
+from airflow.sdk import Asset, AssetAlias
+
+from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+
+SWEPT_TABLES = AssetAlias("atlas_swept_tables")
+"""Alias through which every per-table "tombstones were written" event is emitted."""
+
+
+def table_asset(store_conn_id: str, table: str) -> Asset:
+    return Asset(uri=f"atlas://{store_conn_id}/{table}", name=f"atlas_{store_conn_id}_{table}", group="atlas")
+
+
+def _walk(reports: Any) -> Iterable[Mapping]:
+    """Every dict in a nest of lists (mapped task outputs are lists of lists)."""
+    if isinstance(reports, Mapping):
+        yield reports
+    elif isinstance(reports, (list, tuple)) or (hasattr(reports, "__iter__") and not isinstance(reports, (str, bytes))):
+        for item in reports:
+            if item is not None:
+                yield from _walk(item)
+
+
+def tombstones_by_table(reports: Any) -> dict[str, dict[str, int]]:
+    """Per-table counts from any mix of sweep, full-sweep and scrub reports:
+
+    * targeted sweep targets ``{"result": {"tables": {table: cells}, "status": ...}}`` (dry runs ignored)
+    * legacy sweep results ``{"table": t, "versions_deleted": n, "dry_run": false}``
+    * scrub results ``{"tables": {table: cells}}``
+    """
+    out: dict[str, dict[str, int]] = defaultdict(lambda: {"tombstones": 0, "cells_tombstoned": 0, "versions_deleted": 0})
+    for report in _walk(reports):
+        body = report.get("result") if isinstance(report.get("result"), Mapping) else report
+        if body.get("dry_run") is True or body.get("status") == "dry_run":
+            continue
+        if isinstance(body.get("tables"), Mapping):
+            for table, cells in body["tables"].items():
+                if cells:
+                    out[table]["cells_tombstoned"] += int(cells)
+                    out[table]["tombstones"] += int(cells)
+        elif isinstance(body.get("table"), str) and "versions_deleted" in body:
+            deleted = int(body.get("versions_deleted") or 0)
+            if deleted:
+                out[body["table"]]["versions_deleted"] += deleted
+                out[body["table"]]["tombstones"] += deleted
+    return dict(out)
+
+
+class EmitSweptTablesOperator(AtlasBaseOperator):
+    """Emit one asset event per table that got tombstones, through :data:`SWEPT_TABLES`.
+
+    :param reports: outputs of sweep / full-sweep / scrub tasks, any nesting of lists (templated; mapped
+        task outputs work). Failed tasks' missing outputs are simply absent.
+    :param source: free text recorded in each event (default the DAG id).
+    :param store_conn_id: the store the reports are about; default setting ``store_conn_id``.
+
+    Returns ``{table: counts}``. Does not open the store. Run it with ``trigger_rule="all_done"`` so the
+    tables swept by the pairs that succeeded are announced even when another pair failed.
+    """
+
+    template_fields = (*AtlasBaseOperator.template_fields, "reports", "source")
+
+    def __init__(self, *, reports: Any = None, source: str | None = None, **kwargs):
+        kwargs.setdefault("outlets", [SWEPT_TABLES])
+        super().__init__(**kwargs)
+        self.reports = reports
+        self.source = source
+
+    def execute(self, context):
+        from airflow_atlas.airflow.settings import AtlasSettings
+
+        settings = AtlasSettings.load()
+        conn_id = self.resolved_conn_id(settings)
+        counts = tombstones_by_table(self.reports)
+        events = context["outlet_events"][SWEPT_TABLES]
+        for table, table_counts in sorted(counts.items()):
+            extra = {"store_conn_id": conn_id, "table": table, "source": self.source or self.dag_id, **table_counts}
+            events.add(table_asset(conn_id, table), extra=extra)
+            self.log.info("asset event for %s: %s", table, extra)
+        if not counts:
+            self.log.info("no table got tombstones: no asset event")
+        return counts
+
+
+def tombstones_from_events(triggering_asset_events: Any, store_conn_id: str) -> dict[str, int]:
+    """``{table: tombstones}`` summed over the asset events that triggered a run, for one store.
+
+    ``triggering_asset_events`` is the run context's mapping ``{asset: [AssetEvent, ...]}``; events of other
+    stores and events without counts are ignored."""
+    totals: dict[str, int] = defaultdict(int)
+    for events in (triggering_asset_events or {}).values():
+        for event in events or []:
+            extra = getattr(event, "extra", None) or {}
+            if extra.get("store_conn_id") != store_conn_id or not isinstance(extra.get("table"), str):
+                continue
+            totals[extra["table"]] += int(extra.get("tombstones") or 0)
+    return dict(totals)

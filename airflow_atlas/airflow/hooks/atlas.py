@@ -1,0 +1,273 @@
+"""AtlasHook: the store (:class:`airflow_atlas.store.AtlasStore`) behind an Airflow connection.
+
+Two connection types are understood:
+
+``cassandra`` - the Cassandra provider's own connection type, read through its ``CassandraHook``:
+    * host: contact points, comma separated (``10.0.0.1,10.0.0.2``); port: native port (9042)
+    * schema: the keyspace (required)
+    * login / password: PlainText authentication
+    * extra (JSON): the provider's keys ``ssl_options`` (e.g. ``{"ca_certs": "/etc/ca.pem"}``),
+      ``load_balancing_policy`` + ``load_balancing_policy_args``, ``protocol_version``, ``cql_version``;
+      and ours: ``create_keyspace`` (bool, default false), ``replication_factor`` (int, default 1),
+      ``datacenter`` (NetworkTopologyStrategy datacenter for ``create_keyspace``).
+    When ``protocol_version`` is absent the hook starts the negotiation at 5 (Cassandra 4.0+).
+    Example (environment variable, JSON form: URI query values would arrive as strings)::
+
+        AIRFLOW_CONN_ATLAS_DEFAULT='{"conn_type": "cassandra", "host": "10.0.0.1,10.0.0.2", "port": 9042,
+            "schema": "atlas", "login": "sweeper", "password": "...",
+            "extra": {"ssl_options": {"ca_certs": "/etc/ssl/ca.pem"},
+                      "load_balancing_policy": "DCAwareRoundRobinPolicy",
+                      "load_balancing_policy_args": {"local_dc": "dc1"}}}'
+
+``atlas_embedded`` - the embedded store, one SQLite file on the worker's disk (single machine only):
+    * host: the absolute path of the database file (or the ``path`` extra field)::
+
+        AIRFLOW_CONN_ATLAS_DEFAULT='{"conn_type": "atlas_embedded", "host": "/var/lib/atlas/atlas.db"}'
+
+    * URI form: ``atlas-embedded:///var/lib/atlas/atlas.db`` (Airflow puts the path in ``schema``).
+
+Operators never open sessions themselves: they ask this hook for a store and close it when done. Nothing
+here logs a password: :func:`describe_connection` reports only whether authentication is configured.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseHook
+
+from airflow_atlas.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.store import AtlasStore
+
+EMBEDDED_CONN_TYPE = "atlas_embedded"
+CASSANDRA_CONN_TYPE = "cassandra"
+DEFAULT_PROTOCOL_VERSION = 5
+_ATLAS_CASSANDRA_EXTRAS = ("create_keyspace", "replication_factor", "datacenter")
+
+
+def _extra(conn, name: str, default: Any = None) -> Any:
+    """An extra field, stored either plainly or with the UI's ``extra__<type>__`` prefix."""
+    extra = conn.extra_dejson or {}
+    if name in extra:
+        return extra[name]
+    return extra.get(f"extra__{conn.conn_type}__{name}", default)
+
+
+def embedded_path(conn) -> str:
+    """The SQLite file of an ``atlas_embedded`` connection (absolute path)."""
+    path = _extra(conn, "path") or conn.host or ""
+    if not path and conn.schema:
+        path = "/" + conn.schema.lstrip("/")  # URI form atlas-embedded:///abs/path.db
+    if not isinstance(path, str) or not path.strip():
+        raise InvalidInputError(
+            f"connection {conn.conn_id!r} (atlas_embedded) names no database file: set host to its absolute path"
+        )
+    path = path.strip()
+    if not os.path.isabs(path):
+        raise InvalidInputError(
+            f"connection {conn.conn_id!r}: the embedded store path {path!r} must be absolute "
+            "(workers run in other directories)"
+        )
+    return path
+
+
+def _bool_extra(conn, name: str, default: bool) -> bool:
+    value = _extra(conn, name, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
+        return value.strip().lower() in ("true", "1", "yes", "on")
+    raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}")
+
+
+def describe_connection(conn) -> dict:
+    """What a connection points at, validated, without secrets (safe to log and return to XCom)."""
+    conn_type = (conn.conn_type or "").strip()
+    if conn_type == EMBEDDED_CONN_TYPE:
+        return {"conn_id": conn.conn_id, "backend": "sqlite", "path": embedded_path(conn)}
+    if conn_type == CASSANDRA_CONN_TYPE:
+        from airflow_atlas.kvs.cassandra import validate_keyspace
+
+        hosts = [h.strip() for h in (conn.host or "").split(",") if h.strip()]
+        if not hosts:
+            raise InvalidInputError(f"connection {conn.conn_id!r} (cassandra) names no host")
+        if not conn.schema:
+            raise InvalidInputError(
+                f"connection {conn.conn_id!r} (cassandra) names no keyspace: put it in the schema field"
+            )
+        try:
+            validate_keyspace(conn.schema)
+        except InvalidInputError as exc:
+            raise InvalidInputError(f"connection {conn.conn_id!r}: {exc}") from None
+        rf = _extra(conn, "replication_factor", 1)
+        try:
+            rf = int(rf)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"connection {conn.conn_id!r}: extra replication_factor must be an integer") from None
+        protocol = _extra(conn, "protocol_version")
+        return {
+            "conn_id": conn.conn_id,
+            "backend": "cassandra",
+            "hosts": hosts,
+            "port": int(conn.port) if conn.port else 9042,
+            "keyspace": conn.schema,
+            "authenticated": bool(conn.login),
+            "ssl": bool(_extra(conn, "ssl_options")),
+            "load_balancing_policy": _extra(conn, "load_balancing_policy") or "RoundRobinPolicy",
+            "protocol_version": int(protocol) if protocol else DEFAULT_PROTOCOL_VERSION,
+            "create_keyspace": _bool_extra(conn, "create_keyspace", False),
+            "replication_factor": rf,
+            "datacenter": _extra(conn, "datacenter"),
+        }
+    raise InvalidInputError(
+        f"connection {conn.conn_id!r} has type {conn_type!r}: an Atlas store connection is of type "
+        f"{CASSANDRA_CONN_TYPE!r} or {EMBEDDED_CONN_TYPE!r}"
+    )
+
+
+def store_url(conn) -> str:
+    """The engine URL of a connection (see :meth:`AtlasHook.get_store_url`; contains the password)."""
+    from urllib.parse import quote, urlencode
+
+    info = describe_connection(conn)
+    if info["backend"] == "sqlite":
+        return "sqlite:///" + quote(info["path"])
+    auth = ""
+    if conn.login:
+        auth = quote(conn.login, safe="")
+        if conn.password:
+            auth += ":" + quote(conn.password, safe="")
+        auth += "@"
+    query = {
+        "protocol_version": info["protocol_version"],
+        "create_keyspace": "true" if info["create_keyspace"] else "false",
+        "replication_factor": info["replication_factor"],
+    }
+    ssl_options = _extra(conn, "ssl_options")
+    if ssl_options:
+        query["ssl"] = "true"
+        if isinstance(ssl_options, dict) and ssl_options.get("ca_certs"):
+            query["ssl_ca"] = ssl_options["ca_certs"]
+    local_dc = (_extra(conn, "load_balancing_policy_args") or {}).get("local_dc") if isinstance(
+        _extra(conn, "load_balancing_policy_args"), dict
+    ) else None
+    datacenter = info["datacenter"] or local_dc
+    if datacenter:
+        query["datacenter"] = datacenter
+    hosts = ",".join(info["hosts"])
+    return f"cassandra://{auth}{hosts}:{info['port']}/{info['keyspace']}?{urlencode(query)}"
+
+
+class AtlasHook(BaseHook):
+    """Opens the store named by an Airflow connection.
+
+    :param atlas_conn_id: connection id (type ``cassandra`` or ``atlas_embedded``, see the module doc).
+    :param config: engine settings (:class:`airflow_atlas.config.StoreConfig`); by default those of the
+        ``atlas_settings`` Variable are NOT read here: operators pass them in.
+
+    Use as a context manager so the Cassandra cluster is always shut down::
+
+        with AtlasHook("atlas_default") as hook:
+            store = hook.get_store()
+            store.sweep_timestamps.all()
+    """
+
+    conn_name_attr = "atlas_conn_id"
+    default_conn_name = "atlas_default"
+    conn_type = EMBEDDED_CONN_TYPE
+    hook_name = "Atlas embedded store"
+
+    def __init__(self, atlas_conn_id: str = default_conn_name, config: "StoreConfig | None" = None, **kwargs):
+        super().__init__(**kwargs)
+        self.atlas_conn_id = atlas_conn_id
+        self.config = config
+        self._store: "AtlasStore | None" = None
+
+    # ----- store -----------------------------------------------------------------------------------
+    def describe(self) -> dict:
+        """The validated, secret-free description of the connection."""
+        return describe_connection(self.get_connection(self.atlas_conn_id))
+
+    def get_conn(self) -> "AtlasStore":
+        return self.get_store()
+
+    def get_store(self) -> "AtlasStore":
+        """The store (opened once per hook). Bad connections raise InvalidInputError naming the problem."""
+        if self._store is None:
+            from airflow_atlas.store import AtlasStore
+
+            self._store = AtlasStore(self._open_kvs(), self.config)
+        return self._store
+
+    def _open_kvs(self):
+        conn = self.get_connection(self.atlas_conn_id)
+        info = describe_connection(conn)
+        if info["backend"] == "sqlite":
+            from airflow_atlas.kvs.sqlite import SqliteKeyValueService
+
+            return SqliteKeyValueService(info["path"])
+
+        from airflow_atlas.kvs.cassandra import CassandraKeyValueService
+
+        conn_id = self.atlas_conn_id
+        explicit_protocol = _extra(conn, "protocol_version") is not None
+
+        def cluster_factory():
+            # The Cassandra provider's hook reads the connection (hosts, port, auth, TLS, policies) and
+            # builds the Cluster; the key-value service owns the Cluster from here on (shut down on
+            # close, rebuilt after a fork).
+            from airflow.providers.apache.cassandra.hooks.cassandra import CassandraHook
+
+            with warnings.catch_warnings():
+                # The provider passes load_balancing_policy to Cluster(), which the driver deprecates in
+                # favour of execution profiles; nothing to act on from here.
+                warnings.filterwarnings("ignore", message="Legacy execution parameters", category=DeprecationWarning)
+                cluster = CassandraHook(cassandra_conn_id=conn_id).get_cluster()
+            if not explicit_protocol:
+                cluster.protocol_version = DEFAULT_PROTOCOL_VERSION
+            return cluster
+
+        return CassandraKeyValueService(
+            cluster_factory,
+            keyspace=info["keyspace"],
+            create_keyspace=info["create_keyspace"],
+            replication_factor=info["replication_factor"],
+            datacenter=info["datacenter"],
+            _secrets=(conn.password,) if conn.password else (),
+        )
+
+    def get_store_url(self) -> str:
+        """The store as an engine URL (``sqlite:///...`` / ``cassandra://...``) for processes without
+        Airflow, e.g. Spark executors. It CONTAINS THE PASSWORD: never log it or put it in XCom (the Spark
+        helper passes it through a private file). Only what the URL form supports is carried over:
+        hosts, port, keyspace, credentials, ``protocol_version``, TLS with ``ssl_options.ca_certs``, the
+        local datacenter of ``DCAwareRoundRobinPolicy``, and our ``create_keyspace`` /
+        ``replication_factor`` extras."""
+        return store_url(self.get_connection(self.atlas_conn_id))
+
+    # ----- lifecycle -------------------------------------------------------------------------------
+    def close(self) -> None:
+        store, self._store = self._store, None
+        if store is not None:
+            store.close()
+
+    def __enter__(self) -> "AtlasHook":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def test_connection(self) -> tuple[bool, str]:
+        """Used by the UI's "Test" button: opens the store and reads its shard count."""
+        try:
+            store = self.get_store()
+            shards = store.number_of_shards()
+            return True, f"Connected to {store.describe()} ({shards} shard(s))"
+        except Exception as exc:  # reported to the user, never raised
+            return False, f"{type(exc).__name__}: {exc}"
+        finally:
+            self.close()

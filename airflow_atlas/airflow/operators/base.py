@@ -1,0 +1,58 @@
+"""AtlasBaseOperator: what every airflow-atlas operator shares.
+
+* ``store_conn_id`` (templated): the store's connection; default ``store_conn_id`` of the ``atlas_settings``
+  Variable (see :mod:`airflow_atlas.airflow.settings`).
+* ``store_config`` (templated): engine setting overrides for this task only (``StoreConfig`` field names),
+  applied on top of the Variable's.
+
+The operator opens the store through :class:`~airflow_atlas.airflow.hooks.atlas.AtlasHook`, calls
+:meth:`execute_with_store`, and always closes the store. Bad input from the user (unknown table, shard out
+of range, bad setting: the engine's ``InvalidInputError`` / ``TableNotFoundError``) fails the task at once
+without retries (``AirflowFailException``): retrying cannot fix it. Everything else (store unavailable,
+lost lease, a crash) fails normally and is retried.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException
+
+from airflow_atlas.airflow.hooks.atlas import AtlasHook
+from airflow_atlas.airflow.settings import AtlasSettings
+from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+
+
+class AtlasBaseOperator(BaseOperator):
+    template_fields = ("store_conn_id", "store_config")
+    ui_color = "#e8f1fb"
+
+    def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.store_conn_id = store_conn_id
+        self.store_config = store_config
+
+    # ----- helpers for subclasses ------------------------------------------------------------------
+    def resolved_conn_id(self, settings: AtlasSettings) -> str:
+        return self.store_conn_id or settings.store_conn_id
+
+    def engine_config(self, settings: AtlasSettings):
+        return settings.engine_config(**(self.store_config or {}))
+
+    @contextmanager
+    def open_store(self, settings: AtlasSettings) -> Iterator[Any]:
+        with AtlasHook(self.resolved_conn_id(settings), config=self.engine_config(settings)) as hook:
+            yield hook.get_store()
+
+    # ----- execution -------------------------------------------------------------------------------
+    def execute(self, context) -> Any:
+        try:
+            settings = AtlasSettings.load()
+            with self.open_store(settings) as store:
+                return self.execute_with_store(context, store, settings)
+        except (InvalidInputError, TableNotFoundError) as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError

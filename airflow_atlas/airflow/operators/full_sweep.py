@@ -1,0 +1,212 @@
+"""Legacy (full-table) sweep: scan a whole table for obsolete versions. For data written before the sweep
+queue existed, or to double-check a table; targeted sweep is the normal path."""
+from __future__ import annotations
+
+from typing import Any
+
+from airflow_atlas.airflow.faults import maybe_fail
+from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.settings import EXECUTION_MODES
+from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.kvs.api import ScanRange, SweepStrategy
+
+
+def scan_range_to_json(scan_range: ScanRange) -> dict:
+    def enc(value):
+        return {"hex": bytes(value).hex()} if isinstance(value, (bytes, bytearray)) else value
+
+    return {"kind": scan_range.kind, "start": enc(scan_range.start), "end": enc(scan_range.end)}
+
+
+def scan_range_from_json(data: Any) -> ScanRange:
+    if isinstance(data, ScanRange):
+        return data
+    if not isinstance(data, dict) or set(data) != {"kind", "start", "end"}:
+        raise InvalidInputError(f"a scan range is {{'kind', 'start', 'end'}}, got {data!r}")
+
+    def dec(value):
+        if isinstance(value, dict):
+            return bytes.fromhex(value["hex"])
+        return value
+
+    return ScanRange(data["kind"], dec(data["start"]), dec(data["end"]))
+
+
+class PlanFullSweepOperator(AtlasBaseOperator):
+    """Split tables into scan ranges for a mapped :class:`FullTableSweepOperator`.
+
+    Returns a list of ``{"table", "sweep_ts", "scan_ranges": [range]}`` (one per range, ``in_task``
+    mode) or one entry per table without ``scan_ranges`` (``spark`` mode: the job splits the table).
+    The sweep timestamp of each strategy is computed once for the whole run.
+
+    :param tables: tables to sweep (templated); default every user table that is swept (not NOTHING).
+        Unknown tables and tables with strategy NOTHING fail the task (no retry).
+    :param parts: ranges per table; default setting ``full_sweep_parts`` (templated).
+    :param execution_mode: ``"in_task"`` or ``"spark"``; default setting ``execution_mode`` (templated).
+    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
+    """
+
+    template_fields = (*AtlasBaseOperator.template_fields, "tables", "parts", "execution_mode")
+
+    def __init__(self, *, tables: list[str] | None = None, parts: int | None = None, execution_mode: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.tables = tables
+        self.parts = parts
+        self.execution_mode = execution_mode
+
+    def execute_with_store(self, context, store, settings):
+        known = store.user_tables()
+        tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s is not SweepStrategy.NOTHING)
+        unknown = sorted(set(tables) - set(known))
+        if unknown:
+            raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}; tables: {', '.join(sorted(known)) or 'none'}")
+        never = [t for t in tables if known[t] is SweepStrategy.NOTHING]
+        if never:
+            raise InvalidInputError(f"table(s) {', '.join(never)} have sweep strategy NOTHING and are never swept")
+        timestamps = store.sweep_timestamps.all()
+        mode = self.execution_mode or settings.execution_mode
+        parts = int(self.parts or settings.full_sweep_parts)
+        out = []
+        for table in tables:
+            sweep_ts = timestamps[known[table].value]
+            if mode == "spark":
+                out.append({"table": table, "sweep_ts": sweep_ts, "parts": parts})
+                continue
+            for scan_range in store.kvs.split_ranges(table, parts):
+                out.append({"table": table, "sweep_ts": sweep_ts, "scan_ranges": [scan_range_to_json(scan_range)]})
+        self.log.info("full sweep of %d table(s) in %d task(s)", len(tables), len(out))
+        return out
+
+
+class FullTableSweepOperator(AtlasBaseOperator):
+    """Legacy sweep of one table (or some scan ranges of it).
+
+    :param table: the table (templated).
+    :param scan_ranges: ranges to sweep, as produced by :class:`PlanFullSweepOperator` (templated);
+        default the whole table (split into ``parts`` ranges swept one after the other).
+    :param parts: ranges to split the table into when ``scan_ranges`` is not given; in ``spark`` mode the
+        number of Spark tasks (default setting ``full_sweep_parts``) (templated).
+    :param sweep_ts: sweep timestamp (templated); default computed from the table's strategy (in
+        ``spark`` mode the job computes it once for all its ranges).
+    :param batch_size: cells per delete batch; default setting ``full_sweep_batch_size`` (templated).
+    :param dry_run: report what would be deleted, delete nothing (templated).
+    :param execution_mode: ``"in_task"`` or ``"spark"`` (one Spark job for the table, via
+        ``airflow_atlas.airflow.spark_submit.submit_full_sweep``); default setting ``execution_mode``.
+    :param spark_conn_id: default setting ``spark_conn_id``.
+    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
+
+    Returns the totals: ``{"table", "strategy", "sweep_ts", "ranges", "cells_examined", "versions_examined",
+    "versions_deleted", "sentinels_written", "transactions_aborted", "dry_run", "duration_seconds"}``.
+    """
+
+    template_fields = (
+        *AtlasBaseOperator.template_fields,
+        "table",
+        "scan_ranges",
+        "sweep_ts",
+        "batch_size",
+        "dry_run",
+        "execution_mode",
+        "spark_conn_id",
+        "parts",
+    )
+    _SUMMED = ("cells_examined", "versions_examined", "versions_deleted", "sentinels_written", "transactions_aborted", "duration_seconds")
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        scan_ranges: list | None = None,
+        sweep_ts: int | None = None,
+        batch_size: int | None = None,
+        dry_run: bool = False,
+        execution_mode: str | None = None,
+        spark_conn_id: str | None = None,
+        parts: int | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.parts = parts
+        self._spark_context = None
+        self.table = table
+        self.scan_ranges = scan_ranges
+        self.sweep_ts = sweep_ts
+        self.batch_size = batch_size
+        self.dry_run = dry_run
+        self.execution_mode = execution_mode
+        self.spark_conn_id = spark_conn_id
+
+    def execute_with_store(self, context, store, settings):
+        mode = self.execution_mode or settings.execution_mode
+        if mode not in EXECUTION_MODES:
+            raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
+        strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
+        if strategy is SweepStrategy.NOTHING:
+            raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
+        sweep_ts = int(self.sweep_ts) if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
+        batch_size = int(self.batch_size or settings.full_sweep_batch_size)
+        maybe_fail("full_sweep", context["ti"].try_number, table=self.table)
+        if mode == "spark":
+            return self._sweep_spark(context, settings, strategy, batch_size)
+        if self.scan_ranges:
+            ranges = [scan_range_from_json(r) for r in self.scan_ranges]
+        elif self.parts:
+            ranges = store.kvs.split_ranges(self.table, int(self.parts))
+        else:
+            ranges = [None]
+        totals = {k: 0 for k in self._SUMMED}
+        for scan_range in ranges:
+            result = store.legacy_sweeper.sweep_table(
+                self.table, scan_range=scan_range, batch_size=batch_size, sweep_ts=sweep_ts, dry_run=bool(self.dry_run)
+            ).to_json()
+            self.log.info("legacy sweep of %s range %s: %s", self.table, result.get("scan_range"), result)
+            for key in self._SUMMED:
+                totals[key] += result.get(key) or 0
+        totals["duration_seconds"] = round(totals["duration_seconds"], 6)
+        return {
+            "table": self.table,
+            "strategy": strategy.value,
+            "sweep_ts": sweep_ts,
+            "ranges": len(ranges),
+            "dry_run": bool(self.dry_run),
+            **totals,
+        }
+
+    def _sweep_spark(self, context, settings, strategy, batch_size) -> dict:
+        from airflow_atlas.airflow.hooks.atlas import AtlasHook
+        from airflow_atlas.airflow.spark_submit import submit_full_sweep
+
+        with AtlasHook(self.resolved_conn_id(settings)) as hook:
+            url = hook.get_store_url()  # holds the password: goes to the Spark helper only
+        self._spark_context = context
+        try:
+            document = submit_full_sweep(
+                context,
+                spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
+                store_url=url,
+                table=self.table,
+                parts=int(self.parts or settings.full_sweep_parts),
+                batch_size=batch_size,
+                dry_run=bool(self.dry_run),
+                settings=self.engine_config(settings).to_json(),
+            )
+        finally:
+            self._spark_context = None
+        summary = document.get("summary") or {}
+        self.log.info("Spark job %s: %s", document.get("app_id"), summary)
+        return {
+            "table": self.table,
+            "strategy": strategy.value,
+            "sweep_ts": document.get("sweep_ts"),
+            "ranges": len(document.get("ranges") or []),
+            "dry_run": bool(self.dry_run),
+            **{k: int(summary.get(k) or 0) for k in self._SUMMED if k != "duration_seconds"},
+            "duration_seconds": document.get("duration_seconds"),
+            "spark": {"app_id": document.get("app_id"), "master": document.get("master")},
+        }
+
+    def on_kill(self) -> None:
+        if self._spark_context is not None:
+            from airflow_atlas.airflow.spark_submit import kill_submission
+
+            kill_submission(self._spark_context)

@@ -1,0 +1,134 @@
+"""Acquire and release the shard locks (one lease per (shard, strategy) pair).
+
+A lease lasts ``lock_lease_seconds`` (setting); the sweep task refreshes it while it works. If the task
+that holds it dies without releasing it (killed worker, lost node), nobody refreshes it any more and the
+lock is free again when the lease expires: the next acquisition takes it over, with a larger fencing token.
+
+The holder of a pair is ``airflow:<dag_id>:<run_id>:<strategy>:<shard>``: the same for every task of the
+pair's group and for their retries, so a retried task recognises its own lock, and releasing never
+touches a lock taken by another run or another sweeper.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.targets import holder_for, lease_to_json, lock_name, normalize_targets
+from airflow_atlas.locks import Lease
+
+
+class AcquireSweepLockOperator(AtlasBaseOperator):
+    """Take the lock of each target. Returns the targets with the lease recorded (XCom).
+
+    :param targets: list of ``{"shard": int, "strategy": str, ...}`` (templated; e.g. a planning task's
+        output). Or give one pair with ``shard`` and ``strategy``.
+    :param shard: shard of a single pair (templated).
+    :param strategy: ``"CONSERVATIVE"`` or ``"THOROUGH"`` for a single pair (templated).
+    :param holder: lock holder name; default one per (DAG run, pair), see the module doc (templated).
+    :param lease_seconds: lease length; default setting ``lock_lease_seconds`` (templated).
+    :param wait_seconds: how long to wait for a lock held by someone else; default setting
+        ``lock_wait_seconds``. A pair still locked after that is returned with ``"acquired": false`` and
+        ``"held_by"`` (the sweep task then reports it ``skipped_locked``); the task does not fail.
+    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
+    """
+
+    template_fields = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy", "holder", "lease_seconds", "wait_seconds")
+
+    def __init__(
+        self,
+        *,
+        targets: Any = None,
+        shard: Any = None,
+        strategy: Any = None,
+        holder: str | None = None,
+        lease_seconds: float | None = None,
+        wait_seconds: float | None = None,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.targets = targets
+        self.shard = shard
+        self.strategy = strategy
+        self.holder = holder
+        self.lease_seconds = lease_seconds
+        self.wait_seconds = wait_seconds
+
+    def execute_with_store(self, context, store, settings):
+        targets = normalize_targets(self.targets, self.shard, self.strategy)
+        lease_seconds = float(self.lease_seconds or settings.lock_lease_seconds)
+        wait = settings.lock_wait_seconds if self.wait_seconds is None else float(self.wait_seconds)
+        out: list[dict] = []
+        taken: list[Lease] = []
+        try:
+            for target in targets:
+                name = lock_name(target)
+                holder = self.holder or holder_for(context, target)
+                lease = _acquire(store, name, holder, lease_seconds, wait)
+                if lease is not None:
+                    taken.append(lease)
+                    out.append({**target, **lease_to_json(lease), "acquired": True})
+                    self.log.info("acquired %s as %s (token %d)", name, holder, lease.token)
+                else:
+                    state = store.locks.describe(name)
+                    held_by = state.holder if state is not None else None
+                    out.append({**target, "lock": name, "holder": holder, "acquired": False, "held_by": held_by})
+                    self.log.warning("%s is held by %s: this pair is skipped in this run", name, held_by)
+        except BaseException:
+            for lease in taken:  # do not leave half a group locked when this task fails
+                try:
+                    store.locks.release(lease)
+                except Exception as exc:
+                    self.log.warning("could not release %s after a failure (it will expire): %s", lease.name, exc)
+            raise
+        return out
+
+
+def _acquire(store, name: str, holder: str, lease_seconds: float, wait_seconds: float) -> Lease | None:
+    deadline = time.monotonic() + max(0.0, wait_seconds)
+    while True:
+        lease = store.locks.acquire(name, holder, lease_seconds)
+        if lease is not None or time.monotonic() >= deadline:
+            return lease
+        time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+
+
+class ReleaseSweepLockOperator(AtlasBaseOperator):
+    """Release the locks this run's holder owns for the targets; idempotent (a lock already released,
+    expired and taken by someone else, or never taken is left alone). Returns one entry per target with
+    ``"released": true|false``.
+
+    :param targets: the group's targets (templated), or ``shard`` + ``strategy``.
+    :param holder: the holder to release for; default the (DAG run, pair) holder (templated).
+    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
+
+    In a group, run it as a teardown (or with ``trigger_rule="all_done"``) so it also runs when the sweep
+    failed.
+    """
+
+    template_fields = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy", "holder")
+
+    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, holder: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.targets = targets
+        self.shard = shard
+        self.strategy = strategy
+        self.holder = holder
+
+    def execute_with_store(self, context, store, settings):
+        out = []
+        for target in normalize_targets(self.targets, self.shard, self.strategy):
+            name = lock_name(target)
+            holder = self.holder or holder_for(context, target)
+            released = release_own(store, name, holder)
+            self.log.info("%s: %s", name, "released" if released else f"not held by {holder}")
+            out.append({"shard": target["shard"], "strategy": target["strategy"], "lock": name, "released": released})
+        return out
+
+
+def release_own(store, name: str, holder: str) -> bool:
+    """Release ``name`` if ``holder`` holds it (whatever the token: a retried task may have re-acquired)."""
+    state = store.locks.describe(name)
+    if state is None or state.holder != holder:
+        return False
+    return store.locks.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))

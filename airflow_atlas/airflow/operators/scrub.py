@@ -1,0 +1,34 @@
+"""Scrub: physically remove hard-deleted data (spec 003) once no open transaction can still read it."""
+from __future__ import annotations
+
+from airflow_atlas.airflow.faults import maybe_fail
+from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+
+
+class ScrubOperator(AtlasBaseOperator):
+    """Process the scrub queue: entries below the immutable timestamp are swept (ranged tombstones) and
+    removed from the queue; newer ones wait for a later run.
+
+    :param max_entries: at most this many ready entries per run (templated); default setting
+        ``scrub_max_entries`` (``null`` = all ready entries).
+    :param dry_run: decide, delete nothing (templated).
+    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
+
+    Returns the engine's ``ScrubResult.to_json()`` (entries seen/scrubbed/waiting, cells tombstoned,
+    aborted writes deleted, per-table counts).
+    """
+
+    template_fields = (*AtlasBaseOperator.template_fields, "max_entries", "dry_run")
+
+    def __init__(self, *, max_entries: int | None = None, dry_run: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.max_entries = max_entries
+        self.dry_run = dry_run
+
+    def execute_with_store(self, context, store, settings):
+        maybe_fail("scrub", context["ti"].try_number)
+        limit = self.max_entries if self.max_entries is not None else settings.scrub_max_entries
+        result = store.scrubber.scrub(max_entries=int(limit) if limit else None, dry_run=bool(self.dry_run)).to_json()
+        result["dry_run"] = bool(self.dry_run)
+        self.log.info("scrub: %s", result)
+        return result

@@ -1,0 +1,178 @@
+"""The forms (Params) of the UI-triggered DAGs and their validation against the store.
+
+Airflow validates each Param's JSON schema when a run is created (type, range, enum), but accepts keys
+that no Param declares, and cannot know the store's shard count or tables. The validation task of each
+DAG (:class:`ValidateSweepRequestOperator`, the first task, before anything is written) checks exactly
+that and fails with one message listing every problem.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from airflow.sdk import Param
+
+from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.settings import SWEEPABLE
+from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.kvs.api import SweepStrategy
+
+
+def manual_sweep_params() -> dict[str, Param]:
+    return {
+        "tables": Param(
+            [],
+            type="array",
+            items={"type": "string"},
+            title="Tables",
+            description="Tables whose strategies to sweep (empty: all). The sweep queue is per shard and strategy, so "
+            "the chosen shards are swept for every table that shares the strategy.",
+        ),
+        "shards": Param(
+            [],
+            type="array",
+            items={"type": "integer", "minimum": 0, "maximum": 255},
+            title="Shards",
+            description="Shards to sweep (empty: all shards of the store).",
+        ),
+        "strategy": Param(
+            "ALL",
+            type="string",
+            enum=["ALL", *SWEEPABLE],
+            title="Strategy",
+            description="Sweep strategy to sweep (ALL: both, or those of the chosen tables).",
+        ),
+        "dry_run": Param(False, type="boolean", title="Dry run", description="Read and report only; write nothing."),
+        "max_batches": Param(
+            None,
+            type=["null", "integer"],
+            minimum=1,
+            title="Maximum batches",
+            description="Iterations (batches of batch_limit queue entries) per shard and strategy (empty: setting max_iterations_per_shard).",
+        ),
+    }
+
+
+def full_sweep_params() -> dict[str, Param]:
+    return {
+        "tables": Param(
+            [], type="array", items={"type": "string"}, title="Tables", description="Tables to sweep (empty: every swept table)."
+        ),
+        "parts": Param(
+            None, type=["null", "integer"], minimum=1, maximum=4096, title="Parts",
+            description="Scan ranges per table (empty: setting full_sweep_parts).",
+        ),
+        "dry_run": Param(False, type="boolean", title="Dry run", description="Report only; delete nothing."),
+    }
+
+
+def _unknown_keys(conf: Mapping, allowed: Mapping) -> list[str]:
+    unknown = sorted(set(conf or {}) - set(allowed))
+    if not unknown:
+        return []
+    return [f"unknown parameter(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(allowed))}"]
+
+
+def _tables(tables: list, user_tables: Mapping[str, SweepStrategy], problems: list[str]) -> list[str]:
+    tables = list(dict.fromkeys(tables or []))
+    unknown = [t for t in tables if t not in user_tables]
+    if unknown:
+        problems.append(
+            f"unknown table(s) {', '.join(map(repr, unknown))}; the store has: {', '.join(sorted(user_tables)) or 'no tables'}"
+        )
+    never = [t for t in tables if t in user_tables and user_tables[t] is SweepStrategy.NOTHING]
+    if never:
+        problems.append(f"table(s) {', '.join(map(repr, never))} have sweep strategy NOTHING and are never swept")
+    return tables
+
+
+def validate_manual_sweep(
+    conf: Mapping, params: Mapping, *, number_of_shards: int, user_tables: Mapping[str, SweepStrategy]
+) -> dict:
+    """The sweep request of a manual run, or InvalidInputError listing every problem.
+
+    ``conf`` is the run's raw configuration (to find unknown keys), ``params`` the resolved Params.
+    Returns ``{"shards": [...], "strategies": [...], "tables": [...], "dry_run": bool, "max_batches": int|None}``
+    with shards and strategies spelled out.
+    """
+    allowed = manual_sweep_params()
+    problems = _unknown_keys(conf, allowed)
+    shards = list(dict.fromkeys(params.get("shards") or []))
+    bad = [s for s in shards if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < number_of_shards]
+    if bad:
+        problems.append(f"shard(s) {bad} out of range: the store has {number_of_shards} shard(s) (0..{number_of_shards - 1})")
+    tables = _tables(params.get("tables"), user_tables, problems)
+    strategy = str(params.get("strategy") or "ALL").upper()
+    if strategy != "ALL" and strategy not in SWEEPABLE:
+        problems.append(f"unknown strategy {strategy!r}: use ALL, CONSERVATIVE or THOROUGH")
+    strategies = list(SWEEPABLE) if strategy == "ALL" else [strategy]
+    if tables and not problems:
+        of_tables = {user_tables[t].value for t in tables}
+        mismatched = [t for t in tables if user_tables[t].value not in strategies]
+        if mismatched:
+            problems.append(
+                f"table(s) {', '.join(f'{t!r} ({user_tables[t].value})' for t in mismatched)} do not use strategy {strategy}"
+            )
+        strategies = [s for s in strategies if s in of_tables]
+    max_batches = params.get("max_batches")
+    if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1):
+        problems.append(f"max_batches must be a positive integer or empty, got {max_batches!r}")
+    dry_run = params.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        problems.append(f"dry_run must be true or false, got {dry_run!r}")
+    if problems:
+        raise InvalidInputError("invalid sweep request: " + "; ".join(problems))
+    return {
+        "shards": shards or list(range(number_of_shards)),
+        "strategies": strategies,
+        "tables": tables,
+        "dry_run": dry_run,
+        "max_batches": max_batches,
+    }
+
+
+def validate_full_sweep(conf: Mapping, params: Mapping, *, user_tables: Mapping[str, SweepStrategy]) -> dict:
+    """The request of a full-sweep run, or InvalidInputError listing every problem."""
+    problems = _unknown_keys(conf, full_sweep_params())
+    tables = _tables(params.get("tables"), user_tables, problems)
+    parts = params.get("parts")
+    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 4096):
+        problems.append(f"parts must be an integer in 1..4096 or empty, got {parts!r}")
+    dry_run = params.get("dry_run", False)
+    if not isinstance(dry_run, bool):
+        problems.append(f"dry_run must be true or false, got {dry_run!r}")
+    if problems:
+        raise InvalidInputError("invalid full sweep request: " + "; ".join(problems))
+    if not tables:
+        tables = sorted(t for t, s in user_tables.items() if s is not SweepStrategy.NOTHING)
+    return {"tables": tables, "parts": parts, "dry_run": dry_run}
+
+
+class ValidateSweepRequestOperator(AtlasBaseOperator):
+    """First task of a UI-triggered sweep DAG: checks the run's Params against the store (read only) and
+    fails without retries, naming every problem, before anything is written.
+
+    :param request: ``"targeted"`` (form of :func:`manual_sweep_params`) or ``"full"``
+        (:func:`full_sweep_params`).
+    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
+
+    Returns the validated request and also pushes each of its keys as its own XCom, so later tasks can
+    take ``validate.output["shards"]``.
+    """
+
+    def __init__(self, *, request: str, **kwargs):
+        super().__init__(**kwargs)
+        if request not in ("targeted", "full"):
+            raise ValueError("request must be 'targeted' or 'full'")
+        self.request = request
+
+    def execute_with_store(self, context, store, settings) -> Any:
+        conf = dict(getattr(context.get("dag_run"), "conf", None) or {})
+        params = dict(context["params"])
+        if self.request == "targeted":
+            out = validate_manual_sweep(conf, params, number_of_shards=store.number_of_shards(), user_tables=store.user_tables())
+        else:
+            out = validate_full_sweep(conf, params, user_tables=store.user_tables())
+        for key, value in out.items():
+            context["ti"].xcom_push(key=key, value=value)
+        self.log.info("request: %s", out)
+        return out

@@ -1,0 +1,175 @@
+"""Sensors on the store, deferrable by default (the wait happens in the triggerer, no worker slot held).
+
+* :class:`SweepableWorkSensor` - a (shard, strategy) pair has queue entries below its sweep timestamp.
+* :class:`SweepTimestampSensor` - the sweep timestamp passed a given timestamp ("my bulk load is now
+  sweepable").
+* :class:`LockFreeSensor` - nobody holds a lock (e.g. a shard lock).
+
+All take ``store_conn_id`` (default setting ``store_conn_id``), ``deferrable`` (default True) and the usual
+sensor arguments (``poke_interval`` is also the trigger's poll interval, ``timeout``, ``mode`` for the
+non-deferrable path, ``soft_fail``). Each checks once at once and returns without deferring when the
+condition already holds. The value returned (XCom) is the trigger's payload, e.g. the sweep timestamps
+seen. Store errors fail the sensor (they are never mistaken for "not yet"); bad input fails it without
+retries.
+"""
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from airflow_atlas.airflow.hooks.atlas import AtlasHook
+from airflow_atlas.airflow.settings import AtlasSettings
+from airflow_atlas.airflow.targets import lock_name
+from airflow_atlas.airflow.triggers.atlas import (
+    LockFreeTrigger,
+    SweepableWorkTrigger,
+    SweepTimestampTrigger,
+    _strategies,
+    check_lock_free,
+    check_sweep_ts_passed,
+    check_sweepable_work,
+)
+from airflow_atlas.config import StoreConfig
+from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+from airflow_atlas.kvs.api import SweepStrategy
+
+
+class AtlasBaseSensor(BaseSensorOperator):
+    template_fields = ("store_conn_id", "store_config")
+    ui_color = "#fdf3e1"
+
+    def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, deferrable: bool = True, **kwargs):
+        super().__init__(**kwargs)
+        self.store_conn_id = store_conn_id
+        self.store_config = store_config
+        self.deferrable = deferrable
+
+    # subclasses: the check and the trigger
+    def check(self, store) -> dict | None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def make_trigger(self, **common) -> Any:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _config(self, settings: AtlasSettings) -> StoreConfig:
+        return settings.engine_config(**(self.store_config or {}))
+
+    def _check_now(self, settings: AtlasSettings) -> dict | None:
+        try:
+            with AtlasHook(self.store_conn_id or settings.store_conn_id, config=self._config(settings)) as hook:
+                return self.check(hook.get_store())
+        except (InvalidInputError, TableNotFoundError) as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    def poke(self, context) -> PokeReturnValue:
+        payload = self._check_now(AtlasSettings.load())
+        return PokeReturnValue(is_done=payload is not None, xcom_value=payload)
+
+    def execute(self, context) -> Any:
+        if not self.deferrable:
+            return super().execute(context)
+        settings = AtlasSettings.load()
+        payload = self._check_now(settings)
+        if payload is not None:
+            return payload
+        defaults = StoreConfig().to_json()
+        overrides = {k: v for k, v in self._config(settings).to_json().items() if v != defaults.get(k)}
+        trigger = self.make_trigger(
+            store_conn_id=self.store_conn_id or settings.store_conn_id,
+            poll_interval=float(self.poke_interval),
+            store_config=overrides,
+        )
+        self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
+
+    def execute_complete(self, context, event: dict | None = None) -> Any:
+        if not event or event.get("status") != "success":
+            message = (event or {}).get("message", "no event")
+            raise AirflowException(f"{self.task_id}: the trigger reported an error: {message}")
+        self.log.info("condition met: %s", event)
+        return {k: v for k, v in event.items() if k != "status"}
+
+
+class SweepableWorkSensor(AtlasBaseSensor):
+    """Wait until a (shard, strategy) pair has sweep-queue entries below its sweep timestamp.
+
+    :param shard: the shard (templated).
+    :param strategy: ``"CONSERVATIVE"`` or ``"THOROUGH"`` (templated).
+    """
+
+    template_fields = (*AtlasBaseSensor.template_fields, "shard", "strategy")
+
+    def __init__(self, *, shard: int, strategy: str, **kwargs):
+        super().__init__(**kwargs)
+        self.shard = shard
+        self.strategy = strategy
+
+    def check(self, store):
+        return check_sweepable_work(store, int(self.shard), SweepStrategy.parse(self.strategy).value)
+
+    def make_trigger(self, **common):
+        return SweepableWorkTrigger(shard=int(self.shard), strategy=SweepStrategy.parse(self.strategy).value, **common)
+
+
+class SweepTimestampSensor(AtlasBaseSensor):
+    """Wait until the sweep timestamp is above ``target_ts``: everything committed at or before
+    ``target_ts`` can then be swept (e.g. the commit timestamp of a bulk load).
+
+    :param target_ts: the timestamp to pass (templated; an int or a string of digits).
+    :param strategy: ``"CONSERVATIVE"``, ``"THOROUGH"`` or ``None``/``"ALL"`` for both (templated).
+    """
+
+    template_fields = (*AtlasBaseSensor.template_fields, "target_ts", "strategy")
+
+    def __init__(self, *, target_ts: int | str, strategy: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.target_ts = target_ts
+        self.strategy = strategy
+
+    def _target(self) -> int:
+        try:
+            return int(self.target_ts)
+        except (TypeError, ValueError):
+            raise InvalidInputError(f"target_ts must be an integer timestamp, got {self.target_ts!r}") from None
+
+    def _check_now(self, settings):
+        try:
+            self._target()
+            _strategies(self.strategy)
+        except InvalidInputError as exc:
+            raise AirflowFailException(str(exc)) from exc
+        return super()._check_now(settings)
+
+    def check(self, store):
+        return check_sweep_ts_passed(store, self._target(), _strategies(self.strategy))
+
+    def make_trigger(self, **common):
+        return SweepTimestampTrigger(target_ts=self._target(), strategy=self.strategy, **common)
+
+
+class LockFreeSensor(AtlasBaseSensor):
+    """Wait until a lock is free (released, expired or never taken).
+
+    :param lock: the lock name (templated); or give ``shard`` and ``strategy`` for a shard lock.
+    """
+
+    template_fields = (*AtlasBaseSensor.template_fields, "lock", "shard", "strategy")
+
+    def __init__(self, *, lock: str | None = None, shard: int | None = None, strategy: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if lock is None and (shard is None or strategy is None):
+            raise ValueError("LockFreeSensor needs lock= or shard= and strategy=")
+        self.lock = lock
+        self.shard = shard
+        self.strategy = strategy
+
+    def _name(self) -> str:
+        return self.lock or lock_name({"shard": int(self.shard), "strategy": self.strategy})
+
+    def check(self, store):
+        return check_lock_free(store, self._name())
+
+    def make_trigger(self, **common):
+        return LockFreeTrigger(lock=self._name(), **common)

@@ -1,0 +1,149 @@
+"""atlas_targeted_sweep end to end with the real dag.test(), on the embedded store and on Cassandra."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.airflow.conftest import SHARDS, WINDOW_SECONDS, load_dag, task_states, xcom
+
+pytestmark = pytest.mark.airflow
+
+
+def _progress(store) -> dict[tuple[int, str], int]:
+    return {
+        (shard, strategy): store.queue.progress.get_progress(shard, strategy)
+        for shard in range(SHARDS)
+        for strategy in ("CONSERVATIVE", "THOROUGH")
+    }
+
+
+def test_targeted_sweep_run_sweeps_obsolete_versions_and_keeps_visible_data(atlas_store):
+    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    store, _ = atlas_store
+    spec = WorkloadSpec(transactions=120, rows=40, columns=3, open_transactions=1, seed=11)
+    report = run_workload(store, spec)
+    open_txn = report.open[0]
+    assert report.committed > 50 and report.dead_writers > 0 and report.aborted > 0
+    time.sleep(WINDOW_SECONDS + 0.5)  # let the read-only window pass over the workload
+
+    fresh = store.timestamps.fresh_timestamp()
+    readers = [Reader(open_txn.start_timestamp), Reader(fresh), Reader(fresh, read_only=True)]
+    before = observe(store, readers)
+    progress_before = _progress(store)
+    versions_before = sum(1 for t in store.user_tables() for _ in store.kvs.scan(t))
+
+    dag = load_dag("atlas_targeted_sweep")
+    started = time.monotonic()
+    run = dag.test()
+    elapsed = time.monotonic() - started
+    states = task_states(run)
+    assert str(run.state) == "success", states
+    print(f"atlas_targeted_sweep: {len(states)} task instances in {elapsed:.1f}s")
+
+    sweep_ts = xcom(run, "compute_sweep_timestamps")
+    # The open transaction holds the sweep timestamp back: nothing at or above its start is swept.
+    assert all(ts <= open_txn.start_timestamp for ts in sweep_ts.values()), (sweep_ts, open_txn.start_timestamp)
+
+    after = observe(store, readers)
+    assert compare(before, after, sweep_ts) == []
+    assert obsolete_versions(store, sweep_ts) == []
+    versions_after = sum(1 for t in store.user_tables() for _ in store.kvs.scan(t))
+    assert versions_after < versions_before
+
+    summary = xcom(run, "summary")
+    assert summary["failed_pairs"] == []
+    assert summary["cells_tombstoned"] > 0 and summary["aborted_writes_deleted"] > 0
+    progress_after = _progress(store)
+    for (shard, strategy), value in progress_after.items():
+        assert value >= progress_before[(shard, strategy)]
+        assert value == sweep_ts[strategy] - 1 or store.sweeper.has_sweepable_work(shard, strategy, sweep_ts[strategy]) is False
+        assert not store.queue.cleaner.queue_rows_below(shard, strategy, value), (shard, strategy)
+    assert sum(progress_after.values()) > sum(progress_before.values())
+    assert all(lock.expired and lock.holder is None for lock in store.locks.list_locks("sweep/"))
+    assert len(store.locks.list_locks("sweep/")) == summary["pairs"]
+    open_txn.abort()
+
+
+def test_a_shard_task_that_fails_once_is_retried_and_the_run_succeeds(embedded_store, monkeypatch):
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    store, _ = embedded_store
+    run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=3))
+    time.sleep(WINDOW_SECONDS + 0.5)
+    monkeypatch.setenv("ATLAS_FAULT_INJECT", "sweep_shard:shard=1:strategy=THOROUGH:tries=1")
+    from tests.airflow.conftest import FAST, set_settings
+
+    set_settings(monkeypatch, **FAST, skip_idle_shards=False)
+    dag = load_dag("atlas_targeted_sweep")
+    run = dag.test()
+    assert str(run.state) == "success", task_states(run)
+
+    groups = xcom(run, "plan")
+    index = next(i for i, group in enumerate(groups) if group[0]["shard"] == 1 and group[0]["strategy"] == "THOROUGH")
+    tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
+    assert tis[("shard.sweep", index)].try_number == 2  # failed once (injected), then succeeded
+    others = [ti.try_number for (task_id, i), ti in tis.items() if task_id == "shard.sweep" and i != index]
+    assert others and all(n == 1 for n in others)  # the other pairs were not disturbed
+    assert store.queue.progress.get_progress(1, "THOROUGH") > -1
+    assert all(lock.holder is None for lock in store.locks.list_locks("sweep/"))
+
+
+def test_the_lock_of_a_killed_task_is_recovered_after_its_lease_expires(embedded_store, monkeypatch, tmp_path):
+    """A process holding a shard lock (refreshing it, as a running sweep does) is SIGKILLed: no release,
+    no on_kill. The next run waits for the lease to expire, takes the lock over and sweeps."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+    from tests.airflow.conftest import CONN_ID, FAST, set_settings
+
+    store, _ = embedded_store
+    run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=5))
+    time.sleep(WINDOW_SECONDS + 0.5)
+    lease_seconds = 3
+    name = store.sweeper.lock_name(0, "THOROUGH")
+    holder = "airflow:atlas_targeted_sweep:killed_run:THOROUGH:0"
+    script = f"""
+import sys, time
+from airflow_atlas.airflow.hooks.atlas import AtlasHook
+from airflow_atlas.sweep.lease_keeper import LeaseKeeper
+with AtlasHook({CONN_ID!r}) as hook:
+    store = hook.get_store()
+    lease = store.locks.acquire({name!r}, {holder!r}, {lease_seconds})
+    assert lease is not None
+    with LeaseKeeper(store.locks, lease, {lease_seconds}):
+        print("HELD", lease.token, flush=True)
+        time.sleep(600)
+"""
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        for line in proc.stdout:  # Airflow may log to stdout first
+            if line.startswith("HELD"):
+                break
+        assert line.startswith("HELD"), line
+        killed_token = int(line.split()[1])
+        time.sleep(lease_seconds * 0.7)  # the keeper refreshed it at least once
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    state = store.locks.describe(name)
+    assert state.holder == holder and not state.expired  # still held by the dead process
+
+    set_settings(monkeypatch, **FAST, lock_lease_seconds=lease_seconds, lock_wait_seconds=lease_seconds * 4)
+    dag = load_dag("atlas_targeted_sweep")
+    run = dag.test()
+    assert str(run.state) == "success", task_states(run)
+    groups = xcom(run, "plan")
+    index = next(i for i, g in enumerate(groups) if g[0]["shard"] == 0 and g[0]["strategy"] == "THOROUGH")
+    acquired = xcom(run, "shard.acquire_lock", map_index=index)[0]
+    assert acquired["acquired"] is True and acquired["token"] > killed_token
+    swept = xcom(run, "shard.sweep", map_index=index)[0]["result"]
+    assert swept["status"] == "caught_up" and swept["new_progress"] > -1
+    state = store.locks.describe(name)
+    assert state.holder is None and state.token == acquired["token"]  # released by this run
