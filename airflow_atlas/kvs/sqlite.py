@@ -541,24 +541,25 @@ class SqliteKeyValueService(KeyValueService):
         return self._scan(table, start, end, after, page_size, timestamp)
 
     def _scan(self, table, start, end, after, page_size, timestamp) -> Iterator[tuple[Cell, int, bytes]]:
-        base = f"SELECT r, c, ts, v FROM {_phys(table)} WHERE ts < ? AND {_NOT_EXPIRED}"
-        params: list = [timestamp, _now_ms()]
+        # First page: the range's lower bounds. Later pages: only the keyset position (r, c, ts) > last,
+        # which SQLite turns into one index seek (extra lower bounds on r would make it seek by row only,
+        # re-reading a wide row for every page).
+        common = f"SELECT r, c, ts, v FROM {_phys(table)} WHERE ts < ? AND {_NOT_EXPIRED}"
+        upper, upper_args = ("", []) if end is None else (" AND r < ?", [end])
+        first, first_args = common + upper, [timestamp, _now_ms(), *upper_args]
         if start is not None:
-            base += " AND r >= ?"
-            params.append(start)
-        if end is not None:
-            base += " AND r < ?"
-            params.append(end)
+            first += " AND r >= ?"
+            first_args.append(start)
         if after is not None:
-            base += " AND r > ?"
-            params.append(after)
+            first += " AND r > ?"
+            first_args.append(after)
         last = None
         while True:
             if last is None:
-                sql, args = base + " ORDER BY r, c, ts LIMIT ?", [*params, page_size]
+                sql, args = first + " ORDER BY r, c, ts LIMIT ?", [*first_args, page_size]
             else:
-                sql = base + " AND (r, c, ts) > (?, ?, ?) ORDER BY r, c, ts LIMIT ?"
-                args = [*params, *last, page_size]
+                sql = common + upper + " AND (r, c, ts) > (?, ?, ?) ORDER BY r, c, ts LIMIT ?"
+                args = [timestamp, _now_ms(), *upper_args, *last, page_size]
             try:
                 page = self._conn().execute(sql, args).fetchall()
             except sqlite3.Error as exc:

@@ -56,6 +56,9 @@ def test_create_list_metadata_drop(kvs, make_table):
     assert meta.strategy is SweepStrategy.THOROUGH
     assert meta.write_mode is LOGICAL
     kvs.put(name, {cell("r", "c"): b"v"}, 10)
+    used = kvs.space_used_bytes(name)  # best effort: dbstat on SQLite, None on Cassandra (nodetool knows)
+    assert used is None or (isinstance(used, int) and used >= 0)
+    assert kvs.describe().startswith(kvs.backend)
 
     kvs.drop_table(name)
     assert not kvs.table_exists(name)
