@@ -147,3 +147,16 @@ def test_punch_bad_input(punch):
         punch.punch(-5)
     with pytest.raises(InvalidInputError):
         punch.unreadable_timestamp(-1)
+
+
+def test_punch_lookup_crosses_day_rows(punch, clock):
+    from airflow_atlas.transactions.punch import DAY_MILLIS, LOOKBACK_DAYS
+
+    clock.now = (DAY_MILLIS * 20_000 + DAY_MILLIS - 1000) / 1000  # one second before midnight
+    late_ms = punch.punch(700)
+    clock.now += 3 * 86_400  # three days of silence
+    assert punch.timestamp_at_or_before(int(clock.now * 1000)) == 700
+    assert punch.unreadable_timestamp(3600) == 700
+    assert punch.latest_punch() == (late_ms, 700)
+    clock.now += LOOKBACK_DAYS * 86_400  # beyond the look-back: no punch that old is known
+    assert punch.unreadable_timestamp(0) == 0
