@@ -1,0 +1,105 @@
+"""ShardProgress: targeted sweep's progress per (shard, strategy) and the number of shards (spec 000,
+"Sweep Progress (Per Shard) Table").
+
+Both live in the LWT table ``_sweep_progress`` and are written only by check-and-set loops, so every
+value can only grow: a request to set a lower (or equal) value changes nothing and returns the value
+already persisted. Reads used by the loops are SERIAL (linearizable on Cassandra).
+
+Strategy arguments are :class:`~airflow_atlas.kvs.api.SweepStrategy` (``CONSERVATIVE`` or ``THOROUGH``,
+or their names); ``NOTHING`` has no queue and raises InvalidInputError.
+"""
+from __future__ import annotations
+
+from ..encoding import LONG_MAX
+from ..errors import CorruptQueueDataError, InvalidInputError, StoreUnavailableError
+from ..kvs.api import Cell, KeyValueService, SweepStrategy
+from .constants import INITIAL_PROGRESS, MAX_SHARDS
+from .queue_tables import (
+    NUMBER_OF_SHARDS_CELL,
+    SWEEP_PROGRESS,
+    conservative_flag,
+    decode_progress_value,
+    encode_progress_value,
+    progress_cell,
+)
+
+DEFAULT_NUMBER_OF_SHARDS = 1
+MAX_CAS_ATTEMPTS = 64
+"""A check-and-set loop gives up (StoreUnavailableError) after this many lost races: values only grow,
+so each lost race means another writer advanced the value; 64 in a row means something is wrong."""
+
+
+def _check_shard(shard: object) -> int:
+    if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < MAX_SHARDS:
+        raise InvalidInputError(f"shard must be an integer in 0..{MAX_SHARDS - 1}, got {shard!r}")
+    return shard
+
+
+class ShardProgress:
+    """Persisted sweep progress and shard count on a :class:`KeyValueService` (table ``_sweep_progress``)."""
+
+    def __init__(self, kvs: KeyValueService):
+        self.kvs = kvs
+
+    # ----- progress ---------------------------------------------------------------------------------
+    def get_progress(self, shard: int, strategy: SweepStrategy | str) -> int:
+        """The timestamp up to which (inclusive) the shard and strategy were swept, or
+        INITIAL_PROGRESS (-1) when never swept."""
+        cell = progress_cell(_check_shard(shard), conservative_flag(strategy))
+        raw = self._read(cell)
+        return INITIAL_PROGRESS if raw is None else decode_progress_value(raw)
+
+    def update_progress(self, shard: int, strategy: SweepStrategy | str, value: int) -> int:
+        """Raise the progress of the shard and strategy to ``value`` unless it is already at least that.
+
+        Returns the persisted progress after the call (``>= value``). Raises InvalidInputError for a value
+        below -1 or above the largest long."""
+        if not isinstance(value, int) or isinstance(value, bool) or not INITIAL_PROGRESS <= value <= LONG_MAX:
+            raise InvalidInputError(f"progress must be an integer in {INITIAL_PROGRESS}..{LONG_MAX}, got {value!r}")
+        cell = progress_cell(_check_shard(shard), conservative_flag(strategy))
+        return self._increase(cell, value, default=INITIAL_PROGRESS, what=f"progress of shard {shard}")
+
+    # ----- number of shards ---------------------------------------------------------------------------
+    def get_number_of_shards(self) -> int:
+        """The number of shards the queue uses (1 until raised)."""
+        raw = self._read(NUMBER_OF_SHARDS_CELL)
+        if raw is None:
+            return DEFAULT_NUMBER_OF_SHARDS
+        return self._check_shard_count(decode_progress_value(raw))
+
+    def update_number_of_shards(self, number_of_shards: int) -> int:
+        """Raise the shard count to ``number_of_shards`` (1..256); it is never lowered. Returns the
+        persisted count after the call."""
+        if (
+            not isinstance(number_of_shards, int)
+            or isinstance(number_of_shards, bool)
+            or not 1 <= number_of_shards <= MAX_SHARDS
+        ):
+            raise InvalidInputError(f"number of shards must be an integer in 1..{MAX_SHARDS}, got {number_of_shards!r}")
+        result = self._increase(
+            NUMBER_OF_SHARDS_CELL, number_of_shards, default=DEFAULT_NUMBER_OF_SHARDS, what="number of shards"
+        )
+        return self._check_shard_count(result)
+
+    # ----- internals -----------------------------------------------------------------------------------
+    @staticmethod
+    def _check_shard_count(value: int) -> int:
+        if not 1 <= value <= MAX_SHARDS:
+            raise CorruptQueueDataError(f"persisted number of shards {value} is outside 1..{MAX_SHARDS}")
+        return value
+
+    def _read(self, cell: Cell) -> bytes | None:
+        return self.kvs.get_lwt(SWEEP_PROGRESS, [cell], serial=True).get(cell)
+
+    def _increase(self, cell: Cell, value: int, *, default: int, what: str) -> int:
+        new = encode_progress_value(value)
+        for _ in range(MAX_CAS_ATTEMPTS):
+            raw = self._read(cell)
+            current = default if raw is None else decode_progress_value(raw)
+            if current >= value:
+                return current
+            if self.kvs.check_and_set(SWEEP_PROGRESS, cell, raw, new):
+                return value
+        raise StoreUnavailableError(
+            f"could not update the {what} to {value}: lost {MAX_CAS_ATTEMPTS} check-and-set races in a row"
+        )
