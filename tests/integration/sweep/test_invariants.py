@@ -1,0 +1,241 @@
+"""Invariants the reference implementation's bugs taught (issue 4 section 3): a batch never splits a
+start timestamp; a failed delete fails the iteration and progress stays; a dropped or truncated table
+neither makes sweep loop nor gets sentinels; a sweeper whose lease was taken over stops before cleanup
+and progress; interleaved sweepers keep progress correct through check-and-set."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from airflow_atlas.errors import LockNotHeldError, StoreUnavailableError
+from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
+from airflow_atlas.sweep.targeted import TargetedSweeper
+
+from .helpers import CONS, STRATEGIES, THOR, cell
+from .test_crash_points import View
+
+
+# ----- batches ------------------------------------------------------------------------------------
+def test_batch_limit_never_splits_a_start_timestamp(harness):
+    h = harness
+    t = h.table(THOR)
+    cells = h.cells_in_shard(t, 0, 40)
+    sizes = [3, 7, 1, 12, 4]
+    starts, used = [], 0
+    for size in sizes:
+        s, _ = h.write(t, {c: b"v%d" % len(starts) for c in cells[used : used + size]})
+        starts.append(s)
+        used += size
+    h.settle()
+    sweep_ts = h.sweep_timestamps()[THOR.value]
+    old = h.store.queue.progress.get_progress(0, THOR)
+
+    # The reader: every start timestamp of a batch comes with all of its entries.
+    batch = h.store.queue.reader.read_batch(0, THOR, old, sweep_ts, 4)
+    assert [e.start_ts for e in batch.entries] == [starts[0]] * 3 + [starts[1]] * 7
+    assert not batch.read_to_end and batch.last_start_ts == starts[1]
+
+    # The sweeper: progress lands on the last start timestamp read, never inside a transaction.
+    reads, progress = [], []
+    for _ in range(3):
+        r = h.store.sweeper.run_iteration(0, THOR, sweep_ts=sweep_ts, batch_limit=4)
+        reads.append(r.entries_read)
+        progress.append(r.new_progress)
+    assert reads == [10, 13, 4]
+    assert progress[:2] == [starts[1], starts[3]]
+    assert progress[2] == sweep_ts - 1
+    for c in cells[:used]:
+        assert len(h.versions(t, c)) == 1
+
+
+# ----- failed deletes -----------------------------------------------------------------------------
+class FailingKvs(View):
+    def __init__(self, inner, failing: str):
+        super().__init__(inner)
+        self._failing = failing
+
+    def delete_all_timestamps(self, table, ranges):
+        if self._failing == "delete_all_timestamps":
+            raise StoreUnavailableError("injected: cassandra delete_all_timestamps timed out")
+        return self._inner.delete_all_timestamps(table, ranges)
+
+    def add_gc_sentinels(self, table, cells):
+        if self._failing == "add_gc_sentinels":
+            raise StoreUnavailableError("injected: cassandra add_gc_sentinels timed out")
+        return self._inner.add_gc_sentinels(table, cells)
+
+    def delete(self, table, versions):
+        if self._failing == "delete":
+            raise StoreUnavailableError("injected: cassandra delete timed out")
+        return self._inner.delete(table, versions)
+
+
+@pytest.mark.parametrize(
+    "strategy,failing",
+    [(THOR, "delete_all_timestamps"), (CONS, "delete_all_timestamps"), (CONS, "add_gc_sentinels"), (THOR, "delete")],
+    ids=["thorough-range", "conservative-range", "conservative-sentinel", "aborted-writes"],
+)
+def test_failed_delete_fails_the_iteration_and_progress_stays(harness, strategy, failing):
+    h = harness
+    t = h.table(strategy)
+    c = h.cells_in_shard(t, 0, 2)
+    s1, _ = h.write(t, {c[0]: b"v1"})
+    s2, _ = h.write(t, {c[0]: b"v2"})
+    dead = h.dead_writer({t: {c[1]: b"dead"}})
+    h.write(t, {c[1]: b"later"})
+    h.settle()
+    old = h.store.queue.progress.get_progress(0, strategy)
+    rows_before = h.queue_rows(0, strategy, dead + 10**8)
+
+    broken = TargetedSweeper(View(h.store, kvs=FailingKvs(h.store.kvs, failing)))
+    with pytest.raises(StoreUnavailableError, match="injected"):
+        broken.run_iteration(0, strategy)
+    assert h.store.queue.progress.get_progress(0, strategy) == old, "progress must not pass an unswept entry"
+    assert h.queue_rows(0, strategy, dead + 10**8) == rows_before, "nothing may be cleaned either"
+    assert h.store.locks.describe(h.store.sweeper.lock_name(0, strategy)).expired
+    if failing == "add_gc_sentinels":
+        # Sentinel first: without it, nothing was deleted.
+        assert [v for v, _ in h.versions(t, c[0])] == [s1, s2]
+
+    ts, _ = h.sweep_all()
+    assert h.is_aborted(dead)
+    h.assert_no_obsolete(ts, [t])
+    h.assert_no_leaks()
+
+
+# ----- dropped and truncated tables ---------------------------------------------------------------
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.value)
+def test_dropped_table_does_not_make_sweep_loop(harness, strategy):
+    h = harness
+    gone, kept = h.table(strategy, "gone"), h.table(strategy, "kept")
+    for i in range(3):
+        h.write_many({gone: {cell(j): b"g%d" % i for j in range(4)}, kept: {cell(0): b"k%d" % i}})
+    h.dead_writer({gone: {cell(5): b"dead"}})
+    h.store.drop_table(gone)
+    h.settle()
+    ts = h.sweep_timestamps()
+    results = []
+    for shard in range(h.shards):
+        r = h.store.sweeper.sweep_shard(shard, strategy, sweep_ts=ts[strategy.value], max_iterations=5)
+        assert r.status == "caught_up", r
+        results.append(r)
+    assert sum(r.entries_skipped_dropped_tables for r in results) >= 5  # 4 cells (newest write each) + 1 dead
+    assert not h.store.kvs.table_exists(gone)
+    h.assert_no_obsolete(ts, [kept])
+    h.sweep_all()
+    h.assert_no_leaks()
+
+    # The same name again: the old queue entries never touch the new table.
+    h.store.create_table(gone, strategy)
+    s_new, _ = h.write(gone, {cell(0): b"new"})
+    h.settle()
+    ts, _ = h.sweep_all()
+    for j in range(1, 6):
+        assert h.versions(gone, cell(j)) == [], f"cell {j} was only written before the drop"
+    expected = [(SENTINEL_TIMESTAMP, b""), (s_new, b"new")] if strategy is CONS else [(s_new, b"new")]
+    assert h.versions(gone, cell(0)) == expected
+    h.assert_no_leaks()
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES, ids=lambda s: s.value)
+def test_truncated_table_gets_no_sentinels(harness, strategy):
+    h = harness
+    t = h.table(strategy)
+    for i in range(3):
+        h.write(t, {cell(j): b"v%d" % i for j in range(5)})
+    h.dead_writer({t: {cell(7): b"dead"}})
+    h.store.truncate_table(t)
+    h.settle()
+    ts, results = h.sweep_all()
+    assert all(r.status == "caught_up" for r in results)
+    assert list(h.store.kvs.scan(t)) == [], "sweep wrote into the truncated table"
+    assert sum(r.sentinels_written for r in results) == 0
+    h.assert_no_leaks()
+    again = h.sweep_all()[1]
+    assert sum(r.entries_read for r in again) == 0
+
+    # Writes after the truncate are swept as usual.
+    h.write(t, {cell(0): b"a"})
+    s_b, _ = h.write(t, {cell(0): b"b"})
+    h.settle()
+    ts, _ = h.sweep_all()
+    tail = [(s_b, b"b")]
+    assert h.versions(t, cell(0)) == ([(SENTINEL_TIMESTAMP, b"")] + tail if strategy is CONS else tail)
+    assert [c for c, _, _ in h.store.kvs.scan(t) if c != cell(0)] == []
+    h.assert_no_leaks()
+
+
+# ----- leases and interleaving --------------------------------------------------------------------
+def test_iteration_whose_lease_was_taken_over_stops_before_cleanup_and_progress(harness):
+    h = harness
+    t = h.table(THOR)
+    c = h.cells_in_shard(t, 0, 3)
+    h.write(t, {c[0]: b"1"})
+    h.write(t, {c[0]: b"2", c[1]: b"x"})
+    h.jump_to(h.next_boundary(50_000) + 1)  # progress will cross a fine partition: cleanup is due
+    h.write(t, {c[2]: b"3"})
+    h.settle()
+    name = h.store.sweeper.lock_name(0, THOR)
+    locks = h.store.locks
+    old = h.store.queue.progress.get_progress(0, THOR)
+    rows_before = h.queue_rows(0, THOR, 10**15)
+    assert rows_before.cells_rows
+
+    stale = locks.acquire(name, "sweeper-a", 0.2)
+    time.sleep(0.3)
+    fresh = locks.acquire(name, "sweeper-b", 30)
+    assert fresh is not None and fresh.token > stale.token
+    before = h.observe([t])
+    with pytest.raises(LockNotHeldError):
+        h.store.sweeper.run_iteration(0, THOR, lease=stale)
+    assert h.store.queue.progress.get_progress(0, THOR) == old
+    assert h.queue_rows(0, THOR, 10**15) == rows_before
+    h.check(before, h.sweep_timestamps())
+
+    # The new holder sweeps; a sweeper without the lock is turned away.
+    assert h.store.sweeper.run_iteration(0, THOR).status == "skipped_locked"
+    r = h.store.sweeper.sweep_shard(0, THOR, lease=fresh)
+    assert r.status == "caught_up"
+    locks.release(fresh)
+    h.assert_no_leaks()
+
+
+def test_interleaved_sweepers_keep_progress_correct(harness):
+    """Sweeper B passes its fencing check, then stalls in the cleanup; its lease expires, sweeper A takes
+    the shard and sweeps it to the end; then B persists its (lower) progress: check-and-set keeps A's."""
+    h = harness
+    t = h.table(THOR)
+    c = h.cells_in_shard(t, 0, 4)
+    for i in range(4):
+        h.write(t, {c[i]: b"a", c[(i + 1) % 4]: b"b%d" % i})
+        h.jump_to(h.next_boundary(50_000) + i)
+    h.settle()
+    store = h.store
+    name = store.sweeper.lock_name(0, THOR)
+    sweep_ts = h.sweep_timestamps()[THOR.value]
+    a_results = []
+
+    class StallingCleaner(View):
+        def clean(self, shard, strategy, old, new):
+            out = self._inner.clean(shard, strategy, old, new)
+            time.sleep(0.3)  # B stalls: its 0.2 s lease expires
+            lease = store.locks.acquire(name, "sweeper-a", 30)
+            assert lease is not None
+            try:
+                a_results.append(store.sweeper.sweep_shard(0, THOR, lease=lease, sweep_ts=sweep_ts))
+            finally:
+                store.locks.release(lease)
+            return out
+
+    queue = store.queue
+    b = TargetedSweeper(View(store, queue=View(queue, cleaner=StallingCleaner(queue.cleaner))))
+    b_lease = store.locks.acquire(name, "sweeper-b", 0.2)
+    r = b.run_iteration(0, THOR, lease=b_lease, sweep_ts=sweep_ts, batch_limit=1)
+    assert a_results and a_results[0].status == "caught_up"
+    assert a_results[0].new_progress == sweep_ts - 1
+    assert r.new_progress == sweep_ts - 1, "B reports the persisted progress, not its own lower value"
+    assert store.queue.progress.get_progress(0, THOR) == sweep_ts - 1
+    ts, _ = h.sweep_all()
+    h.assert_no_obsolete(ts, [t])
+    h.assert_no_leaks()

@@ -1,0 +1,188 @@
+"""Property-based histories (issue 4 section 7): interleaved writes, overwrites, deletes, aborts, dead
+writers, open transactions, late commits, large transactions, read-only readers, shard-count increases,
+timestamps on fine and coarse partition boundaries, and sweep iterations with small batch limits (so
+batches end in the middle of a partition).
+
+Before and after every sweep the oracle holds for the open transactions, a transaction starting now and
+the read-only readers; progress never decreases; and once nothing is open and sweep has caught up, no
+obsolete version and no queue row below progress is left.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from airflow_atlas.errors import TransactionConflictError
+
+from .helpers import COARSE, CONS, FINE, THOR, cell
+
+SMALL_CELLS = 8
+LARGE_BASE = 100
+
+writes = st.lists(
+    st.tuples(st.integers(0, 1), st.integers(0, SMALL_CELLS - 1), st.booleans()), min_size=1, max_size=6
+)
+op = st.one_of(
+    st.tuples(st.just("commit"), writes),
+    st.tuples(st.just("commit"), writes),
+    st.tuples(st.just("commit"), writes),
+    st.tuples(st.just("abort"), writes),
+    st.tuples(st.just("dead"), writes),
+    st.tuples(st.just("open"), writes),
+    st.tuples(st.just("open"), writes),
+    st.tuples(st.just("close"), st.integers(0, 7), st.booleans()),
+    st.tuples(st.just("close"), st.integers(0, 7), st.just(True)),
+    st.tuples(st.just("late"), writes, writes),
+    st.tuples(st.just("read_only")),
+    st.tuples(st.just("shards"), st.integers(1, 2)),
+    st.tuples(st.just("sweep"), st.sampled_from([1, 2, 3, 7, 100]), st.integers(1, 3)),
+    st.tuples(st.just("sweep"), st.sampled_from([1, 2, 3, 7, 100]), st.integers(1, 3)),
+    st.tuples(st.just("settle")),
+    st.tuples(st.just("large"), st.integers(51, 90), st.integers(0, 1), st.booleans()),
+    st.tuples(st.just("boundary"), st.sampled_from([FINE, FINE, COARSE]), st.integers(0, 3)),
+)
+history = st.lists(op, min_size=4, max_size=30)
+
+
+def _values(spec, tables) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for t, i, is_delete in spec:
+        out.setdefault(tables[t], {})[cell(i)] = b"" if is_delete else f"v{i}-{len(out)}".encode()
+    return out
+
+
+def run_history(h, ops, final_batch_limit: int, commit_at_end: bool, max_shards: int) -> None:
+    tables = [h.table(CONS, "hc"), h.table(THOR, "ht")]
+    last_progress = h.progress()
+    seq = 0
+
+    def progress_never_decreases():
+        nonlocal last_progress
+        now = h.progress()
+        for key, value in last_progress.items():
+            assert now[key] >= value, f"progress of {key} went back from {value} to {now[key]}"
+        last_progress = now
+
+    for step in ops:
+        kind = step[0]
+        seq += 1
+        if kind in ("commit", "abort", "open"):
+            txn = h.begin()
+            for table, values in _values(step[1], tables).items():
+                h.stage(txn, table, {c: (v + b"#%d" % seq if v else v) for c, v in values.items()})
+            if kind == "commit":
+                h.try_commit(txn)
+            elif kind == "abort":
+                h.abort(txn)
+        elif kind == "late":
+            # A commits after B started and while B is open: sweep must stop at A (progress = A - 1).
+            a = h.begin()
+            for table, values in _values(step[1], tables).items():
+                h.stage(a, table, values)
+            b = h.begin()
+            for table, values in _values(step[2], tables).items():
+                h.stage(b, table, values)
+            h.try_commit(a)
+        elif kind == "dead":
+            h.dead_writer(_values(step[1], tables))
+        elif kind == "close":
+            if h.open:
+                txn = h.open[step[1] % len(h.open)]
+                if step[2]:
+                    h.try_commit(txn)  # may commit after later transactions began: a late commit
+                else:
+                    h.abort(txn)
+        elif kind == "read_only":
+            h.read_only_reader()
+        elif kind == "shards":
+            wanted = min(h.shards + step[1], max_shards)
+            if wanted > h.shards:
+                # Through the progress table directly: the queue writer keeps its cached (smaller) count
+                # for a while, as writers in other processes would.
+                h.store.queue.progress.update_number_of_shards(wanted)
+        elif kind == "settle":
+            h.settle()
+        elif kind == "large":
+            _, n, t, dead = step
+            values = {cell(LARGE_BASE + (seq * 7 + i) % 150): b"L%d" % seq for i in range(n)}
+            if dead:
+                h.dead_writer({tables[t]: values})
+            else:
+                txn = h.begin()
+                h.stage(txn, tables[t], values)
+                h.try_commit(txn)
+        elif kind == "boundary":
+            _, width, before = step
+            h.jump_to(h.next_boundary(width) - before)
+        elif kind == "sweep":
+            _, limit, iterations = step
+            before = h.observe(tables)
+            used, results = h.iterate_all(batch_limit=limit, iterations=iterations)
+            h.check(before, used)
+            _events(results)
+            progress_never_decreases()
+
+    # Nothing open any more; sweep catches up completely.
+    for txn in list(h.open):
+        if commit_at_end:
+            h.try_commit(txn)
+        else:
+            h.abort(txn)
+    h.settle()
+    before = h.observe(tables)
+    ts, results = h.sweep_all(batch_limit=final_batch_limit)
+    assert all(r.status == "caught_up" for r in results), results
+    _events(results)
+    h.check(before, ts)
+    progress_never_decreases()
+    h.assert_no_obsolete(ts, tables)
+    h.assert_no_leaks()
+
+
+def _events(results) -> None:
+    """Statistics (``--hypothesis-show-statistics``): which situations the histories reached."""
+    for r in results:
+        if r.status == "blocked":
+            event("sweep blocked by a late commit")
+        if r.transactions_aborted:
+            event("sweep aborted a dead writer")
+        if r.queue_rows_cleaned:
+            event("queue rows cleaned")
+        if getattr(r, "iterations", 1) > 1:
+            event("several iterations per shard")
+        if r.entries_read > 50:
+            event("batch of more than 50 entries (dedicated rows)")
+
+
+def _settings(examples: int):
+    # ATLAS_SWEEP_EXAMPLES=500 runs a longer search (the default keeps the suite fast).
+    examples = int(os.environ.get("ATLAS_SWEEP_EXAMPLES", examples))
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
+        derandomize=False,
+        print_blob=True,
+    )
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+@_settings(22)
+@given(ops=history, final_batch_limit=st.sampled_from([1, 3, 10, 10_000]), commit_at_end=st.booleans())
+def test_random_histories_sqlite(new_harness, ops, final_batch_limit, commit_at_end):
+    run_history(new_harness(replace=True), ops, final_batch_limit, commit_at_end, max_shards=6)
+
+
+@pytest.mark.cassandra
+@pytest.mark.parametrize("backend", ["cassandra"], indirect=True)
+@_settings(5)
+@given(
+    ops=st.lists(op, min_size=4, max_size=16),
+    final_batch_limit=st.sampled_from([3, 10, 10_000]),
+    commit_at_end=st.booleans(),
+)
+def test_random_histories_cassandra(new_harness, ops, final_batch_limit, commit_at_end):
+    run_history(new_harness(replace=True), ops, final_batch_limit, commit_at_end, max_shards=3)
