@@ -1,0 +1,356 @@
+"""Submitting the sweep PySpark jobs from Airflow tasks (Spark provider's ``SparkSubmitHook``).
+
+Two functions, called from operators (``execution_mode="spark"``) and the targeted-sweep DAG's shard
+groups; each runs ONE Spark application and returns its JSON result document (a dict for XCom)::
+
+    doc = submit_targeted_sweep(context, spark_conn_id="spark_default", store_url=url,
+                                pairs=[(0, "CONSERVATIVE"), (1, "THOROUGH")], batch_limit=10_000,
+                                max_iterations=100, dry_run=False)
+    doc = submit_full_sweep(context, spark_conn_id="spark_default", store_url=url, table="orders",
+                            parts=8, batch_size=1000, dry_run=False)
+
+What they do:
+
+* the hook is built inside the call (it reads its connection in ``__init__``). A missing
+  ``spark_default`` connection means ``local[*]`` (:data:`DEFAULT_LOCAL_MASTER`) - never the provider's
+  silent YARN fallback; any other missing connection id is an error;
+* the engine reaches the driver and executors as the zip from
+  :func:`airflow_atlas.spark_artifact.build_engine_zip` (``--py-files``), cached by content hash in
+  ``$ATLAS_SPARK_ARTIFACT_DIR`` (default ``<tmp>/airflow-atlas-spark``);
+* the store URL goes through a 0600 file in a private temporary directory (``--store-url-file``),
+  deleted afterwards: it is never on the command line, in the logs or in the returned document
+  (which names the store redacted);
+* the result is read from the ``--output`` file the driver writes. Therefore the driver must run on this
+  worker: client deploy mode (the default) for every master; ``deploy-mode cluster`` is refused;
+* exit code 3 (some pair/range failed) raises :class:`SparkSweepFailed` with the document attached, so
+  Airflow retries the task while the document stays available to the caller.
+
+For local masters the driver and the Python workers use this interpreter (``spark.pyspark.python``)
+unless ``extra_conf`` says otherwise. Local mode retries failed tasks only with a ``local[N,F]`` master
+(e.g. connection host ``local[*,4]``); see docs/SPARK.md.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from airflow.sdk.exceptions import AirflowException
+
+from airflow_atlas.spark_artifact import build_engine_zip
+from airflow_atlas.spark_runtime import (
+    STORE_SETTING_CONF_PREFIX,
+    parse_pairs,
+    redact,
+    scrub,
+)
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SPARK_CONN_ID = "spark_default"
+DEFAULT_LOCAL_MASTER = "local[*]"
+ARTIFACT_DIR_ENV = "ATLAS_SPARK_ARTIFACT_DIR"
+
+_RUNNING: dict[str, Any] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+class SparkSweepFailed(AirflowException):
+    """The Spark application ran but some shard/range failed (or it produced no document).
+
+    ``document`` is the job's JSON document when there is one (secrets redacted)."""
+
+    def __init__(self, message: str, document: dict | None = None):
+        super().__init__(message)
+        self.document = document
+
+
+# ----- helpers --------------------------------------------------------------------------------------
+def artifact_dir() -> Path:
+    return Path(os.environ.get(ARTIFACT_DIR_ENV) or Path(tempfile.gettempdir()) / "airflow-atlas-spark")
+
+
+def job_script(name: str) -> str:
+    """Absolute path of ``spark_jobs/<name>`` (installed package or source checkout)."""
+    candidates = []
+    try:
+        import spark_jobs
+
+        candidates.append(Path(spark_jobs.__file__).resolve().parent / name)
+    except ImportError:
+        pass
+    import airflow_atlas
+
+    candidates.append(Path(airflow_atlas.__file__).resolve().parent.parent / "spark_jobs" / name)
+    for path in candidates:
+        if path.is_file():
+            return str(path)
+    raise FileNotFoundError(f"Spark job script {name} not found (looked in {', '.join(map(str, candidates))})")
+
+
+def _task_key(context: Mapping | None) -> str:
+    ti = (context or {}).get("ti") or (context or {}).get("task_instance")
+    if ti is None:
+        return f"pid-{os.getpid()}-{threading.get_ident()}"
+    return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{getattr(ti, 'map_index', -1)}"
+
+
+def _app_name(kind: str, context: Mapping | None) -> str:
+    ti = (context or {}).get("ti") or (context or {}).get("task_instance")
+    if ti is None:
+        return f"atlas-{kind}"
+    name = f"atlas-{kind}-{ti.dag_id}-{ti.task_id}"
+    map_index = getattr(ti, "map_index", -1)
+    if map_index is not None and map_index >= 0:
+        name += f"-{map_index}"
+    return name[:200]
+
+
+def _resolve_connection(spark_conn_id: str):
+    """The Spark connection, or a ``local[*]`` one for a missing ``spark_default``."""
+    from airflow.sdk import BaseHook, Connection
+
+    try:
+        return BaseHook.get_connection(spark_conn_id)
+    except Exception as exc:
+        if type(exc).__name__ != "AirflowNotFoundException":
+            raise
+        if spark_conn_id != DEFAULT_SPARK_CONN_ID:
+            raise AirflowException(
+                f"Spark connection {spark_conn_id!r} is not defined (refusing the Spark provider's silent YARN "
+                "fallback): create it, e.g. conn_type 'spark' with host 'local[*]', 'spark://host:7077', 'yarn' "
+                "or 'k8s://https://host:443'"
+            ) from None
+        log.warning(
+            "Spark connection %r is not defined: using master %s (define the connection to choose a cluster)",
+            spark_conn_id,
+            DEFAULT_LOCAL_MASTER,
+        )
+        return Connection(conn_id=spark_conn_id, conn_type="spark", host=DEFAULT_LOCAL_MASTER)
+
+
+def master_of(connection) -> str:
+    """The ``--master`` the Spark provider derives from a connection (same rules as the hook)."""
+    if connection.conn_type == "spark" and connection.host and ("://" in connection.host or not connection.port):
+        master = connection.host
+    else:
+        master = f"{connection.conn_type}://{connection.host or ''}"
+    return f"{master}:{connection.port}" if connection.port else master
+
+
+def _make_hook(spark_conn_id: str, connection, **hook_kwargs):
+    """A SparkSubmitHook whose connection lookup returns ``connection`` (resolved once, by us)."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    class AtlasSparkSubmitHook(SparkSubmitHook):
+        @classmethod
+        def get_connection(cls, conn_id):  # the hook's own lookup must see the same connection
+            if conn_id == spark_conn_id:
+                return connection
+            return super().get_connection(conn_id)
+
+    hook = AtlasSparkSubmitHook(conn_id=spark_conn_id, **hook_kwargs)
+    return hook
+
+
+def _write_private(path: Path, text: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+
+
+def _submit_env() -> dict | None:
+    """spark-submit from this interpreter's environment when it is not on PATH (pip-installed pyspark)."""
+    if shutil.which("spark-submit"):
+        return None
+    bin_dir = Path(sys.executable).parent
+    if (bin_dir / "spark-submit").exists():
+        env = os.environ.copy()
+        env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+        return env
+    return None
+
+
+def _run(
+    kind: str,
+    context: Mapping | None,
+    *,
+    spark_conn_id: str,
+    store_url: str,
+    script: str,
+    job_args: list[str],
+    extra_conf: Mapping[str, Any] | None,
+) -> dict:
+    if not isinstance(store_url, str) or not store_url.strip():
+        raise ValueError("store_url is required")
+    started = time.monotonic()
+    spark_conn_id = spark_conn_id or DEFAULT_SPARK_CONN_ID
+    # Everything that can be refused is checked before anything is built or written.
+    connection = _resolve_connection(spark_conn_id)
+    master = master_of(connection)
+    if (connection.extra_dejson or {}).get("deploy-mode") == "cluster":
+        raise AirflowException(
+            f"Spark connection {spark_conn_id!r} uses deploy-mode cluster: the sweep jobs return their result "
+            "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
+        )
+    conf: dict[str, Any] = {str(k): str(v) for k, v in (extra_conf or {}).items()}
+    if master.startswith("local"):
+        conf.setdefault("spark.pyspark.python", sys.executable)
+        conf.setdefault("spark.pyspark.driver.python", sys.executable)
+    application = job_script(script)
+    zip_path = build_engine_zip(artifact_dir())
+    workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
+    url_file = workdir / "store-url"
+    output = workdir / "result.json"
+    key = _task_key(context)
+    hook = None
+    try:
+        _write_private(url_file, store_url.strip())
+        hook = _make_hook(
+            spark_conn_id,
+            connection,
+            conf=conf,
+            py_files=zip_path,
+            application_args=["--store-url-file", str(url_file), "--output", str(output), *job_args],
+            name=_app_name(kind, context),
+        )
+        log.info(
+            "Submitting %s Spark application to %s (connection %s), store %s, engine %s",
+            kind, master, spark_conn_id, redact(store_url), os.path.basename(zip_path),
+        )
+        with _RUNNING_LOCK:
+            _RUNNING[key] = hook
+        submit_error: Exception | None = None
+        popen_kwargs: dict[str, Any] = {"cwd": str(workdir)}  # Spark's scratch files land in our temp dir
+        env = _submit_env()
+        if env is not None:
+            popen_kwargs["env"] = env
+        try:
+            hook.submit(application, **popen_kwargs)
+        except Exception as exc:  # the hook's message masks password-like values; we add our scrub
+            submit_error = exc
+        document = json.loads(output.read_text(encoding="utf-8")) if output.exists() else None
+        if document is None:
+            message = scrub(str(submit_error) if submit_error else "no result document", store_url)
+            raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
+        document["spark_submit"] = {
+            "conn_id": spark_conn_id,
+            "master": master,
+            "engine_zip": os.path.basename(zip_path),
+            "submit_seconds": round(time.monotonic() - started, 3),
+        }
+        if submit_error is not None or not document.get("ok", False):
+            failed = document.get("failed") or []
+            reason = document.get("error") or f"{len(failed)} task(s) failed: {json.dumps(failed)[:1500]}"
+            raise SparkSweepFailed(scrub(f"Spark {kind} application failed: {reason}", store_url), document)
+        return document
+    finally:
+        with _RUNNING_LOCK:
+            if _RUNNING.get(key) is hook:
+                _RUNNING.pop(key, None)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def kill_submission(context: Mapping | None) -> bool:
+    """Kill the spark-submit started by this task (call from an operator's ``on_kill``)."""
+    with _RUNNING_LOCK:
+        hook = _RUNNING.get(_task_key(context))
+    if hook is None:
+        return False
+    hook.on_kill()
+    return True
+
+
+def _pairs_text(pairs: Sequence) -> str:
+    return ",".join(f"{s}:{t}" for s, t in parse_pairs(pairs))
+
+
+def _setting_conf(settings: Mapping[str, Any] | None) -> dict:
+    return {f"{STORE_SETTING_CONF_PREFIX}{k}": v for k, v in (settings or {}).items()}
+
+
+# ----- the two entry points -------------------------------------------------------------------------
+def submit_targeted_sweep(
+    context: Mapping | None,
+    *,
+    spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
+    store_url: str,
+    pairs: Sequence,
+    batch_limit: int | None,
+    max_iterations: int | None,
+    dry_run: bool,
+    extra_conf: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> dict:
+    """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
+
+    ``pairs``: ``[(shard, "CONSERVATIVE"|"THOROUGH"), ...]``, ``"0:CONSERVATIVE,1:THOROUGH"``, or dicts
+    with ``shard``/``strategy``. ``extra_conf``: extra Spark conf (``spark.atlas.store.<setting>`` entries
+    override store settings; ``settings`` is a shorthand for those). Shards whose lock is held elsewhere
+    come back with status ``skipped_locked`` (not a failure).
+    """
+    args = ["--pairs", _pairs_text(pairs)]
+    if batch_limit is not None:
+        args += ["--batch-limit", str(int(batch_limit))]
+    if max_iterations is not None:
+        args += ["--max-iterations", str(int(max_iterations))]
+    if dry_run:
+        args.append("--dry-run")
+    return _run(
+        "targeted-sweep",
+        context,
+        spark_conn_id=spark_conn_id,
+        store_url=store_url,
+        script="targeted_sweep_job.py",
+        job_args=args,
+        extra_conf={**_setting_conf(settings), **(extra_conf or {})},
+    )
+
+
+def submit_full_sweep(
+    context: Mapping | None,
+    *,
+    spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
+    store_url: str,
+    table: str,
+    parts: int,
+    batch_size: int,
+    dry_run: bool,
+    extra_conf: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> dict:
+    """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
+    its result document."""
+    if int(parts) < 1:
+        raise ValueError("parts must be at least 1")
+    if int(batch_size) < 1:
+        raise ValueError("batch_size must be at least 1")
+    args = ["--table", str(table), "--parts", str(int(parts)), "--batch-size", str(int(batch_size))]
+    if dry_run:
+        args.append("--dry-run")
+    return _run(
+        "full-sweep",
+        context,
+        spark_conn_id=spark_conn_id,
+        store_url=store_url,
+        script="full_sweep_job.py",
+        job_args=args,
+        extra_conf={**_setting_conf(settings), **(extra_conf or {})},
+    )
+
+
+__all__ = [
+    "submit_targeted_sweep",
+    "submit_full_sweep",
+    "kill_submission",
+    "SparkSweepFailed",
+    "build_engine_zip",
+    "DEFAULT_LOCAL_MASTER",
+]

@@ -1,0 +1,84 @@
+"""The Airflow glue's connection handling, without starting a JVM: spark_default falls back to local[*]
+(never the provider's silent YARN), other missing connections and cluster deploy mode are refused
+before anything runs, and nothing is left behind."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+pytestmark = pytest.mark.airflow
+
+
+@pytest.fixture
+def glue(monkeypatch, tmp_path):
+    from airflow_atlas.airflow import spark_submit
+
+    monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
+    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    return spark_submit
+
+
+def test_missing_spark_default_means_local_not_yarn(glue):
+    connection = glue._resolve_connection("spark_default")
+    assert glue.master_of(connection) == glue.DEFAULT_LOCAL_MASTER == "local[*]"
+    hook = glue._make_hook("spark_default", connection, name="x")
+    assert hook._connection["master"] == "local[*]"
+
+
+def test_missing_other_connection_is_an_error(glue, tmp_path):
+    from airflow.sdk.exceptions import AirflowException
+
+    with pytest.raises(AirflowException, match="atlas_nowhere.*YARN"):
+        glue.submit_targeted_sweep(
+            {}, spark_conn_id="atlas_nowhere", store_url="sqlite:////tmp/never-opened.db",
+            pairs="0:THOROUGH", batch_limit=None, max_iterations=None, dry_run=False,
+        )
+    assert list((tmp_path / "tmp").iterdir()) == []  # the private work directory was removed
+
+
+def test_cluster_deploy_mode_is_refused(glue, monkeypatch, tmp_path):
+    from airflow.sdk.exceptions import AirflowException
+
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_ATLAS_YARN_CLUSTER",
+        json.dumps({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}),
+    )
+    with pytest.raises(AirflowException, match="client mode"):
+        glue.submit_full_sweep(
+            {}, spark_conn_id="atlas_yarn_cluster", store_url="cassandra://u:secret@h/ks",
+            table="orders", parts=2, batch_size=100, dry_run=True,
+        )
+    assert list((tmp_path / "tmp").iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "conn, master",
+    [
+        ({"conn_type": "spark", "host": "local[2]"}, "local[2]"),
+        ({"conn_type": "spark", "host": "spark://m1", "port": 7077}, "spark://m1:7077"),
+        ({"conn_type": "spark", "host": "yarn"}, "yarn"),
+        ({"conn_type": "spark", "host": "k8s://https://api.example:443"}, "k8s://https://api.example:443"),
+    ],
+)
+def test_master_matches_the_provider(glue, monkeypatch, conn, master):
+    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_M", json.dumps(conn))
+    connection = glue._resolve_connection("atlas_m")
+    assert glue.master_of(connection) == master
+    if not master.startswith("k8s"):  # the k8s client library is not installed here
+        assert glue._make_hook("atlas_m", connection)._connection["master"] == master
+
+
+def test_bad_arguments_fail_before_submitting(glue):
+    with pytest.raises(ValueError):
+        glue.submit_targeted_sweep({}, store_url="sqlite:////tmp/x.db", pairs="0:NOTHING",
+                                   batch_limit=None, max_iterations=None, dry_run=False)
+    with pytest.raises(ValueError):
+        glue.submit_full_sweep({}, store_url="sqlite:////tmp/x.db", table="t", parts=0, batch_size=1, dry_run=False)
+    assert not os.path.exists("/tmp/x.db")
