@@ -1,0 +1,138 @@
+"""The sweep jobs through the real spark-submit, submitted by the Airflow glue with the Spark provider's
+SparkSubmitHook (two JVM starts: keep this module small).
+
+* spark_default -> local[2]: the job returns its JSON document; the store URL, which carries a password
+  here, appears neither in the spark-submit command, nor in its output, nor in the returned document; the
+  URL file is 0600 while the job runs and gone afterwards; executors run the engine from the zip and
+  never import Airflow.
+* a connection to local[2,4] (local mode retries tasks only with local[N,F]) and the fault-injection knob:
+  one task fails mid-shard after doing work, Spark retries it, and the end state equals the in-task
+  engine's on an identical store.
+"""
+from __future__ import annotations
+
+import json
+import os
+import stat
+
+import pytest
+
+from .conftest import SETTINGS, SHARDS, STRATEGIES, cell_versions, end_state
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.cassandra]
+
+PASSWORD = "Pw-n0t-Used-4-Real-7781"  # the local node has no authentication: the driver ignores it
+ALL_PAIRS = [(shard, strategy) for shard in range(SHARDS) for strategy in STRATEGIES]
+
+
+@pytest.fixture
+def captured(monkeypatch):
+    """Everything spark-submit saw and said: the command, its output lines, the URL file's mode."""
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+    seen = {"commands": [], "lines": [], "url_files": {}}
+    build = SparkSubmitHook._build_spark_submit_command
+    process = SparkSubmitHook._process_spark_submit_log
+
+    def build_and_record(self, application):
+        cmd = build(self, application)
+        seen["commands"].append(list(cmd))
+        path = cmd[cmd.index("--store-url-file") + 1]
+        seen["url_files"][path] = stat.S_IMODE(os.stat(path).st_mode)
+        return cmd
+
+    def process_and_record(self, itr):
+        def tee():
+            for line in itr:
+                seen["lines"].append(line)
+                yield line
+
+        return process(self, tee())
+
+    monkeypatch.setattr(SparkSubmitHook, "_build_spark_submit_command", build_and_record)
+    monkeypatch.setattr(SparkSubmitHook, "_process_spark_submit_log", process_and_record)
+    return seen
+
+
+def test_spark_submit_through_hook_returns_document_without_secrets(make_store, captured, monkeypatch, capfd, tmp_path):
+    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    handle = make_store("cassandra", seed=3, transactions=60, url_user=f"atlas:{PASSWORD}")
+    assert PASSWORD in handle.url
+    before = cell_versions(handle.store)
+
+    doc = submit_targeted_sweep(
+        {},
+        spark_conn_id="spark_default",
+        store_url=handle.url,
+        pairs=ALL_PAIRS,
+        batch_limit=50,
+        max_iterations=20,
+        dry_run=False,
+        extra_conf={"spark.atlas.store.unreadable_window_seconds": "0", "spark.ui.enabled": "false"},
+    )
+
+    # The document (what goes to XCom): JSON, complete, every shard swept, the store redacted.
+    text = json.dumps(doc)
+    assert doc["ok"] and doc["job"] == "targeted_sweep" and doc["master"] == "local[2]"
+    assert {(r["shard"], r["strategy"]) for r in doc["results"]} == set(ALL_PAIRS)
+    assert {r["status"] for r in doc["results"]} == {"caught_up"}
+    assert doc["store"] == handle.url.replace(PASSWORD, "***")
+    assert doc["spark_submit"]["conn_id"] == "spark_default"
+    assert cell_versions(handle.reopen()) != before
+    # Executors: the engine came from the --py-files zip, and Airflow was never imported there.
+    for result in doc["results"]:
+        assert result["executor"]["airflow_imported"] is False
+        assert ".zip" in result["executor"]["engine_path"] and "airflow_atlas-engine-" in result["executor"]["engine_path"]
+
+    # No secret anywhere: command line, spark-submit output, task logs, document.
+    (command,) = captured["commands"]
+    assert command[:3] == ["spark-submit", "--master", "local[2]"]
+    assert "--py-files" in command and "--store-url-file" in command
+    out, err = capfd.readouterr()
+    for where, content in {"command": " ".join(command), "spark-submit output": "".join(captured["lines"]),
+                           "captured stdout/stderr": out + err, "document": text}.items():
+        assert PASSWORD not in content, f"password leaked into the {where}"
+    assert any("=====ATLAS-SPARK-RESULT-BEGIN=====" in line for line in captured["lines"])
+    # The URL file was private while the job ran, and is gone now.
+    ((url_file, mode),) = captured["url_files"].items()
+    assert mode == 0o600
+    assert not os.path.exists(url_file) and not os.path.exists(os.path.dirname(url_file))
+
+
+def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, captured, monkeypatch, tmp_path):
+    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+
+    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_SPARK_RETRY", json.dumps({"conn_type": "spark", "host": "local[2,4]"}))
+    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    spark_store = make_store("cassandra", seed=17)
+    task_store = make_store("cassandra", seed=17)
+    marker = tmp_path / "fail-once.marker"
+
+    doc = submit_targeted_sweep(
+        None,
+        spark_conn_id="atlas_spark_retry",
+        store_url=spark_store.url,
+        pairs=ALL_PAIRS,
+        batch_limit=8,
+        max_iterations=None,
+        dry_run=False,
+        extra_conf={"spark.atlas.failOnceMarker": str(marker), "spark.ui.enabled": "false"},
+        settings=SETTINGS,
+    )
+    for shard, strategy in ALL_PAIRS:
+        assert task_store.store.sweeper.sweep_shard(shard, strategy, batch_limit=8).status == "caught_up"
+
+    assert marker.exists(), "the fault was injected"
+    assert doc["ok"] and doc["max_task_attempts"] == 4 and doc["fault_injection"] is True
+    retried = [r for r in doc["results"] if r["attempt"] > 0]
+    assert len(retried) == 1 and retried[0]["attempt"] == 1
+    assert doc["summary"]["retried_tasks"] == 1
+    # The failed attempt did real work (one iteration persisted progress); the retry resumed from it.
+    assert retried[0]["old_progress"] > -1
+    assert {r["status"] for r in doc["results"]} == {"caught_up"}
+    assert any("injected failure" in line for line in captured["lines"]), "Spark logged the failed attempt"
+
+    assert end_state(spark_store) == end_state(task_store)
