@@ -21,11 +21,18 @@ range (a writer died after the timestamps put, or a cleaner died after deleting 
 stall the shard: the reader moves on to the next listed partition and records the skipped one in
 ``SweepBatch.skipped_fine_partitions``.
 
-**Corrupt cells.** Undecodable columns or values, a reference whose dedicated rows are missing or shorter
-than recorded, are not fatal: each is recorded in ``SweepBatch.corrupt`` (hex of row and column, the
-reason, the start timestamp when known) and skipped, so the sweeper can quarantine and alert instead of
-crashing the shard on every iteration. A fine partition that holds only corrupt cells is returned (with
-no entries) rather than skipped, so the corruption is seen.
+**Corrupt cells.** Undecodable columns or values are not fatal: each is recorded in
+``SweepBatch.corrupt`` (hex of row and column, the reason, the start timestamp when known) and skipped,
+so the sweeper can quarantine and alert instead of crashing the shard on every iteration. A fine
+partition that holds only corrupt cells is returned (with no entries) rather than skipped, so the
+corruption is seen.
+
+**Incomplete references.** A reference whose dedicated rows are missing, or hold fewer entries than it
+records, is an expected state after a crash and is *not* corruption: a writer that died while
+enqueueing (its transaction never committed and none of its data was written, because enqueueing comes
+first), or a cleaner that died after deleting the dedicated rows and before the cells row (the entries
+were swept already). Neither leaves data that sweeping must reach, so these are recorded apart, in
+``SweepBatch.incomplete_references``, for logging only; the entries that do exist are returned.
 """
 from __future__ import annotations
 
@@ -68,11 +75,11 @@ INCOMPLETE_DEDICATED_ROWS = "incomplete_dedicated_rows"
 
 
 class CorruptQueueCell(NamedTuple):
-    """A queue cell the reader could not use. ``kind`` is one of ``undecodable`` (column, value or
-    timestamps column cannot be decoded), ``missing_dedicated_row`` (a reference names a dedicated row
-    that does not exist: usually a writer that died while enqueueing, so that transaction never
-    committed), ``incomplete_dedicated_rows`` (fewer entries than the reference recorded).
-    A NamedTuple: ``_asdict()`` gives a JSON-able record for quarantine."""
+    """A queue cell the reader could not (fully) use. ``kind`` is ``undecodable`` (column, value or
+    timestamps column cannot be decoded; listed in ``SweepBatch.corrupt``), or, for
+    ``SweepBatch.incomplete_references``, ``missing_dedicated_row`` (a reference names a dedicated row
+    that does not exist) or ``incomplete_dedicated_rows`` (its rows hold fewer entries than recorded).
+    A NamedTuple: ``_asdict()`` gives a JSON-able record for quarantine or logs."""
 
     table: str
     row_hex: str
@@ -96,7 +103,9 @@ class SweepBatch:
     * ``last_start_ts``: greatest start timestamp among ``entries`` (None when empty).
     * ``entries_read`` = ``len(entries)``; ``dedicated_rows_read``; ``cells_read`` counts every
       ``_sweep_cells`` cell fetched (references and corrupt cells included).
-    * ``corrupt``: cells skipped as unusable (see :class:`CorruptQueueCell`).
+    * ``corrupt``: undecodable cells, skipped (see :class:`CorruptQueueCell`): quarantine and alert.
+    * ``incomplete_references``: references with missing or short dedicated rows - benign crash states
+      (see the module docstring): log, do not alert.
     * ``skipped_fine_partitions``: listed partitions before ``fine_partition`` that had nothing in range.
     """
 
@@ -112,6 +121,7 @@ class SweepBatch:
     dedicated_rows_read: int = 0
     cells_read: int = 0
     corrupt: list[CorruptQueueCell] = field(default_factory=list)
+    incomplete_references: list[CorruptQueueCell] = field(default_factory=list)
     skipped_fine_partitions: list[int] = field(default_factory=list)
 
     @property
@@ -265,13 +275,14 @@ class SweepQueueReader:
             columns = found.get(key)
             if not columns:
                 missing = True
-                batch.corrupt.append(
+                batch.incomplete_references.append(
                     CorruptQueueCell(
                         SWEEPABLE_CELLS,
                         key.hex(),
                         None,
                         f"transaction {ts} references {rows} dedicated rows but dedicated row {ordinal} is missing "
-                        f"(its writer probably died while enqueueing; such a transaction never committed)",
+                        f"(a writer died while enqueueing - that transaction never committed - or a cleaner died "
+                        f"after deleting the dedicated rows - those entries were swept)",
                         MISSING_DEDICATED_ROW,
                         ts,
                     )
@@ -294,7 +305,7 @@ class SweepQueueReader:
                         CorruptQueueCell(SWEEPABLE_CELLS, key.hex(), dcol.hex(), str(exc), UNDECODABLE, ts)
                     )
         if total is not None and not missing and seen != total:
-            batch.corrupt.append(
+            batch.incomplete_references.append(
                 CorruptQueueCell(
                     SWEEPABLE_CELLS,
                     row.hex(),

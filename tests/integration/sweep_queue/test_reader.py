@@ -179,15 +179,28 @@ def test_reports_corrupt_cells_and_keeps_going(kvs, queue):
     assert [(e.start_ts, e.cell.row) for e in batch.entries] == (
         [(500, b"r0"), (500, b"r1"), (700, b"d"), (750, b"e"), (800, b"r0"), (800, b"r1")]
     )
-    kinds = sorted((c.kind, c.start_ts or -1) for c in batch.corrupt)
-    assert kinds == sorted(
-        [(UNDECODABLE, 600), (UNDECODABLE, -1), (MISSING_DEDICATED_ROW, 700), (INCOMPLETE_DEDICATED_ROWS, 750)]
-    )
-    missing = next(c for c in batch.corrupt if c.kind == MISSING_DEDICATED_ROW)
+    assert sorted((c.kind, c.start_ts or -1) for c in batch.corrupt) == [(UNDECODABLE, -1), (UNDECODABLE, 600)]
+    # missing / short dedicated rows are benign crash states: reported apart, not as corruption
+    assert sorted((c.kind, c.start_ts) for c in batch.incomplete_references) == [
+        (INCOMPLETE_DEDICATED_ROWS, 750),
+        (MISSING_DEDICATED_ROW, 700),
+    ]
+    missing = next(c for c in batch.incomplete_references if c.kind == MISSING_DEDICATED_ROW)
     assert missing.row_hex == dedicated_row(700, 0, True, 1).hex() and missing.col_hex is None
-    assert all(c.table == SWEEPABLE_CELLS and c.reason for c in batch.corrupt)
+    assert all(c.table == SWEEPABLE_CELLS and c.reason for c in batch.corrupt + batch.incomplete_references)
     assert batch.read_to_end and batch.progress_if_all_swept == 49_999
     assert batch.corrupt[0]._asdict()["reason"]
+
+
+def test_references_whose_dedicated_rows_were_cleaned_are_not_corruption(kvs, queue):
+    # a cleaner died after deleting the dedicated rows and before the cells row
+    queue.enqueue(make_writes(100, 60))
+    kvs.delete_rows(SWEEPABLE_CELLS, [dedicated_row(100, 0, True, 0)])
+    later = make_writes(60_000, 2)
+    queue.enqueue(later)
+    batch = queue.read_batch(0, C, -1, 1_000_000)
+    assert batch.corrupt == [] and [c.kind for c in batch.incomplete_references] == [MISSING_DEDICATED_ROW]
+    assert batch.skipped_fine_partitions == [0] and batch.fine_partition == 1 and batch.entries == later
 
 
 def test_partition_with_only_corrupt_cells_is_returned_not_skipped(kvs, queue):
