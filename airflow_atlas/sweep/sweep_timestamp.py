@@ -5,10 +5,13 @@ transaction, or a fresh timestamp when none is open). CONSERVATIVE sweeps below 
 the *unreadable timestamp* (the timestamp that was fresh one unreadable-window ago, read from the punch
 table), because read-only transactions do not register and are only protected by that window.
 
-A write with start timestamp >= the sweep timestamp waits for a later iteration. Because the immutable
-timestamp never decreases (a transaction registers with a start timestamp taken after any previously
-computed fresh timestamp) and the punch table only moves forward, a sweep timestamp computed earlier is
-never above one computed later: an Airflow run may compute it once and hand it to every shard task.
+A write with start timestamp >= the sweep timestamp waits for a later iteration. A sweep timestamp
+computed earlier stays safe to use later: every transaction that registers afterwards registers under a
+timestamp it owned before drawing its start timestamp (see ``transactions/registry.py``), so it is
+above any sweep timestamp computed before it registered, and read-only readers younger than the window
+are above the punch it was derived from. (The immutable timestamp itself may dip briefly while a
+transaction registers provisionally; that is safe, it only makes sweep more cautious.) So an Airflow run
+may compute the sweep timestamps once and hand them to every shard task.
 """
 from __future__ import annotations
 
