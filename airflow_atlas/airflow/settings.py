@@ -94,6 +94,7 @@ OWNER = "airflow-atlas"
 EXECUTION_MODES = ("in_task", "spark")
 COMPACTION_METHODS = ("compact", "garbagecollect")
 SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
+_OWN_ENGINE_SETTINGS = ("batch_limit", "max_iterations_per_shard", "lock_lease_seconds")
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,9 @@ class AtlasSettings:
         if not isinstance(self.store_config, Mapping):
             raise InvalidInputError("setting store_config must be a JSON object of engine settings")
         object.__setattr__(self, "store_config", dict(self.store_config))
+        shadowed = sorted(set(self.store_config) & set(_OWN_ENGINE_SETTINGS))
+        if shadowed:
+            raise InvalidInputError(f"setting store_config: set {', '.join(shadowed)} as top-level setting(s), not in store_config")
         self.engine_config()  # validates store_config (names and values) now, not at the first task
 
     # ----- construction ----------------------------------------------------------------------------
@@ -226,7 +230,7 @@ class AtlasSettings:
 
     # ----- derived values --------------------------------------------------------------------------
     def engine_config(self, **overrides) -> StoreConfig:
-        """The engine's StoreConfig: defaults, then ``store_config``, then the sweep settings above."""
+        """The engine's StoreConfig: defaults, ``store_config``, the sweep settings above, ``overrides``."""
         values = dict(self.store_config)
         values.update(
             batch_limit=self.batch_limit,
