@@ -13,6 +13,11 @@
 #   ATLAS_CASSANDRA_DIR      node directory: data, logs, pid (default ${TMPDIR:-/tmp}/airflow-atlas-cassandra)
 #   ATLAS_CASSANDRA_HEAP     heap size (default 1G)
 #   ATLAS_CASSANDRA_TIMEOUT  seconds to wait for CQL (default 240)
+#   ATLAS_CASSANDRA_PORT_OFFSET  run a second, private node: adds N to every port (CQL 9042, storage 7000,
+#                                JMX 7199); use it with its own ATLAS_CASSANDRA_DIR
+#   ATLAS_CASSANDRA_CQL_PORT / ATLAS_CASSANDRA_STORAGE_PORT / ATLAS_CASSANDRA_JMX_PORT  one port explicitly
+# With any port variable set, the node runs on a copy of cassandra.yaml rendered into its node directory
+# (ports, seed and cluster name changed, so it never joins another local node); without, nothing changes.
 set -euo pipefail
 
 CASSANDRA_VERSION=5.0.7
@@ -26,8 +31,15 @@ LOG_DIR="$NODE_DIR/logs"
 HEAP="${ATLAS_CASSANDRA_HEAP:-1G}"
 TIMEOUT="${ATLAS_CASSANDRA_TIMEOUT:-240}"
 CQL_HOST=127.0.0.1
-CQL_PORT=9042
-JMX_PORT=7199
+PORT_OFFSET="${ATLAS_CASSANDRA_PORT_OFFSET:-0}"
+[[ "$PORT_OFFSET" =~ ^[0-9]+$ ]] || { echo "[cassandra] ERROR: ATLAS_CASSANDRA_PORT_OFFSET must be a number" >&2; exit 64; }
+CQL_PORT="${ATLAS_CASSANDRA_CQL_PORT:-$((9042 + PORT_OFFSET))}"
+STORAGE_PORT="${ATLAS_CASSANDRA_STORAGE_PORT:-$((7000 + PORT_OFFSET))}"
+JMX_PORT="${ATLAS_CASSANDRA_JMX_PORT:-$((7199 + PORT_OFFSET))}"
+CONFIG_FILE="$CONF_SRC/cassandra.yaml"
+if [[ "$CQL_PORT:$STORAGE_PORT:$JMX_PORT" != "9042:7000:7199" ]]; then
+  CONFIG_FILE="$NODE_DIR/cassandra.yaml"
+fi
 
 say() { echo "[cassandra] $*" >&2; }
 die() { echo "[cassandra] ERROR: $*" >&2; exit 1; }
@@ -105,6 +117,16 @@ start() {
   fi
   (( fresh )) && rm -rf "$NODE_DIR"
   mkdir -p "$NODE_DIR/data" "$LOG_DIR"
+  if [[ "$CONFIG_FILE" != "$CONF_SRC/cassandra.yaml" ]]; then
+    sed -e "s/^native_transport_port: 9042\$/native_transport_port: $CQL_PORT/" \
+      -e "s/^storage_port: 7000\$/storage_port: $STORAGE_PORT/" \
+      -e "s/seeds: \"127.0.0.1:7000\"/seeds: \"127.0.0.1:$STORAGE_PORT\"/" \
+      -e "s/^cluster_name: airflow-atlas-local\$/cluster_name: airflow-atlas-local-$CQL_PORT/" \
+      "$CONF_SRC/cassandra.yaml" >"$CONFIG_FILE"
+    grep -q "^native_transport_port: $CQL_PORT\$" "$CONFIG_FILE" && grep -q "^storage_port: $STORAGE_PORT\$" "$CONFIG_FILE" \
+      && grep -q "seeds: \"127.0.0.1:$STORAGE_PORT\"" "$CONFIG_FILE" \
+      || die "could not render the ports into $CONFIG_FILE (did $CONF_SRC/cassandra.yaml change?)"
+  fi
   local jamm
   jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n 1)"
   say "starting Cassandra $CASSANDRA_VERSION (heap $HEAP) in $NODE_DIR"
@@ -112,7 +134,7 @@ start() {
   nohup java $(read_options "$CONF_SRC/jvm17-server.options") \
     -Xms"$HEAP" -Xmx"$HEAP" \
     -javaagent:"$jamm" \
-    -Dcassandra.config="file://$CONF_SRC/cassandra.yaml" \
+    -Dcassandra.config="file://$CONFIG_FILE" \
     -Dcassandra.storagedir="$NODE_DIR/data" \
     -Dcassandra.logdir="$LOG_DIR" \
     -Dlogback.configurationFile="file://$CONF_SRC/logback.xml" \
