@@ -24,6 +24,11 @@ class KeyAlreadyExistsError(AtlasError):
         self.existing = existing or {}
 
 
+class CorruptTransactionDataError(AtlasError):
+    """A transactions-table entry is not a valid commit timestamp for its start timestamp (garbage bytes, a
+    value below the start timestamp, or out of range). The message names the table and start timestamp."""
+
+
 class StoreUnavailableError(AtlasError):
     """The backing store could not be reached or refused the request."""
 

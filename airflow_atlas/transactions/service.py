@@ -15,7 +15,8 @@ from abc import ABC, abstractmethod
 from collections import OrderedDict
 from typing import Iterable
 
-from ..errors import InvalidInputError
+from ..encoding import LONG_MAX
+from ..errors import CorruptTransactionDataError, InvalidInputError
 from ..kvs.api import KeyValueService, SweepStrategy, TableMetadata, WriteMode
 from . import encoding as enc
 from .encoding import ABORTED  # noqa: F401  (re-exported: services speak ABORTED)
@@ -112,6 +113,25 @@ class TransactionService(ABC):
         self._store(start, commit)
         self._cache.put_many({start: commit})
 
+    def _decode(self, start: int, raw: bytes, decode) -> int:
+        """``decode(raw)``, checked: a transaction's entry is ABORTED or a commit timestamp at or above its
+        start. Anything else (undecodable bytes, a commit below the start, a negative value, an overflow)
+        raises CorruptTransactionDataError naming the table and the start timestamp, never a bare decoder
+        error, and is never mistaken for a commit."""
+        try:
+            commit = decode(raw)
+        except InvalidInputError as exc:
+            raise CorruptTransactionDataError(
+                f"{self.table}: the entry of the transaction with start timestamp {start} cannot be decoded "
+                f"({exc}; value {bytes(raw[:16]).hex() or 'empty'}{'...' if len(raw) > 16 else ''})"
+            ) from None
+        if commit != enc.ABORTED and not start <= commit <= LONG_MAX:
+            raise CorruptTransactionDataError(
+                f"{self.table}: the entry of the transaction with start timestamp {start} decodes to {commit}, "
+                f"which is neither -1 (aborted) nor a commit timestamp in {start}..{LONG_MAX}"
+            )
+        return commit
+
     @property
     def cached_entries(self) -> int:
         return len(self._cache)
@@ -132,7 +152,7 @@ class TransactionServiceV1(TransactionService):
     def _load(self, starts: list[int], serial: bool) -> dict[int, int]:
         cells = {enc.v1_cell(s): s for s in starts}
         raw = self._kvs.get_lwt(self.table, list(cells), serial=serial)
-        return {cells[c]: enc.v1_decode_value(v) for c, v in raw.items()}
+        return {cells[c]: self._decode(cells[c], v, enc.v1_decode_value) for c, v in raw.items()}
 
     def _store(self, start: int, commit: int) -> None:
         self._kvs.put_unless_exists(self.table, {enc.v1_cell(start): enc.v1_encode_value(commit)})
@@ -149,7 +169,10 @@ class TransactionServiceV2(TransactionService):
         # One call for every cell, grouped by row so the backend can batch each partition.
         ordered = sorted(cells, key=lambda c: (c.row, c.col))
         raw = self._kvs.get_lwt(self.table, ordered, serial=serial)
-        return {cells[c]: enc.v2_decode_value(cells[c], v) for c, v in raw.items()}
+        return {
+            cells[c]: self._decode(cells[c], v, lambda value, start=cells[c]: enc.v2_decode_value(start, value))
+            for c, v in raw.items()
+        }
 
     def _store(self, start: int, commit: int) -> None:
         self._kvs.put_unless_exists(self.table, {enc.v2_cell(start): enc.v2_encode_value(start, commit)})
