@@ -32,6 +32,7 @@ import uuid
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
+from ..encoding import LONG_MAX
 from ..errors import InvalidInputError, KeyAlreadyExistsError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from .constants import FINE_PARTITION, MAX_SHARDS
@@ -154,6 +155,14 @@ class TargetedSweeper:
             raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
         return shard, strategy
 
+    @staticmethod
+    def _check_sweep_ts(sweep_ts) -> None:
+        """A caller-supplied sweep timestamp (e.g. from XCom) must be a non-negative integer."""
+        if sweep_ts is None:
+            return
+        if isinstance(sweep_ts, bool) or not isinstance(sweep_ts, int) or not 0 <= sweep_ts <= LONG_MAX:
+            raise InvalidInputError(f"sweep_ts must be an integer in 0..{LONG_MAX}, got {sweep_ts!r}")
+
     # ----- the iteration ---------------------------------------------------------------------------
     def run_iteration(
         self,
@@ -168,6 +177,7 @@ class TargetedSweeper:
         tables=None,
     ) -> SweepResult:
         shard, strategy = self._check(shard, strategy)
+        self._check_sweep_ts(sweep_ts)
         if lease is not None:
             return self._iterate(shard, strategy, sweep_ts, _FixedLease(self._store.locks, lease), batch_limit, dry_run)
         holder = holder or default_holder()
@@ -197,6 +207,7 @@ class TargetedSweeper:
         """Run iterations until the shard is caught up to the sweep timestamp, blocked by a transaction
         that committed too late, or ``max_iterations`` is reached. Holds one lease throughout."""
         shard, strategy = self._check(shard, strategy)
+        self._check_sweep_ts(sweep_ts)
         max_iterations = max_iterations or self._store.config.max_iterations_per_shard
         if max_iterations < 1:
             raise InvalidInputError("max_iterations must be at least 1")
@@ -294,6 +305,16 @@ class TargetedSweeper:
         result.corrupt_entries = len(batch.corrupt)
         if batch.corrupt:
             self._quarantine(shard, strategy, batch.corrupt)
+        if batch.incomplete_references:
+            # Benign crash states (see reader.py): logged so an operator can tell them from corruption.
+            log.warning(
+                "%d sweep-queue reference(s) in shard %d (%s) point to missing or short dedicated rows (a writer "
+                "died while enqueueing, or a cleaner died mid-clean; nothing there needs sweeping): %s",
+                len(batch.incomplete_references),
+                shard,
+                strategy.value,
+                [dict(r._asdict()) for r in batch.incomplete_references[:5]],
+            )
 
         blocked_at: int | None = None
         if batch.fine_partition is None:
