@@ -118,3 +118,33 @@ def test_fine_boundary_within_one_batch(harness):
     ts, _ = h.sweep_all()
     h.assert_no_obsolete(ts, [t])
     h.assert_no_leaks()
+
+
+def test_huge_timestamp_gaps_are_crossed_and_cleaned(harness):
+    """Timestamps 3 * 10^10 apart: thousands of empty coarse partitions in between. The index finds the
+    next partition with one scan instead of walking them, and progress and cleanup cross the gap."""
+    h = harness
+    tc, tt = h.table(CONS), h.table(THOR)
+    cc, ct = h.cells_in_shard(tc, 0, 2), h.cells_in_shard(tt, 0, 2)
+    h.write_many({tc: {cc[0]: b"1"}, tt: {ct[0]: b"1"}})
+    h.write_many({tc: {cc[0]: b"2"}, tt: {ct[0]: b""}})
+    h.jump_to(h.store.timestamps.current_bound() + 3 * 10**10)
+    middle, _ = h.write_many({tc: {cc[0]: b"3", cc[1]: b"x"}, tt: {ct[1]: b"x"}})
+    h.dead_writer({tc: {cc[1]: b"dead"}, tt: {ct[1]: b"dead"}})
+    h.jump_to(h.store.timestamps.current_bound() + 3 * 10**10)
+    h.settle()
+    before = h.observe([tc, tt])
+    ts = h.sweep_timestamps()
+    for strategy in (CONS, THOR):
+        first = h.store.sweeper.run_iteration(0, strategy, sweep_ts=ts[strategy.value])
+        assert first.new_progress < middle
+        reader = h.store.queue.reader
+        batch = reader.read_batch(0, strategy, first.new_progress, ts[strategy.value])
+        assert batch.fine_partition == fine(middle)
+        assert reader.index.last_used_scan, "3000 empty coarse partitions should be skipped with one scan"
+        r = h.store.sweeper.sweep_shard(0, strategy, sweep_ts=ts[strategy.value], max_iterations=4)
+        assert r.status == "caught_up", r
+    h.check(before, ts)
+    h.assert_no_obsolete(ts, [tc, tt])
+    ts, _ = h.sweep_all()
+    h.assert_no_leaks()
