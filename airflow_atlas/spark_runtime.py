@@ -107,16 +107,6 @@ def read_store_url(path: str | None = None, environ=None) -> str:
     if path:
         p = Path(path)
         if not p.exists():
-            # Cluster deploy mode: a file shipped with --files sits in the driver's SparkFiles dir.
-            try:
-                from pyspark import SparkFiles
-
-                shipped = Path(SparkFiles.get(p.name))
-                if shipped.exists():
-                    p = shipped
-            except Exception:
-                pass
-        if not p.exists():
             raise ValueError(f"store URL file {path} does not exist")
         mode = p.stat().st_mode & 0o777
         if mode & 0o077:

@@ -25,8 +25,8 @@ What they do:
 * exit code 3 (some pair/range failed) raises :class:`SparkSweepFailed` with the document attached, so
   Airflow retries the task while the document stays available to the caller.
 
-For local masters the driver and the Python workers use this interpreter (``spark.pyspark.python``)
-unless ``extra_conf`` says otherwise. Local mode retries failed tasks only with a ``local[N,F]`` master
+The driver uses this interpreter (``spark.pyspark.driver.python``), and for local masters the Python
+workers too (``spark.pyspark.python``), unless ``extra_conf`` says otherwise. Local mode retries failed tasks only with a ``local[N,F]`` master
 (e.g. connection host ``local[*,4]``); see docs/SPARK.md.
 """
 from __future__ import annotations
@@ -201,9 +201,10 @@ def _run(
             "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
         )
     conf: dict[str, Any] = {str(k): str(v) for k, v in (extra_conf or {}).items()}
-    if master.startswith("local"):
+    # Client mode: the driver runs here, with this interpreter (it has the engine's dependencies).
+    conf.setdefault("spark.pyspark.driver.python", sys.executable)
+    if master.startswith("local"):  # executors too, in local mode
         conf.setdefault("spark.pyspark.python", sys.executable)
-        conf.setdefault("spark.pyspark.driver.python", sys.executable)
     application = job_script(script)
     zip_path = build_engine_zip(artifact_dir())
     workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
@@ -273,7 +274,8 @@ def _pairs_text(pairs: Sequence) -> str:
 
 
 def _setting_conf(settings: Mapping[str, Any] | None) -> dict:
-    return {f"{STORE_SETTING_CONF_PREFIX}{k}": v for k, v in (settings or {}).items()}
+    # JSON-encoded so the job gets the same types back (true/false, numbers, strings).
+    return {f"{STORE_SETTING_CONF_PREFIX}{k}": json.dumps(v) for k, v in (settings or {}).items()}
 
 
 # ----- the two entry points -------------------------------------------------------------------------

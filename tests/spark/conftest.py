@@ -7,6 +7,13 @@ their timestamps may differ, so end states are compared by values and relative p
   (``"<sentinel>"`` for a sweep sentinel, ``"<delete>"`` for an empty value);
 * per (shard, strategy), progress as the number of workload start timestamps at or below it;
 * per sweep-queue table, the number of rows and cells left.
+
+``twin_stores(backend)`` (session-wide, built once per backend: keyspace DDL is the slow part on a busy
+Cassandra node) holds two identical stores with two kinds of data: tables ``TABLES`` written through the
+sweep queue (for the targeted job) and tables ``LEGACY_TABLES`` written while their strategy was NOTHING,
+so nothing of them is queued - data "written before the queue", given a strategy afterwards, which only
+the full-table sweep cleans (for the full-sweep job). The two jobs therefore never touch each other's
+data and the tests using the twins do not depend on their order.
 """
 from __future__ import annotations
 
@@ -27,16 +34,17 @@ from airflow_atlas.workload import WorkloadSpec, run_workload
 SHARDS = 4
 STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 TABLES = {"orders_c": "CONSERVATIVE", "orders_t": "THOROUGH"}
+LEGACY_TABLES = {"legacy_c": "CONSERVATIVE", "legacy_t": "THOROUGH"}
 # CONSERVATIVE sweeps nothing until a punch is an unreadable window old: a window of 0 lets tests sweep.
 SETTINGS = {"unreadable_window_seconds": 0}
 CONFIG = StoreConfig().with_overrides(**SETTINGS)
 
 
-def workload_spec(seed: int, transactions: int) -> WorkloadSpec:
+def workload_spec(seed: int, transactions: int, tables: dict | None = None) -> WorkloadSpec:
     return WorkloadSpec(
         transactions=transactions,
         writes_per_transaction=(1, 6),
-        tables=dict(TABLES),
+        tables=dict(TABLES if tables is None else tables),
         rows=40,
         columns=3,
         delete_ratio=0.15,
@@ -52,7 +60,7 @@ class StoreHandle:
     url: str
     backend: str
     store: AtlasStore
-    write_timestamps: list[int] = field(default_factory=list)  # start ts of every workload version, sorted
+    write_timestamps: list[int] = field(default_factory=list)  # start ts of every queued version, sorted
     report: dict = field(default_factory=dict)
 
     def reopen(self) -> AtlasStore:
@@ -62,44 +70,91 @@ class StoreHandle:
         return self.store
 
 
+def _new_url(backend: str, tmp_dir, node, url_user: str | None) -> tuple[str, str | None]:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_dir / f'store-{uuid.uuid4().hex[:8]}.db'}", None
+    if backend == "cassandra":
+        host, port = node
+        keyspace = f"atlas_sp_{uuid.uuid4().hex[:10]}"
+        auth = f"{url_user}@" if url_user else ""
+        return f"cassandra://{auth}{host}:{port}/{keyspace}?replication_factor=1", keyspace
+    raise ValueError(backend)  # pragma: no cover
+
+
+def _build(url: str, backend: str, seed: int, transactions: int, legacy: bool) -> StoreHandle:
+    store = AtlasStore.open(url, config=CONFIG)
+    store.initialize(shards=SHARDS)
+    report = run_workload(store, workload_spec(seed, transactions)).to_json()
+    if legacy:
+        nothing = {table: "NOTHING" for table in LEGACY_TABLES}
+        run_workload(store, workload_spec(seed + 1000, transactions, tables=nothing))
+        for table, strategy in LEGACY_TABLES.items():
+            store.set_sweep_strategy(table, strategy)
+    handle = StoreHandle(url=url, backend=backend, store=store, report=report)
+    handle.write_timestamps = sorted({ts for table in TABLES for _, ts, _ in store.kvs.scan(table) if ts >= 0})
+    return handle
+
+
+class _Stores:
+    """Creates stores and cleans up after them (closes them, drops their keyspaces)."""
+
+    def __init__(self, request, tmp_dir):
+        self._request = request
+        self._tmp_dir = tmp_dir
+        self.created: list[StoreHandle] = []
+        self.keyspaces: list[str] = []
+        self.session = None
+
+    def make(self, backend, *, seed, transactions, url_user=None, legacy=False) -> StoreHandle:
+        node = None
+        if backend == "cassandra":
+            node = self._request.getfixturevalue("cassandra_node")
+            if self.session is None:
+                self.session = self._request.getfixturevalue("cassandra_session")
+        url, keyspace = _new_url(backend, self._tmp_dir, node, url_user)
+        if keyspace:
+            self.keyspaces.append(keyspace)
+        handle = _build(url, backend, seed, transactions, legacy)
+        self.created.append(handle)
+        return handle
+
+    def cleanup(self) -> None:
+        for handle in self.created:
+            try:
+                handle.store.close()
+            except Exception:
+                pass
+        if self.session is not None:
+            _drop_keyspaces(self.session, self.keyspaces)
+
+
 @pytest.fixture
 def make_store(tmp_path, request):
     """``make_store(backend, seed=..., transactions=...)`` -> StoreHandle with the workload written."""
-    created: list[StoreHandle] = []
-    keyspaces: list[str] = []
-    sessions: list = []
+    stores = _Stores(request, tmp_path)
 
     def factory(backend: str, *, seed: int = 11, transactions: int = 80, url_user: str | None = None) -> StoreHandle:
-        if backend == "sqlite":
-            url = f"sqlite:///{tmp_path / f'store-{uuid.uuid4().hex[:8]}.db'}"
-        elif backend == "cassandra":
-            host, port = request.getfixturevalue("cassandra_node")
-            if not sessions:
-                sessions.append(request.getfixturevalue("cassandra_session"))
-            keyspace = f"atlas_sp_{uuid.uuid4().hex[:10]}"
-            keyspaces.append(keyspace)
-            auth = f"{url_user}@" if url_user else ""
-            url = f"cassandra://{auth}{host}:{port}/{keyspace}?replication_factor=1"
-        else:  # pragma: no cover
-            raise ValueError(backend)
-        store = AtlasStore.open(url, config=CONFIG)
-        store.initialize(shards=SHARDS)
-        report = run_workload(store, workload_spec(seed, transactions)).to_json()
-        handle = StoreHandle(url=url, backend=backend, store=store, report=report)
-        handle.write_timestamps = sorted(
-            {ts for table in TABLES for _, ts, _ in store.kvs.scan(table) if ts >= 0}
-        )
-        created.append(handle)
-        return handle
+        return stores.make(backend, seed=seed, transactions=transactions, url_user=url_user)
 
     yield factory
-    for handle in created:
-        try:
-            handle.store.close()
-        except Exception:
-            pass
-    for session in sessions:
-        _drop_keyspaces(session, keyspaces)
+    stores.cleanup()
+
+
+@pytest.fixture(scope="session")
+def twin_stores(request, tmp_path_factory):
+    """``twin_stores(backend)`` -> (spark_side, in_task_side): identical stores, built once per session."""
+    stores = _Stores(request, tmp_path_factory.mktemp("twin-stores"))
+    built: dict[str, tuple[StoreHandle, StoreHandle]] = {}
+
+    def get(backend: str) -> tuple[StoreHandle, StoreHandle]:
+        if backend not in built:
+            built[backend] = tuple(
+                stores.make(backend, seed=11, transactions=80, legacy=True) for _ in range(2)
+            )
+        return built[backend]
+
+    yield get
+    stores.cleanup()
 
 
 def _drop_keyspaces(session, keyspaces: list[str]) -> None:
@@ -127,10 +182,10 @@ def _label(ts: int, value: bytes) -> str:
     return value.hex()
 
 
-def cell_versions(store: AtlasStore) -> dict:
+def cell_versions(store: AtlasStore, tables=TABLES) -> dict:
     """{table: {(row, col): [labels of remaining versions, oldest first]}}"""
     out: dict = {}
-    for table in TABLES:
+    for table in tables:
         cells: dict = {}
         for cell, ts, value in store.kvs.scan(table):
             cells.setdefault((cell.row, cell.col), []).append((ts, _label(ts, value)))
