@@ -153,3 +153,30 @@ def test_engine_zip_name_follows_content(tmp_path):
     second = build_engine_zip(tmp_path / "out", package_dir=pkg)
     assert second != first
     assert zipfile.ZipFile(second).read("airflow_atlas/engine.py") == b"X = 2\n"
+
+
+def test_every_engine_module_imports_from_the_zip_alone_without_airflow(tmp_path):
+    """What an executor does: only the zip on the path (no checkout), import every module of it."""
+    import subprocess
+    import sys
+
+    path = build_engine_zip(tmp_path / "zip")
+    modules = sorted(
+        n[:-3].replace("/", ".").removesuffix(".__init__") for n in zipfile.ZipFile(path).namelist() if n.endswith(".py")
+    )
+    code = (
+        "import importlib, json, sys\n"
+        f"modules = {modules!r}\n"
+        "for m in modules: importlib.import_module(m)\n"
+        "import airflow_atlas\n"
+        "print(json.dumps({'file': airflow_atlas.__file__,"
+        " 'airflow': sorted(m for m in sys.modules if m == 'airflow' or m.startswith('airflow.'))}))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = path
+    run = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    seen = json.loads(run.stdout.strip().splitlines()[-1])
+    assert seen["file"].startswith(path)
+    assert seen["airflow"] == []
+    assert "airflow_atlas.spark_runtime" in modules and "airflow_atlas.store" in modules
