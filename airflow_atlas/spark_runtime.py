@@ -145,7 +145,7 @@ def parse_pairs(text: str | Sequence) -> list[tuple[int, str]]:
             shard = int(shard_text)
         except (TypeError, ValueError):
             raise ValueError(f"pair {item!r}: shard {shard_text!r} is not an integer") from None
-        strategy = str(strategy).strip().upper()
+        strategy = str(getattr(strategy, "value", strategy)).strip().upper()  # SweepStrategy members too
         if strategy not in _STRATEGIES:
             raise ValueError(f"pair {item!r}: strategy must be CONSERVATIVE or THOROUGH")
         if shard < 0:
