@@ -79,6 +79,7 @@ class Harness:
         self.tables: list[str] = []
         self.open: list = []  # read-write transactions left open on purpose
         self.read_only_readers: list[int] = []
+        self.leases: list = []  # shard locks a test took by hand: released at teardown whatever happens
 
     # ----- tables ------------------------------------------------------------------------------------
     def table(self, strategy: SweepStrategy | str, prefix: str = "t") -> str:
@@ -170,6 +171,15 @@ class Harness:
     def close_all(self) -> None:
         for txn in list(self.open):
             self.abort(txn)
+        for lease in self.leases:
+            if lease is not None:
+                self.store.locks.release(lease)  # no-op unless that lease still holds the lock
+        self.leases.clear()
+
+    def acquire(self, name: str, holder: str, seconds: float):
+        lease = self.store.locks.acquire(name, holder, seconds)
+        self.leases.append(lease)
+        return lease
 
     def commit_of(self, start: int) -> int | None:
         return self.store.transaction_service.get_many([start]).get(start)

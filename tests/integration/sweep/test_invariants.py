@@ -182,9 +182,9 @@ def test_iteration_whose_lease_was_taken_over_stops_before_cleanup_and_progress(
     rows_before = h.queue_rows(0, THOR, 10**15)
     assert rows_before.cells_rows
 
-    stale = locks.acquire(name, "sweeper-a", 0.2)
+    stale = h.acquire(name, "sweeper-a", 0.2)
     time.sleep(0.3)
-    fresh = locks.acquire(name, "sweeper-b", 30)
+    fresh = h.acquire(name, "sweeper-b", 30)
     assert fresh is not None and fresh.token > stale.token
     before = h.observe([t])
     with pytest.raises(LockNotHeldError):
@@ -215,13 +215,13 @@ def test_interleaved_sweepers_keep_progress_correct(harness):
     name = store.sweeper.lock_name(0, THOR)
     sweep_ts = h.sweep_timestamps()[THOR.value]
     a_results = []
-    b_lease = store.locks.acquire(name, "sweeper-b", 2.0)  # long enough to pass its fencing check
+    b_lease = h.acquire(name, "sweeper-b", 2.0)  # long enough to pass its fencing check
 
     class StallingCleaner(View):
         def clean(self, shard, strategy, old, new):
             out = self._inner.clean(shard, strategy, old, new)
             time.sleep(max(0.0, b_lease.expires_at - time.time()) + 0.05)  # B stalls: its lease expires
-            lease = store.locks.acquire(name, "sweeper-a", 30)
+            lease = h.acquire(name, "sweeper-a", 30)
             assert lease is not None
             try:
                 a_results.append(store.sweeper.sweep_shard(0, THOR, lease=lease, sweep_ts=sweep_ts))
@@ -301,7 +301,7 @@ def test_lease_lost_mid_iteration_stops_before_cleanup_and_progress(harness):
     taken = []
 
     def take_over():
-        taken.append(store.locks.acquire(name, "sweeper-other", 30))
+        taken.append(h.acquire(name, "sweeper-other", 30))
 
     old = store.queue.progress.get_progress(0, THOR)
     rows = h.queue_rows(0, THOR, 10**15)

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from airflow_atlas.errors import TransactionConflictError
+from airflow_atlas.sweep.write_info import WriteInfo
 
 from .helpers import COARSE, CONS, FINE, THOR, cell
 
@@ -189,3 +189,38 @@ def test_random_histories_sqlite(new_harness, ops, final_batch_limit, commit_at_
 def test_random_histories_cassandra(new_harness, ops, final_batch_limit, commit_at_end):
     # Each iteration costs about ten lightweight transactions on Cassandra: fewer shards and iterations.
     run_history(new_harness(replace=True), ops, final_batch_limit, commit_at_end, max_shards=2, max_sweep_iterations=1)
+
+
+def test_the_oracle_detects_what_a_wrong_sweep_would_do(harness):
+    """The checks are not vacuous: deleting a version a reader needs, or leaving an obsolete one, or a
+    queue row below progress, is reported."""
+    from airflow_atlas import oracle
+
+    h = harness
+    tc, tt = h.table(CONS), h.table(THOR)
+    h.write_many({tc: {cell(0): b"a1"}, tt: {cell(0): b"t1"}})
+    s2, _ = h.write_many({tc: {cell(0): b"a2"}, tt: {cell(0): b""}})
+    reader = h.begin()  # open: sweep may not change what it sees
+    h.settle()
+    ts = {CONS.value: reader.start_timestamp, THOR.value: reader.start_timestamp}
+    assert oracle.obsolete_versions(h.store, ts, [tc, tt]), "the older versions are obsolete"
+
+    before = h.observe([tc, tt])
+    h.store.kvs.delete(tc, [(cell(0), s2)])  # a wrong sweep: removes the version the reader reads
+    with pytest.raises(AssertionError, match="before b'a2', after b'a1'"):
+        h.check(before, ts)
+
+    h.close_all()
+    h.jump_to(h.next_boundary(FINE) + 1)
+    h.settle()
+    ts, _ = h.sweep_all()
+    h.assert_no_obsolete(ts, [tc, tt])
+    h.assert_no_leaks()
+    # A queue row far below progress, as a cleanup that forgot a partition would leave it.
+    h.store.queue.writer.enqueue([WriteInfo(tc, cell(9), 1, False)])
+    with pytest.raises(AssertionError, match="queue rows left below progress"):
+        h.assert_no_leaks()
+    progress = h.store.queue.progress
+    for shard in range(h.shards):
+        h.store.queue.cleaner.reconcile(shard, CONS, progress.get_progress(shard, CONS))
+    h.assert_no_leaks()
