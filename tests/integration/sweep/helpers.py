@@ -358,6 +358,25 @@ class Harness:
         """Every queue row of the shard and strategy below ``below`` (a timestamp)."""
         return self.store.queue.cleaner.queue_rows_below(shard, strategy, below)
 
+    def queue_columns(self, shard: int, strategy: SweepStrategy, start_ts: int) -> list[tuple[int, int]]:
+        """(write_index, dedicated reference count or -1) of every cell of ``start_ts`` in its
+        non-dedicated ``_sweep_cells`` row: write indexes 0, 1, ... inline, one negative reference else."""
+        from airflow_atlas.sweep.queue_tables import (
+            SWEEPABLE_CELLS,
+            decode_cells_column,
+            decode_dedicated_reference,
+            non_dedicated_row,
+        )
+
+        row = non_dedicated_row(start_ts // FINE, shard, strategy is CONS)
+        out = []
+        for col, value in self.store.kvs.get_row_columns(SWEEPABLE_CELLS, row):
+            column = decode_cells_column(col)
+            if column.timestamp_modulus == start_ts % FINE:
+                count = decode_dedicated_reference(value.contents) if column.write_index < 0 else -1
+                out.append((column.write_index, count))
+        return out
+
     def versions(self, table: str, c: Cell) -> list[tuple[int, bytes]]:
         """Every stored version of one cell, ascending timestamp (sentinel = -1)."""
         found = self.store.kvs.get_all_timestamps(table, [c]).get(c, [])

@@ -18,14 +18,18 @@ def test_more_than_50_writes_committed_and_dead(harness):
     tc, tt = h.table(CONS), h.table(THOR)
     cc = h.cells_in_shard(tc, 0, 70)
     ct = h.cells_in_shard(tt, 0, 70)
-    h.write_many({tc: {c: b"old" for c in cc[:20]}, tt: {c: b"old" for c in ct[:20]}})  # 20: inline cells
+    old, _ = h.write_many({tc: {c: b"old" for c in cc[:20]}, tt: {c: b"old" for c in ct[:20]}})  # 20: inline
     big, _ = h.write_many({tc: {c: b"big" for c in cc[:60]}, tt: {c: (b"" if i % 3 else b"big") for i, c in enumerate(ct[:60])}})
     dead = h.dead_writer({tc: {c: b"dead" for c in cc[10:62]}, tt: {c: b"dead" for c in ct[5:70]}})
     h.settle()
 
-    for strategy in (CONS, THOR):
+    for strategy, dead_writes in ((CONS, 52), (THOR, 65)):
         rows = h.queue_rows(0, strategy, dead + 1_000_000)
         assert (big, 0) in rows.dedicated_rows and (dead, 0) in rows.dedicated_rows, rows
+        # One reference cell (write_index -1 = one dedicated row) instead of 60 inline cells.
+        assert h.queue_columns(0, strategy, big) == [(-1, 60)]
+        assert h.queue_columns(0, strategy, dead) == [(-1, dead_writes)]
+        assert h.queue_columns(0, strategy, old) == [(i, -1) for i in range(20)]
 
     before = h.observe([tc, tt])
     ts = h.sweep_timestamps()
@@ -81,6 +85,7 @@ def test_more_than_100000_writes(harness):
 
     rows = h.queue_rows(0, THOR, dead + 2 * FINE)
     assert (dead, 0) in rows.dedicated_rows and (dead, 1) in rows.dedicated_rows, rows
+    assert h.queue_columns(0, THOR, dead) == [(-2, n)], "one reference to two dedicated rows"
     ts, results = h.sweep_all()
     assert all(r.corrupt_entries == 0 for r in results)
     assert h.is_aborted(dead)
