@@ -22,7 +22,13 @@ or a reference without (complete) dedicated rows (the reader reports it; the tra
 committed, because enqueueing precedes the data write). Every cell is deterministic for the same
 input, so re-running a failed ``enqueue`` rewrites identical cells.
 
-All queue cells are written at Atlas timestamp = the transaction's start timestamp.
+All ``_sweep_cells`` cells are written at Atlas timestamp = the transaction's start timestamp. The
+``_sweep_timestamps`` cell of a fine partition is written at the partition's first timestamp
+(``fine * 50_000``) by every transaction of that partition, so it stays ONE version instead of growing a
+version per transaction (on Cassandra each version is a clustering row the reader would page through).
+That is safe: the cell's value is always empty, the cleaner removes it with a partition tombstone at a
+fresh timestamp (above every start timestamp), and no transaction can start in a fine partition after
+progress - and so cleaning - has passed it (its start would be below the sweep timestamp).
 
 Caches (both per writer instance, thread-safe enough for CPython: a lost race only costs one extra read):
 
@@ -160,7 +166,7 @@ class SweepQueueWriter:
             for index, (_write, value) in enumerate(part):
                 ordinal, position = divmod(index, MAX_CELLS_DEDICATED)
                 dedicated_cells[Cell(dedicated[ordinal], column_prefix + var_signed_long(position))] = value
-        self.kvs.put(SWEEPABLE_TIMESTAMPS, timestamp_cells, start_ts)
+        self.kvs.put(SWEEPABLE_TIMESTAMPS, timestamp_cells, fine_partition * FINE_PARTITION)
         self.kvs.put(SWEEPABLE_CELLS, row_cells, start_ts)
         if dedicated_cells:
             self.kvs.put(SWEEPABLE_CELLS, dedicated_cells, start_ts)

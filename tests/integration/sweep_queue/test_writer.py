@@ -33,7 +33,8 @@ def test_up_to_50_writes_go_inline(kvs, queue):
     queue.enqueue(writes)
     ts_cols = kvs.get_row_columns(SWEEPABLE_TIMESTAMPS, timestamps_row(0, 0, True))
     assert [c for c, _ in ts_cols] == [b"\x18"]  # VAR_LONG(24)
-    assert ts_cols[0][1].contents == b"" and ts_cols[0][1].timestamp == ts
+    # one version per fine partition, at its first timestamp (not one version per transaction)
+    assert ts_cols[0][1].contents == b"" and ts_cols[0][1].timestamp == (ts // 50_000) * 50_000
     cols = _row(kvs, non_dedicated_row(24, 0, True))
     decoded = [decode_cells_column(c) for c, _ in cols]
     assert decoded == [(34_567, i) for i in range(50)]
