@@ -7,6 +7,7 @@ shared between tests except the Cassandra keyspace.
 from __future__ import annotations
 
 import itertools
+import threading
 import uuid
 
 import pytest
@@ -25,12 +26,29 @@ def fresh_timestamp() -> int:
 
 
 @pytest.fixture(scope="session")
-def cassandra_kvs(cassandra_session, cassandra_keyspace):
+def kvs_keyspace(cassandra_session):
+    """This suite's own keyspace. Dropped at the end without waiting for the node to finish: dropping
+    dozens of tables takes many seconds on a busy node, which finishes the drop on its own."""
+    name = f"atlas_kvs_{uuid.uuid4().hex[:12]}"
+    cassandra_session.execute(
+        f"CREATE KEYSPACE {name} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}",
+        timeout=120,
+    )
+    yield name
+    done = threading.Event()
+    try:
+        future = cassandra_session.execute_async(f"DROP KEYSPACE IF EXISTS {name}", timeout=120)
+        future.add_callbacks(lambda _: done.set(), lambda _: done.set())
+    except Exception:  # the node is throwaway; a failed drop must not fail the suite
+        return
+    done.wait(2.0)
+
+
+@pytest.fixture(scope="session")
+def cassandra_kvs(cassandra_session, kvs_keyspace):
     from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
-    kvs = CassandraKeyValueService(
-        cassandra_session, cassandra_keyspace, page_size=CASSANDRA_PAGE_SIZE, concurrency=64
-    )
+    kvs = CassandraKeyValueService(cassandra_session, kvs_keyspace, page_size=CASSANDRA_PAGE_SIZE, concurrency=64)
     kvs.set_fresh_timestamp_supplier(fresh_timestamp)
     yield kvs
     kvs.close()

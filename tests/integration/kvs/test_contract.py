@@ -767,7 +767,7 @@ def test_cassandra_options_are_recorded_in_metadata(kvs, make_table):
 # Cassandra only
 # ================================================================================================
 @pytest.mark.cassandra
-def test_cassandra_options_are_applied_to_the_cql_table(cassandra_kvs, cassandra_session, cassandra_keyspace):
+def test_cassandra_options_are_applied_to_the_cql_table(cassandra_kvs, cassandra_session, kvs_keyspace):
     name = f"_tx{uuid.uuid4().hex[:12]}"
     options = {
         "bloom_filter_fp_chance": 0.0001,
@@ -782,7 +782,7 @@ def test_cassandra_options_are_applied_to_the_cql_table(cassandra_kvs, cassandra
     row = cassandra_session.execute(
         "SELECT bloom_filter_fp_chance, min_index_interval, max_index_interval, compression, compaction,"
         " gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
-        (cassandra_keyspace, physical),
+        (kvs_keyspace, physical),
     ).one()
     assert row is not None, f"{physical} missing from system_schema.tables"
     assert row.bloom_filter_fp_chance == pytest.approx(0.0001)
@@ -799,7 +799,7 @@ def test_cassandra_options_are_applied_to_the_cql_table(cassandra_kvs, cassandra
         for r in cassandra_session.execute(
             "SELECT column_name, kind, type, clustering_order FROM system_schema.columns"
             " WHERE keyspace_name = %s AND table_name = %s",
-            (cassandra_keyspace, physical),
+            (kvs_keyspace, physical),
         )
     }
     assert columns == {
@@ -815,33 +815,33 @@ def test_cassandra_options_are_applied_to_the_cql_table(cassandra_kvs, cassandra
     )
     row = cassandra_session.execute(
         "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
-        (cassandra_keyspace, physical),
+        (kvs_keyspace, physical),
     ).one()
     assert row.gc_grace_seconds == 0
 
 
 @pytest.mark.cassandra
-def test_cassandra_physical_names_and_registry(cassandra_kvs, cassandra_session, cassandra_keyspace):
+def test_cassandra_physical_names_and_registry(cassandra_kvs, cassandra_session, kvs_keyspace):
     user, internal = f"user{uuid.uuid4().hex[:8]}", f"_int{uuid.uuid4().hex[:8]}"
     cassandra_kvs.create_table(user)
     cassandra_kvs.create_table(internal, TableMetadata(write_mode=WALLCLOCK))
     tables = {
         r.table_name
         for r in cassandra_session.execute(
-            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (cassandra_keyspace,)
+            "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (kvs_keyspace,)
         )
     }
     assert {user, "atlas" + internal, "atlas_metadata"} <= tables
     assert internal not in tables
     registry = {
         r.key.decode(): r.value
-        for r in cassandra_session.execute(f'SELECT key, value FROM "{cassandra_keyspace}".atlas_metadata')
+        for r in cassandra_session.execute(f'SELECT key, value FROM "{kvs_keyspace}".atlas_metadata')
     }
     assert TableMetadata.from_json(json.loads(registry[internal])).write_mode is WALLCLOCK
 
 
 @pytest.mark.cassandra
-def test_cassandra_logical_write_times(cassandra_kvs, cassandra_session, cassandra_keyspace):
+def test_cassandra_logical_write_times(cassandra_kvs, cassandra_session, kvs_keyspace):
     """LOGICAL puts carry write time = Atlas timestamp; sentinels a fresh one (spec 002)."""
     name = f"wt{uuid.uuid4().hex[:12]}"
     cassandra_kvs.create_table(name)
@@ -850,7 +850,7 @@ def test_cassandra_logical_write_times(cassandra_kvs, cassandra_session, cassand
     rows = {
         r.column2: r.wt
         for r in cassandra_session.execute(
-            f'SELECT column2, writetime(value) AS wt FROM "{cassandra_keyspace}"."{name}" WHERE key = %s',
+            f'SELECT column2, writetime(value) AS wt FROM "{kvs_keyspace}"."{name}" WHERE key = %s',
             (b"r",),
         )
     }
@@ -859,10 +859,10 @@ def test_cassandra_logical_write_times(cassandra_kvs, cassandra_session, cassand
 
 
 @pytest.mark.cassandra
-def test_cassandra_fresh_timestamp_supplier_is_required(cassandra_session, cassandra_keyspace):
+def test_cassandra_fresh_timestamp_supplier_is_required(cassandra_session, kvs_keyspace):
     from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
-    kvs = CassandraKeyValueService(cassandra_session, cassandra_keyspace)
+    kvs = CassandraKeyValueService(cassandra_session, kvs_keyspace)
     name = f"nosup{uuid.uuid4().hex[:8]}"
     kvs.create_table(name)
     kvs.put(name, {cell("r", "c"): b"v"}, 5)  # puts need no fresh timestamp
@@ -883,12 +883,12 @@ def test_cassandra_fresh_timestamp_supplier_is_required(cassandra_session, cassa
 
 
 @pytest.mark.cassandra
-def test_cassandra_connect_owns_its_cluster(cassandra_node, cassandra_keyspace):
+def test_cassandra_connect_owns_its_cluster(cassandra_node, kvs_keyspace):
     from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
     host, port = cassandra_node
     # create_keyspace=True (the default) issues CREATE KEYSPACE IF NOT EXISTS: a no-op on the session's keyspace
-    kvs = CassandraKeyValueService.connect([host], port=port, keyspace=cassandra_keyspace, replication_factor=1)
+    kvs = CassandraKeyValueService.connect([host], port=port, keyspace=kvs_keyspace, replication_factor=1)
     name = f"own{uuid.uuid4().hex[:12]}"
     try:
         kvs.set_fresh_timestamp_supplier(lambda: 10**14)
@@ -898,9 +898,9 @@ def test_cassandra_connect_owns_its_cluster(cassandra_node, cassandra_keyspace):
         assert kvs.get_latest(name, [cell("r", "c")]) == {cell("r", "c"): Value(3, b"v")}
         kvs.delete_rows(name, [b"r"])
         assert kvs.get_latest(name, [cell("r", "c")]) == {}
-        assert cassandra_keyspace in kvs.describe() and host in kvs.describe()
+        assert kvs_keyspace in kvs.describe() and host in kvs.describe()
         with_secret = CassandraKeyValueService.connect(
-            [host], port=port, keyspace=cassandra_keyspace, username="atlas", password="pa55-secret"
+            [host], port=port, keyspace=kvs_keyspace, username="atlas", password="pa55-secret"
         )  # the node accepts anyone; the credentials must still never show up
         assert "pa55-secret" not in with_secret.describe() and "pa55-secret" not in repr(with_secret)
         with_secret.close()
@@ -1073,7 +1073,7 @@ def test_store_is_usable_in_a_forked_child(backend, tmp_path, request):
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
         host, port = request.getfixturevalue("cassandra_node")
-        keyspace = request.getfixturevalue("cassandra_keyspace")
+        keyspace = request.getfixturevalue("kvs_keyspace")
         kvs = CassandraKeyValueService.connect([host], port=port, keyspace=keyspace)
     table = f"fork{uuid.uuid4().hex[:12]}"
     try:
@@ -1093,10 +1093,10 @@ def test_store_is_usable_in_a_forked_child(backend, tmp_path, request):
 
 
 @pytest.mark.cassandra
-def test_cassandra_service_on_a_callers_session_refuses_to_run_after_fork(cassandra_session, cassandra_keyspace):
+def test_cassandra_service_on_a_callers_session_refuses_to_run_after_fork(cassandra_session, kvs_keyspace):
     from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
-    kvs = CassandraKeyValueService(cassandra_session, cassandra_keyspace)
+    kvs = CassandraKeyValueService(cassandra_session, kvs_keyspace)
     ctx = multiprocessing.get_context("fork")
     out = ctx.Queue()
     child = ctx.Process(target=_fork_child, args=(kvs, "whatever", out))

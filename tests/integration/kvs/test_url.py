@@ -104,16 +104,16 @@ def test_unreachable_cassandra_url_is_store_unavailable_without_password():
 
 
 @pytest.mark.cassandra
-def test_cassandra_url_opens_the_keyspace(cassandra_node, cassandra_keyspace):
+def test_cassandra_url_opens_the_keyspace(cassandra_node, kvs_keyspace):
     host, port = cassandra_node
     kvs = open_kvs(
-        f"cassandra://{host}:{port}/{cassandra_keyspace}?replication_factor=1&protocol_version=5&page_size=10"
+        f"cassandra://{host}:{port}/{kvs_keyspace}?replication_factor=1&protocol_version=5&page_size=10"
     )
     try:
-        assert kvs.backend == "cassandra" and kvs.keyspace == cassandra_keyspace and kvs.page_size == 10
+        assert kvs.backend == "cassandra" and kvs.keyspace == kvs_keyspace and kvs.page_size == 10
         name = f"_probe{uuid.uuid4().hex[:8]}"
         kvs.create_table(name, TableMetadata())
         assert name in kvs.list_tables()
-        assert cassandra_keyspace in kvs.describe()
+        assert kvs_keyspace in kvs.describe()
     finally:
         kvs.close()
