@@ -319,12 +319,6 @@ def test_lease_lost_mid_iteration_stops_before_cleanup_and_progress(harness):
 
 
 # ----- strategy changes ---------------------------------------------------------------------------
-@pytest.mark.xfail(
-    strict=True,
-    reason="engine: writes queued while a table was THOROUGH are swept with THOROUGH ranges (no sentinel) at "
-    "the immutable timestamp even after the table became CONSERVATIVE, so a read-only transaction younger "
-    "than the read-only window silently reads the cell as absent instead of its older value",
-)
 def test_young_read_only_reader_after_thorough_to_conservative_change(harness):
     h = harness
     t = h.table(THOR)

@@ -47,10 +47,12 @@ op = st.one_of(
 history = st.lists(op, min_size=4, max_size=30)
 
 
-def _values(spec, tables) -> dict[str, dict]:
+def _values(spec, tables, seq: int) -> dict[str, dict]:
+    """Writes of one step; every value is unique in the history (an oracle comparing values must not
+    mistake an older version for the newer one)."""
     out: dict[str, dict] = {}
     for t, i, is_delete in spec:
-        out.setdefault(tables[t], {})[cell(i)] = b"" if is_delete else f"v{i}-{len(out)}".encode()
+        out.setdefault(tables[t], {})[cell(i)] = b"" if is_delete else f"v{i}-{t}#{seq}".encode()
     return out
 
 
@@ -73,8 +75,8 @@ def run_history(
         seq += 1
         if kind in ("commit", "abort", "open"):
             txn = h.begin()
-            for table, values in _values(step[1], tables).items():
-                h.stage(txn, table, {c: (v + b"#%d" % seq if v else v) for c, v in values.items()})
+            for table, values in _values(step[1], tables, seq).items():
+                h.stage(txn, table, values)
             if kind == "commit":
                 h.try_commit(txn)
             elif kind == "abort":
@@ -82,14 +84,14 @@ def run_history(
         elif kind == "late":
             # A commits after B started and while B is open: sweep must stop at A (progress = A - 1).
             a = h.begin()
-            for table, values in _values(step[1], tables).items():
+            for table, values in _values(step[1], tables, seq).items():
                 h.stage(a, table, values)
             b = h.begin()
-            for table, values in _values(step[2], tables).items():
+            for table, values in _values(step[2], tables, -seq).items():
                 h.stage(b, table, values)
             h.try_commit(a)
         elif kind == "dead":
-            h.dead_writer(_values(step[1], tables))
+            h.dead_writer(_values(step[1], tables, seq))
         elif kind == "close":
             if h.open:
                 txn = h.open[step[1] % len(h.open)]
