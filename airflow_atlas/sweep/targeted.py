@@ -322,6 +322,16 @@ class TargetedSweeper:
         else:
             starts = sorted({w.start_ts for w in batch.entries})
             commits = self._commit_timestamps(starts, result, dry_run)
+            current = self._current_strategies({w.table for w in batch.entries})
+            # Writes queued while a table was THOROUGH whose table is CONSERVATIVE now must also respect
+            # the CONSERVATIVE sweep timestamp (read-only readers are allowed on the table again).
+            conservative_ts = None
+            now_conservative_starts: set[int] = set()
+            if strategy is SweepStrategy.THOROUGH and SweepStrategy.CONSERVATIVE in current.values():
+                conservative_ts = self._store.sweep_timestamps.sweep_timestamp(SweepStrategy.CONSERVATIVE)
+                now_conservative_starts = {
+                    w.start_ts for w in batch.entries if current.get(w.table) is SweepStrategy.CONSERVATIVE
+                }
             for s in starts:
                 c = commits[s]
                 if c != ABORTED and c >= sweep_ts:
@@ -330,8 +340,12 @@ class TargetedSweeper:
                     with self._blocked_lock:
                         self._blocked[key] = (s, c)
                     break
+                if s in now_conservative_starts and (s >= conservative_ts or (c != ABORTED and c >= conservative_ts)):
+                    blocked_at = s
+                    result.blocked_by = {"start_ts": s, "commit_ts": c, "reason": "table now CONSERVATIVE"}
+                    break
             entries = batch.entries if blocked_at is None else [w for w in batch.entries if w.start_ts < blocked_at]
-            self._sweep_entries(strategy, entries, commits, result, dry_run)
+            self._sweep_entries(strategy, entries, commits, result, dry_run, current)
             if blocked_at is not None:
                 new = blocked_at - 1
             elif batch.read_to_end:
@@ -388,7 +402,22 @@ class TargetedSweeper:
                 commits[s] = ABORTED if value is None else value
         return commits
 
-    def _sweep_entries(self, strategy: SweepStrategy, entries, commits, result: SweepResult, dry_run: bool) -> None:
+    def _current_strategies(self, tables) -> dict[str, SweepStrategy | None]:
+        """Each table's strategy now (None when the table no longer exists)."""
+        out: dict[str, SweepStrategy | None] = {}
+        for table in tables:
+            try:
+                out[table] = self._kvs.get_metadata(table).strategy
+            except TableNotFoundError:
+                out[table] = None
+        return out
+
+    def _sweep_entries(
+        self, strategy: SweepStrategy, entries, commits, result: SweepResult, dry_run: bool, table_strategies=None
+    ) -> None:
+        """Delete aborted writes and tombstone the rest. Ranges follow each table's strategy *now* (a table
+        may have changed strategy since its writes were queued); a table now NOTHING is not swept."""
+        table_strategies = table_strategies or {}
         aborted: dict[str, list] = defaultdict(list)
         newest: dict[str, dict] = defaultdict(dict)
         for w in entries:
@@ -414,8 +443,12 @@ class TargetedSweeper:
                     if not dry_run:
                         self._kvs.delete(table, versions)
                     result.aborted_writes_deleted += len(versions)
+                table_strategy = table_strategies.get(table, strategy) or strategy
+                if table_strategy is SweepStrategy.NOTHING:
+                    result.entries_skipped_dropped_tables += len(cells)
+                    cells = {}
                 if cells:
-                    counts = self._deleter.sweep_cells(table, strategy, cells, dry_run=dry_run)
+                    counts = self._deleter.sweep_cells(table, table_strategy, cells, dry_run=dry_run)
                     result.cells_tombstoned += counts.cells_tombstoned
                     result.sentinels_written += counts.sentinels_written
                     result.tables[table] = result.tables.get(table, 0) + counts.cells_tombstoned
