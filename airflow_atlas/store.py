@@ -179,6 +179,11 @@ class AtlasStore:
 
     def set_sweep_strategy(self, name: str, strategy: SweepStrategy | str) -> None:
         self.kvs.set_sweep_strategy(validate_table_name(name, internal_ok=False), SweepStrategy.parse(strategy))
+        # this process's caches of table strategies (other processes see the change within their cache TTLs)
+        if "queue" in self.__dict__:
+            self.queue.writer.invalidate_caches()
+        if "transactions" in self.__dict__:
+            self.transactions.forget_metadata(name)
 
     def user_tables(self) -> dict[str, SweepStrategy]:
         """User tables (not the engine's internal ones) and their sweep strategies."""
