@@ -35,7 +35,8 @@ op = st.one_of(
     st.tuples(st.just("open"), writes),
     st.tuples(st.just("close"), st.integers(0, 7), st.booleans()),
     st.tuples(st.just("close"), st.integers(0, 7), st.just(True)),
-    st.tuples(st.just("late"), writes, writes),
+    st.tuples(st.just("late"), writes, writes, st.booleans()),
+    st.tuples(st.just("late"), writes, writes, st.just(True)),
     st.tuples(st.just("read_only")),
     st.tuples(st.just("shards"), st.integers(1, 2)),
     st.tuples(st.just("sweep"), st.sampled_from([1, 2, 3, 7, 100]), st.integers(1, 3)),
@@ -70,6 +71,13 @@ def run_history(
             assert now[key] >= value, f"progress of {key} went back from {value} to {now[key]}"
         last_progress = now
 
+    def sweep(limit: int, iterations: int) -> None:
+        before = h.observe(tables)
+        used, results = h.iterate_all(batch_limit=limit, iterations=min(iterations, max_sweep_iterations))
+        h.check(before, used)
+        _events(results)
+        progress_never_decreases()
+
     for step in ops:
         kind = step[0]
         seq += 1
@@ -90,6 +98,8 @@ def run_history(
             for table, values in _values(step[2], tables, -seq).items():
                 h.stage(b, table, values)
             h.try_commit(a)
+            if step[3]:
+                sweep(100, 2)  # while B is open: A committed after the sweep timestamp (B's start)
         elif kind == "dead":
             h.dead_writer(_values(step[1], tables, seq))
         elif kind == "close":
@@ -122,12 +132,7 @@ def run_history(
             _, width, before = step
             h.jump_to(h.next_boundary(width) - before)
         elif kind == "sweep":
-            _, limit, iterations = step
-            before = h.observe(tables)
-            used, results = h.iterate_all(batch_limit=limit, iterations=min(iterations, max_sweep_iterations))
-            h.check(before, used)
-            _events(results)
-            progress_never_decreases()
+            sweep(step[1], step[2])
 
     # Nothing open any more; sweep catches up completely.
     for txn in list(h.open):
@@ -174,7 +179,7 @@ def _settings(examples: int):
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
-@_settings(22)
+@_settings(25)
 @given(ops=history, final_batch_limit=st.sampled_from([1, 3, 10, 10_000]), commit_at_end=st.booleans())
 def test_random_histories_sqlite(new_harness, ops, final_batch_limit, commit_at_end):
     run_history(new_harness(replace=True), ops, final_batch_limit, commit_at_end, max_shards=6)
