@@ -349,3 +349,22 @@ def test_young_read_only_reader_after_thorough_to_conservative_change(harness):
         before_change.get(t, [cell(0)])
     h.assert_no_obsolete(ts, [t])
     h.assert_no_leaks()
+
+
+def test_strategy_changes_to_thorough_and_to_nothing(harness):
+    """Writes queued under CONSERVATIVE follow the table's strategy at sweep time: THOROUGH removes the
+    sentinel and a newest delete; NOTHING is never swept (and does not hold the shard back)."""
+    h = harness
+    to_thorough, to_nothing = h.table(CONS), h.table(CONS)
+    s1, _ = h.write_many({to_thorough: {cell(0): b"1", cell(1): b"1"}, to_nothing: {cell(0): b"1"}})
+    s2, _ = h.write_many({to_thorough: {cell(0): b"", cell(1): b"2"}, to_nothing: {cell(0): b"2"}})
+    h.store.set_sweep_strategy(to_thorough, THOR)
+    h.store.set_sweep_strategy(to_nothing, "NOTHING")
+    h.settle()
+    ts, results = h.sweep_all()
+    assert all(r.status == "caught_up" for r in results)
+    assert h.versions(to_thorough, cell(0)) == []
+    assert h.versions(to_thorough, cell(1)) == [(s2, b"2")]
+    assert [v for v, _ in h.versions(to_nothing, cell(0))] == [s1, s2]
+    h.assert_no_obsolete(ts, [to_thorough])
+    h.assert_no_leaks()

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from airflow_atlas.sweep.write_info import WriteInfo
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.sweep import queue_tables as qt
 
 from .helpers import COARSE, CONS, FINE, THOR, cell
 
@@ -223,8 +224,12 @@ def test_the_oracle_detects_what_a_wrong_sweep_would_do(harness):
     ts, _ = h.sweep_all()
     h.assert_no_obsolete(ts, [tc, tt])
     h.assert_no_leaks()
-    # A queue row far below progress, as a cleanup that forgot a partition would leave it.
-    h.store.queue.writer.enqueue([WriteInfo(tc, cell(9), 1, False)])
+    # A queue row far below progress, as a cleanup that forgot a partition would leave it (written at a
+    # fresh write time: on Cassandra the partition tombstone of an earlier cleanup would hide it).
+    fresh = h.store.timestamps.fresh_timestamp()
+    kvs = h.store.kvs
+    kvs.put(qt.SWEEPABLE_TIMESTAMPS, {qt.timestamps_cell(0, 0, True): qt.TIMESTAMPS_VALUE}, fresh)
+    kvs.put(qt.SWEEPABLE_CELLS, {Cell(qt.non_dedicated_row(0, 0, True), qt.cells_column(1, 0)): b"x"}, fresh)
     with pytest.raises(AssertionError, match="queue rows left below progress"):
         h.assert_no_leaks()
     progress = h.store.queue.progress
