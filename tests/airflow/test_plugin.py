@@ -67,9 +67,12 @@ def test_entry_points_name_the_plugin_and_the_provider():
     assert callable(import_string(provider_ref.replace(":", ".")))
 
 
-def test_plugin_leaves_the_dashboard_hook_point_empty_until_it_exists():
-    from airflow_atlas.airflow.plugin import AtlasPlugin, DASHBOARD_MODULE
+def test_plugin_mounts_the_dashboard_and_adds_it_to_the_menu():
+    from fastapi import FastAPI
 
-    with pytest.raises(ModuleNotFoundError):
-        __import__(DASHBOARD_MODULE)
-    assert AtlasPlugin.fastapi_apps == [] and AtlasPlugin.external_views == []
+    from airflow_atlas.airflow.plugin import DASHBOARD_PREFIX, AtlasPlugin
+
+    (app,) = AtlasPlugin.fastapi_apps
+    assert isinstance(app["app"], FastAPI) and app["url_prefix"] == DASHBOARD_PREFIX == "/atlas"
+    (view,) = AtlasPlugin.external_views
+    assert view["href"] == "/atlas/" and view["url_route"] == "atlas"

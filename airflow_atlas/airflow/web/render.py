@@ -1,0 +1,398 @@
+"""The dashboard page: HTML rendered from :func:`airflow_atlas.status.compute_status` output.
+
+Pure functions of the status dict (no Airflow, no store), so the page can be tested from constructed
+numbers. No script and no external asset: the lag chart is inline SVG and the style sheet is inline (the
+machines running Airflow often have no internet access, and the page is embedded in the Airflow UI as an
+iframe).
+
+Every figure a test or a scraper may want is also in a ``data-*`` attribute: table rows carry
+``data-shard`` / ``data-strategy``, cells ``data-field`` and the raw number in ``data-value``.
+"""
+from __future__ import annotations
+
+import html
+import time
+from typing import Any
+from urllib.parse import urlencode
+
+from airflow_atlas.status import format_duration
+
+MANUAL_SWEEP_DAG = "atlas_manual_sweep"
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
+STATE_CLASS = {"drained": "ok", "draining": "ok", "steady": "info", "growing": "bad", "stalled": "warn", "unknown": "muted"}
+OUTCOME_CLASS = {"ok": "ok", "blocked": "warn", "quarantined": "bad"}
+
+CSS = """
+:root { color-scheme: light; --fg:#1d2733; --muted:#6b7785; --line:#d9dee5; --bg:#ffffff; --panel:#f6f8fa;
+        --ok:#1a7f37; --warn:#9a6700; --bad:#cf222e; --info:#0969da; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg);
+       margin: 0; padding: 16px 20px 40px; }
+h1 { font-size: 20px; margin: 0 0 4px; }
+h2 { font-size: 16px; margin: 28px 0 8px; border-bottom: 1px solid var(--line); padding-bottom: 4px; }
+h3 { font-size: 14px; margin: 12px 0 6px; }
+.meta { color: var(--muted); margin-bottom: 8px; }
+.meta code { color: var(--fg); }
+.actions a { margin-right: 14px; }
+a { color: var(--info); text-decoration: none; }
+a:hover { text-decoration: underline; }
+table { border-collapse: collapse; width: 100%; margin: 4px 0 8px; }
+th, td { border-bottom: 1px solid var(--line); padding: 5px 8px; text-align: left; vertical-align: top; white-space: nowrap; }
+th { background: var(--panel); font-weight: 600; font-size: 12px; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }
+td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
+tr.behind td.lag { color: var(--warn); font-weight: 600; }
+.sub { color: var(--muted); font-size: 12px; }
+.badge { display: inline-block; padding: 0 6px; border-radius: 10px; font-size: 12px; border: 1px solid currentColor; }
+.ok { color: var(--ok); } .warn { color: var(--warn); } .bad { color: var(--bad); } .info { color: var(--info); }
+.muted { color: var(--muted); }
+.panel { background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 10px 14px; margin: 8px 0; }
+.panel.alert { border-color: var(--bad); background: #fff5f5; }
+.panel.held { border-color: var(--warn); background: #fffbea; }
+.warnings li { margin: 2px 0; }
+dl.kv { display: grid; grid-template-columns: max-content auto; gap: 2px 14px; margin: 6px 0; }
+dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; font-variant-numeric: tabular-nums; }
+.charts { display: flex; flex-wrap: wrap; gap: 16px; }
+.chart { flex: 1 1 520px; min-width: 420px; }
+.legend span { margin-right: 12px; font-size: 12px; white-space: nowrap; }
+.legend i { display: inline-block; width: 12px; height: 3px; vertical-align: middle; margin-right: 4px; }
+.error { color: var(--bad); }
+"""
+
+
+# ----- small formatting helpers -------------------------------------------------------------------------
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def fmt_int(value: Any, capped: bool = False) -> str:
+    if value is None:
+        return "-"
+    try:
+        text = f"{int(value):,}"
+    except (TypeError, ValueError):
+        return esc(value)
+    return text + ("+" if capped else "")
+
+
+def fmt_rate(value: Any) -> str:
+    if value is None:
+        return "-"
+    value = float(value)
+    if value == 0:
+        return "0/s"
+    if abs(value) >= 100:
+        return f"{value:,.0f}/s"
+    return f"{value:.3g}/s"
+
+
+def fmt_time(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def cell(text: str, field: str, value: Any = None, cls: str = "", title: str | None = None) -> str:
+    """A ``<td>`` with ``data-field`` (and ``data-value`` when given); ``text`` is already HTML."""
+    attrs = [f'data-field="{esc(field)}"']
+    if value is not None:
+        attrs.append(f'data-value="{esc(value)}"')
+    if cls:
+        attrs.append(f'class="{esc(cls)}"')
+    if title:
+        attrs.append(f'title="{esc(title)}"')
+    return f"<td {' '.join(attrs)}>{text}</td>"
+
+
+# ----- sections -----------------------------------------------------------------------------------------
+def render_page(
+    status: dict,
+    *,
+    app_root: str = "",
+    airflow_root: str = "",
+    query: dict | None = None,
+    refresh_seconds: int | None = None,
+) -> str:
+    """The whole HTML page. ``app_root``: URL path of this app (e.g. ``/airflow/atlas``), for its own links;
+    ``airflow_root``: URL path of the Airflow UI (``[api] base_url``'s path), for links into the UI;
+    ``query``: the page's query parameters (kept by the JSON link); ``refresh_seconds``: reload the page."""
+    q = {k: v for k, v in (query or {}).items() if v not in (None, "")}
+    json_href = f"{app_root}/api/status" + (f"?{urlencode(q)}" if q else "")
+    page_href = f"{app_root}/" + (f"?{urlencode(q)}" if q else "")
+    dag_href = f"{airflow_root}/dags/{MANUAL_SWEEP_DAG}"
+    head_refresh = f'<meta http-equiv="refresh" content="{int(refresh_seconds)}">' if refresh_seconds else ""
+    ts = status["timestamps"]
+    sweep_ts = ", ".join(f"{esc(k)} <code data-field=\"sweep-ts\" data-strategy=\"{esc(k)}\">{fmt_int(v)}</code>"
+                         for k, v in status["sweep_timestamps"].items())
+    tables = ", ".join(f"{esc(k)} <span class=\"sub\">({esc(v)})</span>" for k, v in status["tables"].items()) or "none"
+    parts = [
+        "<!doctype html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        head_refresh,
+        "<title>Atlas sweep dashboard</title>",
+        f"<style>{CSS}</style></head><body>",
+        "<h1>Atlas sweep dashboard</h1>",
+        f'<div class="meta" id="summary" data-generated-at="{esc(status["generated_at"])}" '
+        f'data-number-of-shards="{esc(status["number_of_shards"])}" data-fresh-ts="{esc(ts["fresh_ts"])}">'
+        f"store <code>{esc(status['store'])}</code> &middot; {fmt_int(status['number_of_shards'])} shard(s) &middot; "
+        f"fresh timestamp <code>{fmt_int(ts['fresh_ts'])}</code> &middot; sweep timestamps {sweep_ts} &middot; "
+        f"generated {esc(fmt_time(status['generated_at']))}<br>tables: {tables}</div>",
+        '<div class="actions">'
+        f'<a id="refresh" href="{esc(page_href)}">Refresh</a>'
+        f'<a id="json" href="{esc(json_href)}">JSON</a>'
+        f'<a id="trigger" href="{esc(dag_href)}" target="_top">Run {MANUAL_SWEEP_DAG}</a>'
+        "</div>",
+        render_warnings(status),
+        "<h2>Shards</h2>",
+        render_shard_table(status),
+        "<h2>Lag over time</h2>",
+        render_charts(status),
+        '<h2 id="why-title">Why is the sweep timestamp not advancing?</h2>',
+        render_why(status),
+        '<h2 id="forecast-title">Backlog drain forecast</h2>',
+        render_forecast(status),
+        "</body></html>",
+    ]
+    return "\n".join(p for p in parts if p)
+
+
+def render_warnings(status: dict) -> str:
+    items = [
+        f'<li data-shard="{esc(w.get("shard"))}" data-strategy="{esc(w.get("strategy"))}" data-kind="{esc(w.get("kind"))}">'
+        f'<b>shard {esc(w.get("shard"))} {esc(w.get("strategy"))}</b>: {esc(w.get("message"))}</li>'
+        for w in status.get("warnings") or []
+    ]
+    if status.get("quarantined_cells"):
+        items.append(f'<li data-kind="quarantined">{fmt_int(status["quarantined_cells"])} corrupt queue cell(s) quarantined recently</li>')
+    if not items:
+        return ""
+    return f'<div class="panel alert" id="warnings"><b>Warnings</b><ul class="warnings">{"".join(items)}</ul></div>'
+
+
+def render_shard_table(status: dict) -> str:
+    head = (
+        "<thead><tr><th class=\"num\">Shard</th><th>Strategy</th><th class=\"num\">Sweep ts</th><th class=\"num\">Progress</th>"
+        "<th class=\"num\">Lag (ts)</th><th class=\"num\">Lag (time)</th><th class=\"num\">Backlog</th>"
+        "<th class=\"num\">Sweepable</th><th class=\"num\">Pinned</th><th>Last run</th><th>Lock holder</th>"
+        "<th class=\"num\">Tombstones written</th></tr></thead>"
+    )
+    rows = []
+    for r in status["shards"]:
+        last = r.get("last_run")
+        if last is None:
+            last_html = '<span class="muted">never</span>'
+            outcome = ""
+        else:
+            outcome = last.get("outcome") or ""
+            last_html = (
+                f'{esc(format_duration(last.get("age_seconds")))} ago &middot; {esc(last.get("status"))} '
+                f'<span class="badge {OUTCOME_CLASS.get(outcome, "muted")}" data-field="outcome">{esc(outcome)}</span>'
+                f'<div class="sub">{fmt_int(last.get("entries_read"))} read, {fmt_int(last.get("cells_tombstoned"))} tombstoned, '
+                f'{fmt_int(last.get("aborted_writes_deleted"))} aborted deleted, progress {fmt_int(last.get("old_progress"))} '
+                f'&rarr; {fmt_int(last.get("new_progress"))}</div>'
+            )
+        lag_s = r.get("lag_seconds")
+        lag_text = "-" if lag_s is None else (">" if r.get("lag_seconds_is_lower_bound") else "") + format_duration(lag_s)
+        holder = r.get("lock_holder")
+        holder_html = (
+            '<span class="muted">free</span>'
+            if not holder
+            else f'{esc(holder)}<div class="sub">lease expires in {esc(format_duration(r.get("lock_expires_in_seconds")))}</div>'
+        )
+        recent = r.get("recent") or {}
+        cls = "behind" if r.get("lag_ts") else ""
+        rows.append(
+            f'<tr data-shard="{esc(r["shard"])}" data-strategy="{esc(r["strategy"])}" class="{cls}">'
+            + cell(fmt_int(r["shard"]), "shard", r["shard"], "num")
+            + cell(esc(r["strategy"]), "strategy", r["strategy"])
+            + cell(fmt_int(r["sweep_ts"]), "sweep_ts", r["sweep_ts"], "num")
+            + cell(fmt_int(r["progress"]), "progress", r["progress"], "num")
+            + cell(fmt_int(r["lag_ts"]), "lag_ts", r["lag_ts"], "num lag")
+            + cell(esc(lag_text), "lag_seconds", lag_s, "num lag")
+            + cell(fmt_int(r["backlog_entries"], r.get("backlog_capped")), "backlog", r["backlog_entries"], "num")
+            + cell(fmt_int(r["sweepable_entries"], r.get("sweepable_capped")), "sweepable", r["sweepable_entries"], "num")
+            + cell(fmt_int(r["pinned_entries"], r.get("pinned_capped")), "pinned", r["pinned_entries"], "num")
+            + cell(last_html, "last_run", None if last is None else last.get("status"))
+            + cell(holder_html, "lock_holder", holder or "")
+            + cell(fmt_int(r["tombstones_written"]), "tombstones_written", r["tombstones_written"], "num",
+                   title=f"over the last {recent.get('runs', 0)} recorded iteration(s)")
+            + "</tr>"
+        )
+    totals = []
+    for strategy, t in (status.get("totals") or {}).items():
+        totals.append(
+            f'<tr class="sub" data-total="{esc(strategy)}"><td></td><td>all {esc(strategy)}</td><td></td><td></td><td></td><td></td>'
+            + cell(fmt_int(t["backlog_entries"], t.get("capped")), "backlog", t["backlog_entries"], "num")
+            + cell(fmt_int(t["sweepable_entries"]), "sweepable", t["sweepable_entries"], "num")
+            + cell(fmt_int(t["pinned_entries"]), "pinned", t["pinned_entries"], "num")
+            + "<td></td><td></td>"
+            + cell(fmt_int(t["tombstones_written"]), "tombstones_written", t["tombstones_written"], "num")
+            + "</tr>"
+        )
+    body = "".join(rows) or '<tr><td colspan="12" class="muted">no shard</td></tr>'
+    return (
+        f'<table id="shards">{head}<tbody>{body}</tbody><tfoot>{"".join(totals)}</tfoot></table>'
+        '<div class="sub">Lag (ts): timestamps between progress and the sweep timestamp; Lag (time): estimated from the '
+        "punch table. Backlog = sweepable (below the sweep timestamp) + pinned (at or above it). Tombstones: over the "
+        "recorded recent iterations.</div>"
+    )
+
+
+def _series(r: dict, now: float) -> list[tuple[float, float]]:
+    points = [(p["at"], p["lag_ts"]) for p in r.get("lag_series") or [] if p.get("at") is not None and p.get("lag_ts") is not None]
+    points.append((now, r["lag_ts"]))  # where it is now
+    return points
+
+
+def render_charts(status: dict) -> str:
+    by_strategy: dict[str, list[dict]] = {}
+    for r in status["shards"]:
+        by_strategy.setdefault(r["strategy"], []).append(r)
+    if not by_strategy:
+        return '<div class="muted">no data</div>'
+    return '<div class="charts">' + "".join(
+        lag_chart(strategy, rows, status["generated_at"]) for strategy, rows in by_strategy.items()
+    ) + "</div>"
+
+
+def lag_chart(strategy: str, rows: list[dict], now: float, width: int = 640, height: int = 220) -> str:
+    """An SVG line chart of lag (timestamps behind the sweep timestamp) over time, one line per shard: a
+    point per recorded sweep iteration, and the current lag at the right edge."""
+    left, right, top, bottom = 64, 12, 12, 28
+    series = [(r["shard"], _series(r, now)) for r in rows]
+    xs = [x for _, pts in series for x, _ in pts]
+    ys = [y for _, pts in series for _, y in pts]
+    x0, x1 = min(xs), max(xs)
+    if x1 - x0 < 1:
+        x0 = x1 - 60
+    y1 = max(ys) if ys and max(ys) > 0 else 1
+    pw, ph = width - left - right, height - top - bottom
+
+    def sx(x: float) -> float:
+        return left + (x - x0) / (x1 - x0) * pw
+
+    def sy(y: float) -> float:
+        return top + ph - (y / y1) * ph
+
+    out = [
+        f'<div class="chart" data-strategy="{esc(strategy)}"><h3>{esc(strategy)}</h3>',
+        f'<svg class="lag-chart" data-strategy="{esc(strategy)}" viewBox="0 0 {width} {height}" width="100%" '
+        f'role="img" aria-label="lag over time, {esc(strategy)}" xmlns="http://www.w3.org/2000/svg">',
+        f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="#fff" stroke="#d9dee5"/>',
+    ]
+    for frac in (0.0, 0.5, 1.0):
+        y = top + ph - frac * ph
+        out.append(f'<line x1="{left}" y1="{y:.1f}" x2="{left + pw}" y2="{y:.1f}" stroke="#eef1f4"/>')
+        out.append(f'<text x="{left - 6}" y="{y + 4:.1f}" font-size="11" text-anchor="end" fill="#6b7785">{fmt_int(frac * y1)}</text>')
+    out.append(f'<text x="{left}" y="{height - 8}" font-size="11" fill="#6b7785">{esc(format_duration(now - x0))} ago</text>')
+    out.append(f'<text x="{left + pw}" y="{height - 8}" font-size="11" text-anchor="end" fill="#6b7785">now</text>')
+    out.append(f'<text x="14" y="{top + ph / 2:.0f}" font-size="11" fill="#6b7785" transform="rotate(-90 14 {top + ph / 2:.0f})" '
+               'text-anchor="middle">lag (timestamps)</text>')
+    legend = []
+    for i, (shard, pts) in enumerate(series):
+        color = PALETTE[i % len(PALETTE)]
+        coords = " ".join(f"{sx(x):.1f},{sy(y):.1f}" for x, y in pts)
+        out.append(f'<polyline data-shard="{esc(shard)}" points="{coords}" fill="none" stroke="{color}" stroke-width="2"/>')
+        for x, y in pts:
+            out.append(
+                f'<circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="2.5" fill="{color}"><title>shard {esc(shard)}: lag {fmt_int(y)} '
+                f'at {esc(fmt_time(x))}</title></circle>'
+            )
+        legend.append(f'<span><i style="background:{color}"></i>shard {esc(shard)}</span>')
+    out.append("</svg>")
+    out.append(f'<div class="legend">{"".join(legend)}</div></div>')
+    return "".join(out)
+
+
+def render_why(status: dict) -> str:
+    panels = []
+    for strategy, w in (status.get("why_not_advancing") or {}).items():
+        held = w.get("held_by")
+        cls = "panel held" if held else "panel"
+        kv = [
+            ("limited by", f'<span data-field="limited_by">{esc(w.get("limited_by"))}</span>'),
+            ("sweep timestamp", f'<span data-field="sweep_ts">{fmt_int(w.get("sweep_ts"))}</span>'
+             f' <span class="sub">({esc(format_duration(w.get("sweep_ts_age_seconds")))} old, '
+             f'{fmt_int(w.get("behind_fresh_ts"))} behind the fresh timestamp)</span>'),
+        ]
+        if held:
+            kind = "open transaction" if held.get("kind") == "open_transaction" else "read-only window"
+            kv += [
+                ("held back by", f'<span data-field="held_kind">{esc(kind)}</span>'),
+                ("its start timestamp", f'<span data-field="held_start_ts" data-value="{esc(held.get("start_ts"))}">'
+                 f'{fmt_int(held.get("start_ts"))}</span>'),
+                ("age", f'<span data-field="held_age" data-value="{esc(held.get("age_seconds"))}">'
+                 f'{esc(format_duration(held.get("age_seconds")))}</span>'),
+                ("holder", f'<span data-field="held_holder">{esc(held.get("holder") or "-")}</span>'),
+            ]
+            if held.get("expires_in_seconds") is not None:
+                kv.append(("lease expires in", esc(format_duration(max(0.0, held["expires_in_seconds"])))))
+        oldest = w.get("oldest_open_transaction")
+        if oldest and (not held or held.get("kind") != "open_transaction"):
+            kv.append(("oldest open transaction", f'{fmt_int(oldest.get("start_ts"))} <span class="sub">'
+                       f'({esc(oldest.get("holder"))}, open {esc(format_duration(oldest.get("age_seconds")))})</span>'))
+        kv.append(("queued work it pins", f'<span data-field="pinned_entries" data-value="{esc(w.get("pinned_entries"))}">'
+                   f'{fmt_int(w.get("pinned_entries"), w.get("pinned_capped"))}</span> entr'
+                   f'{"y" if w.get("pinned_entries") == 1 else "ies"}'))
+        pinned = [p for p in w.get("pinned_by_shard") or [] if p.get("entries")]
+        if pinned:
+            kv.append(("pinned per shard", ", ".join(
+                f'<span data-shard="{esc(p["shard"])}" data-field="pinned_shard">shard {esc(p["shard"])}: '
+                f'{fmt_int(p["entries"], p.get("capped"))}</span>' for p in pinned)))
+        dl = "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in kv)
+        panels.append(
+            f'<div class="{cls} why" data-strategy="{esc(strategy)}"><b>{esc(strategy)}</b>'
+            f'<div data-field="message">{esc(w.get("message"))}</div><dl class="kv">{dl}</dl></div>'
+        )
+    return "".join(panels) or '<div class="muted">no strategy</div>'
+
+
+def render_forecast(status: dict) -> str:
+    window = (status.get("settings") or {}).get("window_seconds")
+    head = (
+        "<thead><tr><th class=\"num\">Shard</th><th>Strategy</th><th class=\"num\">Backlog</th><th class=\"num\">Ingest rate</th>"
+        "<th class=\"num\">Sweep rate</th><th class=\"num\">Net drain</th><th class=\"num\">Time to drain</th>"
+        "<th>State</th><th>Basis</th><th>Warning</th></tr></thead>"
+    )
+    rows = []
+    for r in status["shards"]:
+        f = r["forecast"]
+        drain = f.get("time_to_drain_seconds")
+        warn = [w["message"] for w in f.get("warnings") or []]
+        state = f.get("state")
+        rows.append(
+            f'<tr data-shard="{esc(r["shard"])}" data-strategy="{esc(r["strategy"])}"'
+            f'{" class=outpaces" if f.get("ingest_outpaces_sweep") else ""}>'
+            + cell(fmt_int(r["shard"]), "shard", r["shard"], "num")
+            + cell(esc(r["strategy"]), "strategy", r["strategy"])
+            + cell(fmt_int(f["backlog_entries"], f.get("backlog_capped")), "backlog", f["backlog_entries"], "num")
+            + cell(fmt_rate(f.get("ingest_rate_per_second")), "ingest_rate", f.get("ingest_rate_per_second"), "num")
+            + cell(fmt_rate(f.get("sweep_rate_per_second")), "sweep_rate", f.get("sweep_rate_per_second"), "num")
+            + cell(fmt_rate(f.get("net_drain_rate_per_second")), "net_drain_rate", f.get("net_drain_rate_per_second"), "num")
+            + cell("-" if drain is None else esc(format_duration(drain)), "time_to_drain", drain, "num")
+            + cell(f'<span class="badge {STATE_CLASS.get(state, "muted")}">{esc(state)}</span>', "state", state)
+            + cell(esc(f'{f.get("basis")}: {f.get("runs_in_window", 0)} run(s)'), "basis", f.get("basis"), "sub")
+            + cell(
+                ("<b class=\"bad\">ingest outpaces sweep</b> " if f.get("ingest_outpaces_sweep") else "")
+                + "<br>".join(esc(m) for m in warn),
+                "warning",
+                "ingest_outpaces_sweep" if f.get("ingest_outpaces_sweep") else ("warning" if warn else ""),
+            )
+            + "</tr>"
+        )
+    body = "".join(rows) or '<tr><td colspan="10" class="muted">no shard</td></tr>'
+    return (
+        f'<table id="forecast">{head}<tbody>{body}</tbody></table>'
+        f'<div class="sub">Ingest: writes enqueued per second; sweep: writes swept per second; measured over the recent runs '
+        f"within the last {esc(format_duration(window))}. Time to drain = backlog / (sweep rate - ingest rate).</div>"
+    )
+
+
+def render_error(title: str, message: str, *, app_root: str = "") -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Atlas sweep dashboard</title>'
+        f"<style>{CSS}</style></head><body><h1>Atlas sweep dashboard</h1>"
+        f'<div class="panel alert" id="error"><b class="error">{esc(title)}</b><div>{esc(message)}</div></div>'
+        f'<div class="actions"><a href="{esc(app_root)}/">Retry</a></div></body></html>'
+    )
+

@@ -1,0 +1,157 @@
+"""The sweep dashboard inside Airflow's real API server app (in-process, Starlette TestClient): the plugin
+is mounted under /atlas, every route needs an authenticated user (401 without a credential, 403 with a
+forged token, 200 with a token or the UI's session cookie), the page and the JSON show what the store
+holds, bad parameters give 400, and a broken store gives 503 with the reason.
+
+The page rendering itself (links under a base_url, warnings, the chart) is checked from constructed
+status dicts in tests/unit/test_dashboard_render.py; the browser test drives the whole UI."""
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.airflow.conftest import CONN_ID, set_connection
+
+pytestmark = pytest.mark.airflow
+
+
+@pytest.fixture(scope="module")
+def api_app(airflow_home):
+    """Airflow's API server app ("core": UI, public API, auth, plugins), started (lifespan run)."""
+    from airflow.api_fastapi.app import create_app, get_auth_manager, purge_cached_app
+    from airflow.api_fastapi.auth.managers.simple.user import SimpleAuthManagerUser
+    from fastapi.testclient import TestClient
+
+    app = create_app(apps="core")
+    with TestClient(app) as client:
+        token = get_auth_manager().generate_jwt(SimpleAuthManagerUser(username="admin", role="admin"))
+        yield client, token
+    purge_cached_app()
+
+
+@pytest.fixture
+def dashboard(api_app, embedded_store):
+    """(client, token, store) with a workload: committed, aborted and dead writers, one open transaction."""
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    client, token = api_app
+    store, _ = embedded_store
+    report = run_workload(store, WorkloadSpec(transactions=40, rows=20, open_transactions=1, seed=3))
+    time.sleep(1.2)  # past the 1 s read-only window of the test settings
+    yield client, token, store
+    for txn in report.open:
+        txn.abort()
+
+
+def _auth(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+def test_the_plugin_mounts_the_dashboard_and_the_ui_lists_it(api_app):
+    client, token = api_app
+    mounts = [r.path for r in client.app.routes if type(r).__name__ == "Mount"]
+    assert "/atlas" in mounts, f"the airflow_atlas plugin is not mounted (is the package installed? run scripts/bootstrap.sh): {mounts}"
+    plugins = client.get("/api/v2/plugins", headers=_auth(token)).json()["plugins"]
+    (ours,) = [p for p in plugins if p["name"] == "airflow_atlas"]
+    assert ours["external_views"][0]["url_route"] == "atlas" and ours["external_views"][0]["href"] == "/atlas/"
+
+
+@pytest.mark.parametrize("path", ["/atlas/", "/atlas/api/status", "/atlas/?shards=0", "/atlas/api/status?strategy=THOROUGH"])
+def test_every_route_needs_an_authenticated_user(api_app, path):
+    client, _ = api_app
+    assert client.get(path).status_code == 401
+    assert client.get(path, headers={"Authorization": "Bearer not-a-token"}).status_code == 403
+    assert client.get(path, headers={"Cookie": "_token=forged"}).status_code == 403
+
+
+def test_status_json_matches_the_store(dashboard):
+    from airflow_atlas.status import compute_status
+
+    client, token, store = dashboard
+    response = client.get("/atlas/api/status", headers=_auth(token))
+    assert response.status_code == 200, response.text
+    assert response.headers["cache-control"] == "no-store"
+    got = response.json()
+    want = compute_status(store)
+    assert got["schema_version"] == 1 and got["number_of_shards"] == want["number_of_shards"] == 2
+    assert got["tables"] == want["tables"]
+
+    def figures(status):
+        return {
+            (r["shard"], r["strategy"]): (r["progress"], r["backlog_entries"], r["tombstones_written"], r["lock_holder"])
+            for r in status["shards"]
+        }
+
+    assert figures(got) == figures(want)
+    assert sum(r["backlog_entries"] for r in got["shards"]) > 0
+    why = got["why_not_advancing"]["THOROUGH"]
+    assert why["limited_by"] == "open_transaction"
+    assert why["held_by"]["start_ts"] == want["why_not_advancing"]["THOROUGH"]["held_by"]["start_ts"]
+    assert set(got["shards"][0]["forecast"]) >= {"ingest_rate_per_second", "sweep_rate_per_second", "time_to_drain_seconds", "state"}
+
+
+def test_the_page_shows_the_stores_figures_with_the_session_cookie(dashboard):
+    from airflow_atlas.status import compute_status
+
+    client, token, store = dashboard
+    response = client.get("/atlas/", headers={"Cookie": f"_token={token}"})
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/html")
+    page = response.text
+    want = compute_status(store)
+    for r in want["shards"]:
+        row = re.search(rf'<tr data-shard="{r["shard"]}" data-strategy="{r["strategy"]}"[^>]*>(.*?)</tr>', page, re.S)
+        assert row, (r["shard"], r["strategy"])
+        cells = dict(re.findall(r'data-field="([a-z_]+)" data-value="([^"]*)"', row.group(1)))
+        assert int(cells["progress"]) == r["progress"]
+        assert int(cells["backlog"]) == r["backlog_entries"]
+        assert int(cells["tombstones_written"]) == r["tombstones_written"]
+    assert "Why is the sweep timestamp not advancing?" in page and "Backlog drain forecast" in page
+    held = want["why_not_advancing"]["THOROUGH"]["held_by"]
+    assert f'data-field="held_start_ts" data-value="{held["start_ts"]}"' in page
+    assert page.count('<svg class="lag-chart"') == 2
+    assert "<script" not in page and "http://" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    assert 'href="/atlas/api/status"' in page and 'href="/dags/atlas_manual_sweep"' in page
+
+
+def test_filters_and_bad_parameters(dashboard):
+    client, token, _ = dashboard
+    got = client.get("/atlas/api/status?shards=1&strategy=thorough", headers=_auth(token)).json()
+    assert [(r["shard"], r["strategy"]) for r in got["shards"]] == [(1, "THOROUGH")]
+    page = client.get("/atlas/?shards=1&strategy=THOROUGH&refresh=30", headers=_auth(token)).text
+    assert '<meta http-equiv="refresh" content="30">' in page and 'href="/atlas/api/status?shards=1&amp;strategy=THOROUGH"' in page
+    for query in ("shards=7", "shards=x", "strategy=NOTHING", "window=-1"):
+        response = client.get(f"/atlas/api/status?{query}", headers=_auth(token))
+        assert response.status_code == 400, (query, response.text)
+        assert response.json()["detail"]
+    response = client.get("/atlas/?shards=9", headers=_auth(token))
+    assert response.status_code == 400 and "out of range" in response.text
+    assert client.get("/atlas/?refresh=1", headers=_auth(token)).status_code == 400
+
+
+def test_a_store_that_cannot_be_opened_gives_503_with_the_reason(api_app, embedded_store, monkeypatch, tmp_path):
+    client, token = api_app
+    set_connection(monkeypatch, CONN_ID, {"conn_type": "atlas_embedded", "host": "relative/path.db"})
+    response = client.get("/atlas/api/status", headers=_auth(token))
+    assert response.status_code == 503 and "must be absolute" in response.json()["detail"]
+    response = client.get("/atlas/", headers=_auth(token))
+    assert response.status_code == 503 and "must be absolute" in response.text
+
+
+def test_loading_the_plugin_stays_light_for_task_processes():
+    """Every task process loads plugins: the dashboard must not pull in the API server's code there."""
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO_ROOT
+
+    code = (
+        "import sys\nfrom airflow_atlas.airflow.plugin import AtlasPlugin\n"
+        "assert AtlasPlugin.fastapi_apps\n"
+        "print(sorted(m for m in sys.modules if m.startswith('airflow.api_fastapi.core_api')))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "[]"
