@@ -156,7 +156,7 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
     Returns the validated request and also pushes each of its keys as its own XCom, so later tasks can
-    take ``validate.output["shards"]``.
+    take ``validate.output["shards"]`` (unset numbers are pushed as 0: "use the setting").
     """
 
     def __init__(self, *, request: str, **kwargs):
@@ -173,6 +173,8 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
         else:
             out = validate_full_sweep(conf, params, user_tables=store.user_tables())
         for key, value in out.items():
-            context["ti"].xcom_push(key=key, value=value)
+            # An XCom of None reads as missing downstream: push 0 for "unset" (max_batches, parts), which
+            # the operators read as "use the setting".
+            context["ti"].xcom_push(key=key, value=0 if value is None else value)
         self.log.info("request: %s", out)
         return out

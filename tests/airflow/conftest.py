@@ -62,11 +62,12 @@ def cassandra_store(request, monkeypatch, tmp_path, airflow_home):
 def _store(kind, request, monkeypatch, tmp_path):
     from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
-    keyspace = None
+    keyspace = session = None
     if kind == "embedded":
         conn = {"conn_type": "atlas_embedded", "host": str(tmp_path / "atlas.db")}
     else:
         host, port = request.getfixturevalue("cassandra_node")
+        session = request.getfixturevalue("cassandra_session")
         keyspace = f"atlas_af_{uuid.uuid4().hex[:10]}"
         conn = {
             "conn_type": "cassandra",
@@ -85,7 +86,6 @@ def _store(kind, request, monkeypatch, tmp_path):
     finally:
         hook.close()
         if keyspace:
-            session = request.getfixturevalue("cassandra_session")
             try:
                 session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
             except Exception:

@@ -5,7 +5,7 @@ from dataclasses import asdict
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.faults import maybe_fail
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
@@ -320,7 +320,9 @@ class SweepSummaryOperator(BaseOperator):
         self.finished = finished
 
     def execute(self, context):
-        planned = {(t["shard"], t["strategy"]) for group in (self.planned or []) for t in group}
+        if self.planned is None:
+            raise AirflowFailException("nothing was planned: an upstream task failed (see the validate and plan tasks)")
+        planned = {(t["shard"], t["strategy"]) for group in self.planned for t in group}
         done: dict[tuple[int, str], dict] = {}
         for group in self.finished or []:
             for target in group or []:
@@ -339,8 +341,8 @@ class SweepSummaryOperator(BaseOperator):
         missing = sorted(planned - set(done))
         summary["failed_pairs"] = [f"{strategy}/{shard}" for shard, strategy in missing]
         self.log.info("sweep summary: %s", summary)
-        if missing:
-            raise AirflowException(
+        if missing:  # retrying this task would not re-run the pairs: fail without retries
+            raise AirflowFailException(
                 f"{len(missing)} of {len(planned)} (shard, strategy) pair(s) did not finish: "
                 + ", ".join(summary["failed_pairs"]) + " (see their tasks' logs); the other pairs were swept"
             )

@@ -9,7 +9,7 @@ All take ``store_conn_id`` (default setting ``store_conn_id``), ``deferrable`` (
 sensor arguments (``poke_interval`` is also the trigger's poll interval, ``timeout``, ``mode`` for the
 non-deferrable path, ``soft_fail``). Each checks once at once and returns without deferring when the
 condition already holds. The value returned (XCom) is the trigger's payload, e.g. the sweep timestamps
-seen. Store errors fail the sensor (they are never mistaken for "not yet"); bad input fails it without
+seen, plus ``"deferred"``: whether the sensor had to wait in the triggerer. Store errors fail the sensor (they are never mistaken for "not yet"); bad input fails it without
 retries.
 """
 from __future__ import annotations
@@ -74,7 +74,7 @@ class AtlasBaseSensor(BaseSensorOperator):
         settings = AtlasSettings.load()
         payload = self._check_now(settings)
         if payload is not None:
-            return payload
+            return {**payload, "deferred": False}
         defaults = StoreConfig().to_json()
         overrides = {k: v for k, v in self._config(settings).to_json().items() if v != defaults.get(k)}
         trigger = self.make_trigger(
@@ -89,7 +89,7 @@ class AtlasBaseSensor(BaseSensorOperator):
             message = (event or {}).get("message", "no event")
             raise AirflowException(f"{self.task_id}: the trigger reported an error: {message}")
         self.log.info("condition met: %s", event)
-        return {k: v for k, v in event.items() if k != "status"}
+        return {**{k: v for k, v in event.items() if k != "status"}, "deferred": True}
 
 
 class SweepableWorkSensor(AtlasBaseSensor):

@@ -1,0 +1,124 @@
+"""Compaction after sweep: on the real Cassandra node ``nodetool tablestats`` shows the table's live space
+drop; on the embedded store VACUUM shrinks the file. The tombstone counts come from the asset events the
+sweep run really emitted."""
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.airflow.conftest import CONN_ID, FAST, WINDOW_SECONDS, load_dag, set_settings, task_states, xcom
+
+pytestmark = pytest.mark.airflow
+
+TABLE = "compact_me"
+
+
+def _overwrite(store, rounds=6, rows=150, value_bytes=2000) -> None:
+    """``rounds`` committed versions of every cell: all but the newest become obsolete."""
+    import os
+
+    from airflow_atlas.kvs.api import Cell
+
+    for _ in range(rounds):
+        txn = store.transactions.begin()
+        txn.put(TABLE, {Cell(f"row{i:04d}".encode(), b"c"): os.urandom(value_bytes) for i in range(rows)})
+        txn.commit()
+    time.sleep(WINDOW_SECONDS + 0.5)
+
+
+def _asset_events(run) -> dict[str, dict]:
+    """The asset events of the run, read back from Airflow's metadata DB: {table: extra}."""
+    from airflow.models.asset import AssetEvent
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        rows = session.query(AssetEvent).filter(AssetEvent.source_run_id == run.run_id).all()
+        return {e.extra["table"]: dict(e.extra) for e in rows}
+
+
+def _seed_state(events: dict[str, dict], variable="atlas_compaction_state") -> None:
+    """What atlas_compaction's count_tombstones step would have added for these events (dag.test() cannot
+    start an asset-triggered run), stored in the real Variable."""
+    from airflow.models import Variable
+
+    from airflow_atlas.airflow.assets import table_asset, tombstones_from_events
+
+    class Event:
+        def __init__(self, extra):
+            self.extra = extra
+
+    triggering = {table_asset(CONN_ID, t): [Event(extra)] for t, extra in events.items()}
+    counts = tombstones_from_events(triggering, CONN_ID)
+    state = {CONN_ID: {t: {"pending_tombstones": n} for t, n in counts.items()}}
+    Variable.set(variable, json.dumps(state))
+
+
+def _sweep_and_compact(monkeypatch, store, extra_settings):
+    set_settings(monkeypatch, **FAST, compaction_threshold_tombstones=100, **extra_settings)
+    sweep_run = load_dag("atlas_targeted_sweep").test()
+    assert str(sweep_run.state) == "success", task_states(sweep_run)
+    events = _asset_events(sweep_run)
+    assert events[TABLE]["tombstones"] >= 150 and events[TABLE]["store_conn_id"] == CONN_ID
+    _seed_state(events)
+    compaction_run = load_dag("atlas_compaction").test()
+    assert str(compaction_run.state) == "success", task_states(compaction_run)
+    return xcom(compaction_run, "compact")
+
+
+@pytest.mark.cassandra
+def test_compaction_after_sweep_drops_live_space_on_the_node(cassandra_store, monkeypatch):
+    from airflow_atlas.airflow.hooks import nodetool
+    from tests.conftest import CASSANDRA_SCRIPT
+
+    store, conn = cassandra_store
+    store.create_table(TABLE, "THOROUGH", gc_grace_seconds=0)
+    keyspace = conn["schema"]
+    runner = nodetool.LocalNodetoolRunner([str(CASSANDRA_SCRIPT), "nodetool"], timeout_seconds=600)
+    _overwrite(store)
+    nodetool.flush(runner, keyspace, TABLE)
+    live_before = nodetool.table_stats(runner, keyspace, TABLE)["space_used_live"]
+    assert live_before > 6 * 150 * 2000 * 0.5  # the versions are on disk (compressed a little)
+
+    report = _sweep_and_compact(monkeypatch, store, {"nodetool_command": [str(CASSANDRA_SCRIPT), "nodetool"]})
+    compacted = report["compacted"][TABLE]
+    print("compaction report:", compacted)
+    assert compacted["space_after_bytes"] < compacted["space_before_bytes"]
+    live_after = nodetool.table_stats(runner, keyspace, TABLE)["space_used_live"]  # independent check
+    assert live_after < live_before / 2, (live_before, live_after)
+    assert report["pending"][TABLE] == 0
+
+    from airflow.models import Variable
+
+    state = json.loads(Variable.get("atlas_compaction_state"))
+    assert state[CONN_ID][TABLE]["pending_tombstones"] == 0
+    assert state[CONN_ID][TABLE]["last_compaction"]["space_after_bytes"] == compacted["space_after_bytes"]
+
+
+def test_vacuum_after_sweep_shrinks_the_embedded_store(embedded_store, monkeypatch):
+    import os
+
+    store, conn = embedded_store
+    store.create_table(TABLE, "THOROUGH")
+    _overwrite(store)
+    size_before = os.path.getsize(conn["host"])
+    report = _sweep_and_compact(monkeypatch, store, {})
+    compacted = report["compacted"][TABLE]
+    assert report["method"] == "vacuum"
+    assert compacted["file_after_bytes"] < compacted["file_before_bytes"]
+    assert compacted["space_after_bytes"] < compacted["space_before_bytes"]
+    assert os.path.getsize(conn["host"]) < size_before
+
+
+def test_below_the_threshold_nothing_is_compacted(embedded_store, monkeypatch):
+    store, _ = embedded_store
+    store.create_table(TABLE, "THOROUGH")
+    _overwrite(store, rounds=2, rows=10, value_bytes=10)
+    set_settings(monkeypatch, **FAST, compaction_threshold_tombstones=1_000_000)
+    sweep_run = load_dag("atlas_targeted_sweep").test()
+    _seed_state(_asset_events(sweep_run))
+    run = load_dag("atlas_compaction").test()
+    assert str(run.state) == "success", task_states(run)
+    report = xcom(run, "compact")
+    assert report["compacted"] == {} and report["pending"][TABLE] == 10
