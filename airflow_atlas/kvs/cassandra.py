@@ -17,8 +17,17 @@ Write modes (see :mod:`airflow_atlas.kvs.api`):
 The metadata registry is the WALLCLOCK table ``atlas_metadata`` (row = table name, column ``metadata``,
 value = TableMetadata JSON), cached in-process.
 
-Multi-cell operations run concurrently (``cassandra.concurrent.execute_concurrent``). Driver failures
-(no host, timeouts, unavailable replicas) become StoreUnavailableError naming the operation and table.
+Multi-cell operations run concurrently (``cassandra.concurrent.execute_concurrent``). Multi-cell LOGICAL
+writes (``put``, ``multi_put``, ``delete``, ``delete_all_timestamps``, ``add_gc_sentinels``,
+``delete_rows``) go as small UNLOGGED batches: statements are grouped by replica set (token-aware) and
+partition, at most ``batch_partitions`` partitions (default 10, Cassandra's
+``unlogged_batch_across_partitions_warn_threshold``) and about ``batch_bytes`` (default 4 KiB, below the
+5 KiB ``batch_size_warn_threshold``) per batch; a larger statement goes alone. Every statement keeps its
+own ``USING TIMESTAMP``, so a batch writes exactly what the single statements would; like them it is not
+atomic across partitions, and any failure fails the call. Write results are not kept, so memory stays
+bounded by the in-flight window whatever the size of the call. ``batch_partitions=1`` sends every
+statement on its own. Driver failures (no host, timeouts, unavailable replicas) become
+StoreUnavailableError naming the operation and table.
 
 Sessions are not fork-safe: a service built from a *cluster factory* (as :meth:`connect` does) rebuilds its
 cluster in a forked child; a service built on a caller's Session refuses to run in another process.
@@ -30,6 +39,7 @@ import os
 import re
 import threading
 import time
+from itertools import islice
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from cassandra import (
@@ -185,9 +195,10 @@ class CassandraKeyValueService(KeyValueService):
     rebuilt after a fork. :meth:`connect` builds such a factory from host names and credentials.
 
     Beyond the contract: ``concurrency`` (in-flight requests per call), ``page_size`` (fetch size for row and
-    column reads), consistency levels, ``request_timeout`` / ``ddl_timeout`` seconds,
-    ``metadata_cache_seconds`` (how stale get_metadata may be across processes), ``create_keyspace`` with
-    ``replication_factor`` / ``datacenter``.
+    column reads), ``batch_partitions`` / ``batch_bytes`` (UNLOGGED batches of multi-cell LOGICAL writes, see
+    the module docstring; ``batch_partitions=1`` disables them), consistency levels, ``request_timeout`` /
+    ``ddl_timeout`` seconds, ``metadata_cache_seconds`` (how stale get_metadata may be across processes),
+    ``create_keyspace`` with ``replication_factor`` / ``datacenter``.
     """
 
     backend = "cassandra"
@@ -200,6 +211,8 @@ class CassandraKeyValueService(KeyValueService):
         fresh_timestamp_supplier: Callable[[], int] | None = None,
         concurrency: int = 100,
         page_size: int = 1000,
+        batch_partitions: int = 10,
+        batch_bytes: int = 4096,
         read_consistency: int = ConsistencyLevel.LOCAL_QUORUM,
         write_consistency: int = ConsistencyLevel.LOCAL_QUORUM,
         serial_consistency: int = ConsistencyLevel.SERIAL,
@@ -217,6 +230,8 @@ class CassandraKeyValueService(KeyValueService):
             raise InvalidInputError(f"invalid datacenter name {datacenter!r}")
         self._concurrency = C.check_int(concurrency, "concurrency", 1, 4096)
         self._page_size = C.check_page_size(page_size)
+        self._batch_partitions = C.check_int(batch_partitions, "batch_partitions", 1, 1000)
+        self._batch_bytes = C.check_int(batch_bytes, "batch_bytes", 64, 1 << 20)
         self._read_cl = read_consistency
         self._write_cl = write_consistency
         if serial_consistency not in (ConsistencyLevel.SERIAL, ConsistencyLevel.LOCAL_SERIAL):
@@ -471,6 +486,88 @@ class CassandraKeyValueService(KeyValueService):
             raise self._translate(exc, op, table, lwt) from exc
         return [r.result_or_exc for r in results]
 
+    def _write(self, op: str, table: str | None, items: list) -> None:
+        """Run the LOGICAL writes ``items`` - ``(prepared statement, params, partition key, size estimate)`` -
+        as UNLOGGED batches (see the module docstring), concurrently; raise on the first failure (nothing
+        more is sent then). Runs in windows of ``16 * concurrency`` requests whose results are dropped, so
+        memory does not grow with the size of the call."""
+        if not items:
+            return
+        statements = self._batches(items)  # lazy: batches are built while earlier ones are in flight
+        window = 16 * self._concurrency
+        session = self._s()
+        sent = [0]
+
+        def counted(it):
+            for statement in it:
+                sent[0] += 1
+                yield statement
+
+        try:
+            while True:
+                before = sent[0]
+                execute_concurrent(
+                    session, counted(islice(statements, window)), concurrency=self._concurrency, raise_on_first_error=True
+                )
+                if sent[0] - before < window:
+                    break
+        except (StoreUnavailableError, InvalidInputError):
+            raise
+        except Exception as exc:
+            raise self._translate(exc, op, table) from exc
+
+    def _replica_group(self):
+        """Key function: partition key -> its replica set (one group when the cluster has one host or no
+        token map)."""
+        metadata = self._s().cluster.metadata
+        token_map = metadata.token_map
+        if token_map is None or len(metadata.all_hosts()) <= 1:
+            return lambda key: None
+        keyspace, token_of = self.keyspace, token_map.token_class.from_key
+        return lambda key: tuple(token_map.get_replicas(keyspace, token_of(key)))
+
+    def _batches(self, items: list) -> Iterator:
+        """Group ``items`` by replica set and partition into UNLOGGED batches of at most ``batch_partitions``
+        partitions and about ``batch_bytes``; a batch of one statement is sent as that statement. Yields
+        ``(statement, params)`` lazily."""
+        if self._batch_partitions <= 1 or len(items) < 2:
+            yield from ((ps, params) for ps, params, _key, _size in items)
+            return
+        group_of = self._replica_group()
+        groups: dict = {}
+        for item in items:  # a partition is (statement's table, partition key)
+            groups.setdefault(group_of(item[2]), {}).setdefault((id(item[0]), item[2]), []).append(item)
+        limit_parts, limit_bytes = self._batch_partitions, self._batch_bytes
+        for by_key in groups.values():
+            batch: list = []
+            parts = size = 0
+            for key_items in by_key.values():
+                new_partition = True
+                for item in key_items:
+                    if item[3] > limit_bytes:
+                        yield item[0], item[1]
+                        continue
+                    if batch and (size + item[3] > limit_bytes or (new_partition and parts >= limit_parts)):
+                        yield self._batch_of(batch)
+                        batch, parts, size = [], 0, 0
+                        new_partition = True
+                    if new_partition:
+                        parts += 1
+                        new_partition = False
+                    batch.append(item)
+                    size += item[3]
+            if batch:
+                yield self._batch_of(batch)
+
+    def _batch_of(self, items: list):
+        if len(items) == 1:
+            return items[0][0], items[0][1]
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write_cl)
+        for ps, params, _key, _size in items:
+            batch.add(ps, params)
+        batch.is_idempotent = True  # explicit write times: re-applying writes the same cells and tombstones
+        return batch, None
+
     def _prep(self, table: str, kind: str):
         """The prepared statement ``kind`` for an (already validated) Atlas table."""
         phys = physical_table_name(table)
@@ -664,14 +761,17 @@ class CassandraKeyValueService(KeyValueService):
     def _multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str) -> None:
         C.check_mapping(puts, "puts")
         timestamp = C.check_write_timestamp(timestamp)
-        statements = []
+        items = []
         for table, values in puts.items():
             self._require(table, op, WriteMode.LOGICAL)
             values = C.check_values(values)
             if values:
                 ps = self._prep(table, "put")
-                statements.extend((ps, (c.row, c.col, timestamp, v, timestamp)) for c, v in values.items())
-        self._concurrent(op, next(iter(puts)) if len(puts) == 1 else None, statements)
+                items.extend(
+                    (ps, (c.row, c.col, timestamp, v, timestamp), c.row, len(c.row) + len(c.col) + len(v) + 32)
+                    for c, v in values.items()
+                )
+        self._write(op, next(iter(puts)) if len(puts) == 1 else None, items)
 
 
     def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
@@ -681,7 +781,9 @@ class CassandraKeyValueService(KeyValueService):
             return
         ps = self._prep(table, "delete")
         fresh = self._fresh("delete", table)
-        self._concurrent("delete", table, [(ps, (fresh, c.row, c.col, ts)) for c, ts in versions])
+        self._write(
+            "delete", table, [(ps, (fresh, c.row, c.col, ts), c.row, len(c.row) + len(c.col) + 32) for c, ts in versions]
+        )
 
     def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]]) -> None:
         self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
@@ -690,8 +792,10 @@ class CassandraKeyValueService(KeyValueService):
             return
         ps = self._prep(table, "delete_range")
         fresh = self._fresh("delete_all_timestamps", table)
-        self._concurrent(
-            "delete_all_timestamps", table, [(ps, (fresh, c.row, c.col, lo, hi)) for c, (lo, hi) in ranges.items()]
+        self._write(
+            "delete_all_timestamps",
+            table,
+            [(ps, (fresh, c.row, c.col, lo, hi), c.row, len(c.row) + len(c.col) + 40) for c, (lo, hi) in ranges.items()],
         )
 
     def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
@@ -701,7 +805,9 @@ class CassandraKeyValueService(KeyValueService):
             return
         ps = self._prep(table, "sentinel")
         fresh = self._fresh("add_gc_sentinels", table)
-        self._concurrent("add_gc_sentinels", table, [(ps, (c.row, c.col, b"", fresh)) for c in cells])
+        self._write(
+            "add_gc_sentinels", table, [(ps, (c.row, c.col, b"", fresh), c.row, len(c.row) + len(c.col) + 32) for c in cells]
+        )
 
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         """Partition tombstones at one fresh timestamp T: later writes to these rows at Atlas timestamps
@@ -712,7 +818,7 @@ class CassandraKeyValueService(KeyValueService):
             return
         ps = self._prep(table, "delete_row")
         fresh = self._fresh("delete_rows", table)
-        self._concurrent("delete_rows", table, [(ps, (fresh, r)) for r in rows])
+        self._write("delete_rows", table, [(ps, (fresh, r), r, len(r) + 24) for r in rows])
 
     # ----- reads -----------------------------------------------------------------------------------
     def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
