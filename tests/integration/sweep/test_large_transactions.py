@@ -4,8 +4,6 @@ are read whole (a batch never splits a start timestamp), swept completely, and t
 cleaned - also for a dead writer (the reference implementation leaks those)."""
 from __future__ import annotations
 
-import time
-
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.sweep.shards import shard_for
 from airflow_atlas.sweep.write_info import WriteInfo
@@ -55,10 +53,11 @@ def test_more_than_50_writes_committed_and_dead(harness):
 
 
 def test_more_than_100000_writes(harness):
-    """100,001 writes of one transaction into one shard and strategy: two dedicated rows. On Cassandra
-    (about 5,000 single-cell writes a second on the local node) the test runs the case the reference gets
-    wrong, a *dead* writer, which died after writing the first 1,000 of its cells; on SQLite also a
-    committed one."""
+    """100,001 writes of one transaction into one shard and strategy: two dedicated rows. Both backends
+    run the case the reference gets wrong, a *dead* writer (it died after writing the first 1,000 of its
+    cells): aborted, all 100,001 writes deleted, both dedicated rows cleaned. SQLite also sweeps a
+    committed one; on Cassandra that would add 100,000 more single-cell range deletes (one request each)
+    and take the test past its 30 s budget."""
     h = harness
     n = 100_001
     t = h.table(THOR, "big")
@@ -70,7 +69,6 @@ def test_more_than_100000_writes(harness):
         if shards == 1 or shard_for(t, c, shards) == 0:
             cells.append(c)
         i += 1
-    started = time.monotonic()
     # Older committed versions of a few cells, then the dead writer.
     older = h.raw_write(t, {c: b"older" for c in cells[:200]})
     h.raw_commit(older)
@@ -106,4 +104,3 @@ def test_more_than_100000_writes(harness):
         assert found[cells[199]] == [older]
         assert found[cells[-1]] == [committed]
         h.assert_no_obsolete(ts, [t])
-    assert time.monotonic() - started < 120
