@@ -49,6 +49,41 @@ def test_batch_limit_never_splits_a_start_timestamp(harness):
         assert len(h.versions(t, c)) == 1
 
 
+def test_wide_partition_read_in_pages_never_splits_a_transaction(harness):
+    """102 transactions of 50 inline writes each in one fine partition: 5,100 cells, more than one page
+    of the reader (5,000). Small batch limits end batches mid-partition and mid-page; every batch still
+    holds whole transactions, and nothing is missed."""
+    h = harness
+    t = h.table(THOR)
+    cells = h.cells_in_shard(t, 0, 300)
+    h.jump_to(h.next_boundary(50_000))  # all of them in one fine partition
+    starts = []
+    for i in range(102):
+        start = h.raw_write(t, {cells[(i * 7 + j) % 300]: b"%d-%d" % (i, j) for j in range(50)})
+        h.raw_commit(start)
+        starts.append(start)
+    assert len({s // 50_000 for s in starts}) == 1
+    h.settle()
+    ts = h.sweep_timestamps()
+    old = h.store.queue.progress.get_progress(0, THOR)
+    reader = h.store.queue.reader
+    for limit, expected in ((100_000, 5_100), (5_001, 5_050), (4_975, 5_000), (4_999, 5_000)):
+        batch = reader.read_batch(0, THOR, old, ts[THOR.value], limit)
+        assert len(batch.entries) == expected, (limit, len(batch.entries))
+        assert batch.read_to_end is (expected == 5_100)
+    before = h.observe([t])
+    reads = []
+    for limit in (75, 3_000, 100_000):
+        r = h.store.sweeper.run_iteration(0, THOR, sweep_ts=ts[THOR.value], batch_limit=limit)
+        reads.append(r.entries_read)
+        assert r.entries_read % 50 == 0 and r.entries_read >= min(limit, 5_100 - sum(reads[:-1])), reads
+    assert sum(reads) == 5_100, reads
+    ts, _ = h.sweep_all(ts)
+    h.check(before, ts)
+    h.assert_no_obsolete(ts, [t])
+    h.assert_no_leaks()
+
+
 # ----- failed deletes -----------------------------------------------------------------------------
 class FailingKvs(View):
     def __init__(self, inner, failing: str):

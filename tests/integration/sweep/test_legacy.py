@@ -12,10 +12,10 @@ from .helpers import CONS, THOR
 def _workload(h, prefix: str, seed: int = 11):
     tables = {h.table(CONS, prefix): "CONSERVATIVE", h.table(THOR, prefix): "THOROUGH"}
     spec = WorkloadSpec(
-        transactions=120,
+        transactions=60,
         writes_per_transaction=(1, 6),
         tables=tables,
-        rows=25,
+        rows=15,
         columns=2,
         delete_ratio=0.25,
         dead_writer_ratio=0.1,
