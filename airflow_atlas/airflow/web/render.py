@@ -39,6 +39,7 @@ a:hover { text-decoration: underline; }
 table { border-collapse: collapse; width: 100%; margin: 4px 0 8px; }
 th, td { border-bottom: 1px solid var(--line); padding: 5px 8px; text-align: left; vertical-align: top; white-space: nowrap; }
 th { background: var(--panel); font-weight: 600; font-size: 12px; text-transform: uppercase; letter-spacing: .03em; color: var(--muted); }
+td.wrap { white-space: normal; min-width: 220px; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.behind td.lag { color: var(--warn); font-weight: 600; }
 .sub { color: var(--muted); font-size: 12px; }
@@ -212,7 +213,7 @@ def render_shard_table(status: dict) -> str:
             + cell(fmt_int(r["backlog_entries"], r.get("backlog_capped")), "backlog", r["backlog_entries"], "num")
             + cell(fmt_int(r["sweepable_entries"], r.get("sweepable_capped")), "sweepable", r["sweepable_entries"], "num")
             + cell(fmt_int(r["pinned_entries"], r.get("pinned_capped")), "pinned", r["pinned_entries"], "num")
-            + cell(last_html, "last_run", None if last is None else last.get("status"))
+            + cell(last_html, "last_run", None if last is None else last.get("status"), "wrap")
             + cell(holder_html, "lock_holder", holder or "")
             + cell(fmt_int(r["tombstones_written"]), "tombstones_written", r["tombstones_written"], "num",
                    title=f"over the last {recent.get('runs', 0)} recorded iteration(s)")
@@ -377,6 +378,7 @@ def render_forecast(status: dict) -> str:
                 + "<br>".join(esc(m) for m in warn),
                 "warning",
                 "ingest_outpaces_sweep" if f.get("ingest_outpaces_sweep") else ("warning" if warn else ""),
+                "wrap",
             )
             + "</tr>"
         )

@@ -1,0 +1,114 @@
+"""The dashboard page from constructed status dicts: links under a base_url, every figure in data
+attributes, escaping, capped counts, warnings, the held-back panel, the chart; no script, no external
+asset."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from airflow_atlas.airflow.web.app import parse_shards, parse_strategy
+from airflow_atlas.airflow.web.render import lag_chart, render_page
+from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.status import drain_forecast
+
+NOW = 1_700_000_000.0
+
+
+def _row(shard, strategy, *, progress=10, sweep_ts=100, backlog=5, capped=False, holder=None, last=None, series=()):
+    forecast = drain_forecast(backlog=backlog, sweepable=backlog, ingest_entries=600, swept_entries=60,
+                              elapsed_seconds=60.0, runs=1)
+    return {
+        "shard": shard, "strategy": strategy, "sweep_ts": sweep_ts, "progress": progress,
+        "lag_ts": max(0, sweep_ts - 1 - progress), "lag_seconds": 42.0, "lag_seconds_is_lower_bound": False,
+        "backlog_entries": backlog, "backlog_capped": capped, "sweepable_entries": backlog, "sweepable_capped": capped,
+        "pinned_entries": 0, "pinned_capped": False, "lock_holder": holder, "lock_expires_in_seconds": 30.0 if holder else None,
+        "last_run": last, "tombstones_written": 7, "recent": {"runs": 2},
+        "lag_series": [{"at": NOW - 60 * (len(series) - i), "lag_ts": v, "sweep_ts": sweep_ts, "progress": 0,
+                        "entries_read": 1, "status": "caught_up"} for i, v in enumerate(series)],
+        "forecast": forecast, "warnings": list(forecast["warnings"]),
+    }
+
+
+def _status(rows, why=None):
+    return {
+        "schema_version": 1, "generated_at": NOW, "store": "sqlite /x/<atlas>.db", "number_of_shards": 2,
+        "strategies": ["THOROUGH"], "tables": {"t<1>": "THOROUGH"},
+        "settings": {"window_seconds": 3600.0},
+        "timestamps": {"fresh_ts": 120, "immutable_ts": 100, "unreadable_ts": None, "timestamps_per_second": 1.0},
+        "sweep_timestamps": {"THOROUGH": 100},
+        "why_not_advancing": why or {},
+        "shards": rows,
+        "totals": {"THOROUGH": {"backlog_entries": sum(r["backlog_entries"] for r in rows), "sweepable_entries": 0,
+                                "pinned_entries": 0, "tombstones_written": 14, "capped": False}},
+        "warnings": [{"shard": r["shard"], "strategy": r["strategy"], **w} for r in rows for w in r["warnings"]],
+        "quarantined_cells": 0,
+    }
+
+
+WHY = {"THOROUGH": {
+    "strategy": "THOROUGH", "sweep_ts": 100, "fresh_ts": 120, "immutable_ts": 100, "unreadable_ts": None,
+    "limited_by": "open_transaction", "sweep_ts_age_seconds": 90.0, "behind_fresh_ts": 20,
+    "held_by": {"kind": "open_transaction", "start_ts": 100, "age_seconds": 95.0, "holder": "worker-7<x>",
+                "expires_in_seconds": 500.0},
+    "oldest_open_transaction": {"start_ts": 100, "holder": "worker-7<x>", "age_seconds": 95.0, "expires_in_seconds": 500.0},
+    "pinned_entries": 123456, "pinned_capped": True, "pinned_by_shard": [{"shard": 1, "entries": 123456, "capped": True}],
+    "message": "held back by open transaction 100",
+}}
+
+
+def test_links_respect_the_base_path_and_keep_the_filters():
+    page = render_page(_status([_row(0, "THOROUGH")]), app_root="/airflow/atlas", airflow_root="/airflow",
+                       query={"shards": "0", "strategy": None})
+    assert 'href="/airflow/atlas/api/status?shards=0"' in page
+    assert 'href="/airflow/atlas/?shards=0"' in page
+    assert 'href="/airflow/dags/atlas_manual_sweep" target="_top"' in page
+    assert "<script" not in page and "<link" not in page and "src=" not in page
+
+
+def test_figures_are_in_data_attributes_and_text_is_escaped():
+    rows = [_row(0, "THOROUGH", backlog=100_000, capped=True, holder="host<1>:42"),
+            _row(1, "THOROUGH", last={"at": NOW - 5, "age_seconds": 5.0, "status": "blocked", "outcome": "blocked",
+                                      "entries_read": 3, "cells_tombstoned": 1, "aborted_writes_deleted": 0,
+                                      "old_progress": 1, "new_progress": 9})]
+    page = render_page(_status(rows, WHY))
+    row0 = re.search(r'<tr data-shard="0" data-strategy="THOROUGH"[^>]*>(.*?)</tr>', page, re.S).group(1)
+    assert 'data-field="backlog" data-value="100000" class="num">100,000+</td>' in row0
+    assert "host&lt;1&gt;:42" in row0 and "host<1>" not in page
+    assert "sqlite /x/&lt;atlas&gt;.db" in page and "t&lt;1&gt;" in page
+    row1 = re.search(r'<tr data-shard="1" data-strategy="THOROUGH"[^>]*>(.*?)</tr>', page, re.S).group(1)
+    assert 'data-field="last_run" data-value="blocked"' in row1 and 'class="badge warn" data-field="outcome">blocked<' in row1
+
+
+def test_the_held_back_panel_names_the_transaction_and_what_it_pins():
+    page = render_page(_status([_row(1, "THOROUGH")], WHY))
+    panel = re.search(r'<div class="panel held why" data-strategy="THOROUGH">(.*?)</dl></div>', page, re.S).group(1)
+    assert '<span data-field="held_kind">open transaction</span>' in panel
+    assert 'data-field="held_start_ts" data-value="100">100<' in panel
+    assert "worker-7&lt;x&gt;" in panel and "1m35s" in panel  # holder, age
+    assert ">123,456+</span> entries" in panel and "shard 1: 123,456+" in panel
+
+
+def test_the_forecast_warns_when_ingest_outpaces_sweep():
+    page = render_page(_status([_row(0, "THOROUGH")]))
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', page, re.S).group(1)
+    assert 'class=outpaces' in forecast and "ingest outpaces sweep" in forecast
+    assert 'data-field="ingest_rate" data-value="10.0"' in forecast and 'data-field="sweep_rate" data-value="1.0"' in forecast
+    assert '<div class="panel alert" id="warnings">' in page
+
+
+def test_the_chart_has_a_line_per_shard_ending_at_the_current_lag():
+    rows = [_row(0, "THOROUGH", progress=89, series=[50, 30, 20]), _row(1, "THOROUGH", progress=99)]
+    svg = lag_chart("THOROUGH", rows, NOW)
+    lines = dict(re.findall(r'<polyline data-shard="(\d+)" points="([^"]+)"', svg))
+    assert len(lines["0"].split()) == 4 and len(lines["1"].split()) == 1
+    last_x, last_y = map(float, lines["0"].split()[-1].split(","))
+    first_x, first_y = map(float, lines["0"].split()[0].split(","))
+    assert last_x > first_x and last_y > first_y  # later, and lower on the screen: lag 10 < 50
+
+
+def test_query_parameters():
+    assert parse_shards(None) is None and parse_shards(" ") is None and parse_shards("0, 2,") == [0, 2]
+    with pytest.raises(InvalidInputError):
+        parse_shards("1,x")
+    assert parse_strategy("all") is None and parse_strategy("thorough") == ["THOROUGH"]
