@@ -1,0 +1,91 @@
+"""Run the airflow-atlas benchmarks and write their results.
+
+    .venv/bin/python -m bench.run                 # full mode (about an hour on 2 cores), into bench/results/
+    .venv/bin/python -m bench.run --quick         # small sizes (a few minutes), into bench/results/quick/
+    .venv/bin/python -m bench.run --only delete_rate,memory [--reps 5] [--out DIR]
+    .venv/bin/python -m bench.run --report-only   # rebuild RESULTS.md and the chart from the JSON files
+
+Benchmarks: targeted_vs_legacy, delete_rate, commit_overhead, spark_scaleout, memory (Cassandra: the local
+node, started with scripts/cassandra.sh when it does not answer) and embedded (SQLite). Each writes
+``<out>/<name>.json``; after every benchmark ``<out>/RESULTS.md`` and ``<out>/chart.png`` are rebuilt from
+all JSON files in ``<out>`` (so ``--only`` refreshes one benchmark and keeps the others).
+
+Benchmarks never assert timings; the goals of issue 7 are evaluated and reported (met / missed).
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import common as C
+
+BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded")
+NEEDS_CASSANDRA = {"targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory"}
+DEFAULT_OUT = C.REPO_ROOT / "bench" / "results"
+
+
+def _module(name: str):
+    import importlib
+
+    return importlib.import_module(f"bench.{name}")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="small sizes (smoke run); results go to <out>/quick by default")
+    p.add_argument("--only", action="append", default=[], help=f"comma list of: {', '.join(BENCHMARKS)}")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per measurement (>= 3; medians are reported)")
+    p.add_argument("--out", type=Path, help=f"output directory (default {DEFAULT_OUT}, or its quick/ subdirectory)")
+    p.add_argument("--report-only", action="store_true", help="only rebuild RESULTS.md and chart.png")
+    p.add_argument("--keep-going", action="store_true", help="continue with the next benchmark when one fails")
+    args = p.parse_args(argv)
+    names = [n.strip() for item in args.only for n in item.split(",") if n.strip()]
+    unknown = sorted(set(names) - set(BENCHMARKS))
+    if unknown:
+        p.error(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    if args.reps < 3:
+        p.error("--reps must be at least 3 (every figure is a median of at least three repetitions)")
+    args.names = [n for n in BENCHMARKS if n in names] if names else list(BENCHMARKS)
+    if args.out is None:
+        args.out = DEFAULT_OUT / "quick" if args.quick else DEFAULT_OUT
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.getLogger("cassandra").setLevel(logging.ERROR)
+    from .report import write_report
+
+    if args.report_only:
+        write_report(args.out)
+        return 0
+    if NEEDS_CASSANDRA & set(args.names):
+        C.ensure_cassandra()
+    failed = []
+    for name in args.names:
+        C.log(f"=== {name} ({'quick' if args.quick else 'full'}, {args.reps} repetitions) -> {args.out}")
+        started = time.time()
+        try:
+            doc = _module(name).run(quick=args.quick, reps=args.reps)
+        except Exception:
+            failed.append(name)
+            C.log(f"{name} FAILED:\n{traceback.format_exc()}")
+            if not args.keep_going:
+                break
+            continue
+        path = C.write_result(args.out, name, doc)
+        C.log(f"{name}: done in {time.time() - started:.0f}s -> {path}")
+        for g in doc.get("goals", []):
+            state = "n/a" if g["met"] is None else ("met" if g["met"] else "MISSED")
+            C.log(f"  goal {g['name']}: {g['value']} (target {g['op']} {g['target']}) {state}")
+        write_report(args.out)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

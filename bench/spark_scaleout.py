@@ -1,0 +1,298 @@
+"""Benchmark 4: Spark scale-out of targeted sweep, the fixed cost of a Spark submission, and the backlog
+above which Spark mode beats in-task mode.
+
+A Cassandra store with 16 shards; a backlog of B queue entries (committed transactions of 50 writes on
+distinct cells, spread over the shards by the shard hash) is written before EVERY run, so every run
+starts from the same state. Runs, interleaved (rotating order) in every repetition:
+
+* ``spark local[1]`` and ``spark local[2]``: the targeted-sweep job (``spark_jobs/targeted_sweep_job.py``)
+  over the 16 CONSERVATIVE pairs, one Spark task per pair. Full mode: a real ``spark-submit`` (engine zip
+  via ``--py-files``, store URL in a 0600 file), timed from process start to exit. Quick mode: the same
+  job function (``run_targeted_sweep``) on an in-process SparkSession created and stopped per run (no
+  JVM launch per run, so its "fixed cost" is smaller than a submission's).
+* ``in-task``: what an Airflow task does in in-task mode: a fresh Python process opens the store and
+  sweeps the 16 pairs one after the other, timed from process start to exit.
+
+Figures: scale-out = time(local[1]) / time(local[2]) at the largest backlog (whole run, and the job's
+own duration without JVM start-up); fixed cost = time(spark local[2], B=0) - time(in-task, B=0); the
+crossover is where the straight lines fitted through time(B) of in-task and of Spark local[2] meet.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import common as C
+
+NAME = "spark_scaleout"
+SHARDS = 16
+TXN_WRITES = 50
+SETTINGS = {"unreadable_window_seconds": 0}
+
+
+def _backlogs(quick: bool) -> list[int]:
+    return [0, 1_600] if quick else [0, 32_000, 96_000]
+
+
+def _env() -> dict:
+    bin_dir = os.path.dirname(sys.executable)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": str(C.REPO_ROOT),
+    }
+
+
+class _Runner:
+    def __init__(self, url: str, quick: bool, workdir: str):
+        self.url = url
+        self.quick = quick
+        self.workdir = workdir
+        self.url_file = os.path.join(workdir, "store-url")
+        fd = os.open(self.url_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(url + "\n")
+        from airflow_atlas.spark_artifact import build_engine_zip
+
+        self.zip = build_engine_zip(os.path.join(workdir, "artifact"))
+
+    def spark(self, master: str) -> dict:
+        return self._inprocess(master) if self.quick else self._submit(master)
+
+    def _submit(self, master: str) -> dict:
+        out = os.path.join(self.workdir, f"result-{time.time_ns()}.json")
+        cmd = [
+            os.path.join(os.path.dirname(sys.executable), "spark-submit"),
+            "--master", master,
+            "--conf", f"spark.pyspark.python={sys.executable}",
+            "--conf", f"spark.pyspark.driver.python={sys.executable}",
+            "--conf", "spark.ui.enabled=false",
+            "--conf", "spark.ui.showConsoleProgress=false",
+            "--py-files", self.zip,
+            str(C.REPO_ROOT / "spark_jobs" / "targeted_sweep_job.py"),
+            "--store-url-file", self.url_file,
+            "--shards", f"0-{SHARDS - 1}", "--strategies", "CONSERVATIVE",
+            *[a for k, v in SETTINGS.items() for a in ("--setting", f"{k}={v}")],
+            "--output", out,
+        ]
+        started = time.perf_counter()
+        proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), cwd=self.workdir, timeout=3600)
+        seconds = time.perf_counter() - started
+        if proc.returncode != 0 or not os.path.exists(out):
+            raise RuntimeError(f"spark-submit {master} failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        with open(out) as f:
+            doc = json.load(f)
+        return self._summary(doc, seconds)
+
+    def _inprocess(self, master: str) -> dict:
+        import logging
+
+        from pyspark.sql import SparkSession
+
+        from airflow_atlas.spark_runtime import run_targeted_sweep
+
+        logging.getLogger("py4j").setLevel(logging.WARNING)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        started = time.perf_counter()
+        spark = (
+            SparkSession.builder.master(master)
+            .appName(f"atlas-bench-{master}")
+            .config("spark.ui.enabled", "false")
+            .config("spark.pyspark.python", sys.executable)
+            .config("spark.ui.showConsoleProgress", "false")
+            .getOrCreate()
+        )
+        spark.sparkContext.setLogLevel("ERROR")
+        try:
+            doc = run_targeted_sweep(
+                spark,
+                store_url=self.url,
+                pairs=[(s, "CONSERVATIVE") for s in range(SHARDS)],
+                settings=dict(SETTINGS),
+                engine_zip=self.zip,
+            )
+        finally:
+            spark.stop()
+        return self._summary(doc, time.perf_counter() - started)
+
+    @staticmethod
+    def _summary(doc: dict, seconds: float) -> dict:
+        if not doc.get("ok"):
+            raise RuntimeError(f"the Spark job failed: {json.dumps(doc.get('failed') or doc.get('error'))[:3000]}")
+        return {
+            "seconds": seconds,
+            "job_seconds": doc.get("duration_seconds"),
+            "ok": doc.get("ok"),
+            "entries_read": doc["summary"]["entries_read"],
+            "cells_tombstoned": doc["summary"]["cells_tombstoned"],
+            "by_status": doc["summary"]["by_status"],
+            "task_seconds_sum": sum(r.get("task_seconds") or 0 for r in doc.get("results", [])),
+            "executor_pids": sorted({(r.get("executor") or {}).get("pid") for r in doc.get("results", [])} - {None}),
+        }
+
+    def in_task(self) -> dict:
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.spark_scaleout", "--in-task", self.url_file],
+            capture_output=True, text=True, env=_env(), cwd=str(C.REPO_ROOT), timeout=3600,
+        )
+        seconds = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"in-task run failed:\n{proc.stderr[-4000:]}")
+        doc = json.loads(proc.stdout.strip().splitlines()[-1])
+        doc["seconds"] = seconds
+        return doc
+
+
+def _in_task_child(url_file: str) -> None:
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.store import AtlasStore
+
+    with open(url_file) as f:
+        url = f.read().strip()
+    started = time.perf_counter()
+    store = AtlasStore.open(url, StoreConfig().with_overrides(**SETTINGS))
+    entries = cells = 0
+    for shard in range(SHARDS):
+        r = store.sweeper.sweep_shard(shard, "CONSERVATIVE")
+        entries += r.entries_read
+        cells += r.cells_tombstoned
+    store.close()
+    print(json.dumps({"job_seconds": time.perf_counter() - started, "entries_read": entries, "cells_tombstoned": cells}))
+
+
+def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """Least-squares line y = a + b x."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
+    return my - b * mx, b
+
+
+def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
+    from airflow_atlas.kvs.api import SweepStrategy
+
+    watch = C.Stopwatch()
+    backlogs = _backlogs(quick)
+    store = C.open_store(C.cassandra_url(C.new_keyspace_name("spark")), shards=SHARDS, **SETTINGS)
+    url = C.cassandra_url(store.kvs.keyspace)
+    workdir = tempfile.mkdtemp(prefix="atlas-bench-spark-")
+    runs: list[dict] = []
+    try:
+        machine = C.machine_info(store.kvs.session)
+        store.create_table("sp", SweepStrategy.CONSERVATIVE)
+        runner = _Runner(url, quick, workdir)
+        rng = random.Random(11)
+        offset = [0]
+
+        def load(b: int) -> float:
+            started = time.perf_counter()
+            if b:
+                cells = [C.cell(offset[0] + i, "sp") for i in range(b)]
+                offset[0] += b
+                items = [(c, C.value(rng)) for c in cells]
+                C.commit_synthetic(
+                    store, "sp", [dict(items[i : i + TXN_WRITES]) for i in range(0, b, TXN_WRITES)], threads=8
+                )
+            return time.perf_counter() - started
+
+        top = backlogs[-1]
+        tasks = [("local[1]", top)] + [("local[2]", b) for b in backlogs] + [("in-task", b) for b in backlogs]
+        for rep in range(reps):
+            for variant, b in C.rotated(tasks, rep):
+                rec = {"rep": rep, "variant": variant, "backlog": b, "load_avg_1m": C.load_average()["1m"]}
+                rec["load_seconds"] = load(b)
+                C.log(f"{name}: rep {rep} {variant} backlog {b:,}")
+                rec.update(runner.in_task() if variant == "in-task" else runner.spark(variant))
+                rec["check"] = rec["entries_read"] == b and rec["cells_tombstoned"] == b
+                runs.append(rec)
+    finally:
+        C.drop_store(store)
+        shutil.rmtree(workdir, ignore_errors=True)
+    results = _summarize(runs, backlogs, reps)
+    goals = [
+        C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
+        C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
+    ]
+    return {
+        "benchmark": name,
+        "schema": C.SCHEMA_VERSION,
+        "mode": "quick" if quick else "full",
+        "backend": backend,
+        **watch.finish(),
+        "machine": machine,
+        "params": {
+            "shards": SHARDS,
+            "backlogs": backlogs,
+            "transaction_writes": TXN_WRITES,
+            "spark_mode": "in-process SparkSession" if quick else "spark-submit",
+            "strategy": "CONSERVATIVE",
+            "settings": SETTINGS,
+            "repetitions": reps,
+        },
+        "results": results,
+        "goals": goals,
+        "runs": runs,
+        "method": __doc__.strip(),
+    }
+
+
+def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
+    def med(variant, b, key="seconds"):
+        return C.median(r[key] for r in runs if r["variant"] == variant and r["backlog"] == b)
+
+    top = backlogs[-1]
+    by_rep = {}
+    for r in runs:
+        by_rep.setdefault(r["rep"], {})[(r["variant"], r["backlog"])] = r
+    scale_wall = [d[("local[1]", top)]["seconds"] / d[("local[2]", top)]["seconds"] for d in by_rep.values()]
+    scale_job = [d[("local[1]", top)]["job_seconds"] / d[("local[2]", top)]["job_seconds"] for d in by_rep.values()]
+    fixed = [d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
+    fixed_ratio = [d[("local[2]", 0)]["seconds"] / d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
+    table = {
+        str(b): {
+            "in_task_seconds": med("in-task", b),
+            "spark_local2_seconds": med("local[2]", b),
+            **({"spark_local1_seconds": med("local[1]", b)} if b == top else {}),
+        }
+        for b in backlogs
+    }
+    a_in, b_in = _fit([(b, med("in-task", b)) for b in backlogs])
+    a_sp, b_sp = _fit([(b, med("local[2]", b)) for b in backlogs])
+    crossover = (a_sp - a_in) / (b_in - b_sp) if b_in > b_sp else None
+    return {
+        "scaleout_wall": C.median(scale_wall),
+        "scaleout_job": C.median(scale_job),
+        "fixed_cost_seconds": C.median(fixed),
+        "fixed_cost_ratio_spark_over_in_task": C.median(fixed_ratio),
+        "seconds_by_backlog": table,
+        "fit": {
+            "in_task": {"intercept_s": a_in, "seconds_per_entry": b_in},
+            "spark_local2": {"intercept_s": a_sp, "seconds_per_entry": b_sp},
+        },
+        "crossover_entries": round(crossover) if crossover is not None else None,
+        "crossover_entries_per_shard": round(crossover / SHARDS) if crossover is not None else None,
+        "crossover_extrapolated": crossover is not None and crossover > top,
+        "crossover_note": None if crossover is not None else "Spark local[2] never overtakes in-task mode on this machine",
+        "checks_ok": all(r["check"] and r.get("ok", True) is not False for r in runs),
+        "repetitions": reps,
+    }
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--in-task":
+        _in_task_child(sys.argv[2])
+    else:
+        print("usage: python -m bench.spark_scaleout --in-task URL_FILE (internal; run bench.run)", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,66 @@
+"""Smoke test of the benchmark harness: the quick mode of two benchmarks end to end, JSON shape only.
+
+No timing is asserted here (benchmarks are not tests); this only proves that ``python -m bench.run``
+works and writes what RESULTS.md, the chart and the README rely on.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench import run as bench_run
+
+GOAL_KEYS = {"name", "value", "target", "op", "unit", "met", "note", "binding"}
+DOC_KEYS = {
+    "benchmark", "schema", "mode", "backend", "started_at", "duration_seconds", "load_before", "load_after",
+    "machine", "params", "results", "goals", "runs", "method",
+}
+
+
+def _check_doc(doc: dict, name: str) -> None:
+    assert DOC_KEYS <= set(doc), DOC_KEYS - set(doc)
+    assert doc["benchmark"] == name and doc["mode"] == "quick"
+    for key in ("1m", "5m", "15m", "uptime"):
+        assert key in doc["load_before"] and key in doc["load_after"]
+    assert doc["machine"]["cores"] and doc["machine"]["cpu_model"] and doc["machine"]["memory_gib"] > 0
+    assert doc["goals"], "every benchmark evaluates its goals"
+    for g in doc["goals"]:
+        assert set(g) == GOAL_KEYS
+        assert isinstance(g["value"], (int, float)) and g["met"] in (True, False)
+    assert doc["runs"], "the raw repetitions are kept"
+
+
+@pytest.mark.cassandra
+def test_quick_mode_writes_results(tmp_path, cassandra_node):
+    code = bench_run.main(["--quick", "--only", "commit_overhead,embedded", "--out", str(tmp_path)])
+    assert code == 0
+
+    co = json.loads((tmp_path / "commit_overhead.json").read_text())
+    _check_doc(co, "commit_overhead")
+    assert co["backend"] == "cassandra"
+    assert co["machine"]["cassandra"]["version"]
+    assert set(co["results"]) == {"1", "10", "100"}
+    for r in co["results"].values():
+        assert r["repetitions"] >= 3 and r["median_on_ms"] > 0 and r["median_off_ms"] > 0 and r["ratio"] > 0
+    reps = {(r["rep"], r["writes"]) for r in co["runs"]}
+    assert len(reps) == 3 * 3
+
+    emb = json.loads((tmp_path / "embedded.json").read_text())
+    _check_doc(emb, "embedded")
+    assert emb["backend"] == "sqlite"
+    tv = emb["results"]["targeted_vs_legacy"]
+    for kind in ("pct", "fixed"):
+        for r in tv[kind].values():
+            assert r["checks_ok"] is True and r["repetitions"] >= 3
+            assert r["targeted_seconds"] > 0 and r["legacy_seconds"] > 0
+    assert set(tv["independence"]) >= {"targeted_big_over_small_fixed_k", "legacy_big_over_small_fixed_k"}
+    dr = emb["results"]["delete_rate"]
+    assert set(dr) == {"THOROUGH", "CONSERVATIVE"}
+    assert all(r["checks_ok"] is True and r["ratio"] > 0 for r in dr.values())
+    assert all(g["binding"] is False for g in emb["goals"])
+
+    results_md = (tmp_path / "RESULTS.md").read_text()
+    assert "| benchmark | figure | measured | goal | status |" in results_md
+    assert "## 3. Commit overhead" in results_md and "## 6. Embedded store" in results_md
+    assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
