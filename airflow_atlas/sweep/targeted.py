@@ -457,16 +457,39 @@ class TargetedSweeper:
                 result.entries_skipped_dropped_tables += len(versions) + len(cells)
 
     def _quarantine(self, shard: int, strategy: SweepStrategy, corrupt) -> None:
+        """Record and alert corrupt cells once. A cell the reader meets again (an undecodable
+        ``_sweep_timestamps`` column stays until progress leaves its coarse partition; a corrupt cell in a
+        partition the shard is blocked in is re-read every run) is not re-recorded or re-alerted while its
+        quarantine record lives (the history's TTL): a warning says it is still there."""
         records = [dict(getattr(c, "_asdict", lambda: c)()) if not isinstance(c, dict) else c for c in corrupt]
+        try:
+            seen = {
+                (r.get("shard"), r.get("strategy"), r.get("row_hex"), r.get("col_hex"), r.get("reason"))
+                for r in self._store.history.quarantined(limit=1000)
+            }
+        except Exception as exc:  # cannot tell: alert again rather than stay silent
+            log.warning("could not read earlier quarantine records: %s", exc)
+            seen = set()
+        key = lambda r: (shard, strategy.value, r.get("row_hex"), r.get("col_hex"), r.get("reason"))  # noqa: E731
+        new = [r for r in records if key(r) not in seen]
+        if len(new) < len(records):
+            log.warning(
+                "%d corrupt sweep-queue cell(s) in shard %d (%s) quarantined earlier are still in the queue; skipped again",
+                len(records) - len(new),
+                shard,
+                strategy.value,
+            )
+        if not new:
+            return
         log.error(
             "ALERT: %d corrupt sweep-queue cell(s) in shard %d (%s) quarantined and skipped: %s",
-            len(records),
+            len(new),
             shard,
             strategy.value,
-            records[:5],
+            new[:5],
         )
         try:
-            self._store.history.quarantine(shard, strategy.value, records)
+            self._store.history.quarantine(shard, strategy.value, new)
         except Exception as exc:
             log.warning("could not persist quarantine records: %s", exc)
 
