@@ -1,0 +1,138 @@
+"""Sweep metrics through Airflow's own metrics (StatsD, DogStatsD or OpenTelemetry, as ``[metrics]`` says).
+
+:func:`emit_shard_metrics` is called by the sweep operator after each (shard, strategy) pair it sweeps, so
+what Airflow's metrics backend already collects (and the dashboards built on it) gets, per pair:
+
+=====================================  =======  =============================================================
+name (after ``[metrics] statsd_prefix``)  type     meaning
+=====================================  =======  =============================================================
+``atlas.sweep.shard_runs``             counter  pairs swept, tag ``status`` (``caught_up``, ``blocked``,
+                                                ``iteration_limit``, ``skipped_locked``, ``dry_run``)
+``atlas.sweep.iterations``             counter  sweep iterations (batches)
+``atlas.sweep.entries_swept``          counter  queue entries (writes) swept
+``atlas.sweep.tombstones_written``     counter  cells tombstoned (old versions deleted)
+``atlas.sweep.sentinels_written``      counter  deletion sentinels written (CONSERVATIVE)
+``atlas.sweep.aborted_writes_deleted`` counter  writes of aborted transactions deleted
+``atlas.sweep.transactions_aborted``   counter  dead writers' transactions aborted by sweep
+``atlas.sweep.iteration_time``         timer    mean time of one iteration of this run (ms)
+``atlas.sweep.duration``               timer    time sweeping the pair in this run (ms)
+``atlas.sweep.lag``                    gauge    timestamps between progress and the run's sweep timestamp
+                                                (0 when caught up)
+``atlas.sweep.lag_seconds``            gauge    the same, estimated in seconds (punch table)
+``atlas.sweep.backlog``                gauge    queued writes not yet swept after the run (counted up to
+                                                100,000)
+=====================================  =======  =============================================================
+
+Every metric carries the tags ``shard`` and ``strategy``. Backends that keep tags (DogStatsD, OpenTelemetry,
+StatsD with ``statsd_influxdb_enabled``) need nothing more. Plain StatsD drops tags, so there each metric
+is also sent under a dotted name per pair, ``atlas.sweep.<strategy>.<shard>.<metric>`` (strategy in lower
+case; ``shard_runs`` adds ``.<status>``), e.g. ``airflow.atlas.sweep.thorough.3.entries_swept``; the
+tagged names then still carry the totals over all pairs for the counters and timers, and the gauges are
+sent only per pair (a gauge shared by all pairs would just show whichever pair reported last).
+
+Dry runs and pairs skipped because another sweeper holds the lock count in ``shard_runs`` only. Nothing
+here can fail a sweep: a metrics error is logged and dropped. Documented in docs/METRICS.md.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Mapping
+
+log = logging.getLogger(__name__)
+
+PREFIX = "atlas.sweep"
+BACKLOG_CAP = 100_000
+COUNTERS = (
+    # (metric, key of the engine's ShardSweepResult)
+    ("iterations", "iterations"),
+    ("entries_swept", "entries_read"),
+    ("tombstones_written", "cells_tombstoned"),
+    ("sentinels_written", "sentinels_written"),
+    ("aborted_writes_deleted", "aborted_writes_deleted"),
+    ("transactions_aborted", "transactions_aborted"),
+)
+NOT_SWEPT = ("skipped_locked", "dry_run")
+
+
+def tags_dropped() -> bool:
+    """True when the configured backend is plain StatsD, which sends no tags."""
+    from airflow.sdk.configuration import conf
+
+    if not conf.getboolean("metrics", "statsd_on", fallback=False):
+        return False
+    if conf.getboolean("metrics", "statsd_datadog_enabled", fallback=False):
+        return False
+    return not conf.getboolean("metrics", "statsd_influxdb_enabled", fallback=False)
+
+
+def shard_measurements(store, result: Mapping[str, Any]) -> dict[str, float]:
+    """lag, lag_seconds and backlog of the pair after a run (reads the queue and, when behind, the punch
+    table)."""
+    shard, strategy = int(result["shard"]), str(result["strategy"])
+    progress = result.get("new_progress")
+    if progress is None:
+        progress = store.queue.progress.get_progress(shard, strategy)
+    sweep_ts = result.get("sweep_ts")
+    out: dict[str, float] = {
+        "backlog": store.queue.reader.count_entries(shard, strategy, progress, None, cap=BACKLOG_CAP),
+    }
+    if isinstance(sweep_ts, int):
+        lag = max(0, sweep_ts - 1 - progress)
+        out["lag"] = lag
+        out["lag_seconds"] = 0.0
+        if lag > 0:
+            from airflow_atlas.status import TimestampClock
+
+            clock = TimestampClock.from_store(store, time.time(), sweep_ts)
+            w_sweep, w_progress = clock.wall_of(sweep_ts), clock.wall_of(progress + 1)
+            if w_progress is None:
+                w_progress = clock.oldest_wall  # older than every punch: a lower bound
+            if w_sweep is not None and w_progress is not None:
+                out["lag_seconds"] = max(0.0, w_sweep - w_progress)
+            else:
+                del out["lag_seconds"]
+    return out
+
+
+def emit_shard_metrics(store, target: Mapping[str, Any], result: Mapping[str, Any] | None) -> None:
+    """Send the metrics of one swept pair (see the module doc). Never raises."""
+    try:
+        _emit(store, target, result or {})
+    except Exception as exc:  # metrics must never fail a sweep
+        log.warning("could not emit sweep metrics for %s/%s: %s", target.get("strategy"), target.get("shard"), exc)
+
+
+def _emit(store, target: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+    from airflow.sdk.observability import stats
+
+    shard = int(result.get("shard", target.get("shard")))
+    strategy = str(result.get("strategy", target.get("strategy"))).upper()
+    status = str(result.get("status", "unknown"))
+    tags = {"shard": str(shard), "strategy": strategy}
+    dotted = f"{PREFIX}.{strategy.lower()}.{shard}" if tags_dropped() else None
+
+    stats.incr(f"{PREFIX}.shard_runs", tags={**tags, "status": status})
+    if dotted:
+        stats.incr(f"{dotted}.shard_runs.{status}")
+    if status in NOT_SWEPT:
+        return
+    for metric, key in COUNTERS:
+        count = int(result.get(key) or 0)
+        stats.incr(f"{PREFIX}.{metric}", count=count, tags=tags)
+        if dotted:
+            stats.incr(f"{dotted}.{metric}", count=count)
+    duration_ms = float(result.get("duration_seconds") or 0.0) * 1000.0
+    iterations = int(result.get("iterations") or 0)
+    timers = {"duration": duration_ms}
+    if iterations:
+        timers["iteration_time"] = duration_ms / iterations
+    for metric, ms in timers.items():
+        stats.timing(f"{PREFIX}.{metric}", ms, tags=tags)
+        if dotted:
+            stats.timing(f"{dotted}.{metric}", ms)
+    for metric, value in shard_measurements(store, {**result, "shard": shard, "strategy": strategy}).items():
+        if dotted:
+            stats.gauge(f"{dotted}.{metric}", value)
+        else:
+            stats.gauge(f"{PREFIX}.{metric}", value, tags=tags)

@@ -1,0 +1,139 @@
+"""Sweep metrics arrive at a real StatsD listener (a UDP socket of the test) through Airflow's own metrics
+configuration: atlas_manual_sweep run with the real dag.test() sends, per swept pair, the counters,
+timers and gauges of docs/METRICS.md with the figures the sweep task returned; plain StatsD gets the
+dotted per-pair names, a tag-keeping StatsD (InfluxDB tags) the tagged ones; a metrics error never fails
+a sweep."""
+from __future__ import annotations
+
+import re
+import socket
+import time
+
+import pytest
+
+from tests.airflow.conftest import load_dag, task_states, xcom
+
+pytestmark = pytest.mark.airflow
+
+
+@pytest.fixture
+def statsd(monkeypatch, airflow_home):
+    """A UDP socket on a free port, and Airflow's metrics pointed at it (StatsD on), set up the way the
+    task runner does when a task process starts. Yields a function returning the lines received so far."""
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4 << 20)
+    sock.bind(("127.0.0.1", 0))
+    sock.settimeout(0.3)
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_ON", "True")
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_HOST", "127.0.0.1")
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PORT", str(sock.getsockname()[1]))
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_PREFIX", "airflow")
+    stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
+    received: list[str] = []
+
+    def lines() -> list[str]:
+        while True:
+            try:
+                data, _ = sock.recvfrom(65536)
+            except socket.timeout:
+                return received
+            received.extend(data.decode().splitlines())
+
+    yield lines
+    sock.close()
+    from airflow.sdk._shared.observability.metrics.base_stats_logger import NoStatsLogger
+
+    stats.initialize(factory=NoStatsLogger, export_legacy_names=False)
+
+
+def _metrics(lines: list[str], prefix: str) -> dict[str, tuple[float, str]]:
+    """{name: (value, type)} of the lines starting with ``prefix`` (the last value of each name)."""
+    out = {}
+    for line in lines:
+        m = re.fullmatch(r"([^:]+):([-0-9.eE]+)\|(c|g|ms)(\|@[0-9.]+)?", line)
+        if m and m.group(1).startswith(prefix):
+            out[m.group(1)] = (float(m.group(2)), m.group(3))
+    return out
+
+
+def _workload(store):
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    run_workload(store, WorkloadSpec(transactions=60, rows=25, seed=4))
+    time.sleep(1.5)  # past the read-only window of the test settings
+
+
+def test_a_manual_sweep_sends_per_pair_metrics_to_statsd(embedded_store, statsd):
+    store, _ = embedded_store
+    _workload(store)
+    dag = load_dag("atlas_manual_sweep")
+    run = dag.test(run_conf={"shards": [0], "strategy": "THOROUGH"})
+    assert str(run.state) == "success", task_states(run)
+    (swept,) = xcom(run, "shard.sweep", map_index=0)
+    result = swept["result"]
+    assert result["status"] == "caught_up" and result["entries_read"] > 0 and result["cells_tombstoned"] > 0
+
+    lines = statsd()
+    pair = _metrics(lines, "airflow.atlas.sweep.thorough.0.")
+    p = "airflow.atlas.sweep.thorough.0."
+    assert pair[p + "shard_runs.caught_up"] == (1, "c")
+    assert pair[p + "iterations"] == (result["iterations"], "c")
+    assert pair[p + "entries_swept"] == (result["entries_read"], "c")
+    assert pair[p + "tombstones_written"] == (result["cells_tombstoned"], "c")
+    assert pair[p + "aborted_writes_deleted"] == (result["aborted_writes_deleted"], "c")
+    assert pair[p + "sentinels_written"] == (result["sentinels_written"], "c")
+    assert pair[p + "duration"][1] == "ms" and pair[p + "iteration_time"][1] == "ms"
+    assert pair[p + "duration"][0] == pytest.approx(result["duration_seconds"] * 1000, abs=1)
+    assert pair[p + "backlog"] == (0, "g")  # caught up, nothing left queued
+    assert pair[p + "lag"] == (max(0, result["sweep_ts"] - 1 - result["new_progress"]), "g")
+    assert pair[p + "lag_seconds"][1] == "g"
+    # The tagged names still carry the counters (tags dropped by plain StatsD), but no shared gauge.
+    tagged = _metrics(lines, "airflow.atlas.sweep.")
+    assert tagged["airflow.atlas.sweep.entries_swept"] == (result["entries_read"], "c")
+    assert "airflow.atlas.sweep.backlog" not in tagged
+    # Only the chosen pair was swept.
+    assert not [name for name in tagged if ".conservative." in name or ".thorough.1." in name]
+
+
+def test_a_statsd_that_keeps_tags_gets_the_tagged_names(embedded_store, statsd, monkeypatch):
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+
+    from airflow_atlas.airflow.metrics import emit_shard_metrics
+
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED", "True")
+    stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
+    store, _ = embedded_store
+    _workload(store)
+    result = store.sweeper.sweep_shard(1, "THOROUGH").to_json()
+    assert result["entries_read"] > 0
+    emit_shard_metrics(store, {"shard": 1, "strategy": "THOROUGH"}, result)
+    lines = statsd()
+    got = _metrics(lines, "airflow.atlas.sweep.")
+    tags = ",shard=1,strategy=THOROUGH"
+    assert got[f"airflow.atlas.sweep.entries_swept{tags}"] == (result["entries_read"], "c")
+    assert got[f"airflow.atlas.sweep.sentinels_written{tags}"] == (result["sentinels_written"], "c")
+    assert got[f"airflow.atlas.sweep.backlog{tags}"] == (0, "g")
+    assert got[f"airflow.atlas.sweep.shard_runs{tags},status={result['status']}"] == (1, "c")
+    assert not [name for name in got if ".thorough." in name]  # no dotted fallback needed
+
+
+def test_dry_runs_and_skipped_pairs_count_as_runs_only_and_errors_never_raise(embedded_store, statsd, caplog):
+    from airflow_atlas.airflow.metrics import emit_shard_metrics
+
+    store, _ = embedded_store
+    emit_shard_metrics(store, {"shard": 0, "strategy": "THOROUGH"}, {"shard": 0, "strategy": "THOROUGH", "status": "dry_run", "entries_read": 9})
+    got = _metrics(statsd(), "airflow.atlas.sweep.")
+    assert got == {"airflow.atlas.sweep.shard_runs": (1, "c"), "airflow.atlas.sweep.thorough.0.shard_runs.dry_run": (1, "c")}
+
+    class Broken:
+        @property
+        def queue(self):
+            raise ConnectionError("store unreachable")
+
+    with caplog.at_level("WARNING"):
+        emit_shard_metrics(Broken(), {"shard": 0, "strategy": "THOROUGH"}, {"shard": 0, "strategy": "THOROUGH", "status": "caught_up"})
+    assert "could not emit sweep metrics for THOROUGH/0: store unreachable" in caplog.text
