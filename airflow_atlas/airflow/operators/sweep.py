@@ -8,6 +8,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.faults import maybe_fail
+from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.locks import release_own
 from airflow_atlas.airflow.settings import EXECUTION_MODES
@@ -150,6 +151,7 @@ class SweepShardOperator(AtlasBaseOperator):
                 result.get("new_progress"), result.get("cells_tombstoned", 0), result.get("aborted_writes_deleted", 0),
             )
             out.append({**target, "result": result})
+            emit_shard_metrics(store, target, result)
         if failed:
             raise AirflowException(f"{len(failed)} of {len(targets)} pair(s) failed: " + "; ".join(failed))
         return out
