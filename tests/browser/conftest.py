@@ -70,7 +70,19 @@ class AirflowServer:
     store_path: Path
     logs: Path
     processes: dict = field(default_factory=dict)
+    statsd: socket.socket | None = None
     _token: str | None = None
+    _statsd_lines: list = field(default_factory=list)
+
+    def statsd_lines(self) -> list[str]:
+        """Every StatsD line received so far (Airflow's metrics are sent to a UDP socket of the test,
+        only ``atlas.sweep`` ones: ``[metrics] metrics_allow_list``)."""
+        while True:
+            try:
+                data, _ = self.statsd.recvfrom(65536)
+            except (BlockingIOError, socket.timeout):
+                return self._statsd_lines
+            self._statsd_lines.extend(data.decode(errors="replace").splitlines())
 
     @property
     def admin_password(self) -> str:
@@ -107,7 +119,7 @@ class AirflowServer:
             pytest.fail(f"Airflow component(s) exited: {dead}\n{self.log_tails()}")
 
 
-def _env(home: Path, dags: Path, port: int, store_path: Path) -> dict:
+def _env(home: Path, dags: Path, port: int, store_path: Path, statsd_port: int) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
     venv_bin = str(Path(sys.executable).parent)
     env.update(
@@ -128,6 +140,11 @@ def _env(home: Path, dags: Path, port: int, store_path: Path) -> dict:
         AIRFLOW__API__SECRET_KEY=secrets.token_hex(16),
         AIRFLOW__API_AUTH__JWT_SECRET=secrets.token_hex(32),
         AIRFLOW__LOGGING__LOGGING_LEVEL="INFO",
+        AIRFLOW__METRICS__STATSD_ON="True",
+        AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+        AIRFLOW__METRICS__STATSD_PORT=str(statsd_port),
+        AIRFLOW__METRICS__STATSD_PREFIX="airflow",
+        AIRFLOW__METRICS__METRICS_ALLOW_LIST="atlas.sweep",
         AIRFLOW_CONN_ATLAS_DEFAULT=json.dumps({"conn_type": "atlas_embedded", "host": str(store_path)}),
         AIRFLOW_VAR_ATLAS_SETTINGS=json.dumps(SETTINGS),
     )
@@ -158,8 +175,11 @@ def airflow_server(tmp_path_factory, chromium_path):
         (home / "plugins" / "atlas_plugin.py").write_text("from airflow_atlas.airflow.plugin import AtlasPlugin  # noqa: F401\n")
     port = _free_port()
     store_path = root / "atlas.db"
-    env = _env(home, dags, port, store_path)
-    server = AirflowServer(base_url=f"http://127.0.0.1:{port}", home=home, store_path=store_path, logs=logs)
+    statsd = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    statsd.bind(("127.0.0.1", 0))
+    statsd.setblocking(False)
+    env = _env(home, dags, port, store_path, statsd.getsockname()[1])
+    server = AirflowServer(base_url=f"http://127.0.0.1:{port}", home=home, store_path=store_path, logs=logs, statsd=statsd)
 
     migrate = subprocess.run(["airflow", "db", "migrate"], env=env, capture_output=True, text=True, timeout=300)
     if migrate.returncode != 0:
@@ -179,6 +199,7 @@ def airflow_server(tmp_path_factory, chromium_path):
         yield server
     finally:
         _stop(server)
+        statsd.close()
         dest = ARTIFACTS / "airflow-logs"
         shutil.rmtree(dest, ignore_errors=True)
         shutil.copytree(logs, dest, dirs_exist_ok=True)

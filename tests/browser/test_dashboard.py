@@ -7,7 +7,8 @@
    timestamp back.
 3. Commit that transaction, trigger atlas_manual_sweep from the UI's trigger form with parameters (shards
    [0, 2], strategy THOROUGH, maximum batches 50), wait for the run to succeed (REST API with a token),
-   reload the dashboard: the chosen pairs advanced and have no backlog, every other pair is unchanged.
+   reload the dashboard: the chosen pairs advanced and have no backlog, every other pair is unchanged;
+   the sweep's metrics reached the StatsD socket of the test (Airflow's [metrics] statsd_on).
 
 Screenshots go to test-artifacts/browser/.
 """
@@ -205,6 +206,13 @@ def test_trigger_manual_sweep_from_the_form_and_see_the_dashboard_change(page, a
         points = page.locator(f'svg.lag-chart[data-strategy="{CHOSEN_STRATEGY}"] polyline[data-shard="{shard}"]').get_attribute("points")
         assert len(points.split()) >= 2, points
     screenshot(page, "04-dashboard-after-sweep.png")
+
+    # The sweep task processes sent their metrics through Airflow's StatsD client (docs/METRICS.md).
+    lines = airflow_server.statsd_lines()
+    for shard in CHOSEN_SHARDS:
+        assert f"airflow.atlas.sweep.thorough.{shard}.shard_runs.caught_up:1|c" in lines, lines[:40]
+        assert f"airflow.atlas.sweep.thorough.{shard}.backlog:0|g" in lines, lines[:40]
+    assert not [line for line in lines if ".thorough.1." in line or ".thorough.3." in line or ".conservative." in line]
 
 
 def _wait_for_run(server, run_id: str) -> dict:
