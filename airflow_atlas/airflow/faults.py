@@ -7,12 +7,15 @@ attempts ``try_number <= tries`` (default 1), so a retried task gets past it. Ex
     ATLAS_FAULT_INJECT="sweep_shard:shard=1:strategy=THOROUGH:tries=1"
 
 fails the first attempt of the task that sweeps shard 1 THOROUGH, just before the sweep starts (after the
-lock was taken, so the retry also exercises lease recovery). Points: ``sweep_shard`` (attributes ``shard``,
-``strategy``), ``full_sweep`` (``table``), ``compaction`` (``table``), ``scrub``.
+lock was taken, so the retry also exercises lease recovery). With ``hang=<seconds>`` the rule makes the
+attempt hang that long instead of failing (to drive ``execution_timeout`` and ``on_kill``). Points:
+``sweep_shard`` (attributes ``shard``, ``strategy``), ``full_sweep`` (``table``), ``compaction``
+(``table``), ``scrub``.
 """
 from __future__ import annotations
 
 import os
+import time
 
 ENV = "ATLAS_FAULT_INJECT"
 
@@ -47,6 +50,9 @@ def maybe_fail(point: str, try_number: int | None, **attrs) -> None:
         if rule_point != point:
             continue
         tries = int(rule.get("tries", "1"))
-        if all(str(attrs.get(k, "")).upper() == v.upper() for k, v in rule.items() if k != "tries"):
+        if all(str(attrs.get(k, "")).upper() == v.upper() for k, v in rule.items() if k not in ("tries", "hang")):
             if (try_number or 1) <= tries:
+                if "hang" in rule:
+                    time.sleep(float(rule["hang"]))
+                    return
                 raise InjectedFault(f"injected fault at {point} {attrs} (attempt {try_number}, {ENV})")

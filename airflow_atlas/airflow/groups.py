@@ -8,10 +8,12 @@
 * ``release_lock`` runs with ``trigger_rule="all_done"``: after a failed sweep too.
 * A failing pair fails only its own group; the others sweep on. ``publish_swept_tables`` and ``summary``
   run whatever happened (``all_done``); ``summary`` fails the run when a pair did not finish.
-* Retries with exponential backoff come from the DAG's default_args (settings).
+* Retries with exponential backoff come from the DAG's default_args (settings). A sweep task running
+  longer than ``sweep_timeout_seconds`` is stopped; its ``on_kill`` releases the leases it holds.
 """
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import TriggerRule, task_group
@@ -62,6 +64,7 @@ def targeted_sweep_pipeline(
             tables=tables,
             execution_mode=execution_mode,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
+            execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
             map_index_template=_LABEL,
             **common,
         )

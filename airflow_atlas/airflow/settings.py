@@ -45,6 +45,10 @@ lock_lease_seconds              ``120``                shard lock lease; refresh
                                                        free again at most this long after it died
 lock_wait_seconds               ``0``                  how long lock acquisition waits for a lock
                                                        held by someone else before skipping the pair
+sweep_timeout_seconds           ``3600``               execution_timeout of a sweep task: a stuck
+                                                       sweep is stopped, its leases released
+                                                       (``on_kill``), and the task retried
+                                                       (``null``: no timeout)
 store_config                    ``{}``                 any other engine setting
                                                        (:class:`airflow_atlas.config.StoreConfig`),
                                                        e.g. ``{"unreadable_window_seconds": 3600}``
@@ -113,6 +117,7 @@ class AtlasSettings:
     max_iterations_per_shard: int = 100
     lock_lease_seconds: float = 120.0
     lock_wait_seconds: float = 0.0
+    sweep_timeout_seconds: float | None = 3600.0
     store_config: Mapping[str, Any] = field(default_factory=dict)
     retries: int = 2
     retry_delay_seconds: float = 30.0
@@ -147,6 +152,8 @@ class AtlasSettings:
         _int(self, "full_sweep_batch_size", 1, 1_000_000)
         if self.shard_count is not None:
             _int(self, "shard_count", 1, 256)
+        if self.sweep_timeout_seconds is not None:
+            _number(self, "sweep_timeout_seconds", positive=True)
         if self.scrub_max_entries is not None:
             _int(self, "scrub_max_entries", 1, 1 << 31)
         for name in (

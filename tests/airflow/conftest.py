@@ -92,6 +92,15 @@ def _store(kind, request, monkeypatch, tmp_path):
                 pass
 
 
+def settle(store) -> None:
+    """Make everything written so far sweepable for both strategies: punch (the sweep-timestamp call
+    records now -> a fresh timestamp), then let the read-only window pass over that punch."""
+    import time
+
+    store.sweep_timestamps.all()
+    time.sleep(WINDOW_SECONDS + 0.5)
+
+
 def load_dag(dag_id: str):
     """Parse dags/ now (settings are read at parse time) and return the DAG."""
     from airflow.dag_processing.dagbag import DagBag

@@ -21,3 +21,13 @@ def test_a_rule_fails_only_matching_points_and_early_attempts(monkeypatch):
     maybe_fail("full_sweep", 1, table="x")
     with pytest.raises(InjectedFault):
         maybe_fail("scrub", 1)
+
+
+def test_hang_rules_sleep_instead_of_failing(monkeypatch):
+    import time
+
+    monkeypatch.setenv("ATLAS_FAULT_INJECT", "scrub:hang=0.3")
+    started = time.monotonic()
+    maybe_fail("scrub", 1)
+    assert time.monotonic() - started >= 0.3
+    maybe_fail("scrub", 2)  # later attempts pass at once

@@ -190,8 +190,10 @@ class FullTableSweepOperator(AtlasBaseOperator):
                 dry_run=bool(self.dry_run),
                 settings=self.engine_config(settings).to_json(),
             )
-        finally:
+        except Exception:
             self._spark_context = None
+            raise
+        self._spark_context = None  # (kept for on_kill when a timeout or termination interrupts the job)
         summary = document.get("summary") or {}
         self.log.info("Spark job %s: %s", document.get("app_id"), summary)
         return {

@@ -116,12 +116,10 @@ class SweepShardOperator(AtlasBaseOperator):
             if unknown:
                 raise TableNotFoundError(f"unknown table(s): {', '.join(unknown)}")
         self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
-        try:
-            if mode == "spark":
-                return self._sweep_spark(context, store, settings, targets)
-            return self._sweep_in_task(context, store, settings, targets)
-        finally:
-            self._in_use.clear()
+        self._in_use.clear()  # the operator object may be reused by a retry in the same process
+        if mode == "spark":
+            return self._sweep_spark(context, store, settings, targets)
+        return self._sweep_in_task(context, store, settings, targets)
 
     def _options(self, settings) -> dict:
         return {
@@ -170,6 +168,8 @@ class SweepShardOperator(AtlasBaseOperator):
         if lease is None:
             state = store.locks.describe(lock_name(target))
             return {"shard": shard, "strategy": strategy, "status": SKIPPED, "lock_holder": getattr(state, "holder", None)}
+        # Known to on_kill while in use. Kept there when a timeout or termination (BaseException, not
+        # Exception) interrupts the sweep: Airflow calls on_kill after this frame has unwound.
         self._in_use[lease.name] = lease
         try:
             with LeaseKeeper(store.locks, lease, lease_seconds):
@@ -177,8 +177,10 @@ class SweepShardOperator(AtlasBaseOperator):
                 result = store.sweeper.sweep_shard(
                     shard, strategy, sweep_ts=target.get("sweep_ts"), lease=lease, **_engine(options)
                 )
-        finally:
+        except Exception:
             self._in_use.pop(lease.name, None)
+            raise
+        self._in_use.pop(lease.name, None)
         return result.to_json()
 
     def _sweep_spark(self, context, store, settings, targets):
@@ -218,8 +220,10 @@ class SweepShardOperator(AtlasBaseOperator):
                 dry_run=options["dry_run"],
                 settings=self.engine_config(settings).to_json(),
             )
-        finally:
+        except Exception:
             self._spark_context = None
+            raise
+        self._spark_context = None  # (kept for on_kill when a timeout or termination interrupts the job)
         results = {(r["shard"], r["strategy"]): r for r in document.get("results", [])}
         self.log.info("Spark job %s: %s", document.get("app_id"), document.get("summary"))
         for target in pairs:
@@ -324,11 +328,8 @@ class SweepSummaryOperator(BaseOperator):
     def execute(self, context):
         if self.planned is None:
             raise AirflowFailException("nothing was planned: an upstream task failed (see the validate and plan tasks)")
-        planned = {(t["shard"], t["strategy"]) for group in self.planned for t in group}
-        done: dict[tuple[int, str], dict] = {}
-        for group in self.finished or []:
-            for target in group or []:
-                done[(target["shard"], target["strategy"])] = target
+        planned = {(t["shard"], t["strategy"]) for t in _flat(self.planned)}
+        done = {(t["shard"], t["strategy"]): t for t in _flat(self.finished)}
         summary: dict[str, Any] = {"pairs": len(planned), "by_status": {}, "tables": {}, "reclaimed_queue_rows": 0}
         summary.update({k: 0 for k in self._SUMMED})
         for target in done.values():
@@ -349,3 +350,15 @@ class SweepSummaryOperator(BaseOperator):
                 + ", ".join(summary["failed_pairs"]) + " (see their tasks' logs); the other pairs were swept"
             )
         return summary
+
+
+def _flat(groups: Any) -> list[dict]:
+    """Targets from a list of groups. (Pulled from outside a mapped task group, the outputs of its task
+    come as a list per instance, except with a single instance, whose output comes alone.)"""
+    out: list[dict] = []
+    for item in groups or []:
+        if isinstance(item, dict):
+            out.append(item)
+        elif item is not None:
+            out.extend(t for t in item if isinstance(t, dict))
+    return out

@@ -4,11 +4,10 @@ sweep run really emitted."""
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
-from tests.airflow.conftest import CONN_ID, FAST, WINDOW_SECONDS, load_dag, set_settings, task_states, xcom
+from tests.airflow.conftest import CONN_ID, FAST, load_dag, set_settings, settle, task_states, xcom
 
 pytestmark = pytest.mark.airflow
 
@@ -25,7 +24,7 @@ def _overwrite(store, rounds=6, rows=150, value_bytes=2000) -> None:
         txn = store.transactions.begin()
         txn.put(TABLE, {Cell(f"row{i:04d}".encode(), b"c"): os.urandom(value_bytes) for i in range(rows)})
         txn.commit()
-    time.sleep(WINDOW_SECONDS + 0.5)
+    settle(store)
 
 
 def _asset_events(run) -> dict[str, dict]:

@@ -1,11 +1,10 @@
 """atlas_full_sweep: legacy sweep of data the sweep queue never saw (written before it existed)."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
-from tests.airflow.conftest import WINDOW_SECONDS, load_dag, task_states, xcom
+from tests.airflow.conftest import load_dag, settle, task_states, xcom
 
 pytestmark = pytest.mark.airflow
 
@@ -26,7 +25,7 @@ def test_full_sweep_removes_versions_written_before_the_queue(atlas_store):
     store, _ = atlas_store
     store.create_table("legacy_data", "THOROUGH")
     _write_without_queue(store, "legacy_data")
-    time.sleep(WINDOW_SECONDS + 0.5)
+    settle(store)
     assert not any(store.sweeper.has_sweepable_work(s, "THOROUGH") for s in range(store.number_of_shards()))
     readers = [Reader(store.timestamps.fresh_timestamp())]
     before = observe(store, readers, ["legacy_data"])

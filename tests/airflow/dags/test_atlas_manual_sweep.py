@@ -2,11 +2,10 @@
 run writes nothing, a chosen pair is swept alone, and the reconcile step removes queue leftovers."""
 from __future__ import annotations
 
-import time
 
 import pytest
 
-from tests.airflow.conftest import WINDOW_SECONDS, load_dag, sqlite_tables, task_instances, task_states, xcom
+from tests.airflow.conftest import load_dag, settle, sqlite_tables, task_instances, task_states, xcom
 
 pytestmark = pytest.mark.airflow
 
@@ -18,7 +17,7 @@ def _workload(store, seed=1):
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
     report = run_workload(store, WorkloadSpec(transactions=60, rows=25, seed=seed))
-    time.sleep(WINDOW_SECONDS + 0.5)
+    settle(store)
     return report
 
 
@@ -86,7 +85,7 @@ def test_a_chosen_pair_is_swept_alone_and_reconcile_removes_queue_leftovers(embe
     txn = store.transactions.begin()
     txn.put("demo_thorough", {Cell(b"late", b"c"): b"v"})
     txn.commit()
-    time.sleep(WINDOW_SECONDS + 0.5)
+    settle(store)
     shard = 0
     store.queue.progress.update_progress(shard, "THOROUGH", FINE_PARTITION + 1)  # "crashed" before cleaning
     leftovers = store.queue.cleaner.queue_rows_below(shard, "THOROUGH", FINE_PARTITION + 1)

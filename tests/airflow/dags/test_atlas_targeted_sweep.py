@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from tests.airflow.conftest import SHARDS, WINDOW_SECONDS, load_dag, task_states, xcom
+from tests.airflow.conftest import SHARDS, load_dag, settle, task_states, xcom
 
 pytestmark = pytest.mark.airflow
 
@@ -27,7 +27,7 @@ def test_targeted_sweep_run_sweeps_obsolete_versions_and_keeps_visible_data(atla
     report = run_workload(store, spec)
     open_txn = report.open[0]
     assert report.committed > 50 and report.dead_writers > 0 and report.aborted > 0
-    time.sleep(WINDOW_SECONDS + 0.5)  # let the read-only window pass over the workload
+    settle(store)  # let the read-only window pass over the workload
 
     fresh = store.timestamps.fresh_timestamp()
     readers = [Reader(open_txn.start_timestamp), Reader(fresh), Reader(fresh, read_only=True)]
@@ -72,7 +72,7 @@ def test_a_shard_task_that_fails_once_is_retried_and_the_run_succeeds(embedded_s
 
     store, _ = embedded_store
     run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=3))
-    time.sleep(WINDOW_SECONDS + 0.5)
+    settle(store)
     monkeypatch.setenv("ATLAS_FAULT_INJECT", "sweep_shard:shard=1:strategy=THOROUGH:tries=1")
     from tests.airflow.conftest import FAST, set_settings
 
@@ -105,7 +105,7 @@ def test_the_lock_of_a_killed_task_is_recovered_after_its_lease_expires(embedded
 
     store, _ = embedded_store
     run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=5))
-    time.sleep(WINDOW_SECONDS + 0.5)
+    settle(store)
     lease_seconds = 3
     name = store.sweeper.lock_name(0, "THOROUGH")
     holder = "airflow:atlas_targeted_sweep:killed_run:THOROUGH:0"
@@ -147,3 +147,27 @@ with AtlasHook({CONN_ID!r}) as hook:
     assert swept["status"] == "caught_up" and swept["new_progress"] > -1
     state = store.locks.describe(name)
     assert state.holder is None and state.token == acquired["token"]  # released by this run
+
+
+def test_a_stuck_sweep_times_out_its_on_kill_releases_the_lease_and_the_retry_succeeds(embedded_store, monkeypatch):
+    """execution_timeout stops a hanging sweep task; Airflow calls on_kill, which releases the lease the
+    task held (so the retry must take the lock again: a new fencing token); the retry then sweeps."""
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+    from tests.airflow.conftest import FAST, set_settings
+
+    store, _ = embedded_store
+    run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=9))
+    settle(store)
+    monkeypatch.setenv("ATLAS_FAULT_INJECT", "sweep_shard:shard=0:strategy=THOROUGH:tries=1:hang=60")
+    set_settings(monkeypatch, **FAST, sweep_timeout_seconds=3)
+    run = load_dag("atlas_targeted_sweep").test()
+    assert str(run.state) == "success", task_states(run)
+    groups = xcom(run, "plan")
+    index = next(i for i, g in enumerate(groups) if g[0]["shard"] == 0 and g[0]["strategy"] == "THOROUGH")
+    tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
+    assert tis[("shard.sweep", index)].try_number == 2
+    acquired = xcom(run, "shard.acquire_lock", map_index=index)[0]
+    state = store.locks.describe(store.sweeper.lock_name(0, "THOROUGH"))
+    # on_kill released the lease, so the retry re-acquired it (token + 1) before sweeping and releasing
+    assert state.holder is None and state.token == acquired["token"] + 1
+    assert xcom(run, "shard.sweep", map_index=index)[0]["result"]["status"] == "caught_up"
