@@ -64,7 +64,11 @@ def v1_cell(start: int) -> Cell:
 
 
 def v1_start_of(cell: Cell) -> int:
-    return from_var_long(cell.row)
+    """Decode the start timestamp a ``_transactions`` cell stands for (InvalidInputError for anything else)."""
+    start = from_var_long(cell.row)
+    if start < 0 or cell.col != V1_COLUMN:
+        raise InvalidInputError(f"not a _transactions cell: row {cell.row.hex()} column {cell.col.hex()}")
+    return start
 
 
 def v1_encode_value(commit: int) -> bytes:
@@ -115,7 +119,10 @@ def v2_start_of(cell: Cell) -> int:
     column_number = from_var_long(cell.col)
     if row_number < 0 or not 0 <= column_number < PARTITIONING_QUANTUM // ROWS_PER_QUANTUM:
         raise InvalidInputError(f"not a _transactions2 cell: row {cell.row.hex()} column {cell.col.hex()}")
-    return ticket_timestamp(row_number, column_number)
+    ts = ticket_timestamp(row_number, column_number)
+    if ts > LONG_MAX:  # a row number no start timestamp has (e.g. garbage): not a timestamp at all
+        raise InvalidInputError(f"not a _transactions2 cell: row {cell.row.hex()} stands for no timestamp")
+    return ts
 
 
 def v2_encode_value(start: int, commit: int) -> bytes:
