@@ -93,3 +93,61 @@ def test_write_reference_bijection(row, col, tomb):
     data = encode_write_reference("some_table", Cell(row, col), tomb)
     ref = decode_write_reference(data)
     assert encode_write_reference(ref.table, ref.cell, ref.is_tombstone) == data
+
+
+# ----- the shared encodings, the transactions tables and the reader's entry point --------------------------------
+from airflow_atlas import encoding as E  # noqa: E402
+from airflow_atlas.transactions import encoding as T  # noqa: E402
+from airflow_atlas.sweep.write_reference import decode_write_info  # noqa: E402
+
+OTHER_DECODERS = [
+    E.decode_var_long,
+    E.from_var_long,
+    E.decode_var_signed_long,
+    E.from_var_signed_long,
+    E.from_fixed_long,
+    T.v1_decode_value,
+    lambda data: T.v2_decode_value(123_456, data),
+    lambda data: decode_write_info(data, 7),
+]
+
+
+@SETTINGS
+@given(st.binary(max_size=24))
+def test_encoding_and_transactions_decoders_raise_only_their_errors(data):
+    for decoder in OTHER_DECODERS:
+        try:
+            decoder(data)
+        except (CorruptQueueDataError, InvalidInputError):
+            pass
+    for row_len in (8, len(data)):  # _transactions2 cells: the row must be a fixed long
+        try:
+            start = T.v2_start_of(Cell(data[:row_len], data[row_len:] or b"\x00"))
+        except InvalidInputError:
+            continue
+        assert 0 <= start <= E.LONG_MAX
+
+
+@SETTINGS
+@given(st.integers(E.LONG_MIN, E.LONG_MAX), st.integers(E.LONG_MIN, E.LONG_MAX))
+def test_var_long_and_var_signed_long_round_trip_every_long(a, b):
+    for value in (a, b):
+        assert E.from_var_long(E.var_long(value)) == value
+        assert E.from_var_signed_long(E.var_signed_long(value)) == value
+        assert E.from_fixed_long(E.fixed_long(value)) == value
+    # VAR_SIGNED_LONG sorts like the numbers over all longs (negative ones included)
+    assert (a < b) == (E.var_signed_long(a) < E.var_signed_long(b))
+
+
+@SETTINGS
+@given(st.binary(max_size=12), st.integers(0, E.LONG_MAX))
+def test_decoded_var_longs_re_encode_to_their_bytes_or_are_non_canonical(data, start):
+    """Whatever the reference decoder accepts decodes to a long; a value a transactions table could hold
+    decodes to one outcome only."""
+    try:
+        value, used = E.decode_var_long(data)
+    except InvalidInputError:
+        return
+    assert E.LONG_MIN <= value <= E.LONG_MAX and 1 <= used <= 10
+    canonical = E.var_long(value)
+    assert canonical == data[:used] or len(canonical) < used  # only longer (non-canonical) forms differ
