@@ -145,7 +145,8 @@ def test_the_ui_embeds_the_dashboard(page, airflow_server, store, workload):
     from airflow_atlas.status import compute_status
 
     page.goto(airflow_server.base_url + "/plugin/atlas")
-    frame = page.wait_for_selector("iframe").content_frame()
+    page.frame_locator("iframe").locator("#shards tbody tr[data-shard]").first.wait_for()  # loaded
+    frame = page.query_selector("iframe").content_frame()
     assert frame is not None and frame.url.endswith("/atlas/"), frame and frame.url
     rows = shown_rows(frame)
     assert_matches_store(rows, compute_status(store))
