@@ -155,3 +155,11 @@ def test_loading_the_plugin_stays_light_for_task_processes():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO_ROOT, timeout=300)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip().splitlines()[-1] == "[]"
+
+
+@pytest.mark.parametrize("base_url, root", [("http://airflow.example:8080/", ""), ("https://example.org/airflow/", "/airflow"), ("", "")])
+def test_links_into_the_ui_follow_the_base_url(monkeypatch, base_url, root):
+    from airflow_atlas.airflow.web.app import airflow_root
+
+    monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
+    assert airflow_root() == root
