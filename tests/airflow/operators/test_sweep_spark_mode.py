@@ -38,3 +38,25 @@ def test_targeted_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
     assert compare(before, observe(store, readers), sweep_ts) == []
     assert all(lock.holder is None for lock in store.locks.list_locks("sweep/"))
     assert xcom(run, "summary")["cells_tombstoned"] > 0
+
+
+def test_full_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
+    from airflow_atlas.kvs.api import Cell
+
+    store, _ = embedded_store
+    store.create_table("legacy_data", "THOROUGH")
+    for r in range(3):  # versions written without the queue (before it existed)
+        start = store.timestamps.fresh_timestamp()
+        store.kvs.put("legacy_data", {Cell(f"r{i:03d}".encode(), b"c"): f"v{r}".encode() for i in range(40)}, start)
+        store.transaction_service.put_unless_exists(start, store.timestamps.fresh_timestamp())
+    settle(store)
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_TEST", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    set_settings(monkeypatch, **FAST, execution_mode="spark", spark_conn_id="spark_test")
+
+    run = load_dag("atlas_full_sweep").test(run_conf={"tables": ["legacy_data"], "parts": 2})
+    assert str(run.state) == "success", task_states(run)
+    result = xcom(run, "sweep_table", map_index=0)
+    assert result["table"] == "legacy_data" and result["ranges"] >= 1 and result["spark"]["master"] == "local[2]"
+    assert result["versions_deleted"] == 80
+    assert sum(1 for _ in store.kvs.scan("legacy_data")) == 40
+    assert xcom(run, "publish_swept_tables")["legacy_data"]["versions_deleted"] == 80
