@@ -152,9 +152,8 @@ def store_url(conn) -> str:
         query["ssl"] = "true"
         if isinstance(ssl_options, dict) and ssl_options.get("ca_certs"):
             query["ssl_ca"] = ssl_options["ca_certs"]
-    local_dc = (_extra(conn, "load_balancing_policy_args") or {}).get("local_dc") if isinstance(
-        _extra(conn, "load_balancing_policy_args"), dict
-    ) else None
+    policy_args = _extra(conn, "load_balancing_policy_args")
+    local_dc = policy_args.get("local_dc") if isinstance(policy_args, dict) else None
     datacenter = info["datacenter"] or local_dc
     if datacenter:
         query["datacenter"] = datacenter

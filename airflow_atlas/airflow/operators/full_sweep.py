@@ -193,7 +193,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         except Exception:
             self._spark_context = None
             raise
-        self._spark_context = None  # (kept for on_kill when a timeout or termination interrupts the job)
+        self._spark_context = None  # left set on a timeout/termination (BaseException): on_kill needs it
         summary = document.get("summary") or {}
         self.log.info("Spark job %s: %s", document.get("app_id"), summary)
         return {

@@ -208,6 +208,8 @@ class SweepShardOperator(AtlasBaseOperator):
                 release_own(store, lock_name(target), target["holder"])
         with AtlasHook(self.resolved_conn_id(settings)) as hook:
             url = hook.get_store_url()  # holds the password: goes to the Spark helper only
+        # Known to on_kill while the job runs; left set when a timeout or termination (BaseException)
+        # interrupts it, because Airflow calls on_kill after this frame has unwound.
         self._spark_context = context
         try:
             document = submit_targeted_sweep(
@@ -223,7 +225,7 @@ class SweepShardOperator(AtlasBaseOperator):
         except Exception:
             self._spark_context = None
             raise
-        self._spark_context = None  # (kept for on_kill when a timeout or termination interrupts the job)
+        self._spark_context = None
         results = {(r["shard"], r["strategy"]): r for r in document.get("results", [])}
         self.log.info("Spark job %s: %s", document.get("app_id"), document.get("summary"))
         for target in pairs:
