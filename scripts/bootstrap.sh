@@ -29,6 +29,7 @@ if [[ ! -x "$VENV/bin/python" ]]; then
   "$PY" -m venv "$VENV"
 fi
 if [[ ! -x "$VENV/bin/uv" ]] || [[ "$("$VENV/bin/uv" --version 2>/dev/null | cut -d' ' -f2)" != "$UV_VERSION" ]]; then
+  "$VENV/bin/python" -m pip --version >/dev/null 2>&1 || "$VENV/bin/python" -m ensurepip >/dev/null
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
 fi
 echo "[bootstrap] installing locked dependencies (requirements.lock)" >&2
