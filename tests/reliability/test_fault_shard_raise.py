@@ -16,7 +16,7 @@ At the end (writers stopped, one final sweep):
 * the oracle holds for the final sweep, nothing obsolete is left, the queue is empty below the sweep
   timestamp and below progress, and the store holds exactly what the model of committed writes says.
 
-Short variant (default run): about 12 s of load, count 1 -> 4 -> 16. Long variant: about 90 s, 1 -> 2 ->
+Short variant (default run): about 8 s of load, count 1 -> 4 -> 16. Long variant: about 90 s, 1 -> 2 ->
 4 -> 8 -> 16 -> 32 -> 64.
 """
 from __future__ import annotations
@@ -206,7 +206,7 @@ def _grow_while_sweeping(shared_stores, seconds: float, counts: list[int]):
 
 
 def test_shard_count_raised_while_sweeping_short(shared_stores):
-    _grow_while_sweeping(shared_stores, seconds=12, counts=[4, 16])
+    _grow_while_sweeping(shared_stores, seconds=8, counts=[4, 16])
 
 
 @pytest.mark.reliability

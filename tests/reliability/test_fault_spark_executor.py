@@ -56,7 +56,7 @@ TABLES = {"spark_c": "CONSERVATIVE", "spark_t": "THOROUGH"}
 SECRET = "Sp4rk-S3cret-pw"
 # Long enough that Spark's retry (seconds after the kill) always comes while the dead attempt's lease is
 # valid - that is what the xfail below pins - and short enough to wait out after the job.
-LEASE = 25
+LEASE = 15
 
 
 class _Never:

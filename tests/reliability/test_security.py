@@ -228,9 +228,10 @@ def test_hostile_table_names_are_refused_before_any_cql(shared_stores):
             "kvs.put": lambda: store.kvs.put(name, {Cell(b"r", b"c"): b"v"}, 5),
             "kvs.get": lambda: store.kvs.get(name, {Cell(b"r", b"c"): 10}),
             "physical_table_name": lambda: physical_table_name(name),
-            "workload": lambda: run_workload(store, WorkloadSpec(transactions=1, tables={name: "THOROUGH"})),
-            "transaction put": lambda: store.transactions.run(lambda t: t.put(name, {Cell(b"r", b"c"): b"v"})),
         }
+        if name in HOSTILE_TABLES[:3]:  # these begin transactions (slow): a few names are enough
+            attempts["workload"] = lambda: run_workload(store, WorkloadSpec(transactions=1, tables={name: "THOROUGH"}))
+            attempts["transaction put"] = lambda: store.transactions.run(lambda t: t.put(name, {Cell(b"r", b"c"): b"v"}))
         for what, attempt in attempts.items():
             if name == "_locks" and what in ("kvs.put", "kvs.get", "physical_table_name"):
                 continue  # internal tables are valid at the key-value level, just not for users

@@ -20,7 +20,7 @@ Audit at the end (writers stopped, sweepers stopped, one last sweep):
   committed, entries swept, sweep rounds, the maximum sweep lag observed (in timestamps and, from
   timestamp/wall-clock samples, seconds), failures seen and the checks' results.
 
-The default run has a short variant (about 20 s of load); ``-m reliability`` runs the long one (default
+The default run has a short variant (about 12 s of load); ``-m reliability`` runs the long one (default
 150 s; ``--soak-seconds N`` or ``ATLAS_SOAK_SECONDS=N``).
 """
 from __future__ import annotations
@@ -279,7 +279,7 @@ def _reader_mismatches(model: Model, snapshots) -> list[str]:
 
 
 def test_soak_short(shared_stores, artifacts_dir):
-    _soak(shared_stores, float(os.environ.get("ATLAS_SOAK_SHORT_SECONDS", "20")), artifacts_dir,
+    _soak(shared_stores, float(os.environ.get("ATLAS_SOAK_SHORT_SECONDS", "12")), artifacts_dir,
           writer_threads=2, variant="short")
 
 
