@@ -42,7 +42,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Mapping, Iterable, Iterator, Sequence
 from urllib.parse import unquote, urlsplit
 
 RESULT_BEGIN = "=====ATLAS-SPARK-RESULT-BEGIN====="
@@ -229,6 +229,8 @@ class TaskSpec:
     table: str | None = None
     batch_size: int = 1000
     sweep_ts: int | None = None
+    # targeted sweep: the run's sweep timestamp per strategy (computed once by the caller), if given
+    sweep_timestamps: dict | None = None
 
 
 class InjectedFailure(RuntimeError):
@@ -323,8 +325,34 @@ def _inject_mid_shard_failure(store, spec: TaskSpec, shard: int, strategy: str):
     )
 
 
-def _holder(spec: TaskSpec, shard: int, strategy: str, attempt) -> str:
-    return f"spark:{spec.app_id}:{shard}:{strategy.lower()}:a{attempt}:{os.getpid()}"
+def parse_sweep_timestamps(value) -> dict | None:
+    """``"CONSERVATIVE=12,THOROUGH=15"`` or a mapping -> {"CONSERVATIVE": 12, ...}; ValueError naming the problem."""
+    if value in (None, "", {}):
+        return None
+    items = value.items() if isinstance(value, Mapping) else (part.split("=", 1) for part in str(value).split(","))
+    out = {}
+    for item in items:
+        if len(item) != 2:
+            raise ValueError(f"sweep timestamps: expected STRATEGY=TIMESTAMP, got {item!r}")
+        name, ts = item
+        name = str(name).strip().upper()
+        if name not in ("CONSERVATIVE", "THOROUGH"):
+            raise ValueError(f"sweep timestamps: unknown strategy {name!r} (CONSERVATIVE or THOROUGH)")
+        try:
+            ts = int(str(ts).strip())
+        except ValueError:
+            raise ValueError(f"sweep timestamps: {name} timestamp {ts!r} is not an integer") from None
+        if ts < 0:
+            raise ValueError(f"sweep timestamps: {name} timestamp must be >= 0, got {ts}")
+        out[name] = ts
+    return out
+
+
+def _holder(spec: TaskSpec, shard: int, strategy: str, attempt=None) -> str:
+    """The lock holder of one pair in one application: the SAME for every attempt of the task, so a retry
+    re-acquires (and fences off) the lease its dead attempt left, instead of waiting for it to expire.
+    (Speculative execution would run two attempts at once under one holder: keep spark.speculation off.)"""
+    return f"spark:{spec.app_id}:{shard}:{strategy.lower()}"
 
 
 def sweep_pairs_partition(spec: TaskSpec, pairs: Iterator[tuple[int, str]]) -> list[dict]:
@@ -347,6 +375,7 @@ def sweep_pairs_partition(spec: TaskSpec, pairs: Iterator[tuple[int, str]]) -> l
                 result = store.sweeper.sweep_shard(
                     shard,
                     strategy,
+                    sweep_ts=(spec.sweep_timestamps or {}).get(strategy),
                     holder=_holder(spec, shard, strategy, attempt),
                     max_iterations=spec.max_iterations,
                     batch_limit=spec.batch_limit,
@@ -479,8 +508,12 @@ def run_targeted_sweep(
     settings: dict | None = None,
     fail_once_marker: str | None = None,
     engine_zip: str | None = None,
+    sweep_timestamps: dict | None = None,
 ) -> dict:
     """Sweep ``pairs`` with one Spark task each and return the job's JSON document (a dict).
+
+    ``sweep_timestamps`` ({"CONSERVATIVE": ts, "THOROUGH": ts}) pins the sweep timestamp of each strategy
+    (an Airflow run computes them once); otherwise each task computes its own.
 
     ``settings`` (StoreConfig overrides) are merged over ``spark.atlas.store.*`` conf entries;
     ``fail_once_marker`` over ``spark.atlas.failOnceMarker``. ``engine_zip`` is added with addPyFile
@@ -502,6 +535,7 @@ def run_targeted_sweep(
         max_iterations=max_iterations,
         dry_run=bool(dry_run),
         fail_once_marker=fail_once_marker or conf_marker,
+        sweep_timestamps=parse_sweep_timestamps(sweep_timestamps),
     )
     sc.setJobDescription(f"atlas targeted sweep of {len(pairs)} shard/strategy pair(s)")
     rdd = sc.parallelize(pairs, numSlices=len(pairs))
@@ -678,6 +712,9 @@ def build_parser(job: str) -> argparse.ArgumentParser:
         parser.add_argument("--strategies", default="CONSERVATIVE,THOROUGH", help="comma list (with --shards)")
         parser.add_argument("--batch-limit", type=int, help="queue entries per iteration")
         parser.add_argument("--max-iterations", type=int, help="iterations per shard before stopping")
+        parser.add_argument(
+            "--sweep-ts", help='sweep timestamp per strategy, e.g. "CONSERVATIVE=1200,THOROUGH=1250" (default: computed per task)'
+        )
     else:
         parser.add_argument("--table", required=True)
         parser.add_argument("--parts", type=int, default=4, help="number of ranges (tasks)")
@@ -718,6 +755,7 @@ def main(job: str, argv: Sequence[str] | None = None) -> int:
                 pairs = pairs_from_shards(args.shards, args.strategies)
             else:
                 parser.error("--pairs or --shards is required")
+            sweep_timestamps = parse_sweep_timestamps(args.sweep_ts)
         store_url = read_store_url(args.store_url_file)
     except ValueError as exc:
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
@@ -744,6 +782,7 @@ def main(job: str, argv: Sequence[str] | None = None) -> int:
                     max_iterations=args.max_iterations,
                     dry_run=args.dry_run,
                     settings=settings,
+                    sweep_timestamps=sweep_timestamps,
                 )
             else:
                 doc = run_full_sweep(

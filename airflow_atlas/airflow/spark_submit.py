@@ -290,8 +290,12 @@ def submit_targeted_sweep(
     dry_run: bool,
     extra_conf: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
+    sweep_timestamps: Mapping[str, int] | None = None,
 ) -> dict:
     """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
+
+    ``sweep_timestamps`` ({"CONSERVATIVE": ts, "THOROUGH": ts}) keeps the run's sweep timestamps (computed
+    once per Airflow run) in the Spark tasks; without it each task computes its own.
 
     ``pairs``: ``[(shard, "CONSERVATIVE"|"THOROUGH"), ...]``, ``"0:CONSERVATIVE,1:THOROUGH"``, or dicts
     with ``shard``/``strategy``. ``extra_conf``: extra Spark conf (``spark.atlas.store.<setting>`` entries
@@ -305,6 +309,8 @@ def submit_targeted_sweep(
         args += ["--max-iterations", str(int(max_iterations))]
     if dry_run:
         args.append("--dry-run")
+    if sweep_timestamps:
+        args += ["--sweep-ts", ",".join(f"{k}={int(v)}" for k, v in sorted(sweep_timestamps.items()))]
     return _run(
         "targeted-sweep",
         context,

@@ -16,10 +16,9 @@ What holds (``test_spark_executor_killed_mid_shard``):
   committed is lost, and after the sweep nothing obsolete, nothing queued below the sweep timestamp and
   no queue row below progress is left.
 
-Known bug, pinned by ``test_spark_retry_of_a_killed_task_sweeps_its_shard`` (strict xfail): the retry
-itself does NOT sweep the shard - ``spark_runtime`` names the lock holder after the attempt number and
-pid, so the retry finds the shard locked by its own dead predecessor and reports ``skipped_locked``; the
-shard waits for the next job after the lease expires.
+``test_spark_retry_of_a_killed_task_sweeps_its_shard``: the retry itself sweeps the shard - the lock holder
+of a pair is the same for every attempt of its task (``spark_runtime._holder``), so the retry re-acquires
+(and fences off) the lease its dead predecessor left instead of waiting for it to expire.
 
 The long variant (``-m reliability``) kills two executors of one job, on a larger store with 4 shards.
 """
@@ -55,7 +54,7 @@ pytestmark = [pytest.mark.cassandra, pytest.mark.spark]
 TABLES = {"spark_c": "CONSERVATIVE", "spark_t": "THOROUGH"}
 SECRET = "Sp4rk-S3cret-pw"
 # Long enough that Spark's retry (seconds after the kill) always comes while the dead attempt's lease is
-# valid - that is what the xfail below pins - and short enough to wait out after the job.
+# valid - so the retry must re-acquire its own lease - and short enough to wait out after the job.
 LEASE = 15
 
 
@@ -176,19 +175,12 @@ def test_spark_executor_killed_mid_shard(killed_job):
     assert document["summary"]["retried_tasks"] == 1
     others = {p: r["status"] for p, r in by_pair.items() if p != pair}
     assert set(others.values()) == {"caught_up"}, others
-    # The retry either swept the shard or (see the xfail below) found it still locked by the dead attempt;
-    # it never swept under someone else's valid lease.
+    # The retry re-acquired its own pair's lease (same holder for every attempt) and swept the shard.
     retry = by_pair[pair]
-    assert retry["status"] in ("caught_up", "skipped_locked"), retry
-    if retry["status"] == "skipped_locked":
-        assert retry["lock_holder"].startswith(f"spark:{document['app_id']}:{pair[0]}:{pair[1].lower()}:a0:")
+    assert retry["status"] == "caught_up", retry
+    assert retry["lock_holder"] == f"spark:{document['app_id']}:{pair[0]}:{pair[1].lower()}"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="spark_runtime: the lock holder includes the attempt number and pid, so the retry of a SIGKILLed "
-    "task finds the shard locked by its own dead predecessor and reports skipped_locked instead of sweeping it",
-)
 def test_spark_retry_of_a_killed_task_sweeps_its_shard(killed_job):
     (job,) = killed_job["runs"]
     (pair, _), = killed_job["killed"]

@@ -221,6 +221,10 @@ class SweepShardOperator(AtlasBaseOperator):
                 max_iterations=options["max_iterations"],
                 dry_run=options["dry_run"],
                 settings=self.engine_config(settings).to_json(),
+                sweep_timestamps={
+                    t["strategy"]: t["sweep_ts"] for t in pairs if t.get("sweep_ts") is not None
+                }
+                or None,
             )
         except Exception:
             self._spark_context = None
