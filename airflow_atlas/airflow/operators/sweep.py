@@ -233,7 +233,9 @@ class SweepShardOperator(AtlasBaseOperator):
         results = {(r["shard"], r["strategy"]): r for r in document.get("results", [])}
         self.log.info("Spark job %s: %s", document.get("app_id"), document.get("summary"))
         for target in pairs:
-            out.append({**target, "result": results.get((target["shard"], target["strategy"]))})
+            result = results.get((target["shard"], target["strategy"]))
+            out.append({**target, "result": result})
+            emit_shard_metrics(store, target, result)
         return out
 
     # ----- kill ------------------------------------------------------------------------------------
