@@ -1,8 +1,8 @@
 """Spark application for the executor-kill test (not a test module): the project's targeted-sweep job
 (``spark_jobs/targeted_sweep_job.py`` = ``airflow_atlas.spark_runtime.main("targeted")``) with one change:
-the first task attempt that claims the marker file ``ATLAS_KILL_MARKER`` (read on the driver, shipped in
-the task closure) SIGKILLs its own Python worker in the middle of its shard - after one iteration persisted
-its progress, right after a ranged delete of the next iteration reached the store, lease held. Spark sees
+a task attempt that claims one of the marker files in ``ATLAS_KILL_MARKER`` (``os.pathsep``-separated;
+read on the driver, shipped in the task closure; each marker is claimed once) SIGKILLs its own Python
+worker in the middle of its shard - after one iteration persisted its progress, right after a ranged delete of the next iteration reached the store, lease held. Spark sees
 a crashed Python worker and retries the task (``local[N,F]`` master).
 
     spark-submit --master 'local[2,4]' --py-files ENGINE_ZIP tests/reliability/spark_kill_job.py \
@@ -14,13 +14,14 @@ import sys
 
 from airflow_atlas import spark_runtime as rt
 
-MARKER = os.environ["ATLAS_KILL_MARKER"]
+MARKERS = os.environ["ATLAS_KILL_MARKER"].split(os.pathsep)
 _real_partition = rt.sweep_pairs_partition
 
 
 def killing_partition(spec, pairs):
     pairs = list(pairs)
-    if pairs and rt._claim_marker(MARKER):
+    marker = next((m for m in MARKERS if rt._claim_marker(m)), None) if pairs else None
+    if marker is not None:
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
         from airflow_atlas.sweep.progress import ShardProgress
 
@@ -36,7 +37,7 @@ def killing_partition(spec, pairs):
         def delete_all_timestamps(self, table, ranges):
             real_delete(self, table, ranges)
             if updates:
-                with open(MARKER, "a") as f:
+                with open(marker, "a") as f:
                     f.write(f"killed pid {os.getpid()} pair {pairs[0][0]}:{pairs[0][1]} progress {updates[-1]}\n")
                 os.kill(os.getpid(), signal.SIGKILL)
 
