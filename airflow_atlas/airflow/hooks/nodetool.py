@@ -2,8 +2,9 @@
 
 Commands are argument lists, never shell strings. The local runner executes the list directly
 (``subprocess.run(list)``, no shell). The SSH runner has to hand the remote side one command line (that is
-how SSH works); it quotes every argument with :func:`shlex.join`, so keyspace and table names, already
-validated by the engine, can never be interpreted by the remote shell.
+how SSH works); it quotes every argument with :func:`shlex.join`, so no argument can be interpreted by the
+remote shell. The operations below also check keyspace and table names themselves (CQL names: letters,
+digits, underscores) before any command is started, whatever the caller validated.
 
 * :class:`LocalNodetoolRunner` - ``command`` is how nodetool is started on the Airflow worker, e.g.
   ``["nodetool", "-h", "10.0.0.1"]`` or, for the project's local node, ``["scripts/cassandra.sh", "nodetool"]``.
@@ -18,12 +19,24 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shlex
 import subprocess
+import time
 from dataclasses import dataclass
 from typing import Sequence
 
+from airflow_atlas.errors import InvalidInputError
+
 log = logging.getLogger(__name__)
+
+_CQL_NAME = re.compile(r"[A-Za-z0-9_]{1,222}", re.ASCII)
+"""What Cassandra accepts as a keyspace or table name (``\\w+``, at most 222 characters for tables)."""
+
+# nodetool prints this when a JMX MBean it is reading disappears: on a running node, a table of ANY keyspace
+# dropped while ``tablestats`` walks every table's MBean (nodetool filters only afterwards). Transient.
+_MBEAN_RACE = "Server is not initialized yet"
+TABLESTATS_ATTEMPTS = 4
 
 
 class NodetoolError(RuntimeError):
@@ -98,7 +111,8 @@ class SSHNodetoolRunner:
                 )
             if status != 0:
                 raise NodetoolError(
-                    f"nodetool {list(args)} exited {status} on {conn_id}: {_tail(err.decode(errors='replace'))}"
+                    f"nodetool {list(args)} exited {status} on {conn_id}: "
+                    f"{_tail(err.decode(errors='replace') or out.decode(errors='replace'))}"
                 )
             outputs.append(NodetoolOutput(conn_id, tuple(args), out.decode(errors="replace")))
         return outputs
@@ -112,7 +126,15 @@ def runner_from_settings(settings) -> LocalNodetoolRunner | SSHNodetoolRunner:
 
 
 # ----- operations ----------------------------------------------------------------------------------
+def check_names(keyspace: str, table: str) -> None:
+    """Raise InvalidInputError unless both are plain CQL names (checked before any command is started)."""
+    for kind, name in (("keyspace", keyspace), ("table", table)):
+        if not isinstance(name, str) or not _CQL_NAME.fullmatch(name):
+            raise InvalidInputError(f"invalid {kind} name for nodetool: {name!r} (letters, digits and underscores only)")
+
+
 def flush(runner, keyspace: str, table: str) -> None:
+    check_names(keyspace, table)
     runner.run(["flush", "--", keyspace, table])
 
 
@@ -120,13 +142,28 @@ def compact(runner, keyspace: str, table: str, method: str = "compact") -> None:
     """``compact`` (major compaction of the table) or ``garbagecollect`` (drop deleted data per sstable)."""
     if method not in ("compact", "garbagecollect"):
         raise ValueError(f"unknown compaction method {method!r}")
+    check_names(keyspace, table)
     runner.run([method, "--", keyspace, table])
 
 
 def table_stats(runner, keyspace: str, table: str) -> dict:
-    """Live and total bytes and sstable count of one table, summed over the runner's nodes."""
+    """Live and total bytes and sstable count of one table, summed over the runner's nodes.
+
+    ``tablestats`` is read-only, so it is retried (a few times, briefly) when it hit the MBean race above.
+    """
+    check_names(keyspace, table)
+    args = ["tablestats", "-F", "json", f"{keyspace}.{table}"]
+    for attempt in range(1, TABLESTATS_ATTEMPTS + 1):
+        try:
+            outputs = runner.run(args)
+            break
+        except NodetoolError as exc:
+            if _MBEAN_RACE not in str(exc) or attempt == TABLESTATS_ATTEMPTS:
+                raise
+            log.warning("nodetool tablestats of %s.%s hit a concurrent schema change (attempt %d), retrying", keyspace, table, attempt)
+            time.sleep(0.5 * attempt)
     totals = {"space_used_live": 0, "space_used_total": 0, "sstable_count": 0}
-    for output in runner.run(["tablestats", "-F", "json", f"{keyspace}.{table}"]):
+    for output in outputs:
         stats = parse_tablestats(output.stdout, keyspace, table)
         for key in totals:
             totals[key] += stats[key]

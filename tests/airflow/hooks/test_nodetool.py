@@ -5,6 +5,7 @@ import pytest
 
 from airflow_atlas.airflow.hooks import nodetool
 from airflow_atlas.airflow.hooks.nodetool import LocalNodetoolRunner, NodetoolError, SSHNodetoolRunner, parse_tablestats
+from airflow_atlas.errors import InvalidInputError
 
 TABLESTATS = """
 WARN  some JVM noise
@@ -48,3 +49,33 @@ def test_local_runner_against_the_real_node(cassandra_node):
     nodetool.flush(runner, "system_schema", "tables")
     stats = nodetool.table_stats(runner, "system_schema", "tables")
     assert stats["space_used_live"] > 0 and stats["sstable_count"] >= 1
+
+
+def test_operations_reject_non_cql_names_before_running_anything(tmp_path):
+    marker = tmp_path / "ran"
+    runner = LocalNodetoolRunner(["touch", str(marker)])
+    for keyspace, table in [("ks", "t; rm -rf /"), ("ks", "-h"), ("ks", ""), ("k s", "t"), ("ks.x", "t"), ("ks", "t" * 223)]:
+        for op in (nodetool.flush, nodetool.compact, nodetool.table_stats):
+            with pytest.raises(InvalidInputError):
+                op(runner, keyspace, table)
+    assert not marker.exists()
+
+
+def test_table_stats_retries_the_mbean_race_of_a_concurrent_drop(tmp_path):
+    """nodetool's 'Server is not initialized yet' on a running node means an MBean vanished mid-listing."""
+    count = tmp_path / "count"
+    script = tmp_path / "fake_nodetool.sh"
+    script.write_text(
+        "#!/bin/sh\n"
+        f'echo x >> "{count}"\n'
+        f'if [ "$(wc -l < "{count}")" -lt 3 ]; then\n'
+        '  echo "Exception in thread \\"main\\" java.lang.IllegalArgumentException: Server is not initialized yet, cannot run nodetool." >&2\n'
+        "  exit 1\n"
+        "fi\n"
+        "echo '{\"ks\": {\"tables\": {\"t\": {\"space_used_live\": \"10\", \"space_used_total\": \"12\", \"sstable_count\": 1}}}}'\n"
+    )
+    script.chmod(0o755)
+    assert nodetool.table_stats(LocalNodetoolRunner([str(script)]), "ks", "t")["space_used_live"] == 10
+    assert count.read_text().count("x") == 3
+    with pytest.raises(NodetoolError, match="exited 1"):  # other failures are not retried
+        nodetool.table_stats(LocalNodetoolRunner(["false"]), "ks", "t")
