@@ -4,9 +4,8 @@ transactions table holding garbage - on the real Cassandra node.
 * Operator arguments (the real operators, their real connection and settings Variable, ``execute()``):
   out-of-range or hostile shards, unknown strategies and tables, malformed targets and timestamps, bad
   engine settings fail WITHOUT retries (``AirflowFailException``) with a message naming the problem, and
-  leave the store untouched (no lock, no progress, keyspace intact). The cases the Airflow glue gets wrong
-  today (a non-numeric ``sweep_ts``, ``shards`` or ``sweep_timestamps``, a non-numeric ``protocol_version``
-  extra: an obscure ValueError/KeyError that Airflow retries) are pinned as strict xfails.
+  leave the store untouched (no lock, no progress, keyspace intact). Malformed numbers (a non-numeric ``sweep_ts``,
+  ``shards`` or ``sweep_timestamps``, a non-numeric ``protocol_version`` extra) also fail at once with InvalidInputError naming the argument, never a bare ValueError Airflow retries.
 * URLs and connection extras: values that would end up in CQL (keyspace, datacenter, options) are refused
   before any connection is opened.
 * Corrupted queue cells written straight into ``_sweep_cells`` / ``_sweep_timestamps``: undecodable
@@ -128,7 +127,7 @@ def test_bad_operator_arguments_fail_without_retry_naming_the_problem(operator_s
     assert store.kvs.table_exists("bad_t")  # hostile names never reached CQL
 
 
-GLUE_BUGS = [
+MALFORMED_NUMBERS = [
     (lambda: _sweep(shard=0, strategy="THOROUGH", sweep_ts="yesterday"), "sweep_ts"),
     (lambda: _plan(shards=["x"]), "shard"),
     (lambda: _plan(sweep_timestamps={"CONSERVATIVE": "soon", "THOROUGH": "soon"}), "sweep"),
@@ -136,13 +135,7 @@ GLUE_BUGS = [
 ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="airflow glue: SweepShardOperator int()s sweep_ts and PlanTargetedSweepOperator int()s shards and "
-    "indexes/int()s sweep_timestamps without validation, so malformed values raise a bare ValueError/KeyError "
-    "(retried by Airflow, message 'invalid literal for int()') instead of InvalidInputError -> no retry",
-)
-@pytest.mark.parametrize("make, word", GLUE_BUGS, ids=range(len(GLUE_BUGS)))
+@pytest.mark.parametrize("make, word", MALFORMED_NUMBERS, ids=range(len(MALFORMED_NUMBERS)))
 def test_malformed_timestamps_and_shards_fail_without_retry(operator_store, make, word):
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -202,8 +195,6 @@ def test_bad_connection_extras_are_refused_naming_the_extra(extra, message, cass
     assert message in str(failure.value)
 
 
-@pytest.mark.xfail(strict=True, reason="airflow glue: describe_connection int()s the protocol_version extra "
-                   "unvalidated: a bare ValueError instead of InvalidInputError naming the extra")
 def test_non_numeric_protocol_version_extra_is_refused_naming_it(monkeypatch, airflow_home):
     from airflow_atlas.airflow.hooks.atlas import AtlasHook
 

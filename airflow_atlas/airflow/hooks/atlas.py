@@ -109,6 +109,13 @@ def describe_connection(conn) -> dict:
         except (TypeError, ValueError):
             raise InvalidInputError(f"connection {conn.conn_id!r}: extra replication_factor must be an integer") from None
         protocol = _extra(conn, "protocol_version")
+        if protocol not in (None, ""):
+            try:
+                protocol = int(protocol)
+            except (TypeError, ValueError):
+                raise InvalidInputError(
+                    f"connection {conn.conn_id!r}: extra protocol_version must be an integer, got {protocol!r}"
+                ) from None
         return {
             "conn_id": conn.conn_id,
             "backend": "cassandra",

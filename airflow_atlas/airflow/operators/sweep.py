@@ -12,7 +12,7 @@ from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.locks import release_own
 from airflow_atlas.airflow.settings import EXECUTION_MODES
-from airflow_atlas.airflow.targets import holder_for, lease_from, lock_name, normalize_targets
+from airflow_atlas.airflow.targets import as_int, holder_for, lease_from, lock_name, normalize_targets
 from airflow_atlas.errors import InvalidInputError, LockNotHeldError, TableNotFoundError
 from airflow_atlas.sweep.lease_keeper import LeaseKeeper
 
@@ -106,7 +106,7 @@ class SweepShardOperator(AtlasBaseOperator):
         targets = normalize_targets(self.targets, self.shard, self.strategy)
         for target in targets:
             if target.get("sweep_ts") is None and self.sweep_ts is not None:
-                target["sweep_ts"] = int(self.sweep_ts)
+                target["sweep_ts"] = as_int(self.sweep_ts, "sweep_ts")
         mode = self.execution_mode or settings.execution_mode
         if mode not in EXECUTION_MODES:
             raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")

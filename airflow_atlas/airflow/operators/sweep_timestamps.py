@@ -5,7 +5,7 @@ from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.settings import SWEEPABLE
-from airflow_atlas.airflow.targets import batches
+from airflow_atlas.airflow.targets import as_int, batches
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SweepStrategy
 
@@ -94,7 +94,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
             self.log.info("growing the store to %d shards (setting shard_count)", settings.shard_count)
             store.initialize(shards=settings.shard_count)
         count = store.number_of_shards()
-        shards = list(range(count)) if not self.shards else [int(s) for s in self.shards]
+        shards = list(range(count)) if not self.shards else [as_int(s, "shard") for s in self.shards]
         bad = [s for s in shards if not 0 <= s < count]
         if bad:
             raise InvalidInputError(f"shard(s) {bad} out of range: the store has {count} shard(s) (0..{count - 1})")
@@ -107,7 +107,9 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         targets = []
         idle = 0
         for strategy in strategies:
-            sweep_ts = int(timestamps[strategy])
+            if strategy not in timestamps:
+                raise InvalidInputError(f"sweep_timestamps has no {strategy} entry (got {sorted(timestamps)})")
+            sweep_ts = as_int(timestamps[strategy], f"sweep timestamp of {strategy}")
             for shard in shards:
                 if skip_idle and not store.sweeper.has_sweepable_work(shard, strategy, sweep_ts):
                     idle += 1
