@@ -155,13 +155,22 @@ class TargetedSweeper:
             raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
         return shard, strategy
 
-    @staticmethod
-    def _check_sweep_ts(sweep_ts) -> None:
-        """A caller-supplied sweep timestamp (e.g. from XCom) must be a non-negative integer."""
+    def check_sweep_ts(self, sweep_ts) -> None:
+        """A caller-supplied sweep timestamp (e.g. from XCom) must be a non-negative integer that the
+        timestamp service has issued: a value from the future would sweep versions open transactions
+        still read. (Only the compute-sweep-timestamps step should supply it; the engine cannot check a
+        past value against the immutable timestamp cheaply, because that may dip briefly while a
+        transaction registers.)"""
         if sweep_ts is None:
             return
         if isinstance(sweep_ts, bool) or not isinstance(sweep_ts, int) or not 0 <= sweep_ts <= LONG_MAX:
             raise InvalidInputError(f"sweep_ts must be an integer in 0..{LONG_MAX}, got {sweep_ts!r}")
+        issued = self._store.timestamps.current_bound()
+        if sweep_ts > issued:
+            raise InvalidInputError(
+                f"sweep_ts {sweep_ts} is above every timestamp issued so far ({issued}): "
+                "pass the sweep timestamp computed by the store (sweep_timestamps), never a guess"
+            )
 
     # ----- the iteration ---------------------------------------------------------------------------
     def run_iteration(
@@ -177,7 +186,7 @@ class TargetedSweeper:
         tables=None,
     ) -> SweepResult:
         shard, strategy = self._check(shard, strategy)
-        self._check_sweep_ts(sweep_ts)
+        self.check_sweep_ts(sweep_ts)
         if lease is not None:
             return self._iterate(shard, strategy, sweep_ts, _FixedLease(self._store.locks, lease), batch_limit, dry_run)
         holder = holder or default_holder()
@@ -207,9 +216,10 @@ class TargetedSweeper:
         """Run iterations until the shard is caught up to the sweep timestamp, blocked by a transaction
         that committed too late, or ``max_iterations`` is reached. Holds one lease throughout."""
         shard, strategy = self._check(shard, strategy)
-        self._check_sweep_ts(sweep_ts)
-        max_iterations = max_iterations or self._store.config.max_iterations_per_shard
-        if max_iterations < 1:
+        self.check_sweep_ts(sweep_ts)
+        if max_iterations is None:
+            max_iterations = self._store.config.max_iterations_per_shard
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
             raise InvalidInputError("max_iterations must be at least 1")
         started = time.monotonic()
         summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up")
@@ -262,8 +272,8 @@ class TargetedSweeper:
     def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run) -> SweepResult:
         started = time.monotonic()
         cfg = self._store.config
-        limit = int(batch_limit or cfg.batch_limit)
-        if not 1 <= limit <= 100_000:
+        limit = cfg.batch_limit if batch_limit is None else batch_limit
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
             raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {limit}")
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)

@@ -394,3 +394,33 @@ def test_the_engine_refuses_malformed_sweep_timestamps(reader_store, bad):
         with pytest.raises(InvalidInputError, match="sweep_ts must be an integer"):
             call(0, "THOROUGH", sweep_ts=bad)
     assert reader_store.locks.list_locks() == []
+
+
+def test_bad_limits_and_future_sweep_ts_are_refused(operator_store):
+    """Negative or non-numeric limits name the problem (0 or empty means "the setting": that is what the
+    manual sweep form pushes for an empty field), and a sweep timestamp above every issued timestamp (it
+    would sweep versions open readers still need) is refused by the operator and by the engine."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    store = operator_store
+    progress = progress_of(store)
+    for kwargs, word in (
+        ({"batch_limit": -5}, "batch_limit"),
+        ({"batch_limit": 200_000}, "batch_limit"),
+        ({"max_iterations": -1}, "max_iterations"),
+        ({"max_iterations": "many"}, "max_iterations"),
+    ):
+        with pytest.raises(AirflowFailException) as failure:
+            _sweep(shard=0, strategy="THOROUGH", **kwargs).execute({})
+        assert word in str(failure.value)
+    future = store.timestamps.current_bound() + 1_000_000
+    with pytest.raises(AirflowFailException) as failure:
+        _sweep(shard=0, strategy="THOROUGH", sweep_ts=future).execute({})
+    assert "above every timestamp issued" in str(failure.value)
+    with pytest.raises(InvalidInputError, match="above every timestamp issued"):
+        store.sweeper.sweep_shard(0, "THOROUGH", sweep_ts=future)
+    with pytest.raises(InvalidInputError, match="max_iterations"):
+        store.sweeper.sweep_shard(0, "THOROUGH", max_iterations=0)
+    with pytest.raises(InvalidInputError, match="batch_limit"):
+        store.sweeper.run_iteration(0, "THOROUGH", batch_limit=0)
+    assert progress_of(store) == progress

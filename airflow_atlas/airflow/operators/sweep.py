@@ -107,6 +107,8 @@ class SweepShardOperator(AtlasBaseOperator):
         for target in targets:
             if target.get("sweep_ts") is None and self.sweep_ts is not None:
                 target["sweep_ts"] = as_int(self.sweep_ts, "sweep_ts")
+        for target in targets:
+            store.sweeper.check_sweep_ts(target.get("sweep_ts"))  # never one from the future
         mode = self.execution_mode or settings.execution_mode
         if mode not in EXECUTION_MODES:
             raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
@@ -122,12 +124,20 @@ class SweepShardOperator(AtlasBaseOperator):
         return self._sweep_in_task(context, store, settings, targets)
 
     def _options(self, settings) -> dict:
-        return {
-            "batch_limit": int(self.batch_limit or settings.batch_limit),
-            "max_iterations": int(self.max_iterations or settings.max_iterations_per_shard),
+        options = {
+            # None or 0 (what a form pushes to XCom for "empty") means: the setting.
+            "batch_limit": as_int(self.batch_limit, "batch_limit") if self.batch_limit not in (None, 0, "0", "") else settings.batch_limit,
+            "max_iterations": as_int(self.max_iterations, "max_iterations")
+            if self.max_iterations not in (None, 0, "0", "")
+            else settings.max_iterations_per_shard,
             "dry_run": bool(self.dry_run),
             "tables": list(self.tables) if self.tables else None,
         }
+        if not 1 <= options["batch_limit"] <= 100_000:
+            raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {options['batch_limit']}")
+        if options["max_iterations"] < 1:
+            raise InvalidInputError(f"max_iterations must be at least 1, got {options['max_iterations']}")
+        return options
 
     def _sweep_in_task(self, context, store, settings, targets):
         options = self._options(settings)
