@@ -7,6 +7,7 @@ cd "$ROOT"
 "$ROOT/scripts/bootstrap.sh" || exit 1
 "$ROOT/scripts/cassandra.sh" start || exit 1
 "$ROOT/scripts/ensure_chromium.sh" || exit 1
+"$ROOT/scripts/ensure_sshd.sh" || exit 1
 export PATH="$ROOT/.venv/bin:$PATH"
 "$ROOT/.venv/bin/python" -m pytest "$@"
 rc=$?
