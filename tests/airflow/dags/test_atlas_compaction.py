@@ -75,6 +75,9 @@ def test_compaction_after_sweep_drops_live_space_on_the_node(cassandra_store, mo
     store.create_table(TABLE, "THOROUGH", gc_grace_seconds=0)
     keyspace = conn["schema"]
     runner = nodetool.LocalNodetoolRunner([str(CASSANDRA_SCRIPT), "nodetool"], timeout_seconds=600)
+    # Only the operator's compaction may reclaim space: on a busy node, background compaction of the
+    # table's many flushed sstables would otherwise do it before the operator measures.
+    runner.run(["disableautocompaction", keyspace, TABLE])
     _overwrite(store)
     nodetool.flush(runner, keyspace, TABLE)
     live_before = nodetool.table_stats(runner, keyspace, TABLE)["space_used_live"]
