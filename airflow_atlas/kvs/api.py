@@ -134,6 +134,16 @@ def validate_table_name(name: str, *, internal_ok: bool = True) -> str:
 
 
 def validate_cell(cell: Cell) -> Cell:
+    # Fast path for the hot loops (sweep, commits): an exact Cell of valid bytes is returned as it is.
+    if type(cell) is Cell:
+        row, col = cell
+        if (
+            type(row) is bytes
+            and type(col) is bytes
+            and 0 < len(row) <= MAX_CELL_NAME_BYTES
+            and 0 < len(col) <= MAX_CELL_NAME_BYTES
+        ):
+            return cell
     if not isinstance(cell, tuple) or len(cell) != 2:
         raise InvalidInputError(f"a cell is a (row, column) pair of bytes, got {cell!r}")
     row, col = cell
