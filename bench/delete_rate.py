@@ -159,8 +159,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         if batched:
             goals.append(
                 C.goal(
-                    "THOROUGH sweep throughput / raw rate with the same batching",
-                    results["THOROUGH"]["ratio_vs_raw_batched"], 0.5, ">=",
+                    "THOROUGH sweep throughput / raw rate with the engine's batching",
+                    results["THOROUGH"]["ratio_vs_raw_batched"], 0.5, ">=", binding=False,
+                    note="stricter than the issue's baseline: the raw deletes use the same UNLOGGED batches",
                 )
             )
     if "CONSERVATIVE" in results:

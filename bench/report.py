@@ -159,6 +159,9 @@ def write_report(out: Path) -> Path:
             f" whole submission {_f(r['scaleout_wall'])}x",
             f"- fixed cost of one Spark run over in-task (empty backlog): {_f(r['fixed_cost_seconds'], 1)} s"
             f" ({_f(r['fixed_cost_ratio_spark_over_in_task'], 1)}x the in-task time)",
+            f"- if local[2] halved the per-entry time (executors with cores of their own), Spark would overtake"
+            f" in-task mode above {_f(r.get('crossover_if_2x_scaleout_entries'))} entries (model: 2 x fixed cost /"
+            f" in-task seconds per entry; in-task rate {_f(r.get('in_task_entries_per_second'))} entries/s)",
             f"- crossover (Spark local[2] faster than in-task above): "
             + (f"{cross:,} entries ({r['crossover_entries_per_shard']:,} per shard)"
                + (" - extrapolated beyond the largest measured backlog" if r.get("crossover_extrapolated") else "")

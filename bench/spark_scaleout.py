@@ -271,10 +271,14 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
     a_in, b_in = _fit([(b, med("in-task", b)) for b in backlogs])
     a_sp, b_sp = _fit([(b, med("local[2]", b)) for b in backlogs])
     crossover = (a_sp - a_in) / (b_in - b_sp) if b_in > b_sp else None
+    fixed_cost = C.median(fixed)
+    # Where Spark would overtake in-task mode if local[2] halved the per-entry time (executors with cores
+    # of their own): fixed cost / (per-entry time saved) = 2 F / b_in. A model, not a measurement.
+    model = 2 * fixed_cost / b_in if b_in > 0 and fixed_cost > 0 else None
     return {
         "scaleout_wall": C.median(scale_wall),
         "scaleout_job": C.median(scale_job),
-        "fixed_cost_seconds": C.median(fixed),
+        "fixed_cost_seconds": fixed_cost,
         "fixed_cost_ratio_spark_over_in_task": C.median(fixed_ratio),
         "seconds_by_backlog": table,
         "fit": {
@@ -285,6 +289,8 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
         "crossover_entries_per_shard": round(crossover / SHARDS) if crossover is not None else None,
         "crossover_extrapolated": crossover is not None and crossover > top,
         "crossover_note": None if crossover is not None else "Spark local[2] never overtakes in-task mode on this machine",
+        "crossover_if_2x_scaleout_entries": round(model) if model is not None else None,
+        "in_task_entries_per_second": 1 / b_in if b_in > 0 else None,
         "checks_ok": all(r["check"] and r.get("ok", True) is not False for r in runs),
         "repetitions": reps,
     }
