@@ -20,8 +20,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Iterator
 
-from ..errors import InvalidInputError, KeyAlreadyExistsError
+from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange, SweepStrategy
+from .commits import resolve_commits
 
 ABORTED = -1
 
@@ -154,21 +155,9 @@ class LegacySweeper:
             self._kvs.delete(table, deletes)
 
     def _commit_timestamps(self, starts: list[int], result: LegacySweepResult, dry_run: bool) -> dict[int, int]:
-        service = self._store.transaction_service
-        commits = dict(service.get_many(starts)) if starts else {}
-        for s in starts:
-            if s in commits:
-                continue
-            if dry_run:
-                commits[s] = ABORTED
-                continue
-            try:
-                service.put_unless_exists(s, ABORTED)
-                result.transactions_aborted += 1
-                commits[s] = ABORTED
-            except KeyAlreadyExistsError:
-                value = service.get(s)
-                commits[s] = ABORTED if value is None else value
+        """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""
+        commits, aborted_now = resolve_commits(self._store.transaction_service, starts, dry_run=dry_run)
+        result.transactions_aborted += aborted_now
         return commits
 
 

@@ -33,9 +33,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ..encoding import LONG_MAX
-from ..errors import InvalidInputError, KeyAlreadyExistsError, TableNotFoundError
+from ..errors import InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from .constants import FINE_PARTITION, MAX_SHARDS
+from .commits import resolve_commits
 from .deleter import SweepDeleter
 from .lease_keeper import LeaseKeeper
 
@@ -395,21 +396,8 @@ class TargetedSweeper:
     # ----- helpers ---------------------------------------------------------------------------------
     def _commit_timestamps(self, starts: list[int], result: SweepResult, dry_run: bool) -> dict[int, int]:
         """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""
-        service = self._store.transaction_service
-        commits = dict(service.get_many(starts))
-        for s in starts:
-            if s in commits:
-                continue
-            if dry_run:
-                commits[s] = ABORTED
-                continue
-            try:
-                service.put_unless_exists(s, ABORTED)
-                commits[s] = ABORTED
-                result.transactions_aborted += 1
-            except KeyAlreadyExistsError:
-                value = service.get(s)
-                commits[s] = ABORTED if value is None else value
+        commits, aborted_now = resolve_commits(self._store.transaction_service, starts, dry_run=dry_run)
+        result.transactions_aborted += aborted_now
         return commits
 
     def _current_strategies(self, tables) -> dict[str, SweepStrategy | None]:
