@@ -326,6 +326,48 @@ def sweep_all_shards(store, strategy, sweep_ts: int, batch_limit: int | None = N
     return totals
 
 
+class CpuProbe:
+    """CPU used by this process, by the local Cassandra node and by the whole machine between start() and
+    stop(), in cores (CPU seconds / wall seconds): where the time of a step goes."""
+
+    def __init__(self):
+        import psutil
+
+        self._psutil = psutil
+        self._me = psutil.Process()
+        self._cassandra = None
+        for p in psutil.process_iter(["cmdline"]):
+            if any("CassandraDaemon" in c for c in (p.info.get("cmdline") or [])):
+                self._cassandra = p
+                break
+
+    @staticmethod
+    def _busy(t) -> float:
+        return t.user + t.system + getattr(t, "nice", 0.0)
+
+    def start(self) -> "CpuProbe":
+        self._t = time.perf_counter()
+        self._mine = sum(self._me.cpu_times()[:2])
+        self._node = sum(self._cassandra.cpu_times()[:2]) if self._cassandra else None
+        self._all = self._busy(self._psutil.cpu_times())
+        return self
+
+    def stop(self) -> dict:
+        wall = time.perf_counter() - self._t
+        out = {
+            "wall_seconds": wall,
+            "this_process_cores": (sum(self._me.cpu_times()[:2]) - self._mine) / wall,
+            "machine_busy_cores": (self._busy(self._psutil.cpu_times()) - self._all) / wall,
+            "machine_cores": os.cpu_count(),
+        }
+        if self._cassandra is not None:
+            try:
+                out["cassandra_cores"] = (sum(self._cassandra.cpu_times()[:2]) - self._node) / wall
+            except Exception:
+                pass
+        return out
+
+
 # ----- results -------------------------------------------------------------------------------------
 def goal(
     name: str, value: float | None, target: float, op: str, unit: str = "", note: str = "", binding: bool = True

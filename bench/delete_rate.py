@@ -122,7 +122,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                     C.log(f"{name}: {strategy_name} rep {rep} {variant} n={n:,}")
                     started = time.perf_counter()
                     if variant == "sweep":
+                        probe = C.CpuProbe().start()
                         totals = C.sweep_all_shards(store, strategy, sweep_ts)
+                        rec["sweep_cpu"] = probe.stop()
                         rec["sweep_result"] = {k: v for k, v in totals.items() if k != "statuses"}
                         rec["sweep_check"] = totals["entries_read"] == n and totals["cells_tombstoned"] == n
                     elif backend == "cassandra":
@@ -149,6 +151,12 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             "ratio": C.median(r["ratio"] for r in rs),
             "checks_ok": all(r["sweep_check"] for r in rs),
             "repetitions": len(rs),
+            # Where the sweep's time goes: cores used during the sweep by the node, by the sweeper, in all.
+            "sweep_cpu_cores": {
+                key: C.median(r["sweep_cpu"][key] for r in rs if key in r["sweep_cpu"])
+                for key in ("cassandra_cores", "this_process_cores", "machine_busy_cores")
+                if any(key in r["sweep_cpu"] for r in rs)
+            },
         }
         if batched:
             results[strategy_name]["raw_batched_per_second"] = C.median(r["raw_batched_per_second"] for r in rs)

@@ -136,6 +136,13 @@ def write_report(out: Path) -> Path:
         d = docs["delete_rate"]
         lines += ["## 2. Sweep vs the store's delete rate (Cassandra)", ""]
         lines += _table(DR_HEADER, _dr_rows(d["results"])) + [""]
+        for strategy, r in d["results"].items():
+            cpu = r.get("sweep_cpu_cores") or {}
+            if cpu:
+                lines.append(
+                    f"- {strategy} sweep, cores used (of {d['machine'].get('cores')}): Cassandra {_f(cpu.get('cassandra_cores'))},"
+                    f" sweeper process {_f(cpu.get('this_process_cores'))}, whole machine {_f(cpu.get('machine_busy_cores'))}"
+                )
         lines += [f"- concurrency {d['params'].get('concurrency')}; batching in the backend: {_f(d['params'].get('batching'))};"
                   f" load averages: {_load_text(d)}; {d['params']['repetitions']} repetitions", ""]
     if "commit_overhead" in docs:
@@ -207,18 +214,23 @@ def write_chart(docs: dict, path: Path) -> None:
         ax.set_yticks([])
 
     def tv_panel(ax, res, title):
-        pct = res.get("pct", {})
-        sizes = sorted(pct, key=int)
-        if not sizes:
+        pct, fixed = res.get("pct", {}), res.get("fixed", {})
+        groups = [(f"{int(n):,} cells\n1% rewritten", pct[n]) for n in sorted(pct, key=int)]
+        if not groups:
             return empty(ax, title)
-        x = range(len(sizes))
-        t = [pct[s]["targeted_seconds"] for s in sizes]
-        lg = [pct[s]["legacy_seconds"] for s in sizes]
+        if fixed:
+            big = max(fixed, key=int)
+            if fixed[big]["k"] != pct.get(big, {}).get("k"):
+                share = 100 * fixed[big]["k"] / int(big)
+                groups.append((f"{int(big):,} cells\n{share:g}% rewritten", fixed[big]))
+        x = range(len(groups))
+        t = [g["targeted_seconds"] for _, g in groups]
+        lg = [g["legacy_seconds"] for _, g in groups]
         ax.bar([i - 0.2 for i in x], t, 0.4, label="targeted")
         ax.bar([i + 0.2 for i in x], lg, 0.4, label="legacy")
-        for i, s in enumerate(sizes):
-            ax.annotate(f"{pct[s]['ratio']:.1f}x", (i, max(t[i], lg[i])), ha="center", va="bottom")
-        ax.set_xticks(list(x), [f"{int(s):,} cells\n1% rewritten" for s in sizes])
+        for i, (_, g) in enumerate(groups):
+            ax.annotate(f"{g['ratio']:.1f}x", (i, max(t[i], lg[i])), ha="center", va="bottom")
+        ax.set_xticks(list(x), [label for label, _ in groups])
         ax.set_yscale("log")
         ax.set_ylabel("seconds to sweep (log)")
         ax.set_title(title)
