@@ -306,19 +306,24 @@ def _inject_mid_shard_failure(store, spec: TaskSpec, shard: int, strategy: str):
         shard, strategy, max_iterations=1, batch_limit=spec.batch_limit, holder=_holder(spec, shard, strategy, "inject")
     )
     kvs = store.kvs
-    original = kvs.delete_all_timestamps
+    deletes = ("delete_all_timestamps", "add_gc_sentinels_and_delete_all_timestamps")  # THOROUGH, CONSERVATIVE
 
-    def delete_then_fail(table, ranges):
-        original(table, ranges)
-        raise InjectedFailure(f"injected failure after a ranged delete in shard {shard} {strategy}")
+    def then_fail(original):
+        def write_then_fail(*args):
+            original(*args)
+            raise InjectedFailure(f"injected failure after a ranged delete in shard {shard} {strategy}")
 
-    kvs.delete_all_timestamps = delete_then_fail  # instance attribute: this task's store only
+        return write_then_fail
+
+    for name in deletes:  # instance attributes: this task's store only
+        setattr(kvs, name, then_fail(getattr(kvs, name)))
     try:
         store.sweeper.sweep_shard(
             shard, strategy, max_iterations=1, batch_limit=spec.batch_limit, holder=_holder(spec, shard, strategy, "inject")
         )
     finally:
-        del kvs.delete_all_timestamps
+        for name in deletes:
+            delattr(kvs, name)
     raise InjectedFailure(
         f"injected failure in shard {shard} {strategy} after {first.iterations} iteration(s) "
         f"(progress {first.old_progress} -> {first.new_progress})"

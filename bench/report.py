@@ -95,13 +95,23 @@ def _machine_lines(docs: dict) -> list[str]:
     m = m or next((d.get("machine") for d in docs.values() if d.get("machine")), {}) or {}
     cas = m.get("cassandra", {})
     heap = cas.get("heap_mb_max")
+    jits = {
+        name: d["machine"]["cassandra"].get("jit", "c1 (not recorded)")
+        for name, d in docs.items()
+        if d.get("machine", {}).get("cassandra")
+    }
+    if len(set(jits.values())) <= 1:
+        jit = next(iter(jits.values()), "-")
+    else:
+        jit = ", ".join(f"{name}: {j}" for name, j in sorted(jits.items()))
     return [
         f"- CPU: {m.get('cpu_model')}, {m.get('cores')} cores; memory {m.get('memory_gib')} GiB; {m.get('platform')}",
         f"- Python {m.get('python')}, cassandra-driver {m.get('cassandra_driver')}; Cassandra {cas.get('version', '-')}"
-        f" (single local node, heap {_f(heap, 0) if heap else '-'} MB)",
-        "- Shared machine: other engineers' test suites were running during the measurements. Every figure is a"
-        " ratio of two things measured side by side, interleaved, median of >= 3 repetitions; load averages"
-        " (1m/5m/15m, before -> after) are listed per benchmark.",
+        f" (single local node on the same 2 cores, heap {_f(heap, 0) if heap else '-'} MB, JVM JIT: {jit};"
+        " `full` is the JVM's normal tiered compilation, `c1` the quick-start test profile)",
+        "- Every figure is a ratio of two things measured side by side, interleaved, median of >= 3 repetitions;"
+        " load averages (1m/5m/15m, before -> after) are listed per benchmark and show any other work on the"
+        " machine.",
     ]
 
 

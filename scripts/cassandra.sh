@@ -13,6 +13,9 @@
 #   ATLAS_CASSANDRA_DIR      node directory: data, logs, pid (default ${TMPDIR:-/tmp}/airflow-atlas-cassandra)
 #   ATLAS_CASSANDRA_HEAP     heap size (default 1G)
 #   ATLAS_CASSANDRA_TIMEOUT  seconds to wait for CQL (default 240)
+#   ATLAS_CASSANDRA_JIT      c1 (default: quick start-up, what tests and CI use) or full (the JVM's normal
+#                            tiered C1+C2 compilation, as a production node runs: slower to start, less CPU
+#                            per request once warm; bench/run.py starts the node this way)
 #   ATLAS_CASSANDRA_PORT_OFFSET  run a second, private node: adds N to every port (CQL 9042, storage 7000,
 #                                JMX 7199); use it with its own ATLAS_CASSANDRA_DIR
 #   ATLAS_CASSANDRA_CQL_PORT / ATLAS_CASSANDRA_STORAGE_PORT / ATLAS_CASSANDRA_JMX_PORT  one port explicitly
@@ -29,6 +32,7 @@ NODE_DIR="${ATLAS_CASSANDRA_DIR:-${TMPDIR:-/tmp}/airflow-atlas-cassandra}"
 PID_FILE="$NODE_DIR/cassandra.pid"
 LOG_DIR="$NODE_DIR/logs"
 HEAP="${ATLAS_CASSANDRA_HEAP:-1G}"
+JIT="${ATLAS_CASSANDRA_JIT:-c1}"
 TIMEOUT="${ATLAS_CASSANDRA_TIMEOUT:-240}"
 CQL_HOST=127.0.0.1
 PORT_OFFSET="${ATLAS_CASSANDRA_PORT_OFFSET:-0}"
@@ -44,7 +48,13 @@ fi
 say() { echo "[cassandra] $*" >&2; }
 die() { echo "[cassandra] ERROR: $*" >&2; exit 1; }
 
-read_options() { grep -E '^-' "$1" | tr '\n' ' '; }
+read_options() {
+  case "$JIT" in
+    c1) grep -E '^-' "$1" | tr '\n' ' ' ;;
+    full) grep -E '^-' "$1" | grep -v -- '-XX:TieredStopAtLevel=' | tr '\n' ' ' ;;
+    *) die "ATLAS_CASSANDRA_JIT must be c1 or full, got '$JIT'" ;;
+  esac
+}
 
 fetch() {
   if [[ -f "$LIB_DIR/.complete" ]]; then return 0; fi
@@ -129,7 +139,7 @@ start() {
   fi
   local jamm
   jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n 1)"
-  say "starting Cassandra $CASSANDRA_VERSION (heap $HEAP) in $NODE_DIR"
+  say "starting Cassandra $CASSANDRA_VERSION (heap $HEAP, JIT $JIT) in $NODE_DIR"
   # shellcheck disable=SC2046
   nohup java $(read_options "$CONF_SRC/jvm17-server.options") \
     -Xms"$HEAP" -Xmx"$HEAP" \

@@ -145,6 +145,11 @@ def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
     out: dict[Cell, tuple[int, int]] = {}
     for cell, bounds in ranges.items():
         cell = validate_cell(cell)
+        if type(bounds) is tuple and len(bounds) == 2:  # fast path (sweep): two plain ints in order
+            lo, hi = bounds
+            if type(lo) is int and type(hi) is int and LONG_MIN <= lo <= hi <= LONG_MAX:
+                out[cell] = bounds
+                continue
         if not isinstance(bounds, tuple) or len(bounds) != 2:
             raise InvalidInputError(f"a timestamp range is a (lo, hi) pair, got {bounds!r}")
         lo = check_int(bounds[0], "range start")
@@ -153,6 +158,16 @@ def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
             raise InvalidInputError(f"empty timestamp range [{lo}, {hi}] for cell {cell!r}")
         out[cell] = (lo, hi)
     return out
+
+
+def check_ranges_within(ranges: Mapping[Cell, tuple[int, int]], cells: list[Cell]) -> None:
+    """Every cell given a ranged tombstone must also be given a sentinel (CONSERVATIVE sweep)."""
+    unknown = ranges.keys() - set(cells)
+    if unknown:
+        raise InvalidInputError(
+            f"every cell with a ranged tombstone must also get a sentinel; {len(unknown)} do not, e.g. "
+            f"{next(iter(unknown))!r}"
+        )
 
 
 def check_rows(rows: object) -> list[bytes]:

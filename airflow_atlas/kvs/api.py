@@ -232,6 +232,25 @@ class KeyValueService(ABC):
     def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
         """Write an empty value at Atlas timestamp -1 for each cell, at one fresh write time."""
 
+    def add_gc_sentinels_and_delete_all_timestamps(
+        self, table: str, cells: Iterable[Cell], ranges: Mapping[Cell, tuple[int, int]]
+    ) -> None:
+        """CONSERVATIVE sweep of ``cells`` in one call: the garbage-collection sentinel of every cell, and the
+        ranged tombstones ``ranges`` (keys: a subset of ``cells``), each cell's sentinel never after its
+        tombstone (spec 000 step 5: "write a garbage deletion sentinel, then put a ranged tombstone").
+
+        Fresh timestamps as the two separate calls take them: one for the sentinels, then one for the
+        tombstones. This default makes exactly those two calls, in that order; a backend may do better
+        as long as no reader can ever see a cell's tombstone without its sentinel (Cassandra sends each
+        cell's sentinel and tombstone as one single-partition mutation, which applies atomically)."""
+        from . import _common as C
+
+        cells = C.check_cells(cells)
+        C.check_ranges_within(C.check_ranges(ranges), cells)
+        self.add_gc_sentinels(table, cells)
+        if ranges:
+            self.delete_all_timestamps(table, ranges)
+
     @abstractmethod
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         """Delete whole rows (one partition tombstone each on Cassandra) at one fresh timestamp."""

@@ -535,12 +535,13 @@ class CassandraKeyValueService(KeyValueService):
         partitions and about ``batch_bytes``; a batch of one statement is sent as that statement. Yields
         ``(statement, params)`` lazily."""
         if self._batch_partitions <= 1 or len(items) < 2:
-            yield from ((ps, params) for ps, params, _key, _size in items)
+            yield from (self._batch_of([item]) for item in items)
             return
         group_of = self._replica_group()
         groups: dict = {}
-        for item in items:  # a partition is (statement's table, partition key)
-            groups.setdefault(group_of(item[2]), {}).setdefault((id(item[0]), item[2]), []).append(item)
+        for item in items:  # a partition is (statement's table, partition key); a unit's table is its first's
+            table_of = id(item[0] if item[0] is not None else item[1][0][0])
+            groups.setdefault(group_of(item[2]), {}).setdefault((table_of, item[2]), []).append(item)
         limit_parts, limit_bytes = self._batch_partitions, self._batch_bytes
         for by_key in groups.values():
             batch: list = []
@@ -549,7 +550,7 @@ class CassandraKeyValueService(KeyValueService):
                 new_partition = True
                 for item in key_items:
                     if item[3] > limit_bytes:
-                        yield item[0], item[1]
+                        yield self._batch_of([item])
                         continue
                     if batch and (size + item[3] > limit_bytes or (new_partition and parts >= limit_parts)):
                         yield self._batch_of(batch)
@@ -564,11 +565,18 @@ class CassandraKeyValueService(KeyValueService):
                 yield self._batch_of(batch)
 
     def _batch_of(self, items: list):
-        if len(items) == 1:
+        """One request for ``items``: the statement itself when there is one, else an UNLOGGED batch. An item
+        whose statement is None is a *unit*: its params are ``(statement, params)`` pairs on one partition
+        that must be applied together (a batch applies one partition's statements as one mutation)."""
+        if len(items) == 1 and items[0][0] is not None:
             return items[0][0], items[0][1]
         batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write_cl)
         for ps, params, _key, _size in items:
-            batch.add(ps, params)
+            if ps is None:
+                for unit_ps, unit_params in params:
+                    batch.add(unit_ps, unit_params)
+            else:
+                batch.add(ps, params)
         batch.is_idempotent = True  # explicit write times: re-applying writes the same cells and tombstones
         return batch, None
 
@@ -812,6 +820,36 @@ class CassandraKeyValueService(KeyValueService):
         self._write(
             "add_gc_sentinels", table, [(ps, (c.row, c.col, b"", fresh), c.row, len(c.row) + len(c.col) + 32) for c in cells]
         )
+
+    def add_gc_sentinels_and_delete_all_timestamps(
+        self, table: str, cells: Iterable[Cell], ranges: Mapping[Cell, tuple[int, int]]
+    ) -> None:
+        """Each cell's sentinel and ranged tombstone go together as one unit of a batch: statements on one
+        partition in a batch are applied as ONE mutation, atomically and in isolation, so no reader ever sees
+        the tombstone without the sentinel (the guarantee "sentinel first" gives), at half the requests and
+        half the mutations of two calls. Units are never split across batches; the two fresh timestamps are
+        taken as the two separate calls take them (sentinels first)."""
+        self._require(table, "add_gc_sentinels_and_delete_all_timestamps", WriteMode.LOGICAL)
+        cells = C.check_cells(cells)
+        ranges = C.check_ranges(ranges)
+        C.check_ranges_within(ranges, cells)
+        if not cells:
+            return
+        op = "add_gc_sentinels_and_delete_all_timestamps"
+        sentinel_ps = self._prep(table, "sentinel")
+        range_ps = self._prep(table, "delete_range") if ranges else None
+        sentinel_at = self._fresh(op, table)
+        delete_at = self._fresh(op, table) if ranges else None
+        items = []
+        for c in cells:
+            sentinel = (sentinel_ps, (c.row, c.col, b"", sentinel_at))
+            bounds = ranges.get(c)
+            if bounds is None:
+                items.append((sentinel[0], sentinel[1], c.row, len(c.row) + len(c.col) + 32))
+            else:
+                unit = (sentinel, (range_ps, (delete_at, c.row, c.col, bounds[0], bounds[1])))
+                items.append((None, unit, c.row, 2 * (len(c.row) + len(c.col)) + 72))
+        self._write(op, table, items)
 
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         """Partition tombstones at one fresh timestamp T: later writes to these rows at Atlas timestamps

@@ -396,6 +396,34 @@ class SqliteKeyValueService(KeyValueService):
                 table,
             )
 
+    def add_gc_sentinels_and_delete_all_timestamps(
+        self, table: str, cells: Iterable[Cell], ranges: Mapping[Cell, tuple[int, int]]
+    ) -> None:
+        """Sentinels, then ranged deletes, in one SQLite transaction (all or nothing)."""
+        op = "add_gc_sentinels_and_delete_all_timestamps"
+        self._require(table, op, WriteMode.LOGICAL)
+        cells = C.check_cells(cells)
+        ranges = C.check_ranges(ranges)
+        C.check_ranges_within(ranges, cells)
+        if not cells:
+            return
+        with self._write(op, table) as conn:
+            self._exec_many(
+                conn,
+                f"INSERT OR REPLACE INTO {_phys(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, X'', NULL)",
+                [(cell.row, cell.col, SENTINEL_TIMESTAMP) for cell in cells],
+                op,
+                table,
+            )
+            if ranges:
+                self._exec_many(
+                    conn,
+                    f"DELETE FROM {_phys(table)} WHERE r = ? AND c = ? AND ts >= ? AND ts <= ?",
+                    [(cell.row, cell.col, lo, hi) for cell, (lo, hi) in ranges.items()],
+                    op,
+                    table,
+                )
+
     def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
         self._require(table, "delete_rows", WriteMode.LOGICAL)
         rows = C.check_rows(rows)

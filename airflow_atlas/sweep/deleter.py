@@ -3,7 +3,10 @@
 Per spec 000 step 5, one ranged tombstone per (table, cell), at the greatest sweepable start timestamp:
 
 * CONSERVATIVE: write the garbage-collection sentinel FIRST, then delete ``[0, ts - 1]`` (keeps the
-  sentinel and the write). A reader that finds the sentinel knows older versions may be gone.
+  sentinel and the write). A reader that finds the sentinel knows older versions may be gone. Both go
+  through ``add_gc_sentinels_and_delete_all_timestamps``: on Cassandra a cell's sentinel and tombstone
+  are one single-partition mutation (atomic, so the tombstone is never visible without the sentinel);
+  the embedded store writes all sentinels, then all tombstones, in one transaction.
 * THOROUGH: delete ``[-1, ts - 1]`` (the sentinel too, keeps the write); when the newest write is a delete
   (a tombstone), ALSO delete ``[-1, ts]`` - second, so that if only the first call lands, older data can
   never reappear (the write that shadows it is still there).
@@ -42,9 +45,7 @@ class SweepDeleter:
             counts.range_deletes = len(ranges)
             counts.cells_tombstoned = len(newest)
             if not dry_run:
-                self._kvs.add_gc_sentinels(table, list(newest))
-                if ranges:
-                    self._kvs.delete_all_timestamps(table, ranges)
+                self._kvs.add_gc_sentinels_and_delete_all_timestamps(table, list(newest), ranges)
             return counts
         if strategy is SweepStrategy.THOROUGH:
             exclusive = {cell: (SENTINEL_TIMESTAMP, ts - 1) for cell, (ts, _) in newest.items()}

@@ -26,6 +26,7 @@ WRITE_REFERENCE_VERSION = 1
 _VERSION = bytes((WRITE_REFERENCE_VERSION,))
 _MAX_TABLE_NAME_BYTES = 48
 _FLAGS = (b"\x00", b"\x01")
+_VERSION_BYTE = bytes((WRITE_REFERENCE_VERSION,))
 
 # Valid table names seen, by their bytes (encode: name -> prefix; decode: bytes -> name). Bounded.
 _PREFIXES: dict[str, bytes] = {}
@@ -95,6 +96,25 @@ def _table_name(raw: bytes) -> str:
 
 
 def _decode(data: bytes) -> tuple[str, bytes, bytes, bool]:
+    # Fast path (reader hot loop): bytes whose three lengths are one-byte VAR_LONGs (names under 128
+    # bytes) and well formed; everything else - including every malformed value - takes the checked path.
+    if type(data) is bytes and data[:1] == _VERSION_BYTE:
+        n = len(data)
+        name_len = data[1] if n > 1 else 0
+        if 0 < name_len <= _MAX_TABLE_NAME_BYTES:
+            p = 2 + name_len
+            row_len = data[p] if p < n else 0
+            if 0 < row_len < 0x80:
+                q = p + 1 + row_len
+                col_len = data[q] if q < n else 0
+                if 0 < col_len < 0x80 and q + col_len + 2 == n and data[-1] <= 1:
+                    name = _NAMES.get(data[2:p])
+                    if name is not None:
+                        return name, data[p + 1 : q], data[q + 1 : n - 1], data[-1] == 1
+    return _decode_checked(data)
+
+
+def _decode_checked(data: bytes) -> tuple[str, bytes, bytes, bool]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidInputError(f"write reference must be bytes, got {type(data).__name__}")
     data = bytes(data)

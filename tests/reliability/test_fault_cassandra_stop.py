@@ -74,7 +74,7 @@ def _points(store):
         "read_batch": (queue.reader, "read_batch", 2),
         "abort": (kvs, "delete", 1),
         "ranged_delete": (kvs, "delete_all_timestamps", 2),
-        "sentinels": (kvs, "add_gc_sentinels", 2),
+        "sentinels": (kvs, "add_gc_sentinels_and_delete_all_timestamps", 2),  # CONSERVATIVE: with the tombstones
         "queue_cleanup": (kvs, "delete_rows", 2),  # only the cleaner deletes rows: stop between two of its steps
         "progress_cas": (queue.progress, "update_progress", 2),
     }

@@ -105,10 +105,11 @@ def _stalling_sweeper(store, point: str, stall: Stall) -> TargetedSweeper:
         reader = Proxy(reader, read_batch=after(reader.read_batch))
     elif point == "commit_lookup":
         service = Proxy(service, get_many=after(service.get_many))
-    elif point == "ranged_delete":
+    elif point == "ranged_delete":  # THOROUGH: plain ranged deletes; CONSERVATIVE: with the sentinels
         kvs_over["delete_all_timestamps"] = before(kvs.delete_all_timestamps)
+        kvs_over["add_gc_sentinels_and_delete_all_timestamps"] = before(kvs.add_gc_sentinels_and_delete_all_timestamps)
     elif point == "sentinels":
-        kvs_over["add_gc_sentinels"] = before(kvs.add_gc_sentinels)
+        kvs_over["add_gc_sentinels_and_delete_all_timestamps"] = before(kvs.add_gc_sentinels_and_delete_all_timestamps)
     elif point == "cleanup":
         cleaner = Proxy(cleaner, clean=before(cleaner.clean))
     elif point == "progress":

@@ -113,3 +113,41 @@ def test_batching_off_sends_every_statement_alone():
     ps = _Prepared("t")
     items = _items(ps, [b"a", b"b", b"c"])
     assert list(_service(partitions=1)._batches(items)) == [(ps, it[1]) for it in items]
+
+
+def _units(sentinel, delete, keys, size=100):
+    """Sentinel + ranged delete of one cell: an item whose statement is None and whose params are pairs."""
+    return [(None, ((sentinel, (k, i)), (delete, (k, i))), k, size) for i, k in enumerate(keys)]
+
+
+def test_a_cells_sentinel_and_tombstone_always_share_a_batch(monkeypatch):
+    calls = _bound_calls(monkeypatch)
+    sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
+    # 7 cells of one row, a byte limit that fits 2.5 units: a batch must never end between a unit's halves.
+    out = list(_service(nbytes=250)._batches(_units(sentinel, delete, [b"row"] * 7)))
+    assert _shape(out) == [4, 4, 4, 2]
+    assert all(isinstance(s, BatchStatement) for s, _ in out)
+    pairs = [calls[i : i + 2] for i in range(0, len(calls), 2)]
+    assert [(a[0].name, b[0].name) for a, b in pairs] == [("sentinel", "delete")] * 7
+    assert all(a[1] == b[1] for a, b in pairs)  # same cell
+
+
+def test_a_unit_alone_is_still_one_batch(monkeypatch):
+    _bound_calls(monkeypatch)
+    sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
+    units = _units(sentinel, delete, [b"a"])
+    for svc in (_service(), _service(partitions=1), _service(nbytes=64)):  # one item; batching off; too big
+        out = list(svc._batches(units))
+        assert _shape(out) == [2]
+    big = _units(sentinel, delete, [b"a", b"b", b"c"], size=10_000)
+    assert _shape(list(_service()._batches(big))) == [2, 2, 2]
+
+
+def test_units_and_plain_statements_of_a_call_share_batches(monkeypatch):
+    _bound_calls(monkeypatch)
+    sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
+    keys = [f"r{i}".encode() for i in range(12)]
+    items = _units(sentinel, delete, keys[:8], size=50) + _items(sentinel, keys[8:], size=50)
+    out = list(_service()._batches(items))
+    assert sum(_shape(out)) == 8 * 2 + 4
+    assert _shape(out) == [8 * 2 + 2, 2]  # 10 partitions per batch: 8 units + 2 sentinels, then 2 sentinels

@@ -136,6 +136,9 @@ UNKNOWN_TABLE_OPERATIONS = {
     "delete": lambda k, t: k.delete(t, [(cell("r", "c"), 1)]),
     "delete_all_timestamps": lambda k, t: k.delete_all_timestamps(t, {cell("r", "c"): (0, 1)}),
     "add_gc_sentinels": lambda k, t: k.add_gc_sentinels(t, [cell("r", "c")]),
+    "add_gc_sentinels_and_delete_all_timestamps": lambda k, t: k.add_gc_sentinels_and_delete_all_timestamps(
+        t, [cell("r", "c")], {cell("r", "c"): (0, 1)}
+    ),
     "delete_rows": lambda k, t: k.delete_rows(t, [b"r"]),
     "get": lambda k, t: k.get(t, {cell("r", "c"): 5}),
     "get_all_timestamps": lambda k, t: k.get_all_timestamps(t, [cell("r", "c")]),
@@ -620,6 +623,58 @@ def test_add_gc_sentinels(kvs, make_table):
     kvs.add_gc_sentinels(name, [])
 
 
+def test_sentinels_and_ranged_tombstones_in_one_call(kvs, make_table):
+    """The CONSERVATIVE sweep write: every cell gets its sentinel, the cells with a range lose [lo, hi]."""
+    name = make_table()
+    cells = [cell(f"r{i % 7}", f"c{i}") for i in range(60)]
+    for ts in (10, 20, 30):
+        kvs.put(name, {c: b"v%d" % ts for c in cells}, ts)
+    ranged = {c: (0, 29) for c in cells[:50]}
+    kvs.add_gc_sentinels_and_delete_all_timestamps(name, cells, ranged)
+    got = kvs.get_all_timestamps(name, cells)
+    assert {c: got[c] for c in cells[:50]} == {c: [-1, 30] for c in cells[:50]}
+    assert {c: got[c] for c in cells[50:]} == {c: [-1, 10, 20, 30] for c in cells[50:]}  # sentinel only
+    assert kvs.get(name, {cells[0]: 30}) == {cells[0]: Value(-1, b"")}  # an old reader meets the sentinel
+    kvs.add_gc_sentinels_and_delete_all_timestamps(name, cells, ranged)  # idempotent
+    assert kvs.get_all_timestamps(name, cells) == got
+    kvs.add_gc_sentinels_and_delete_all_timestamps(name, [], {})
+
+
+def test_sentinels_and_ranged_tombstones_refuse_a_range_without_its_sentinel(kvs, make_table):
+    name = make_table()
+    a, b = cell("r", "a"), cell("r", "b")
+    kvs.put(name, {a: b"x", b: b"y"}, 10)
+    for cells, ranges in (([a], {a: (0, 9), b: (0, 9)}), ([], {b: (0, 9)})):
+        with pytest.raises(InvalidInputError, match="sentinel"):
+            kvs.add_gc_sentinels_and_delete_all_timestamps(name, cells, ranges)
+    with pytest.raises(InvalidInputError, match="range"):
+        kvs.add_gc_sentinels_and_delete_all_timestamps(name, [a], {a: (9, 0)})
+    with pytest.raises(InvalidInputError, match="ranges"):
+        kvs.add_gc_sentinels_and_delete_all_timestamps(name, [a], [a])
+    assert kvs.get_all_timestamps(name, [a, b]) == {a: [10], b: [10]}, "nothing may be half-written"
+
+
+@pytest.mark.cassandra
+def test_cassandra_sentinel_and_tombstone_write_times(cassandra_kvs, cassandra_session, kvs_keyspace):
+    """Spec 002 for the combined call: two fresh timestamps, the sentinels' first; the cell's own write
+    keeps its Atlas timestamp, and the range tombstone (not readable) does not shadow the sentinel."""
+    name = f"wt{uuid.uuid4().hex[:12]}"
+    cassandra_kvs.create_table(name)
+    c = cell("r", "c")
+    cassandra_kvs.put(name, {c: b"old"}, 1000)
+    cassandra_kvs.put(name, {c: b"new"}, 2000)
+    before = cassandra_kvs._fresh("test", name)
+    cassandra_kvs.add_gc_sentinels_and_delete_all_timestamps(name, [c], {c: (0, 1999)})
+    rows = {
+        r.column2: r.wt
+        for r in cassandra_session.execute(
+            f'SELECT column2, writetime(value) AS wt FROM "{kvs_keyspace}"."{name}" WHERE key = %s', (b"r",)
+        )
+    }
+    assert set(rows) == {-1, 2000}
+    assert rows[2000] == 2000 and rows[-1] > before
+
+
 def test_delete_rows(kvs, make_table):
     name = make_table()
     kvs.put(name, {cell(r, c): b"v" for r in ("r1", "r2", "r3") for c in ("a", "b")}, 10)
@@ -698,6 +753,10 @@ WRITES = {
     "delete": (LOGICAL, lambda k, t: k.delete(t, [(cell("r", "c"), 1)])),
     "delete_all_timestamps": (LOGICAL, lambda k, t: k.delete_all_timestamps(t, {cell("r", "c"): (0, 1)})),
     "add_gc_sentinels": (LOGICAL, lambda k, t: k.add_gc_sentinels(t, [cell("r", "c")])),
+    "add_gc_sentinels_and_delete_all_timestamps": (
+        LOGICAL,
+        lambda k, t: k.add_gc_sentinels_and_delete_all_timestamps(t, [cell("r", "c")], {cell("r", "c"): (0, 1)}),
+    ),
     "delete_rows": (LOGICAL, lambda k, t: k.delete_rows(t, [b"r"])),
     "put_unless_exists": (LWT, lambda k, t: k.put_unless_exists(t, {cell("r", "c"): b"v"})),
     "check_and_set": (LWT, lambda k, t: k.check_and_set(t, cell("r", "c"), None, b"v")),
@@ -870,6 +929,7 @@ def test_cassandra_fresh_timestamp_supplier_is_required(cassandra_session, kvs_k
         lambda: kvs.delete(name, [(cell("r", "c"), 5)]),
         lambda: kvs.delete_all_timestamps(name, {cell("r", "c"): (0, 5)}),
         lambda: kvs.add_gc_sentinels(name, [cell("r", "c")]),
+        lambda: kvs.add_gc_sentinels_and_delete_all_timestamps(name, [cell("r", "c")], {cell("r", "c"): (0, 5)}),
         lambda: kvs.delete_rows(name, [b"r"]),
     ):
         with pytest.raises(InvalidInputError, match="fresh timestamp"):

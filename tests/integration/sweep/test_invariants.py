@@ -9,7 +9,7 @@ import time
 import pytest
 
 from airflow_atlas.errors import LockNotHeldError, StoreUnavailableError, SweptVersionReadError
-from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
+from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP, KeyValueService
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 from .helpers import CONS, STRATEGIES, THOR, cell
@@ -99,6 +99,9 @@ class FailingKvs(View):
         if self._failing == "add_gc_sentinels":
             raise StoreUnavailableError("injected: cassandra add_gc_sentinels timed out")
         return self._inner.add_gc_sentinels(table, cells)
+
+    # The interface's default (sentinels, then tombstones, as two calls) through the failing methods above.
+    add_gc_sentinels_and_delete_all_timestamps = KeyValueService.add_gc_sentinels_and_delete_all_timestamps
 
     def delete(self, table, versions):
         if self._failing == "delete":

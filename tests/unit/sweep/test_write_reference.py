@@ -69,3 +69,39 @@ def test_decode_rejects_garbage(data):
 def test_encode_validates(args):
     with pytest.raises(InvalidInputError):
         encode_write_reference(*args)
+
+
+def test_fast_path_agrees_with_the_checked_decoder():
+    """The reader's fast path (short names, cached table) returns what the checked decoder returns and
+    lets every malformed value through to it: single-byte mutations of valid encodings, both paths."""
+    import random
+
+    from airflow_atlas.sweep import write_reference as wr
+
+    rng = random.Random(7)
+    valid = [
+        encode_write_reference(t, Cell(r, c), f)
+        for t, r, c, f in [("t1", b"r", b"cc", True), ("orders", b"row-17", b"col", False), ("x" * 47, b"\x00", b"\x80", True)]
+        + [("t1", b"r" * 127, b"c" * 127, False), ("t1", b"r" * 128, b"c", False)]
+    ]
+    for data in valid:
+        wr._decode_checked(data)  # caches the table name: the fast path is live from here on
+
+    def outcome(fn, data):
+        try:
+            return fn(data)
+        except CorruptQueueDataError:
+            return "corrupt"
+
+    cases = list(valid)
+    for _ in range(3000):
+        data = bytearray(rng.choice(valid))
+        i = rng.randrange(len(data))
+        data[i] = rng.choice([0, 1, 2, 0x7F, 0x80, 0xFF, rng.randrange(256)])
+        if rng.random() < 0.2:
+            data = data[: rng.randrange(len(data) + 1)] if rng.random() < 0.5 else data + b"\x00"
+        cases.append(bytes(data))
+    for data in cases:
+        assert outcome(wr._decode, data) == outcome(wr._decode_checked, data), data
+    for data in valid:
+        assert wr._decode(data) == wr._decode_checked(data) != "corrupt"
