@@ -48,6 +48,8 @@ fi
 say() { echo "[cassandra] $*" >&2; }
 die() { echo "[cassandra] ERROR: $*" >&2; exit 1; }
 
+case "$JIT" in c1 | full) ;; *) die "ATLAS_CASSANDRA_JIT must be c1 or full, got '$JIT'" ;; esac
+
 read_options() {
   case "$JIT" in
     c1) grep -E '^-' "$1" | tr '\n' ' ' ;;
