@@ -6,6 +6,8 @@ batch of one statement is sent as the plain statement. The contract suite runs t
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from cassandra import ConsistencyLevel
 from cassandra.query import BatchStatement
 
@@ -38,6 +40,8 @@ def _service(partitions=10, nbytes=4096, replicas=None):
     svc._batch_bytes = nbytes
     svc._write_cl = ConsistencyLevel.LOCAL_QUORUM
     svc._replica_group = lambda: (replicas or (lambda key: None))
+    svc._s = lambda: SimpleNamespace(cluster=SimpleNamespace(column_encryption_policy=None))
+    svc.keyspace = "ks"
     return svc
 
 

@@ -1164,3 +1164,30 @@ def test_cassandra_service_on_a_callers_session_refuses_to_run_after_fork(cassan
     status, detail = out.get(timeout=60)
     child.join(timeout=30)
     assert status == "error" and "StoreUnavailableError" in detail and "fork" in detail
+
+
+@pytest.mark.cassandra
+def test_cassandra_pre_serialized_batch_values_equal_the_drivers_binding(cassandra_kvs):
+    """Batches add our blob/bigint statements pre-serialized (skipping the driver's bind): byte for byte
+    what ``PreparedStatement.bind`` produces, for every write statement the batches carry."""
+    from cassandra.query import BatchStatement
+
+    name = f"ser{uuid.uuid4().hex[:10]}"
+    cassandra_kvs.create_table(name)
+    r, c = b"row\x00\xff", b"col"
+    cases = {
+        "put": (r, c, 7, b"value", 7),
+        "delete": (10**13, r, c, 7),
+        "delete_range": (10**13, r, c, -1, 2**63 - 1),
+        "sentinel": (r, c, b"", 10**13),
+        "delete_row": (10**13, r),
+    }
+    for kind, params in cases.items():
+        ps = cassandra_kvs._prep(name, kind)
+        batch = BatchStatement()
+        cassandra_kvs._adder(batch)(ps, params)
+        (prepared, query_id, values), = batch._statements_and_parameters
+        assert prepared and query_id == ps.query_id
+        assert values == ps.bind(params).values, kind
+    with pytest.raises(TypeError, match="bigint"):
+        cassandra_kvs._adder(BatchStatement())(cassandra_kvs._prep(name, "delete_row"), ("not an int", r))
