@@ -6,6 +6,7 @@ machine) is the hand-written ``bench/ANALYSIS.md``, appended verbatim.
 from __future__ import annotations
 
 import json
+import statistics
 from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
@@ -88,6 +89,25 @@ def _dr_rows(res: dict) -> list[list[str]]:
 
 
 DR_HEADER = ["strategy", "entries", "sweep entries/s", "raw/s (one statement each)", "sweep/raw", "raw/s (same batching)", "sweep/raw batched", "all swept"]
+
+
+def _task_slowdown_line(d: dict) -> str:
+    """How much slower each Spark task ran when two ran at once (sum of task times, local[2] / local[1], at
+    the largest backlog): the ceiling it puts on the scale-out is 2 / that slowdown."""
+    runs = d.get("runs", [])
+    top = max((x["backlog"] for x in runs if x.get("variant") == "local[1]"), default=None)
+    sums = {
+        v: [x["task_seconds_sum"] for x in runs if x.get("variant") == v and x["backlog"] == top and x.get("task_seconds_sum")]
+        for v in ("local[1]", "local[2]")
+    }
+    if top is None or not all(sums.values()):
+        return "- per-task slowdown with two tasks at once: not measured"
+    slowdown = statistics.median(sums["local[2]"]) / statistics.median(sums["local[1]"])
+    return (
+        f"- sum of task times at {top:,} entries: local[1] {_f(statistics.median(sums['local[1]']), 1)} s, local[2]"
+        f" {_f(statistics.median(sums['local[2]']), 1)} s: each task ran {_f(slowdown)}x slower with two at once"
+        f" (CPU contention), which caps the scale-out at 2 / {_f(slowdown)} = {_f(2 / slowdown)}x on this machine"
+    )
 
 
 def _machine_lines(docs: dict) -> list[str]:
@@ -174,6 +194,7 @@ def write_report(out: Path) -> Path:
         lines += [
             f"- mode: {d['params']['spark_mode']}; scale-out local[1]/local[2]: job {_f(r['scaleout_job'])}x,"
             f" whole submission {_f(r['scaleout_wall'])}x",
+            _task_slowdown_line(d),
             f"- fixed cost of one Spark run over in-task (empty backlog): {_f(r['fixed_cost_seconds'], 1)} s"
             f" ({_f(r['fixed_cost_ratio_spark_over_in_task'], 1)}x the in-task time)",
             f"- if local[2] halved the per-entry time (executors with cores of their own), Spark would overtake"
