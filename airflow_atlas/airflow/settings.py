@@ -24,7 +24,16 @@ spark_conn_id                   ``"spark_default"``    Spark connection used whe
                                                        connection silently means YARN)
 execution_mode                  ``"in_task"``          ``"in_task"``: the engine runs inside the
                                                        Airflow task; ``"spark"``: each group of shards
-                                                       (or each full-sweep table) is one Spark job
+                                                       (or each full-sweep table) is one Spark job;
+                                                       ``"auto"``: a group goes to Spark when its
+                                                       sweepable backlog is at least
+                                                       ``spark_min_backlog`` queue entries, else in
+                                                       the task (a full sweep runs in the task)
+spark_min_backlog               ``420000``             the ``"auto"`` threshold: queue entries above
+                                                       which one Spark job beats in-task sweeping
+                                                       (bench/results: 2 x a submission's fixed cost
+                                                       x the in-task rate, for executors with cores
+                                                       of their own)
 in_task_group_size              ``1``                  (shard, strategy) pairs per mapped task group
                                                        in ``in_task`` mode (1 = one group per pair)
 spark_group_size                ``16``                 pairs per mapped task group (= per Spark job)
@@ -95,7 +104,7 @@ VARIABLE = "atlas_settings"
 OWNER = "airflow-atlas"
 """Owner of every task of the project's DAGs."""
 
-EXECUTION_MODES = ("in_task", "spark")
+EXECUTION_MODES = ("in_task", "spark", "auto")
 COMPACTION_METHODS = ("compact", "garbagecollect")
 SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
 _OWN_ENGINE_SETTINGS = ("batch_limit", "max_iterations_per_shard", "lock_lease_seconds")
@@ -108,6 +117,7 @@ class AtlasSettings:
     execution_mode: str = "in_task"
     in_task_group_size: int = 1
     spark_group_size: int = 16
+    spark_min_backlog: int = 420_000
     max_parallel_groups: int = 16
     targeted_sweep_schedule: str | None = "*/5 * * * *"
     shard_count: int | None = None
@@ -143,6 +153,7 @@ class AtlasSettings:
         _choice(self, "compaction_method", COMPACTION_METHODS)
         _int(self, "in_task_group_size", 1, 256)
         _int(self, "spark_group_size", 1, 512)
+        _int(self, "spark_min_backlog", 1, 1 << 62)
         _int(self, "max_parallel_groups", 1, 1024)
         _int(self, "batch_limit", 1, 100_000)
         _int(self, "max_iterations_per_shard", 1, 1_000_000)

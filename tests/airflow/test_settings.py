@@ -24,7 +24,8 @@ def test_defaults_are_valid_and_documented():
     "overrides, message",
     [
         ({"no_such_setting": 1}, "unknown key(s) in the atlas_settings Variable: no_such_setting"),
-        ({"execution_mode": "yarn"}, "execution_mode must be one of in_task, spark"),
+        ({"execution_mode": "yarn"}, "execution_mode must be one of in_task, spark, auto"),
+        ({"spark_min_backlog": 0}, "spark_min_backlog"),
         ({"batch_limit": 0}, "batch_limit must be between 1 and 100000"),
         ({"batch_limit": "10"}, "batch_limit must be an integer"),
         ({"retries": 0}, "retries must be between 1 and 100"),
@@ -66,6 +67,13 @@ def test_default_args_give_owner_retries_and_exponential_backoff():
 def test_group_size_follows_the_execution_mode():
     s = AtlasSettings.from_mapping({"in_task_group_size": 2, "spark_group_size": 8})
     assert s.group_size() == 2 and s.group_size("spark") == 8
+    assert s.group_size("auto") == 2  # auto decides per group, groups are in-task sized
+
+
+def test_auto_mode_and_its_threshold():
+    s = AtlasSettings.from_mapping({"execution_mode": "auto", "spark_min_backlog": 1000})
+    assert s.execution_mode == "auto" and s.spark_min_backlog == 1000
+    assert AtlasSettings().spark_min_backlog == 420_000  # the benchmark's modelled crossover
 
 
 def test_load_reads_the_airflow_variable(monkeypatch):

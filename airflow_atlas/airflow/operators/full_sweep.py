@@ -65,6 +65,8 @@ class PlanFullSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"table(s) {', '.join(never)} have sweep strategy NOTHING and are never swept")
         timestamps = store.sweep_timestamps.all()
         mode = self.execution_mode or settings.execution_mode
+        if mode == "auto":  # no queue backlog to judge a scan by: a full sweep runs in the task
+            mode = "in_task"
         parts = int(self.parts or settings.full_sweep_parts)
         out = []
         for table in tables:
@@ -140,6 +142,8 @@ class FullTableSweepOperator(AtlasBaseOperator):
         mode = self.execution_mode or settings.execution_mode
         if mode not in EXECUTION_MODES:
             raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
+        if mode == "auto":  # no queue backlog to judge a scan by: a full sweep runs in the task
+            mode = "in_task"
         strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
         if strategy is SweepStrategy.NOTHING:
             raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")

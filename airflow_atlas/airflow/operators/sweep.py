@@ -50,9 +50,10 @@ class SweepShardOperator(AtlasBaseOperator):
     :param dry_run: read and decide, but write nothing to tables, queue or progress (templated).
     :param tables: accepted for forward compatibility and passed to the engine; the queue is shared by all
         tables of a shard, so a pair's progress always covers every table (templated).
-    :param execution_mode: ``"in_task"`` (the engine runs here) or ``"spark"`` (one Spark job for all the
-        targets of this task, via ``airflow_atlas.airflow.spark_submit.submit_targeted_sweep``); default
-        setting ``execution_mode`` (templated).
+    :param execution_mode: ``"in_task"`` (the engine runs here), ``"spark"`` (one Spark job for all the
+        targets of this task, via ``airflow_atlas.airflow.spark_submit.submit_targeted_sweep``) or ``"auto"``
+        (``"spark"`` when the targets' sweepable backlog is at least the setting ``spark_min_backlog``, else
+        ``"in_task"``); default setting ``execution_mode`` (templated).
     :param spark_conn_id: Spark connection for ``"spark"`` mode; default setting ``spark_conn_id``.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
@@ -119,9 +120,19 @@ class SweepShardOperator(AtlasBaseOperator):
                 raise TableNotFoundError(f"unknown table(s): {', '.join(unknown)}")
         self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
         self._in_use.clear()  # the operator object may be reused by a retry in the same process
+        if mode == "auto":
+            mode, backlog = choose_execution_mode(store, targets, settings.spark_min_backlog)
+            self.log.info(
+                "execution_mode auto: sweepable backlog %s%d entries, threshold spark_min_backlog %d -> %s",
+                ">= " if mode == "spark" else "", backlog, settings.spark_min_backlog, mode,
+            )
         if mode == "spark":
-            return self._sweep_spark(context, store, settings, targets)
-        return self._sweep_in_task(context, store, settings, targets)
+            out = self._sweep_spark(context, store, settings, targets)
+        else:
+            out = self._sweep_in_task(context, store, settings, targets)
+        for entry in out:
+            entry["execution_mode"] = mode
+        return out
 
     def _options(self, settings) -> dict:
         options = {
@@ -380,3 +391,21 @@ def _flat(groups: Any) -> list[dict]:
         elif item is not None:
             out.extend(t for t in item if isinstance(t, dict))
     return out
+
+
+def choose_execution_mode(store, targets: list[dict], threshold: int) -> tuple[str, int]:
+    """``("spark", n)`` when the targets' sweepable queue entries (below each pair's sweep timestamp, after
+    its progress) add up to at least ``threshold``, else ``("in_task", n)``. Counting stops at the
+    threshold, so a large backlog is not read to the end just to decide."""
+    total = 0
+    for target in targets:
+        if target.get("acquired") is False:
+            continue
+        remaining = threshold - total
+        if remaining <= 0:
+            break
+        status = store.sweeper.shard_status(
+            target["shard"], target["strategy"], sweep_ts=target.get("sweep_ts"), backlog_cap=remaining
+        )
+        total += status["sweepable_entries"]
+    return ("spark" if total >= threshold else "in_task"), total

@@ -60,3 +60,38 @@ def test_full_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
     assert result["versions_deleted"] == 80
     assert sum(1 for _ in store.kvs.scan("legacy_data")) == 40
     assert xcom(run, "publish_swept_tables")["legacy_data"]["versions_deleted"] == 80
+
+
+def test_auto_mode_sweeps_in_the_task_below_the_threshold_and_in_spark_at_it(embedded_store, monkeypatch):
+    """execution_mode="auto": the same DAG decides per group from the sweepable backlog."""
+    from airflow_atlas.airflow.operators.sweep import choose_execution_mode
+    from airflow_atlas.oracle import obsolete_versions
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    store, _ = embedded_store
+    run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=5))
+    settle(store)
+    pairs = [{"shard": s, "strategy": st} for s in range(store.number_of_shards()) for st in ("CONSERVATIVE", "THOROUGH")]
+    mode, backlog = choose_execution_mode(store, pairs, 10**9)
+    assert mode == "in_task" and backlog > 0
+    assert choose_execution_mode(store, pairs, backlog) == ("spark", backlog)
+    assert choose_execution_mode(store, pairs, 1) == ("spark", 1)  # counting stops at the threshold
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_TEST", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    set_settings(monkeypatch, **FAST, execution_mode="auto", spark_min_backlog=10**9, spark_conn_id="spark_test")
+    run = load_dag("atlas_targeted_sweep").test()
+    assert str(run.state) == "success", task_states(run)
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    assert swept and {t["execution_mode"] for t in swept} == {"in_task"}
+    assert obsolete_versions(store, xcom(run, "compute_sweep_timestamps")) == []
+
+    run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=6))
+    settle(store)
+    set_settings(monkeypatch, **FAST, execution_mode="auto", spark_min_backlog=1, spark_conn_id="spark_test",
+                 in_task_group_size=4)
+    run = load_dag("atlas_targeted_sweep").test()
+    assert str(run.state) == "success", task_states(run)
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    assert swept and {t["execution_mode"] for t in swept} == {"spark"}
+    assert {t["result"]["status"] for t in swept} == {"caught_up"}
+    assert obsolete_versions(store, xcom(run, "compute_sweep_timestamps")) == []
