@@ -42,7 +42,8 @@ class PlanFullSweepOperator(AtlasBaseOperator):
     :param tables: tables to sweep (templated); default every user table that is swept (not NOTHING).
         Unknown tables and tables with strategy NOTHING fail the task (no retry).
     :param parts: ranges per table; default setting ``full_sweep_parts`` (templated).
-    :param execution_mode: ``"in_task"`` or ``"spark"``; default setting ``execution_mode`` (templated).
+    :param execution_mode: ``"in_task"`` or ``"spark"`` (``"auto"`` means ``"in_task"``: a scan has no queue
+        backlog to judge by); default setting ``execution_mode`` (templated).
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
@@ -93,7 +94,8 @@ class FullTableSweepOperator(AtlasBaseOperator):
     :param batch_size: cells per delete batch; default setting ``full_sweep_batch_size`` (templated).
     :param dry_run: report what would be deleted, delete nothing (templated).
     :param execution_mode: ``"in_task"`` or ``"spark"`` (one Spark job for the table, via
-        ``airflow_atlas.airflow.spark_submit.submit_full_sweep``); default setting ``execution_mode``.
+        ``airflow_atlas.airflow.spark_submit.submit_full_sweep``; ``"auto"`` means ``"in_task"``); default
+        setting ``execution_mode``.
     :param spark_conn_id: default setting ``spark_conn_id``.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 

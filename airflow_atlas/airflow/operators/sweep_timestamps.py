@@ -56,7 +56,8 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
     :param skip_idle: leave out pairs with nothing sweepable below their sweep timestamp; default setting
         ``skip_idle_shards``.
     :param group_size: pairs per group; default from the settings for the execution mode.
-    :param execution_mode: ``"in_task"`` or ``"spark"`` (chooses the default group size).
+    :param execution_mode: ``"in_task"``, ``"spark"`` or ``"auto"`` (chooses the default group size; ``"auto"``
+        uses the in-task size and decides per group when it sweeps).
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
