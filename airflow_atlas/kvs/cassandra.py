@@ -175,6 +175,17 @@ def physical_table_name(table: str) -> str:
     return "atlas" + table if table.startswith("_") else table
 
 
+_NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY)
+
+
+def _ensure_tcp_nodelay(cluster) -> None:
+    """Add TCP_NODELAY to a not yet connected Cluster's socket options unless they set it already: without
+    it a request larger than one TCP segment waits ~40 ms for the delayed ACK (Nagle's algorithm)."""
+    options = list(getattr(cluster, "sockopts", None) or [])
+    if not any(tuple(o[:2]) == _NODELAY for o in options):
+        cluster.sockopts = options + [(*_NODELAY, 1)]
+
+
 _INT64 = struct.Struct(">q")
 
 
@@ -393,6 +404,7 @@ class CassandraKeyValueService(KeyValueService):
             self._cluster = made.cluster
             return made
         self._cluster = made
+        _ensure_tcp_nodelay(made)  # a factory's Cluster (e.g. the Airflow provider's) may not set it
         try:
             return made.connect()
         except Exception as exc:

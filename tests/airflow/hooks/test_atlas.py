@@ -127,6 +127,12 @@ def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_n
             cluster = store.kvs.cluster
             assert cluster.protocol_version == 5
             assert type(cluster.load_balancing_policy).__name__ == "TokenAwarePolicy"
+            # The provider's Cluster gets TCP_NODELAY too (Nagle made a 100-write commit ~2x slower).
+            import socket
+
+            assert (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) in cluster.sockopts
+            live = cluster.control_connection._connection._socket
+            assert live.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
         assert cluster.is_shutdown  # closing the hook shuts the Cluster down
 
 
