@@ -203,6 +203,28 @@ def cells_column_start(timestamp_modulus: int) -> bytes:
 
 
 def decode_cells_column(col: bytes) -> CellsColumn:
+    # Fast path (reader hot loop): a canonical 1-3 byte timestamp modulus and a write index of 0..63 (one
+    # byte). Anything else - dedicated references, longer indices, every malformed column - is checked below.
+    if type(col) is bytes and col:
+        n, b = len(col), col[0]
+        if b < 0x80:
+            modulus, offset = b, 1
+        elif b < 0xC0 and n > 2:
+            modulus, offset = ((b & 0x3F) << 8) | col[1], 2
+            if modulus < 0x80:
+                offset = 0
+        elif b < 0xE0 and n > 3:
+            modulus, offset = ((b & 0x1F) << 16) | (col[1] << 8) | col[2], 3
+            if not 0x4000 <= modulus < FINE_PARTITION:
+                offset = 0
+        else:
+            offset = 0
+        if offset and offset + 1 == n and col[offset] & 0xC0 == 0x80:
+            return CellsColumn(modulus, col[offset] & 0x3F)
+    return _decode_cells_column_checked(col)
+
+
+def _decode_cells_column_checked(col: bytes) -> CellsColumn:
     col = _bytes(col, "sweepableCells column")
     modulus, offset = _var_long(col, 0, "sweepableCells column timestamp_modulus")
     if not 0 <= modulus < FINE_PARTITION:

@@ -136,3 +136,29 @@ def test_decoders_reject(decoder, data):
 def test_encoders_validate(call):
     with pytest.raises(InvalidInputError):
         call()
+
+
+def test_cells_column_fast_path_agrees_with_the_checked_decoder():
+    """Valid columns of every width and single-byte mutations of them: the fast path returns what the
+    checked decoder returns, or defers to it (same CorruptQueueDataError)."""
+    rng = random.Random(3)
+    moduli = [0, 1, 127, 128, 16_383, 16_384, 49_999] + [rng.randrange(50_000) for _ in range(50)]
+    indices = [-64, -1, 0, 1, 63, 64, 8191, 99_999] + [rng.randrange(-64, 100_000) for _ in range(50)]
+    valid = [q.cells_column(m, i) for m in moduli for i in indices]
+
+    def outcome(fn, data):
+        try:
+            return fn(data)
+        except CorruptQueueDataError:
+            return "corrupt"
+
+    cases = list(valid) + [b"", b"\x80", b"\x00", b"\x00\x7f"]
+    for _ in range(4000):
+        data = bytearray(rng.choice(valid))
+        data[rng.randrange(len(data))] = rng.choice([0x00, 0x3F, 0x40, 0x7F, 0x80, 0xBF, 0xC0, 0xDF, 0xE0, 0xFF])
+        if rng.random() < 0.2:
+            data = data[:-1] if rng.random() < 0.5 else data + b"\x80"
+        cases.append(bytes(data))
+    for data in cases:
+        assert outcome(q.decode_cells_column, data) == outcome(q._decode_cells_column_checked, data), data.hex()
+    assert all(q.decode_cells_column(c) == q._decode_cells_column_checked(c) for c in valid)
