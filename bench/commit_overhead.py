@@ -80,16 +80,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             "repetitions": len(rs),
         }
     goals = [C.goal(f"commit latency queue on / off, {k} write(s)", results[str(k)]["ratio"], 1.25, "<=", "x") for k in SIZES]
-    return {
-        "benchmark": name,
-        "schema": C.SCHEMA_VERSION,
-        "mode": "quick" if quick else "full",
-        "backend": backend,
-        **watch.finish(),
-        "machine": machine,
-        "params": {"sizes": list(SIZES), "transactions_per_mode_per_rep": per_rep, "repetitions": reps, "strategy": "CONSERVATIVE"},
-        "results": results,
-        "goals": goals,
-        "runs": runs,
-        "method": __doc__.strip(),
-    }
+    return C.result_document(
+        name, quick=quick, backend=backend, watch=watch, machine=machine,
+        params={"sizes": list(SIZES), "transactions_per_mode_per_rep": per_rep, "repetitions": reps, "strategy": "CONSERVATIVE"},
+        results=results, goals=goals, runs=runs, method=__doc__,
+    )

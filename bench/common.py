@@ -393,6 +393,26 @@ class CpuProbe:
 
 
 # ----- results -------------------------------------------------------------------------------------
+def result_document(
+    name: str, *, quick: bool, backend: str, watch: "Stopwatch", machine: dict, params: dict, results: dict,
+    goals: list, runs, method: str,
+) -> dict:
+    """The JSON document every benchmark writes (report.py reads these keys)."""
+    return {
+        "benchmark": name,
+        "schema": SCHEMA_VERSION,
+        "mode": "quick" if quick else "full",
+        "backend": backend,
+        **watch.finish(),
+        "machine": machine,
+        "params": params,
+        "results": results,
+        "goals": goals,
+        "runs": runs,
+        "method": method.strip(),
+    }
+
+
 def goal(
     name: str, value: float | None, target: float, op: str, unit: str = "", note: str = "", binding: bool = True
 ) -> dict:

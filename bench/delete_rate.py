@@ -179,14 +179,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                 results["CONSERVATIVE"]["ratio"], 0.5, ">=",
             )
         )
-    return {
-        "benchmark": name,
-        "schema": C.SCHEMA_VERSION,
-        "mode": "quick" if quick else "full",
-        "backend": backend,
-        **watch.finish(),
-        "machine": machine,
-        "params": {
+    return C.result_document(
+        name, quick=quick, backend=backend, watch=watch, machine=machine,
+        params={
             "entries": n,
             "transaction_writes": TXN_WRITES,
             "strategies": list(strategies),
@@ -196,8 +191,5 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             "batching": batched,
             "repetitions": reps,
         },
-        "results": results,
-        "goals": goals,
-        "runs": runs,
-        "method": __doc__.strip(),
-    }
+        results=results, goals=goals, runs=runs, method=__doc__,
+    )

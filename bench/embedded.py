@@ -28,20 +28,15 @@ def run(*, quick: bool, reps: int, backend: str = "sqlite", tmpdir: str | None =
             shutil.rmtree(tmpdir, ignore_errors=True)
     for doc in (tv, dr):
         doc.pop("machine", None)
-    return {
-        "benchmark": name,
-        "schema": C.SCHEMA_VERSION,
-        "mode": "quick" if quick else "full",
-        "backend": "sqlite",
-        **watch.finish(),
-        "machine": C.machine_info(None),
-        "params": {"targeted_vs_legacy": tv["params"], "delete_rate": dr["params"], "repetitions": reps},
-        "results": {"targeted_vs_legacy": tv["results"], "delete_rate": dr["results"]},
+    return C.result_document(
+        name, quick=quick, backend="sqlite", watch=watch, machine=C.machine_info(None),
+        params={"targeted_vs_legacy": tv["params"], "delete_rate": dr["params"], "repetitions": reps},
+        results={"targeted_vs_legacy": tv["results"], "delete_rate": dr["results"]},
         # The issue sets its goals for Cassandra; on SQLite the same figures are shown for reference.
-        "goals": [
+        goals=[
             dict(g, name=f"SQLite: {g['name']}", binding=False, note="reference: the goals are set for Cassandra")
             for g in tv["goals"] + dr["goals"]
         ],
-        "runs": {"targeted_vs_legacy": tv["runs"], "delete_rate": dr["runs"]},
-        "method": __doc__.strip(),
-    }
+        runs={"targeted_vs_legacy": tv["runs"], "delete_rate": dr["runs"]},
+        method=__doc__,
+    )

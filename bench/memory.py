@@ -147,19 +147,11 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         "repetitions": len(runs),
     }
     goals = [C.goal(f"peak RSS of one iteration with a {batch:,}-entry batch", results["peak_rss_mb"], BUDGET_MB, "<=", "MB")]
-    return {
-        "benchmark": name,
-        "schema": C.SCHEMA_VERSION,
-        "mode": "quick" if quick else "full",
-        "backend": backend,
-        **watch.finish(),
-        "machine": machine,
-        "params": {"batch": batch, "transaction_writes": TXN_WRITES, "budget_mb": BUDGET_MB, "repetitions": reps, "strategy": "CONSERVATIVE"},
-        "results": results,
-        "goals": goals,
-        "runs": runs,
-        "method": __doc__.strip(),
-    }
+    return C.result_document(
+        name, quick=quick, backend=backend, watch=watch, machine=machine,
+        params={"batch": batch, "transaction_writes": TXN_WRITES, "budget_mb": BUDGET_MB, "repetitions": reps, "strategy": "CONSERVATIVE"},
+        results=results, goals=goals, runs=runs, method=__doc__,
+    )
 
 
 if __name__ == "__main__":

@@ -225,14 +225,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
         C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
     ]
-    return {
-        "benchmark": name,
-        "schema": C.SCHEMA_VERSION,
-        "mode": "quick" if quick else "full",
-        "backend": backend,
-        **watch.finish(),
-        "machine": machine,
-        "params": {
+    return C.result_document(
+        name, quick=quick, backend=backend, watch=watch, machine=machine,
+        params={
             "shards": SHARDS,
             "backlogs": backlogs,
             "transaction_writes": TXN_WRITES,
@@ -241,11 +236,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             "settings": SETTINGS,
             "repetitions": reps,
         },
-        "results": results,
-        "goals": goals,
-        "runs": runs,
-        "method": __doc__.strip(),
-    }
+        results=results, goals=goals, runs=runs, method=__doc__,
+    )
 
 
 def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:

@@ -162,14 +162,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             note="'grows': at least 2x for 10x the cells",
         ),
     ]
-    return {
-        "benchmark": name,
-        "schema": C.SCHEMA_VERSION,
-        "mode": "quick" if quick else "full",
-        "backend": backend,
-        **watch.finish(),
-        "machine": machine,
-        "params": {
+    return C.result_document(
+        name, quick=quick, backend=backend, watch=watch, machine=machine,
+        params={
             "sizes": sizes,
             "fixed_k": fixed_k,
             "pct": 1,
@@ -182,11 +177,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             "repetitions": reps,
             "load_seconds": loads,
         },
-        "results": results,
-        "goals": goals,
-        "runs": runs,
-        "method": __doc__.strip(),
-    }
+        results=results, goals=goals, runs=runs, method=__doc__,
+    )
 
 
 def _summarize(runs: list[dict], sizes: list[int], fixed_k: int) -> dict:
