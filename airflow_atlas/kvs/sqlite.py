@@ -54,6 +54,10 @@ _INHERITED: list = []
 """Connections inherited through fork: referenced forever so the child never closes the parent's handles."""
 
 
+_SENTINEL_SQL = "INSERT OR REPLACE INTO {t} (r, c, ts, v, exp) VALUES (?, ?, ?, X'', NULL)"
+_DELETE_RANGE_SQL = "DELETE FROM {t} WHERE r = ? AND c = ? AND ts >= ? AND ts <= ?"
+
+
 class _Connection(sqlite3.Connection):
     """A connection that can be weakly referenced: a thread's connection closes when the thread ends."""
 
@@ -376,7 +380,7 @@ class SqliteKeyValueService(KeyValueService):
         with self._write("delete_all_timestamps", table) as conn:
             self._exec_many(
                 conn,
-                f"DELETE FROM {_phys(table)} WHERE r = ? AND c = ? AND ts >= ? AND ts <= ?",
+                _DELETE_RANGE_SQL.format(t=_phys(table)),
                 [(cell.row, cell.col, lo, hi) for cell, (lo, hi) in ranges.items()],
                 "delete_all_timestamps",
                 table,
@@ -390,7 +394,7 @@ class SqliteKeyValueService(KeyValueService):
         with self._write("add_gc_sentinels", table) as conn:
             self._exec_many(
                 conn,
-                f"INSERT OR REPLACE INTO {_phys(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, X'', NULL)",
+                _SENTINEL_SQL.format(t=_phys(table)),
                 [(cell.row, cell.col, SENTINEL_TIMESTAMP) for cell in cells],
                 "add_gc_sentinels",
                 table,
@@ -410,7 +414,7 @@ class SqliteKeyValueService(KeyValueService):
         with self._write(op, table) as conn:
             self._exec_many(
                 conn,
-                f"INSERT OR REPLACE INTO {_phys(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, X'', NULL)",
+                _SENTINEL_SQL.format(t=_phys(table)),
                 [(cell.row, cell.col, SENTINEL_TIMESTAMP) for cell in cells],
                 op,
                 table,
@@ -418,7 +422,7 @@ class SqliteKeyValueService(KeyValueService):
             if ranges:
                 self._exec_many(
                     conn,
-                    f"DELETE FROM {_phys(table)} WHERE r = ? AND c = ? AND ts >= ? AND ts <= ?",
+                    _DELETE_RANGE_SQL.format(t=_phys(table)),
                     [(cell.row, cell.col, lo, hi) for cell, (lo, hi) in ranges.items()],
                     op,
                     table,

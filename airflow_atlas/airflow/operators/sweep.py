@@ -404,8 +404,10 @@ def choose_execution_mode(store, targets: list[dict], threshold: int) -> tuple[s
         remaining = threshold - total
         if remaining <= 0:
             break
-        status = store.sweeper.shard_status(
-            target["shard"], target["strategy"], sweep_ts=target.get("sweep_ts"), backlog_cap=remaining
-        )
-        total += status["sweepable_entries"]
+        shard, strategy = target["shard"], target["strategy"]
+        sweep_ts = target.get("sweep_ts")
+        if sweep_ts is None:
+            sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
+        progress = store.queue.progress.get_progress(shard, strategy)
+        total += store.queue.reader.count_entries(shard, strategy, progress, max_exclusive=sweep_ts, cap=remaining)
     return ("spark" if total >= threshold else "in_task"), total
