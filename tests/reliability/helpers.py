@@ -31,7 +31,8 @@ from airflow_atlas.errors import (
 from airflow_atlas.kvs.api import Cell, SweepStrategy
 from airflow_atlas.oracle import ABSENT, Reader
 from airflow_atlas.store import AtlasStore
-from airflow_atlas.sweep.constants import FINE_PARTITION
+from airflow_atlas.sweep.commits import ABORTED
+from airflow_atlas.sweep.constants import FINE_PARTITION, MAX_BATCH_LIMIT
 from airflow_atlas.sweep.partitions import coarse, fine
 from airflow_atlas.sweep.queue_tables import (
     SWEEPABLE_CELLS,
@@ -382,11 +383,38 @@ def leaked_queue_rows(store: AtlasStore) -> list[str]:
     return leaks
 
 
+def first_blocking_start(store: AtlasStore, shard: int, strategy: str, progress: int, sweep_ts: int) -> int | None:
+    """The lowest start timestamp queued in ``(progress, sweep_ts)`` whose writer committed at or after
+    ``sweep_ts``, or None. Such a writer spanned the sweep timestamp (likely for CONSERVATIVE, whose sweep
+    timestamp trails by the unreadable window): it must not be swept yet, and the sweeper may not move
+    past it, so entries from it up to ``sweep_ts`` legitimately wait (spec 000, step 3). Worked out here
+    from the queue and the transactions table alone, without the sweeper's own bookkeeping."""
+    cursor = progress
+    while cursor < sweep_ts - 1:
+        batch = store.queue.reader.read_batch(shard, strategy, cursor, sweep_ts, MAX_BATCH_LIMIT)
+        if batch.fine_partition is None:
+            return None
+        starts = sorted({w.start_ts for w in batch.entries})
+        commits = dict(store.transaction_service.get_many(starts)) if starts else {}
+        for start in starts:
+            commit = commits.get(start)
+            if commit is not None and commit != ABORTED and commit >= sweep_ts:
+                return start
+        if batch.read_to_end:
+            cursor = (batch.fine_partition + 1) * FINE_PARTITION - 1
+        else:
+            cursor = batch.last_start_ts
+    return None
+
+
 def backlog_below(store: AtlasStore, sweep_ts: Mapping[str, int]) -> dict[str, int]:
-    """Queued entries still waiting below the sweep timestamp, per pair with any."""
+    """Queued entries still waiting where a sweep at ``sweep_ts`` must have reached, per pair with any:
+    below the sweep timestamp, or below the first writer that committed at or after it
+    (:func:`first_blocking_start`)."""
     out = {}
     for (shard, s), p in progress_of(store).items():
-        n = store.queue.reader.count_entries(shard, s, p, sweep_ts[s])
+        limit = first_blocking_start(store, shard, s, p, sweep_ts[s]) or sweep_ts[s]
+        n = store.queue.reader.count_entries(shard, s, p, limit)
         if n:
             out[f"{s}/{shard}"] = n
     return out

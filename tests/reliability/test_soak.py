@@ -246,6 +246,7 @@ def _soak(stores, seconds: float, artifacts_dir, *, writer_threads: int, variant
         "entries_swept": sum(s.entries_swept for s in sweepers) + final_entries,
         "entries_swept_during_load": sum(s.entries_swept for s in sweepers),
         "entries_swept_by_final_sweep": final_entries,
+        "final_sweep_blocked_by": {f"{r.strategy}/{r.shard}": r.blocked_by for r in final if r.status == "blocked"},
         "cells_tombstoned": sum(s.cells_tombstoned for s in sweepers) + sum(r.cells_tombstoned for r in final),
         "sweep_rounds": sum(s.rounds for s in sweepers),
         "pairs_skipped_locked": sum(s.skipped_locked for s in sweepers),
