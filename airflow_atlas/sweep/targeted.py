@@ -46,12 +46,13 @@ ABORTED = -1
 
 
 @dataclass
-class SweepResult:
-    """What one iteration did. ``to_json()`` is what operators push to XCom."""
+class _SweepFigures:
+    """What a sweep did, shared by one iteration (:class:`SweepResult`) and a run of iterations of one
+    shard (:class:`ShardSweepResult`). ``to_json()`` is what operators push to XCom."""
 
     shard: int
     strategy: str
-    status: str  # swept | caught_up | blocked | skipped_locked | dry_run
+    status: str
     sweep_ts: int | None = None
     old_progress: int | None = None
     new_progress: int | None = None
@@ -72,6 +73,11 @@ class SweepResult:
         return asdict(self)
 
 
+@dataclass
+class SweepResult(_SweepFigures):
+    """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
+
+
 _SUMMED = (
     "entries_read",
     "cells_tombstoned",
@@ -85,28 +91,11 @@ _SUMMED = (
 
 
 @dataclass
-class ShardSweepResult:
-    """Several iterations of one shard and strategy (until caught up, blocked or the iteration limit)."""
+class ShardSweepResult(_SweepFigures):
+    """Several iterations of one shard and strategy (until caught up, blocked or the iteration limit).
+    ``status``: caught_up | blocked | iteration_limit | skipped_locked | dry_run."""
 
-    shard: int
-    strategy: str
-    status: str  # caught_up | blocked | iteration_limit | skipped_locked | dry_run
     iterations: int = 0
-    sweep_ts: int | None = None
-    old_progress: int | None = None
-    new_progress: int | None = None
-    entries_read: int = 0
-    cells_tombstoned: int = 0
-    sentinels_written: int = 0
-    aborted_writes_deleted: int = 0
-    transactions_aborted: int = 0
-    queue_rows_cleaned: int = 0
-    entries_skipped_dropped_tables: int = 0
-    corrupt_entries: int = 0
-    blocked_by: dict | None = None
-    lock_holder: str | None = None
-    duration_seconds: float = 0.0
-    tables: dict = field(default_factory=dict)
 
     def add(self, it: SweepResult) -> None:
         self.iterations += 1
@@ -120,9 +109,6 @@ class ShardSweepResult:
             self.new_progress = it.new_progress
         self.sweep_ts = it.sweep_ts
         self.blocked_by = it.blocked_by
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 def default_holder() -> str:
