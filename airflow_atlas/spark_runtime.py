@@ -42,7 +42,7 @@ import time
 import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Iterable, Iterator, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
 RESULT_BEGIN = "=====ATLAS-SPARK-RESULT-BEGIN====="
@@ -360,36 +360,28 @@ def _holder(spec: TaskSpec, shard: int, strategy: str, attempt=None) -> str:
     return f"spark:{spec.app_id}:{shard}:{strategy.lower()}"
 
 
-def sweep_pairs_partition(spec: TaskSpec, pairs: Iterator[tuple[int, str]]) -> list[dict]:
-    """mapPartitions body of the targeted job: sweep each pair of the partition (normally one)."""
+def _run_partition(spec: TaskSpec, items: list, describe: Callable, sweep_one: Callable) -> list[dict]:
+    """The body both jobs' ``mapPartitions`` share: one store for the partition (opened at the first item,
+    closed at the end), ``sweep_one(store, item, attempt)`` for each item. An item that fails becomes a
+    ``failed`` result, or is re-raised for Spark to retry (:func:`_handle_failure`). ``describe(item)``
+    names the item in a failure and is added to its result, with the task's attempt, partition, duration
+    and executor."""
     attempt, partition, _ = _attempt()
-    pairs = list(pairs)
     out: list[dict] = []
-    if not pairs:
-        return out
     store = None
     try:
-        for shard, strategy in pairs:
-            base = {"shard": shard, "strategy": strategy}
+        for item in items:
+            base = describe(item)
             started = time.monotonic()
             try:
                 if store is None:
                     store = _open_store(spec)
-                if _claim_marker(spec.fail_once_marker):
-                    _inject_mid_shard_failure(store, spec, shard, strategy)
-                result = store.sweeper.sweep_shard(
-                    shard,
-                    strategy,
-                    sweep_ts=(spec.sweep_timestamps or {}).get(strategy),
-                    holder=_holder(spec, shard, strategy, attempt),
-                    max_iterations=spec.max_iterations,
-                    batch_limit=spec.batch_limit,
-                    dry_run=spec.dry_run,
-                ).to_json()
+                result = sweep_one(store, item, attempt)
             except Exception as exc:
                 out.append(_handle_failure(base, exc, spec, attempt))
                 continue
             result.update(
+                base,
                 attempt=attempt,
                 partition=partition,
                 task_seconds=round(time.monotonic() - started, 3),
@@ -403,54 +395,48 @@ def sweep_pairs_partition(spec: TaskSpec, pairs: Iterator[tuple[int, str]]) -> l
             except Exception:
                 pass
     return out
+
+
+def sweep_pairs_partition(spec: TaskSpec, pairs: Iterator[tuple[int, str]]) -> list[dict]:
+    """mapPartitions body of the targeted job: sweep each pair of the partition (normally one)."""
+
+    def sweep_one(store, pair, attempt) -> dict:
+        shard, strategy = pair
+        if _claim_marker(spec.fail_once_marker):
+            _inject_mid_shard_failure(store, spec, shard, strategy)
+        return store.sweeper.sweep_shard(
+            shard,
+            strategy,
+            sweep_ts=(spec.sweep_timestamps or {}).get(strategy),
+            holder=_holder(spec, shard, strategy, attempt),
+            max_iterations=spec.max_iterations,
+            batch_limit=spec.batch_limit,
+            dry_run=spec.dry_run,
+        ).to_json()
+
+    return _run_partition(spec, list(pairs), lambda pair: {"shard": pair[0], "strategy": pair[1]}, sweep_one)
 
 
 def sweep_range_partition(spec: TaskSpec, ranges: Iterator) -> list[dict]:
     """mapPartitions body of the full-sweep job: legacy-sweep each range of the partition (normally one)."""
-    attempt, partition, _ = _attempt()
-    ranges = list(ranges)
-    out: list[dict] = []
-    if not ranges:
-        return out
-    store = None
-    try:
-        for index, scan_range in ranges:
-            base = {"range_index": index, "table": spec.table}
-            started = time.monotonic()
-            try:
-                if store is None:
-                    store = _open_store(spec)
-                if _claim_marker(spec.fail_once_marker):
-                    store.legacy_sweeper.sweep_table(
-                        spec.table, scan_range=scan_range, batch_size=spec.batch_size, sweep_ts=spec.sweep_ts,
-                        max_cells=spec.batch_size, dry_run=spec.dry_run,
-                    )
-                    raise InjectedFailure(f"injected failure in range {index} after one batch")
-                result = store.legacy_sweeper.sweep_table(
-                    spec.table,
-                    scan_range=scan_range,
-                    batch_size=spec.batch_size,
-                    sweep_ts=spec.sweep_ts,
-                    dry_run=spec.dry_run,
-                ).to_json()
-            except Exception as exc:
-                out.append(_handle_failure(base, exc, spec, attempt))
-                continue
-            result.update(
-                range_index=index,
-                attempt=attempt,
-                partition=partition,
-                task_seconds=round(time.monotonic() - started, 3),
-                executor=_executor_info(),
+
+    def sweep_one(store, item, _attempt) -> dict:
+        index, scan_range = item
+        if _claim_marker(spec.fail_once_marker):
+            store.legacy_sweeper.sweep_table(
+                spec.table, scan_range=scan_range, batch_size=spec.batch_size, sweep_ts=spec.sweep_ts,
+                max_cells=spec.batch_size, dry_run=spec.dry_run,
             )
-            out.append(result)
-    finally:
-        if store is not None:
-            try:
-                store.close()
-            except Exception:
-                pass
-    return out
+            raise InjectedFailure(f"injected failure in range {index} after one batch")
+        return store.legacy_sweeper.sweep_table(
+            spec.table,
+            scan_range=scan_range,
+            batch_size=spec.batch_size,
+            sweep_ts=spec.sweep_ts,
+            dry_run=spec.dry_run,
+        ).to_json()
+
+    return _run_partition(spec, list(ranges), lambda item: {"range_index": item[0], "table": spec.table}, sweep_one)
 
 
 # ----- driver side --------------------------------------------------------------------------------
