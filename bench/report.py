@@ -200,7 +200,7 @@ def write_report(out: Path) -> Path:
             f"- if local[2] halved the per-entry time (executors with cores of their own), Spark would overtake"
             f" in-task mode above {_f(r.get('crossover_if_2x_scaleout_entries'))} entries (model: 2 x fixed cost /"
             f" in-task seconds per entry; in-task rate {_f(r.get('in_task_entries_per_second'))} entries/s)",
-            f"- crossover (Spark local[2] faster than in-task above): "
+            "- crossover (Spark local[2] faster than in-task above): "
             + (f"{cross:,} entries ({r['crossover_entries_per_shard']:,} per shard)"
                + (" - extrapolated beyond the largest measured backlog" if r.get("crossover_extrapolated") else "")
                if cross is not None else str(r.get("crossover_note"))),

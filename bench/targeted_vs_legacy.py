@@ -145,7 +145,7 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
     finally:
         for cp in copies:
             C.drop_store(cp.store)
-    big, small = str(sizes[-1]), str(sizes[0])
+    big = str(sizes[-1])
     goals = [
         C.goal(f"targeted speed-up over legacy at {sizes[-1]:,} cells, 1% rewritten", results["pct"].get(big, {}).get("ratio"), 50, ">=", "x"),
         C.goal(

@@ -856,7 +856,6 @@ class CassandraKeyValueService(KeyValueService):
                 )
         self._write(op, next(iter(puts)) if len(puts) == 1 else None, items)
 
-
     def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
         self._require(table, "delete", WriteMode.LOGICAL)
         versions = C.check_versions(versions)

@@ -4,10 +4,8 @@ a DAG of dags/ with the real dag.test()."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import uuid
-from pathlib import Path
 
 import pytest
 

@@ -28,7 +28,7 @@ from airflow_atlas.errors import (
     TransactionConflictError,
     TransactionError,
 )
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
 from airflow_atlas.oracle import ABSENT, Reader
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.commits import ABORTED

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from airflow_atlas.encoding import var_long
-from airflow_atlas.errors import CorruptTransactionDataError, InvalidInputError, StoreUnavailableError
+from airflow_atlas.errors import CorruptTransactionDataError, InvalidInputError
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
 from airflow_atlas.sweep.constants import FINE_PARTITION

@@ -25,7 +25,6 @@ import socket
 import subprocess
 import sys
 import traceback
-import uuid
 from pathlib import Path
 from urllib.parse import quote
 

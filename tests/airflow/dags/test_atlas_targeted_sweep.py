@@ -94,7 +94,6 @@ def test_a_shard_task_that_fails_once_is_retried_and_the_run_succeeds(embedded_s
 def test_the_lock_of_a_killed_task_is_recovered_after_its_lease_expires(embedded_store, monkeypatch, tmp_path):
     """A process holding a shard lock (refreshing it, as a running sweep does) is SIGKILLed: no release,
     no on_kill. The next run waits for the lease to expire, takes the lock over and sweeps."""
-    import json
     import os
     import signal
     import subprocess
