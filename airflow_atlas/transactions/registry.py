@@ -10,11 +10,11 @@ so byte order is numeric order and the oldest registration is the first column),
 :meth:`OpenTransactionRegistry.oldest_open`. Point lookups (:meth:`OpenTransactionRegistry.get`) are exact
 cell reads. On Cassandra every unregistration leaves a tombstone at the head of that row until compaction
 purges it. The table has ``gc_grace_seconds = 0``, so those tombstones are purgeable at once: a read skips
-them without counting them against the node's ``tombstone_failure_threshold`` (measured: 120,000
-unregistrations, ``oldest_open`` in ~60 ms on the local node; with Cassandra's default grace period the same
-read fails with READ_TOO_MANY_TOMBSTONES and no sweep timestamp could be computed -
-``tests/integration/txn/test_registry_tombstones.py``). What remains is the cost of skipping them, which a
-very high transaction rate between compactions makes grow.
+them without counting them against the node's ``tombstone_failure_threshold``: ``oldest_open`` still
+answers after more unregistrations than that threshold, while with Cassandra's default grace period the
+same read fails with READ_TOO_MANY_TOMBSTONES and no sweep timestamp could be computed
+(``tests/integration/txn/test_registry_tombstones.py``). What remains is the cost of skipping them, which
+a very high transaction rate between compactions makes grow.
 
 Ordering argument for :meth:`OpenTransactionRegistry.immutable_timestamp`
 -----------------------------------------------------------------------------
