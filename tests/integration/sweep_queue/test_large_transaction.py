@@ -1,8 +1,7 @@
 """One transaction with more than 100,000 writes in one partition: two dedicated rows, end to end.
 
-The only test with ~100k writes (per backend); budget 20 s. The queue's own work is about 1 s each for
-enqueue and read; the rest is the store (on Cassandra it relies on the backend grouping a put's cells
-into single-partition UNLOGGED batches: one INSERT per cell ran at ~2,000 cells/s on this machine).
+The only test with ~100k writes (per backend). It prints how long enqueue, read and clean took, but asserts
+no time: speed is for the benchmarks (bench/), and a timed assertion would only make CI flaky.
 """
 from __future__ import annotations
 
@@ -49,4 +48,3 @@ def test_more_than_100_000_writes_use_two_dedicated_rows(kvs, queue):
     assert queue.read_batch(0, SweepStrategy.THOROUGH, -1, 10**9).fine_partition is None
     done = time.monotonic()
     print(f"{kvs.backend}: enqueue {enqueued - started:.2f}s, read {read - enqueued:.2f}s, clean {done - read:.2f}s")
-    assert done - started < 20
