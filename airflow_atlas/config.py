@@ -100,7 +100,7 @@ class StoreConfig:
             if name in values:
                 from .errors import InvalidInputError
 
-                raise InvalidInputError(f"setting {name} given twice" + (f" (in {source})" if source else ""))
+                raise InvalidInputError(f"setting {name} given twice" + (f" (from {source})" if source else ""))
             values[name] = text
         return apply_layer(self, values, source, text=True)
 

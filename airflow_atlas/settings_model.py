@@ -70,13 +70,15 @@ class Int(Kind):
         try:
             return check_int(value, "value", self.lo, self.hi)
         except InvalidInputError:
-            raise ValueError(f"must be an integer in {self.describe()}, got {value!r}") from None
+            if isinstance(value, int) and not isinstance(value, bool):
+                raise ValueError(f"must be between {self.lo} and {self.hi}, got {value!r}") from None
+            raise ValueError(f"must be an integer between {self.lo} and {self.hi}, got {value!r}") from None
 
     def parse(self, text: str) -> int:
         try:
             return int(text.strip().replace("_", ""))
         except ValueError:
-            raise ValueError(f"must be an integer in {self.describe()}, got {text!r}") from None
+            raise ValueError(f"must be an integer between {self.lo} and {self.hi}, got {text!r}") from None
 
     def describe(self) -> str:
         return f"{_fmt(self.lo)}..{_fmt(self.hi)}"
@@ -92,22 +94,26 @@ class Float(Kind):
 
     def check(self, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"must be a number in {self.describe()}, got {value!r}")
+            raise ValueError(f"must be a number {self._range()}, got {value!r}")
         try:
             number = float(value)
         except OverflowError:  # an int beyond float range
-            raise ValueError(f"must be a number in {self.describe()}, got {value!r}") from None
+            raise ValueError(f"must be a finite number {self._range()}, got {value!r}") from None
         if not math.isfinite(number):
-            raise ValueError(f"must be a finite number in {self.describe()}, got {value!r}")
+            raise ValueError(f"must be a finite number {self._range()}, got {value!r}")
         if number > self.hi or number < self.lo or (self.lo_open and number == self.lo):
-            raise ValueError(f"must be in {self.describe()}, got {value!r}")
+            raise ValueError(f"must be {self._range()}, got {value!r}")
         return number
 
     def parse(self, text: str) -> float:
         try:
             return float(text.strip())
         except ValueError:
-            raise ValueError(f"must be a number in {self.describe()}, got {text!r}") from None
+            raise ValueError(f"must be a number {self._range()}, got {text!r}") from None
+
+    def _range(self) -> str:
+        lo, hi = _fmt(self.lo), _fmt(self.hi)
+        return f"> {lo} and <= {hi}" if self.lo_open else f"between {lo} and {hi}"
 
     def describe(self) -> str:
         return f"{'(' if self.lo_open else '['}{_fmt(self.lo)}, {_fmt(self.hi)}]"
@@ -275,7 +281,7 @@ def check_value(f: Field, value: Any, source: str | None = None) -> Any:
     try:
         return spec_of(f).kind.check(value)
     except ValueError as exc:
-        raise InvalidInputError(f"setting {f.name}{_source(source)} {exc}") from None
+        raise InvalidInputError(f"setting {f.name} {exc}{_source(source)}") from None
 
 
 def parse_value(f: Field, text: str, source: str | None = None) -> Any:
@@ -285,7 +291,7 @@ def parse_value(f: Field, text: str, source: str | None = None) -> Any:
     try:
         value = spec_of(f).kind.parse(text)
     except ValueError as exc:
-        raise InvalidInputError(f"setting {f.name}{_source(source)} {exc}") from None
+        raise InvalidInputError(f"setting {f.name} {exc}{_source(source)}") from None
     return check_value(f, value, source)
 
 
@@ -305,14 +311,14 @@ def check_known(cls, names: Iterable[str], source: str | None, *, also: Iterable
     unknown = sorted(set(names) - known)
     if unknown:
         raise InvalidInputError(
-            f"unknown setting(s){_source(source)}: {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+            f"unknown setting(s): {', '.join(unknown)}{_source(source)}; known: {', '.join(sorted(known))}"
         )
 
 
 def layer_values(cls, values: Mapping[str, Any], source: str | None, *, text: bool = False) -> dict:
     """One layer's values, each checked (``text``: parsed from text first); unknown names refused."""
     if not isinstance(values, Mapping):
-        raise InvalidInputError(f"settings{_source(source)} must be a mapping of name to value, got {values!r}")
+        raise InvalidInputError(f"settings must be a mapping of name to value, got {values!r}{_source(source)}")
     check_known(cls, values, source)
     by_name = known_names(cls)
     return {

@@ -280,7 +280,7 @@ class AtlasSettings:
         check_known(cls, values, source, also=[*engine_keys, STORE_CONFIG])
         nested = values.get(STORE_CONFIG, {})
         if not isinstance(nested, Mapping):
-            raise InvalidInputError(f"setting {STORE_CONFIG} (from {source}) must be a JSON object of engine settings")
+            raise InvalidInputError(f"setting {STORE_CONFIG} must be a JSON object of engine settings (from {source})")
         top = {k: v for k, v in values.items() if k in engine_keys}
         both = sorted(set(top) & set(nested))
         if both:

@@ -28,38 +28,38 @@ def test_defaults_are_valid_and_every_key_is_in_the_one_table():
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"no_such_setting": 1}, "unknown setting(s) (from the atlas_settings Variable): no_such_setting"),
-        ({"execution_mode": "yarn"}, "execution_mode (from the atlas_settings Variable) must be one of in_task, spark, auto"),
+        ({"no_such_setting": 1}, "unknown setting(s): no_such_setting (from the atlas_settings Variable)"),
+        ({"execution_mode": "yarn"}, "execution_mode must be one of in_task, spark, auto"),
         ({"spark_min_backlog": 0}, "spark_min_backlog"),
-        ({"batch_limit": 0}, "batch_limit (from the atlas_settings Variable) must be an integer in 1..100000"),
-        ({"batch_limit": "10"}, "batch_limit (from the atlas_settings Variable) must be an integer"),
-        ({"batch_limit": True}, "batch_limit (from the atlas_settings Variable) must be an integer"),
-        ({"batch_limit": 10.0}, "batch_limit (from the atlas_settings Variable) must be an integer"),
-        ({"retries": 0}, "retries (from the atlas_settings Variable) must be an integer in 1..100"),
+        ({"batch_limit": 0}, "batch_limit must be between 1 and 100000, got 0"),
+        ({"batch_limit": "10"}, "batch_limit must be an integer"),
+        ({"batch_limit": True}, "batch_limit must be an integer"),
+        ({"batch_limit": 10.0}, "batch_limit must be an integer"),
+        ({"retries": 0}, "retries must be between 1 and 100"),
         ({"retries": True}, "retries"),
-        ({"shard_count": 300}, "shard_count (from the atlas_settings Variable) must be an integer in 1..256"),
+        ({"shard_count": 300}, "shard_count must be between 1 and 256"),
         ({"strategies": ["NOTHING"]}, "NOTHING is never swept"),
         ({"strategies": ["SOMETIMES"]}, "unknown sweep strategy"),
-        ({"strategies": []}, "strategies (from the atlas_settings Variable) must not be empty"),
-        ({"nodetool_command": "nodetool compact"}, "nodetool_command (from the atlas_settings Variable) must be a list of strings"),
-        ({"lock_lease_seconds": 0}, "lock_lease_seconds (from the atlas_settings Variable) must be in [1, 86400]"),
-        ({"lock_lease_seconds": math.nan}, "lock_lease_seconds (from the atlas_settings Variable) must be a finite number"),
-        ({"lock_lease_seconds": math.inf}, "lock_lease_seconds (from the atlas_settings Variable) must be a finite number"),
+        ({"strategies": []}, "strategies must not be empty"),
+        ({"nodetool_command": "nodetool compact"}, "nodetool_command must be a list of strings"),
+        ({"lock_lease_seconds": 0}, "lock_lease_seconds must be between 1 and 86400, got 0"),
+        ({"lock_lease_seconds": math.nan}, "lock_lease_seconds must be a finite number"),
+        ({"lock_lease_seconds": math.inf}, "lock_lease_seconds must be a finite number"),
         ({"lock_wait_seconds": -1}, "lock_wait_seconds"),
         ({"sweep_timeout_seconds": 0}, "sweep_timeout_seconds"),
         ({"sweep_timeout_seconds": math.inf}, "sweep_timeout_seconds"),
         ({"retry_exponential_backoff": math.nan}, "retry_exponential_backoff"),
-        ({"skip_idle_shards": "yes"}, "skip_idle_shards (from the atlas_settings Variable) must be true or false"),
+        ({"skip_idle_shards": "yes"}, "skip_idle_shards must be true or false"),
         ({"skip_idle_shards": 1}, "skip_idle_shards"),
-        ({"store_config": {"unreadable_window_secs": 1}}, "unknown setting(s) (from the atlas_settings Variable): unreadable_window_secs"),
-        ({"store_config": [1]}, "store_config (from the atlas_settings Variable) must be a JSON object"),
-        ({"store_config": {"unreadable_window_seconds": -1}}, "unreadable_window_seconds (from the atlas_settings Variable) must be in [0, 31536000]"),
-        ({"store_config": {"unreadable_window_seconds": math.inf}}, "unreadable_window_seconds (from the atlas_settings Variable) must be a finite number"),
+        ({"store_config": {"unreadable_window_secs": 1}}, "unknown setting(s): unreadable_window_secs"),
+        ({"store_config": [1]}, "store_config must be a JSON object"),
+        ({"store_config": {"unreadable_window_seconds": -1}}, "unreadable_window_seconds must be between 0 and 31536000, got -1"),
+        ({"store_config": {"unreadable_window_seconds": math.inf}}, "unreadable_window_seconds must be a finite number"),
         ({"store_config": {"transaction_lease_seconds": math.inf}}, "transaction_lease_seconds"),
-        ({"running_writer_wait_seconds": -3}, "running_writer_wait_seconds (from the atlas_settings Variable) must be in [0, 86400]"),
+        ({"running_writer_wait_seconds": -3}, "running_writer_wait_seconds must be between 0 and 86400, got -3"),
         ({"batch_limit": 10, "store_config": {"batch_limit": 10}}, "batch_limit given twice in the atlas_settings Variable"),
-        ({"compaction_method": "major"}, "compaction_method (from the atlas_settings Variable) must be one of compact, garbagecollect"),
-        ({"targeted_sweep_schedule": ""}, "targeted_sweep_schedule (from the atlas_settings Variable) must be a cron expression"),
+        ({"compaction_method": "major"}, "compaction_method must be one of compact, garbagecollect"),
+        ({"targeted_sweep_schedule": ""}, "targeted_sweep_schedule must be a cron expression"),
         ({"scrub_schedule": 5}, "scrub_schedule"),
     ],
 )
@@ -106,9 +106,9 @@ def test_a_tasks_store_config_layers_over_the_variable():
     config = s.engine_config(batch_limit=7)
     assert config.batch_limit == 7 and config.unreadable_window_seconds == 5
     assert s.engine_config() == s.engine  # the Variable is not changed by a task's overrides
-    with pytest.raises(InvalidInputError, match=r"setting lock_lease_seconds \(from the task's store_config\) must be a finite"):
+    with pytest.raises(InvalidInputError, match=r"setting lock_lease_seconds must be a finite number between 1 and 86400, got nan \(from the task's store_config\)"):
         s.engine_config(lock_lease_seconds=math.nan)
-    with pytest.raises(InvalidInputError, match=r"unknown setting\(s\) \(from the task's store_config\): batch_size"):
+    with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_size \(from the task's store_config\)"):
         s.engine_config(batch_size=1)
 
 
@@ -160,8 +160,8 @@ def test_load_reads_the_airflow_variable(monkeypatch):
         AtlasSettings.load()
     # JSON's NaN / Infinity literals parse in Python: they must still be refused, naming the key
     monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", '{"store_config": {"unreadable_window_seconds": NaN}}')
-    with pytest.raises(InvalidInputError, match=r"unreadable_window_seconds \(from the atlas_settings Variable\)"):
+    with pytest.raises(InvalidInputError, match=r"unreadable_window_seconds must be a finite number.*\(from the atlas_settings Variable\)"):
         AtlasSettings.load()
     monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", '{"lock_lease_seconds": Infinity}')
-    with pytest.raises(InvalidInputError, match=r"lock_lease_seconds \(from the atlas_settings Variable\)"):
+    with pytest.raises(InvalidInputError, match=r"lock_lease_seconds must be a finite number.*\(from the atlas_settings Variable\)"):
         AtlasSettings.load()

@@ -113,11 +113,11 @@ def test_bad_settings_exit_2(capsys, tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     assert run(capsys, "init", "--store", url)[0] == 0
     code, _, err = run(capsys, "status", "--store", url, "--set", "no_such_setting=1")
-    assert code == 2 and "unknown setting(s) (from --set): no_such_setting" in err
+    assert code == 2 and "unknown setting(s): no_such_setting (from --set)" in err
     code, _, err = run(capsys, "status", "--store", url, "--set", "batch_limit=lots")
-    assert code == 2 and "setting batch_limit (from --set) must be an integer in 1..100000, got 'lots'" in err
+    assert code == 2 and "setting batch_limit must be an integer between 1 and 100000, got 'lots' (from --set)" in err
     code, _, err = run(capsys, "status", "--store", url, "--set", "batch_limit=0")
-    assert code == 2 and "setting batch_limit (from --set) must be an integer in 1..100000, got 0" in err
+    assert code == 2 and "batch_limit must be between 1 and 100000" in err
 
 
 def test_out_of_range_shard_is_a_usage_error(capsys, tmp_path):
