@@ -22,6 +22,8 @@ DAY = 86_400
 """Seconds per day: the upper bound of the lease and wait settings."""
 YEAR = 365 * DAY
 """Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
+MAX_ITERATIONS_PER_SHARD = 1_000_000
+"""Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ class StoreConfig:
         read="sweep/targeted.py (sweep_shard); Airflow operators/locks.py and operators/sweep.py",
     )
     max_iterations_per_shard: int = setting(
-        100, Int(1, 1_000_000),
+        100, Int(1, MAX_ITERATIONS_PER_SHARD),
         "iterations (batches) per (shard, strategy) pair per run",
         read="sweep/targeted.py (sweep_shard); cli.py; Airflow operators/sweep.py",
     )

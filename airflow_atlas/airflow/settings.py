@@ -65,6 +65,8 @@ from its home (remove once none does)."""
 
 EXECUTION_MODES = ("in_task", "spark", "auto")
 COMPACTION_METHODS = ("compact", "garbagecollect")
+MAX_FULL_SWEEP_PARTS = 4096
+"""Most scan ranges per table of a full sweep (setting full_sweep_parts, the full-sweep form's parts)."""
 LONG = (1 << 62)
 """Upper bound of the counters (backlogs, tombstones)."""
 DAY = 86_400
@@ -229,7 +231,7 @@ class AtlasSettings:
         read="dags/atlas_full_sweep.py (parse time)",
     )
     full_sweep_parts: int = setting(
-        4, Int(1, 4096),
+        4, Int(1, MAX_FULL_SWEEP_PARTS),
         "scan ranges per table in a full sweep",
         read="operators/full_sweep.py",
     )
