@@ -66,3 +66,10 @@ def test_a_key_given_twice_is_refused(capsys, tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     code = main(["init", "--store", url, "--set", "batch_limit=5", "--set", "batch_limit=6"])
     assert code == 2 and "setting batch_limit given twice (from --set)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["connect_timeout=inf", "request_timeout=nan", "request_timeout=-1", "connect_timeout=0"])
+def test_non_finite_url_timeouts_exit_2_naming_the_option(capsys, option):
+    code = main(["status", "--store", f"cassandra://127.0.0.1:1/no_such_ks?{option}"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"URL option {option.split('=')[0]} must be a positive finite number" in err, err

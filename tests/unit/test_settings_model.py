@@ -184,3 +184,27 @@ def test_the_engine_model_does_not_import_airflow():
     code = "import sys, airflow_atlas.config, airflow_atlas.settings_model; print('airflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT).stdout
     assert out.strip() == "False"
+
+
+def test_transaction_config_takes_the_models_values():
+    """TransactionConfig is built from StoreConfig (store.py); its defaults must not drift from the model."""
+    from airflow_atlas.transactions.snapshot import TransactionConfig
+
+    defaults, model = TransactionConfig(), StoreConfig()
+    assert defaults.lease_seconds == model.transaction_lease_seconds
+    assert defaults.punch_interval_seconds == model.punch_interval_seconds
+    assert defaults.running_writer_wait_seconds == model.running_writer_wait_seconds
+
+
+def test_store_wires_the_settings_into_its_components(tmp_path):
+    from airflow_atlas.store import AtlasStore
+
+    config = StoreConfig().with_text(
+        {"transaction_lease_seconds": "7", "punch_interval_seconds": "0", "running_writer_wait_seconds": "0.5",
+         "unreadable_window_seconds": "12"},
+        "--set",
+    )
+    with AtlasStore.open(f"sqlite:///{tmp_path / 'a.db'}", config) as store:
+        tc = store.transactions.config
+        assert (tc.lease_seconds, tc.punch_interval_seconds, tc.running_writer_wait_seconds) == (7.0, 0.0, 0.5)
+        assert store.sweep_timestamps.unreadable_window_seconds == 12.0
