@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-from .settings_model import Float, Int, apply_layer, setting, validate_fields
+from .settings_model import Float, Int, apply_layer, check_value, known_names, parse_value, setting, validate_fields
 from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 DAY = 86_400
@@ -108,3 +108,16 @@ class StoreConfig:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def check_setting(name: str, value: Any, source: str | None = None, *, text: bool = False) -> Any:
+    """One engine setting's value validated by its declaration (``text``: parsed from text first), for a
+    per-call argument that overrides a setting, e.g. ``sweep_shard(batch_limit=...)``, the operators'
+    ``batch_limit`` / ``max_iterations``, the CLI's ``--batch-limit``. InvalidInputError names the setting."""
+    fields_by_name = known_names(StoreConfig)
+    if name not in fields_by_name:
+        from .errors import InvalidInputError
+
+        raise InvalidInputError(f"unknown setting {name!r}")
+    f = fields_by_name[name]
+    return parse_value(f, value, source) if text else check_value(f, value, source)

@@ -208,3 +208,16 @@ def test_store_wires_the_settings_into_its_components(tmp_path):
         tc = store.transactions.config
         assert (tc.lease_seconds, tc.punch_interval_seconds, tc.running_writer_wait_seconds) == (7.0, 0.0, 0.5)
         assert store.sweep_timestamps.unreadable_window_seconds == 12.0
+
+
+def test_check_setting_validates_a_per_call_argument_by_the_keys_declaration():
+    from airflow_atlas.config import check_setting
+
+    assert check_setting("batch_limit", 500) == 500
+    assert check_setting("lock_lease_seconds", "30", "--lease", text=True) == 30.0
+    with pytest.raises(InvalidInputError, match=r"setting batch_limit must be between 1 and 100000, got 100001 \(from the operator\)"):
+        check_setting("batch_limit", MAX_BATCH_LIMIT + 1, "the operator")
+    with pytest.raises(InvalidInputError, match="setting batch_limit must be an integer"):
+        check_setting("batch_limit", True)
+    with pytest.raises(InvalidInputError, match="unknown setting 'batch'"):
+        check_setting("batch", 1)
