@@ -331,7 +331,7 @@ def _config(settings):
     base = StoreConfig()
     if not settings:
         return base
-    types = {f.name: type(getattr(base, f.name)) for f in fields(base)}
+    types = {f.name: type(getattr(base, f.name)) if getattr(base, f.name) is not None else int for f in fields(base)}
     overrides = {}
     for name, text in settings:
         if name not in types:
@@ -421,6 +421,11 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         if not initialized:
             store.close()
             raise CliError(EXIT_USAGE, f"store {label} is not initialized: run '{PROG} init' first")
+        try:
+            store.transactions_schema_version  # refuse a disagreeing setting before anything runs
+        except BaseException:
+            store.close()
+            raise
     return StoreHandle(store, label, secrets)
 
 

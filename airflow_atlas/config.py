@@ -16,7 +16,10 @@ MAX_BATCH_LIMIT = 100_000
 @dataclass(frozen=True)
 class StoreConfig:
     # Transactions
-    transactions_schema_version: int = 2
+    transactions_schema_version: int | None = None
+    """None: use the store's (recorded at init; see airflow_atlas.transactions.schema). A value is only an
+    assertion: a process whose value disagrees with the store's is refused. At init of a new store it
+    chooses the version (default 2)."""
     transaction_lease_seconds: float = 60.0
     punch_interval_seconds: float = 60.0
     running_writer_wait_seconds: float = 5.0
@@ -28,8 +31,10 @@ class StoreConfig:
     initial_shards: int = 1
 
     def __post_init__(self) -> None:
-        if self.transactions_schema_version not in (1, 2):
-            raise InvalidInputError("transactions_schema_version must be 1 or 2")
+        if self.transactions_schema_version not in (None, 1, 2) or isinstance(self.transactions_schema_version, bool):
+            raise InvalidInputError(
+                f"transactions_schema_version must be 1 or 2 (or unset: the store's), got {self.transactions_schema_version!r}"
+            )
         if not 1 <= int(self.batch_limit) <= MAX_BATCH_LIMIT:
             raise InvalidInputError(f"batch_limit must be between 1 and {MAX_BATCH_LIMIT}, got {self.batch_limit}")
         if not 1 <= int(self.initial_shards) <= 256:
