@@ -29,6 +29,10 @@ class StoreConfig:
     lock_lease_seconds: float = 120.0
     max_iterations_per_shard: int = 100
     initial_shards: int = 1
+    # Rollback guard (airflow_atlas.sweep.commits): a sweep batch whose writers without a commit entry are
+    # at least this many and more than this fraction of its transactions is refused, not rolled back.
+    rollback_guard_min_transactions: int = 20
+    rollback_guard_max_fraction: float = 0.9
 
     def __post_init__(self) -> None:
         if self.transactions_schema_version not in (None, 1, 2) or isinstance(self.transactions_schema_version, bool):
@@ -48,6 +52,15 @@ class StoreConfig:
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or value < 0:
                 raise InvalidInputError(f"{name} must be a non-negative number, got {value!r}")
+        if isinstance(self.rollback_guard_min_transactions, bool) or not isinstance(
+            self.rollback_guard_min_transactions, int
+        ) or self.rollback_guard_min_transactions < 1:
+            raise InvalidInputError(
+                f"rollback_guard_min_transactions must be an integer >= 1, got {self.rollback_guard_min_transactions!r}"
+            )
+        fraction = self.rollback_guard_max_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0.0 <= fraction <= 1.0:
+            raise InvalidInputError(f"rollback_guard_max_fraction must be a number in 0..1, got {fraction!r}")
         if self.max_iterations_per_shard < 1:
             raise InvalidInputError("max_iterations_per_shard must be at least 1")
 

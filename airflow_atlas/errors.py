@@ -71,3 +71,8 @@ class LockNotHeldError(AtlasError):
 
 class CorruptQueueDataError(AtlasError):
     """A sweep-queue cell could not be decoded or references missing data."""
+
+
+class RollbackRefusedError(AtlasError):
+    """Sweep refused to roll back transactions it found no commit entry for: they have one in the other
+    schema's transactions table, or far more of them than the rollback guard allows (nothing was changed)."""

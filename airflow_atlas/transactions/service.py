@@ -132,6 +132,16 @@ class TransactionService(ABC):
             )
         return commit
 
+    def other_schema_entries(self, starts: Iterable[int]) -> tuple[str, dict[int, int]]:
+        """(table, entries) of ``starts`` in the *other* schema version's table, which this store does not
+        use: an entry there means a process wrote to the wrong table, and the transaction must not be
+        rolled back on the strength of this table's silence. Empty when that table does not exist."""
+        other_cls = TransactionServiceV1 if isinstance(self, TransactionServiceV2) else TransactionServiceV2
+        starts = sorted({enc.check_start_timestamp(s) for s in starts})
+        if not starts or not self._kvs.table_exists(other_cls.table):
+            return other_cls.table, {}
+        return other_cls.table, other_cls(self._kvs, cache_size=0)._load(starts, False)
+
     @property
     def cached_entries(self) -> int:
         return len(self._cache)
