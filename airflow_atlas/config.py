@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-from .settings_model import Float, Int, apply_layer, check_value, known_names, parse_value, setting, validate_fields
+from .settings_model import Float, Int, Nullable, apply_layer, check_value, known_names, parse_value, setting, validate_fields
 from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 DAY = 86_400
@@ -29,9 +29,11 @@ MAX_ITERATIONS_PER_SHARD = 1_000_000
 @dataclass(frozen=True)
 class StoreConfig:
     # ----- transactions ---------------------------------------------------------------------------------
-    transactions_schema_version: int = setting(
-        2, Int(1, 2),
-        "transactions table a store uses: 1 (`_transactions`) or 2 (`_transactions2` tickets)",
+    transactions_schema_version: int | None = setting(
+        None, Nullable(Int(1, 2)),
+        "transactions table version: unset = the store's own, recorded at `init` (see "
+        "transactions/schema.py); a value is only an assertion, and a process whose value disagrees with "
+        "the store's is refused; at `init` of a new store it chooses the version (2 when unset)",
         read="store.py (transaction service)",
     )
     transaction_lease_seconds: float = setting(
@@ -80,6 +82,20 @@ class StoreConfig:
         1, Int(1, MAX_SHARDS),
         "shard count a new store gets at `init` when none is given (shards only ever grow)",
         read="store.py (initialize)",
+    )
+
+    # ----- rollback guard (sweep/commits.py) ------------------------------------------------------------
+    rollback_guard_min_transactions: int = setting(
+        20, Int(1, 10_000_000),
+        "a sweep batch whose writers without a commit entry are at least this many and more than "
+        "rollback_guard_max_fraction of its transactions is refused, not rolled back",
+        read="sweep/commits.py (resolve_commits)",
+    )
+    rollback_guard_max_fraction: float = setting(
+        0.9, Float(0, 1),
+        "fraction of a batch's transactions above which missing commit entries are refused (see "
+        "rollback_guard_min_transactions)",
+        read="sweep/commits.py (resolve_commits)",
     )
 
     def __post_init__(self) -> None:
