@@ -790,7 +790,10 @@ def main(job: str, argv: Sequence[str] | None = None) -> int:
             doc = _job_failure_document(job_name, store_url, exc, started)
             emit_document(doc, args.output)
             print(f"[atlas] {job_name} failed: {doc['error']}", file=sys.stderr, flush=True)
-            return EXIT_JOB_FAILED
+            # Bad input the driver found before any task ran (e.g. a spark.atlas.store.* conf value): exit 2.
+            from .errors import InvalidInputError
+
+            return EXIT_USAGE if isinstance(exc, InvalidInputError) else EXIT_JOB_FAILED
         emit_document(doc, args.output)
         return EXIT_OK if doc["ok"] else EXIT_PAIRS_FAILED
     finally:
