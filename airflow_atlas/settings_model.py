@@ -22,6 +22,7 @@ then ``python -m airflow_atlas.airflow.settings --write-docs`` rewrites the tabl
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Iterable, Mapping
@@ -301,7 +302,9 @@ def validate_fields(obj) -> None:
         object.__setattr__(obj, f.name, check_value(f, getattr(obj, f.name)))
 
 
-def known_names(cls) -> dict[str, Field]:
+@functools.cache
+def known_names(cls: type) -> dict[str, Field]:
+    """The settings of a settings dataclass by name (cached per class; do not mutate)."""
     return {f.name: f for f in setting_fields(cls)}
 
 
