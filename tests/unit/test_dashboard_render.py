@@ -17,7 +17,7 @@ NOW = 1_700_000_000.0
 
 def _row(shard, strategy, *, progress=10, sweep_ts=100, backlog=5, capped=False, holder=None, last=None, series=()):
     forecast = drain_forecast(backlog=backlog, sweepable=backlog, ingest_entries=600, swept_entries=60,
-                              elapsed_seconds=60.0, runs=1)
+                              elapsed_seconds=60.0, runs=1).to_json()
     return {
         "shard": shard, "strategy": strategy, "sweep_ts": sweep_ts, "progress": progress,
         "lag_ts": max(0, sweep_ts - 1 - progress), "lag_seconds": 42.0, "lag_seconds_is_lower_bound": False,

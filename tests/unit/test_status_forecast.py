@@ -9,7 +9,7 @@ from airflow_atlas.status import TimestampClock, drain_forecast, format_duration
 def forecast(**kw):
     base = dict(backlog=1000, sweepable=1000, ingest_entries=0, swept_entries=0, elapsed_seconds=100.0, runs=3)
     base.update(kw)
-    return drain_forecast(**base)
+    return drain_forecast(**base).to_json()
 
 
 def test_drained_backlog_never_warns():
