@@ -65,13 +65,14 @@ def drain_forecast(
     if backlog == 0:
         out.state = "drained"
         out.time_to_drain_seconds = 0.0
+    if not ever_swept and backlog:
+        out.state = "not_swept_yet"
     if not elapsed_seconds or elapsed_seconds <= 0:
         return out
     ingest_rate = ingest_entries / elapsed_seconds
     out.ingest_rate_per_second = round_or_none(ingest_rate)
     if not ever_swept:
         if backlog:
-            out.state = "not_swept_yet"
             if sweepable > 0 and elapsed_seconds >= IDLE_MIN_SECONDS:
                 out.warnings.append(
                     Warning(
