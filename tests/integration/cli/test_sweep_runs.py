@@ -20,7 +20,7 @@ from airflow_atlas.transactions import encoding as enc
 from airflow_atlas.workload import WorkloadSpec, _dead_writer, run_workload
 from tests.conftest import REPO_ROOT
 
-from .conftest import Cli
+from .conftest import cli_command
 from .helpers import queued_entries
 
 GARBAGE = b"\xff\xfe\xfd"
@@ -183,7 +183,6 @@ def test_two_cli_sweepers_never_share_a_pair(sqlite_cli):
     sqlite_cli.ok("init", "--shards", "2")
     sqlite_cli.ok("workload", "-n", "150", "--seed", "9")
     argv = ["sweep", "--batch-limit", "2", "--json", "--store", sqlite_cli.url, "--set", "unreadable_window_seconds=0"]
-    from .conftest import cli_command
 
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     procs = [subprocess.Popen(cli_command() + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -221,7 +220,6 @@ def test_workload_processes_sharing_tables_all_finish(sqlite_cli):
     sqlite_cli.ok("init")
     argv = ["workload", "-n", "80", "--rows", "2", "--columns", "1", "--table", "shared:THOROUGH",
             "--dead-writer-ratio", "0", "--abort-ratio", "0", "--json", "--store", sqlite_cli.url]
-    from .conftest import cli_command
 
     env = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
     procs = [subprocess.Popen(cli_command() + argv + ["--seed", str(seed)], stdout=subprocess.PIPE,
