@@ -105,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Airflow connection id of the store (needs Apache Airflow installed)")
     g.add_argument("--set", metavar="NAME=VALUE", dest="settings", action="append", type=_setting,
                    default=argparse.SUPPRESS,
-                   help="engine setting (airflow_atlas.config.StoreConfig), e.g. unreadable_window_seconds=3600; repeatable")
+                   help="engine setting (docs/SETTINGS.md), e.g. unreadable_window_seconds=3600; repeatable")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON on stdout")
 
     parser = _Parser(

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from dataclasses import fields
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
 from ..kvs.url import redact_url, scrub, url_secrets
@@ -13,23 +12,10 @@ from .output import ENV_STORE_URL, EXIT_USAGE, PROG, CliError
 
 
 def engine_config(settings):
-    """The engine settings with the ``--set NAME=VALUE`` overrides."""
+    """StoreConfig: defaults < ``--set NAME=VALUE`` (each parsed and validated by its setting's declaration)."""
     from ..config import StoreConfig
 
-    base = StoreConfig()
-    if not settings:
-        return base
-    types = {f.name: type(getattr(base, f.name)) for f in fields(base)}
-    overrides = {}
-    for name, text in settings:
-        if name not in types:
-            raise InvalidInputError(f"unknown setting {name!r}; known: {', '.join(sorted(types))}")
-        kind = types[name]
-        try:
-            overrides[name] = kind(text) if kind is not bool else text.lower() in ("1", "true", "yes", "on")
-        except ValueError:
-            raise InvalidInputError(f"setting {name} must be {kind.__name__}, got {text!r}") from None
-    return base.with_overrides(**overrides)
+    return StoreConfig().with_text(settings or [], "--set")
 
 
 class StoreHandle:
@@ -86,6 +72,11 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         if not initialized:
             store.close()
             raise CliError(EXIT_USAGE, f"store {label} is not initialized: run '{PROG} init' first")
+        try:
+            store.transactions_schema_version  # refuse a disagreeing setting before anything runs
+        except BaseException:
+            store.close()
+            raise
     return StoreHandle(store, label, secrets)
 
 

@@ -32,7 +32,7 @@ from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from .constants import FINE_PARTITION, MAX_SHARDS
-from .commits import resolve_commits
+from .commits import RollbackGuard, resolve_commits
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
@@ -289,7 +289,11 @@ class TargetedSweeper:
             try:
                 commits = self._commit_timestamps(starts, result, dry_run)
             except CorruptTransactionDataError as exc:
-                raise CorruptTransactionDataError(describe_corrupt_transaction(exc, batch.entries, shard, strategy)) from exc
+                raise CorruptTransactionDataError(
+                    describe_corrupt_transaction(exc, batch.entries, shard, strategy),
+                    table=exc.table, start_ts=exc.start_ts, row_hex=exc.row_hex, col_hex=exc.col_hex,
+                    value_hex=exc.value_hex,
+                ) from exc
             current = self._current_strategies({w.table for w in batch.entries})
             # Writes queued while a table was THOROUGH whose table is CONSERVATIVE now must also respect
             # the CONSERVATIVE sweep timestamp (read-only readers are allowed on the table again).
@@ -353,7 +357,9 @@ class TargetedSweeper:
     # ----- helpers ---------------------------------------------------------------------------------
     def _commit_timestamps(self, starts: list[int], result: SweepResult, dry_run: bool) -> dict[int, int]:
         """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""
-        commits, aborted_now = resolve_commits(self._store.transaction_service, starts, dry_run=dry_run)
+        commits, aborted_now = resolve_commits(
+            self._store.transaction_service, starts, dry_run=dry_run, guard=RollbackGuard.from_config(self._store.config)
+        )
         result.transactions_aborted += aborted_now
         return commits
 
