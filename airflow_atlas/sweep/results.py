@@ -54,7 +54,8 @@ class SweepResult(_SweepFigures):
     """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
 
 
-_SUMMED = (
+SUMMED_FIELDS = (
+    # the figures a run adds up over its iterations (also what a Spark job sums over its pairs)
     "entries_read",
     "cells_tombstoned",
     "sentinels_written",
@@ -82,7 +83,7 @@ class ShardSweepResult(_SweepFigures):
 
     def add(self, it: SweepResult) -> None:
         self.iterations += 1
-        for name in _SUMMED:
+        for name in SUMMED_FIELDS:
             setattr(self, name, getattr(self, name) + getattr(it, name))
         for table, n in it.tables.items():
             self.tables[table] = self.tables.get(table, 0) + n
@@ -161,6 +162,7 @@ def describe_corrupt_transaction(exc: Exception, entries, shard: int, strategy) 
 
 __all__ = [
     "describe_corrupt_transaction",
+    "SUMMED_FIELDS",
     "SweepResult",
     "ShardSweepResult",
     "LockHolderInfo",
