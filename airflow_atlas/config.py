@@ -76,7 +76,7 @@ class StoreConfig:
     max_iterations_per_shard: int = setting(
         100, Int(1, MAX_ITERATIONS_PER_SHARD),
         "iterations (batches) per (shard, strategy) pair per run",
-        read="sweep/targeted.py (sweep_shard); cli.py; Airflow operators/sweep.py",
+        read="sweep/targeted.py (sweep_shard, called by the CLI and the operators)",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),

@@ -9,6 +9,11 @@ class InvalidInputError(AtlasError, ValueError):
     """A caller passed a bad argument (name, range, URL, value size...)."""
 
 
+class StoreNotInitializedError(InvalidInputError):
+    """The store was opened with "must exist" and is not an initialized Atlas store (a missing file or
+    keyspace, or no registry): nothing was created; run ``init`` first."""
+
+
 class TableNotFoundError(AtlasError, KeyError):
     """The named table does not exist in the store."""
 
