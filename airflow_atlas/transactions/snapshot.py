@@ -692,7 +692,13 @@ class SnapshotTransaction:
         self._m._best_effort(self._m.registry.unregister, self._start)
 
     def _verify_registration(self) -> None:
-        """Raise TransactionLockExpiredError unless the stored registration is live with the margin to spare."""
+        """Raise TransactionLockExpiredError unless the stored registration is live with the margin to spare
+        and no refresh found it lost (a refresh that found it lapsed may still have written a live value)."""
+        if self._lease_lost is not None:
+            raise TransactionLockExpiredError(
+                f"registration of transaction {self._start} was lost: {self._lease_lost}; sweep may have passed its "
+                "start timestamp"
+            )
         entry = self._m.registry.get(self._start)
         now = self._m.clock()
         if entry is None or entry.expires_at - self._m.registry.margin_seconds <= now:
