@@ -31,7 +31,6 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import fields
 from urllib.parse import unquote
 
 from . import __version__
@@ -223,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Airflow connection id of the store (needs Apache Airflow installed)")
     g.add_argument("--set", metavar="NAME=VALUE", dest="settings", action="append", type=_setting,
                    default=argparse.SUPPRESS,
-                   help="engine setting (airflow_atlas.config.StoreConfig), e.g. unreadable_window_seconds=3600; repeatable")
+                   help="engine setting (docs/SETTINGS.md), e.g. unreadable_window_seconds=3600; repeatable")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON on stdout")
 
     parser = _Parser(
@@ -326,22 +325,10 @@ def _progress_args(p: argparse.ArgumentParser) -> None:
 
 # ----- store ----------------------------------------------------------------------------------------------
 def _config(settings):
+    """StoreConfig: defaults < ``--set NAME=VALUE`` (each parsed and validated by its setting's declaration)."""
     from .config import StoreConfig
 
-    base = StoreConfig()
-    if not settings:
-        return base
-    types = {f.name: type(getattr(base, f.name)) if getattr(base, f.name) is not None else int for f in fields(base)}
-    overrides = {}
-    for name, text in settings:
-        if name not in types:
-            raise InvalidInputError(f"unknown setting {name!r}; known: {', '.join(sorted(types))}")
-        kind = types[name]
-        try:
-            overrides[name] = kind(text) if kind is not bool else text.lower() in ("1", "true", "yes", "on")
-        except ValueError:
-            raise InvalidInputError(f"setting {name} must be {kind.__name__}, got {text!r}") from None
-    return base.with_overrides(**overrides)
+    return StoreConfig().with_text(settings or [], "--set")
 
 
 def _url_password(url: str | None) -> list[str]:

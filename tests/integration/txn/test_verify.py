@@ -44,21 +44,20 @@ def _sweep_all(store):
         assert store.sweeper.sweep_shard(0, strategy).status == "caught_up"
 
 
-def _resurrect(store, table, cell, ts, value):
-    """Bring a swept version back. On Cassandra a re-put at its old write time stays shadowed by the range
-    tombstone (one node never loses it): write it with a write time above the tombstone's, as the copy a
-    replica kept past gc_grace_seconds comes back."""
-    session = getattr(store.kvs, "session", None)
-    if session is None:
-        store.kvs.put(table, {cell: value}, ts)
-        return
-    from airflow_atlas.kvs.cassandra import physical_table_name
+def _resurrect(store, table, cell, timestamp, value):
+    """Bring a swept version back as a replica that missed the tombstone does after it was purged. On
+    Cassandra the tombstone on this node shadows any write older than it, so the version is written with a
+    write time above the tombstone's (what the reader then sees is the same: the old version, visible)."""
+    if store.kvs.describe().startswith("cassandra"):
+        from airflow_atlas.kvs.cassandra import physical_table_name
 
-    session.execute(
-        f'INSERT INTO "{store.kvs.keyspace}"."{physical_table_name(table)}" (key, column1, column2, value) '
-        "VALUES (%s, %s, %s, %s) USING TIMESTAMP %s",
-        (cell.row, cell.col, ts, value, 2**62),
-    )
+        store.kvs.session.execute(
+            f'INSERT INTO "{store.kvs.keyspace}"."{physical_table_name(table)}" (key, column1, column2, value) VALUES (%s, %s, %s, %s) '
+            "USING TIMESTAMP %s",
+            (cell.row, cell.col, timestamp, value, store.timestamps.fresh_timestamp() * 1_000_000),
+        )
+    else:
+        store.kvs.put(table, {cell: value}, timestamp)
 
 
 def _kinds(report):
