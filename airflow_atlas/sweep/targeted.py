@@ -33,10 +33,10 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 
 from ..encoding import LONG_MAX
-from ..errors import InvalidInputError, TableNotFoundError
+from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from .constants import FINE_PARTITION, MAX_SHARDS
-from .commits import RollbackGuard, resolve_commits
+from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .lease_keeper import LeaseKeeper
 
@@ -318,7 +318,10 @@ class TargetedSweeper:
             new = max_exclusive - 1
         else:
             starts = sorted({w.start_ts for w in batch.entries})
-            commits = self._commit_timestamps(starts, result, dry_run)
+            try:
+                commits = self._commit_timestamps(starts, result, dry_run)
+            except CorruptTransactionDataError as exc:  # name a cell the transaction wrote, too
+                raise with_writes_named(exc, batch.entries) from None
             current = self._current_strategies({w.table for w in batch.entries})
             # Writes queued while a table was THOROUGH whose table is CONSERVATIVE now must also respect
             # the CONSERVATIVE sweep timestamp (read-only readers are allowed on the table again).
