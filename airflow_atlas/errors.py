@@ -42,10 +42,14 @@ class CorruptTransactionDataError(AtlasError):
         self.row_hex = row_hex
         self.col_hex = col_hex
         self.value_hex = value_hex
+        self.user_table: str | None = None  # a cell the transaction wrote, when the caller knows one
+        self.user_row_hex: str | None = None
+        self.user_col_hex: str | None = None
 
     def to_json(self) -> dict:
         return {"error": str(self), "table": self.table, "start_ts": self.start_ts, "row_hex": self.row_hex,
-                "col_hex": self.col_hex, "value_hex": self.value_hex}
+                "col_hex": self.col_hex, "value_hex": self.value_hex, "user_table": self.user_table,
+                "user_row_hex": self.user_row_hex, "user_col_hex": self.user_col_hex}
 
 
 class StoreUnavailableError(AtlasError):

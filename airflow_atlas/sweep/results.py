@@ -13,7 +13,6 @@ and who holds a pair's lease when a run is skipped (:class:`LockHolderInfo`).
 from __future__ import annotations
 
 import os
-import re
 import socket
 import uuid
 from dataclasses import asdict, dataclass, field
@@ -132,36 +131,8 @@ def holder_process_gone(holder: str | None) -> bool | None:
         return None
     return False
 
-_START_TS = re.compile(r"start timestamp (\d+)")
-_CORRUPT_ADVICE = (
-    "what to do: sweep of this shard and strategy stops at this transaction until its entry is repaired (the "
-    "other pairs go on); run 'atlas-sweep verify' for every finding, find out the transaction's fate, then "
-    "rewrite its entry (its commit timestamp, or -1 if it never committed)"
-)
-
-
-def describe_corrupt_transaction(exc: Exception, entries, shard: int, strategy) -> str:
-    """The decoding error, plus the queued writes (table and cell) of the transaction it names and what to
-    do: what the history, ``status`` and the dashboard show for the failing pair."""
-    text = str(exc)
-    start = getattr(exc, "start_ts", None)
-    if start is None:
-        found = _START_TS.search(text)
-        start = int(found.group(1)) if found else None
-    writes = [w for w in entries if start is not None and w.start_ts == start]
-    where = f"shard {shard} {getattr(strategy, 'value', strategy)}"
-    if writes:
-        cells = ", ".join(
-            f"{w.table} row {bytes(w.cell.row).hex()} column {bytes(w.cell.col).hex()}" for w in writes[:5]
-        )
-        more = f" and {len(writes) - 5} more" if len(writes) > 5 else ""
-        where += f": queued writes of transaction {start}: {cells}{more}"
-    advice = "" if "what to do" in text.lower() else f"; {_CORRUPT_ADVICE}"
-    return f"{text} ({where}){advice}"
-
 
 __all__ = [
-    "describe_corrupt_transaction",
     "SUMMED_FIELDS",
     "SweepResult",
     "ShardSweepResult",

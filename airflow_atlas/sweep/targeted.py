@@ -32,7 +32,7 @@ from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from .constants import FINE_PARTITION, MAX_SHARDS
-from .commits import RollbackGuard, resolve_commits
+from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
@@ -40,7 +40,6 @@ from .results import (
     ShardSweepResult,
     SweepResult,
     default_holder,
-    describe_corrupt_transaction,
     holder_process_gone,
 )
 
@@ -288,12 +287,8 @@ class TargetedSweeper:
             starts = sorted({w.start_ts for w in batch.entries})
             try:
                 commits = self._commit_timestamps(starts, result, dry_run)
-            except CorruptTransactionDataError as exc:
-                raise CorruptTransactionDataError(
-                    describe_corrupt_transaction(exc, batch.entries, shard, strategy),
-                    table=exc.table, start_ts=exc.start_ts, row_hex=exc.row_hex, col_hex=exc.col_hex,
-                    value_hex=exc.value_hex,
-                ) from exc
+            except CorruptTransactionDataError as exc:  # name a cell the transaction wrote, too
+                raise with_writes_named(exc, batch.entries) from None
             current = self._current_strategies({w.table for w in batch.entries})
             # Writes queued while a table was THOROUGH whose table is CONSERVATIVE now must also respect
             # the CONSERVATIVE sweep timestamp (read-only readers are allowed on the table again).
