@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from .errors import InvalidInputError
+from .kvs import consistency as _replica
 
 MAX_BATCH_LIMIT = 100_000
 
@@ -26,6 +27,20 @@ class StoreConfig:
     lock_lease_seconds: float = 120.0
     max_iterations_per_shard: int = 100
     initial_shards: int = 1
+    # Replica safety (airflow_atlas.kvs.consistency: defaults and reasons there). The store URL query and
+    # the Airflow connection's extras may set the same keys; they override these for their store.
+    consistency_data_read: str = _replica.default_setting("consistency_data_read")
+    consistency_data_write: str = _replica.default_setting("consistency_data_write")
+    consistency_queue_write: str = _replica.default_setting("consistency_queue_write")
+    consistency_sweep_delete: str = _replica.default_setting("consistency_sweep_delete")
+    consistency_sentinel: str = _replica.default_setting("consistency_sentinel")
+    consistency_abort_delete: str = _replica.default_setting("consistency_abort_delete")
+    consistency_queue_cleanup: str = _replica.default_setting("consistency_queue_cleanup")
+    consistency_lwt_commit: str = _replica.default_setting("consistency_lwt_commit")
+    consistency_serial: str = _replica.default_setting("consistency_serial")
+    allow_weak_sweep_consistency: bool = False
+    repair_interval_seconds: int = _replica.DEFAULT_REPAIR_INTERVAL_SECONDS
+    allow_gc_grace_below_repair_interval: bool = False
 
     def __post_init__(self) -> None:
         if self.transactions_schema_version not in (1, 2):
@@ -45,6 +60,12 @@ class StoreConfig:
                 raise InvalidInputError(f"{name} must be a non-negative number, got {value!r}")
         if self.max_iterations_per_shard < 1:
             raise InvalidInputError("max_iterations_per_shard must be at least 1")
+        for name in _replica.SETTING_NAMES:  # normalised: level names upper-case, "true" -> True, "60" -> 60
+            object.__setattr__(self, name, _replica.check_setting(name, getattr(self, name)))
+
+    def replica_settings(self) -> dict:
+        """The replica-safety keys (consistency levels, gc_grace guard) as flat settings for the store."""
+        return {name: getattr(self, name) for name in _replica.SETTING_NAMES}
 
     def with_overrides(self, **overrides) -> "StoreConfig":
         known = {f.name for f in fields(self)}

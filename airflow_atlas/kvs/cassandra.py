@@ -29,6 +29,12 @@ bounded by the in-flight window whatever the size of the call. ``batch_partition
 statement on its own. Driver failures (no host, timeouts, unavailable replicas) become
 StoreUnavailableError naming the operation and table.
 
+Consistency: every statement runs at the level of its *operation* (:mod:`.consistency`): reads at
+data_read, writes at the operation the caller names (data_write, queue_write, sweep_delete, sentinel,
+abort_delete, queue_cleanup), LWTs at lwt_commit with serial. A prepared statement object exists per
+(table, kind, operation), and a batch carries its operation's level. Swept user tables are refused when
+their ``gc_grace_seconds`` is below the repair interval (:class:`.consistency.GcGraceGuard`).
+
 Sessions are not fork-safe: a service built from a *cluster factory* (as :meth:`connect` does) rebuilds its
 cluster in a forked child; a service built on a caller's Session refuses to run in another process.
 """
@@ -68,6 +74,15 @@ from ..errors import (
     TableNotFoundError,
 )
 from . import _common as C
+from .consistency import (
+    CASSANDRA_DEFAULT_GC_GRACE_SECONDS,
+    LWT_OPERATIONS,
+    WRITE_OPERATIONS,
+    ConsistencyPolicy,
+    GcGraceGuard,
+    Operation,
+    resolve_operation,
+)
 from .api import (
     LWT_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -92,7 +107,9 @@ _DATACENTER = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 _REGISTRY_COLUMN = b"metadata"
 _MAX_MESSAGE = 600
 
-# Statement templates: kind -> (CQL with {t} for the quoted table, consistency: "r" | "w", LWT?, idempotent?)
+# Statement templates: kind -> (CQL with {t} for the quoted table, default operation: "r" = data_read |
+# "w" = data_write | "serial" = a serial read, LWT?, idempotent?). LWTs run at lwt_commit + serial; the
+# level of a write is chosen by the operation its caller names (see consistency.py).
 _CQL: dict[str, tuple[str, str, bool, bool]] = {
     "put": ("INSERT INTO {t} (key, column1, column2, value) VALUES (?, ?, ?, ?) USING TIMESTAMP ?", "w", False, True),
     "get_latest": (
@@ -240,7 +257,9 @@ class CassandraKeyValueService(KeyValueService):
 
     Beyond the contract: ``concurrency`` (in-flight requests per call), ``page_size`` (fetch size for row and
     column reads), ``batch_partitions`` / ``batch_bytes`` (UNLOGGED batches of multi-cell LOGICAL writes, see
-    the module docstring; ``batch_partitions=1`` disables them), consistency levels, ``request_timeout`` /
+    the module docstring; ``batch_partitions=1`` disables them), ``consistency`` (a
+    :class:`ConsistencyPolicy`: the level of each operation), ``gc_grace_guard`` (refuses swept tables with
+    ``gc_grace_seconds`` below the repair interval), ``request_timeout`` /
     ``ddl_timeout`` seconds, ``metadata_cache_seconds`` (how stale get_metadata may be across processes),
     ``create_keyspace`` with ``replication_factor`` / ``datacenter``.
     """
@@ -257,9 +276,8 @@ class CassandraKeyValueService(KeyValueService):
         page_size: int = 1000,
         batch_partitions: int = 10,
         batch_bytes: int = 4096,
-        read_consistency: int = ConsistencyLevel.LOCAL_QUORUM,
-        write_consistency: int = ConsistencyLevel.LOCAL_QUORUM,
-        serial_consistency: int = ConsistencyLevel.SERIAL,
+        consistency: ConsistencyPolicy | None = None,
+        gc_grace_guard: GcGraceGuard | None = None,
         request_timeout: float = 30.0,
         ddl_timeout: float = 120.0,
         metadata_cache_seconds: float = 30.0,
@@ -276,11 +294,17 @@ class CassandraKeyValueService(KeyValueService):
         self._page_size = C.check_page_size(page_size)
         self._batch_partitions = C.check_int(batch_partitions, "batch_partitions", 1, 1000)
         self._batch_bytes = C.check_int(batch_bytes, "batch_bytes", 64, 1 << 20)
-        self._read_cl = read_consistency
-        self._write_cl = write_consistency
-        if serial_consistency not in (ConsistencyLevel.SERIAL, ConsistencyLevel.LOCAL_SERIAL):
-            raise InvalidInputError("serial_consistency must be SERIAL or LOCAL_SERIAL")
-        self._serial_cl = serial_consistency
+        if consistency is None:
+            consistency = ConsistencyPolicy()
+        if not isinstance(consistency, ConsistencyPolicy):
+            raise InvalidInputError("consistency must be a ConsistencyPolicy (airflow_atlas.kvs.consistency)")
+        if gc_grace_guard is None:
+            gc_grace_guard = GcGraceGuard()
+        if not isinstance(gc_grace_guard, GcGraceGuard):
+            raise InvalidInputError("gc_grace_guard must be a GcGraceGuard (airflow_atlas.kvs.consistency)")
+        self.consistency = consistency
+        self.gc_grace_guard = gc_grace_guard
+        self._levels = {op: ConsistencyLevel.name_to_value[consistency.level(op)] for op in Operation}
         self._request_timeout = float(request_timeout)
         self._ddl_timeout = float(ddl_timeout)
         self._meta_ttl = float(metadata_cache_seconds)
@@ -498,7 +522,13 @@ class CassandraKeyValueService(KeyValueService):
                 f"read the cell at SERIAL consistency before retrying ({detail})"
             )
         if isinstance(exc, (NoHostAvailable, OperationTimedOut, Unavailable, Timeout, CoordinationFailure)):
-            return StoreUnavailableError(f"cassandra {op}{where} failed: {detail}")
+            hint = ""
+            if "Cannot achieve consistency level" in detail or isinstance(exc, Unavailable):
+                hint = (
+                    " - too few replicas are up for the operation's consistency level (see the consistency_* "
+                    "settings; sweep deletes run at ALL by default, so a sweep waits until every replica is back)"
+                )
+            return StoreUnavailableError(f"cassandra {op}{where} failed: {detail}{hint}")
         if isinstance(exc, UnresolvableContactPoints):
             return StoreUnavailableError(f"cassandra {op}{where} failed: no contact point could be resolved")
         if isinstance(exc, (Unauthorized, DriverException)):
@@ -534,14 +564,16 @@ class CassandraKeyValueService(KeyValueService):
             raise self._translate(exc, op, table, lwt) from exc
         return [r.result_or_exc for r in results]
 
-    def _write(self, op: str, table: str | None, items: list) -> None:
+    def _write(self, op: str, table: str | None, items: list, operation: Operation) -> None:
         """Run the LOGICAL writes ``items`` - ``(prepared statement, params, partition key, size estimate)`` -
-        as UNLOGGED batches (see the module docstring), concurrently; raise on the first failure (nothing
+        as UNLOGGED batches (see the module docstring) at the consistency level of ``operation`` (the items'
+        prepared statements carry the same level), concurrently; raise on the first failure (nothing
         more is sent then). Runs in windows of ``16 * concurrency`` requests whose results are dropped, so
         memory does not grow with the size of the call."""
         if not items:
             return
-        statements = self._batches(items)  # lazy: batches are built while earlier ones are in flight
+        # lazy: batches are built while earlier ones are in flight
+        statements = self._batches(items, self._levels[operation])
         window = 16 * self._concurrency
         session = self._s()
         sent = [0]
@@ -574,12 +606,12 @@ class CassandraKeyValueService(KeyValueService):
         keyspace, token_of = self.keyspace, token_map.token_class.from_key
         return lambda key: tuple(token_map.get_replicas(keyspace, token_of(key)))
 
-    def _batches(self, items: list) -> Iterator:
+    def _batches(self, items: list, level: int) -> Iterator:
         """Group ``items`` by replica set and partition into UNLOGGED batches of at most ``batch_partitions``
         partitions and about ``batch_bytes``; a batch of one statement is sent as that statement. Yields
         ``(statement, params)`` lazily."""
         if self._batch_partitions <= 1 or len(items) < 2:
-            yield from (self._batch_of([item]) for item in items)
+            yield from (self._batch_of([item], level) for item in items)
             return
         group_of = self._replica_group()
         groups: dict = {}
@@ -594,10 +626,10 @@ class CassandraKeyValueService(KeyValueService):
                 new_partition = True
                 for item in key_items:
                     if item[3] > limit_bytes:
-                        yield self._batch_of([item])
+                        yield self._batch_of([item], level)
                         continue
                     if batch and (size + item[3] > limit_bytes or (new_partition and parts >= limit_parts)):
-                        yield self._batch_of(batch)
+                        yield self._batch_of(batch, level)
                         batch, parts, size = [], 0, 0
                         new_partition = True
                     if new_partition:
@@ -606,15 +638,15 @@ class CassandraKeyValueService(KeyValueService):
                     batch.append(item)
                     size += item[3]
             if batch:
-                yield self._batch_of(batch)
+                yield self._batch_of(batch, level)
 
-    def _batch_of(self, items: list):
+    def _batch_of(self, items: list, level: int):
         """One request for ``items``: the statement itself when there is one, else an UNLOGGED batch. An item
         whose statement is None is a *unit*: its params are ``(statement, params)`` pairs on one partition
         that must be applied together (a batch applies one partition's statements as one mutation)."""
         if len(items) == 1 and items[0][0] is not None:
             return items[0][0], items[0][1]
-        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._write_cl)
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=level)
         add = self._adder(batch)
         for ps, params, _key, _size in items:
             if ps is None:
@@ -651,10 +683,12 @@ class CassandraKeyValueService(KeyValueService):
 
         return add
 
-    def _prep(self, table: str, kind: str):
-        """The prepared statement ``kind`` for an (already validated) Atlas table."""
+    def _prep(self, table: str, kind: str, operation: Operation | None = None):
+        """The prepared statement ``kind`` for an (already validated) Atlas table, at the consistency level
+        of ``operation`` (default: the kind's own - data_read, data_write, serial or lwt_commit). One
+        prepared statement object per (table, kind, operation): the level travels with the statement."""
         phys = physical_table_name(table)
-        key = (phys, kind)
+        key = (phys, kind, operation)
         ps = self._prepared.get(key)
         if ps is not None:
             return ps
@@ -663,12 +697,16 @@ class CassandraKeyValueService(KeyValueService):
             ps = self._s().prepare(cql.format(t=self._q(phys)))
         except Exception as exc:
             raise self._translate(exc, "prepare", table) from exc
-        if cl == "serial":
-            ps.consistency_level = self._serial_cl
-        else:
-            ps.consistency_level = self._read_cl if cl == "r" else self._write_cl
+        if operation is None:
+            operation = (
+                Operation.LWT_COMMIT if lwt
+                else Operation.SERIAL if cl == "serial"
+                else Operation.DATA_READ if cl == "r"
+                else Operation.DATA_WRITE
+            )
+        ps.consistency_level = self._levels[operation]
         if lwt:
-            ps.serial_consistency_level = self._serial_cl
+            ps.serial_consistency_level = self._levels[Operation.SERIAL]
         ps.is_idempotent = idempotent
         ps.fetch_size = self._page_size
         with self._lock:
@@ -773,8 +811,17 @@ class CassandraKeyValueService(KeyValueService):
                 f"table {table!r} exists with write mode {existing.write_mode.value.upper()}; "
                 f"the write mode of an existing table cannot change to {metadata.write_mode.value.upper()}"
             )
+        exists = self._physical_exists(phys)
+        if not table.startswith("_") and metadata.write_mode is WriteMode.LOGICAL:
+            # Internal tables keep their own options (the registry's gc_grace_seconds 0 is deliberate).
+            grace = metadata.cassandra_options.get("gc_grace_seconds")
+            if grace is None:
+                grace = self._live_gc_grace(phys, "create_table", table) if exists else None
+            if grace is None:
+                grace = CASSANDRA_DEFAULT_GC_GRACE_SECONDS
+            self.gc_grace_guard.check(table, metadata.strategy.value, grace)
         clauses = C.render_cassandra_options(metadata.cassandra_options)
-        if self._physical_exists(phys):
+        if exists:
             if clauses and (existing is None or dict(existing.cassandra_options) != dict(metadata.cassandra_options)):
                 self._execute(
                     "create_table", table, f"ALTER TABLE {self._q(phys)} WITH {' AND '.join(clauses)}",
@@ -820,6 +867,9 @@ class CassandraKeyValueService(KeyValueService):
         meta = self._load_meta(table, "set_sweep_strategy")
         if meta is None:
             raise TableNotFoundError(f"table {table!r} does not exist in keyspace {self.keyspace!r}")
+        if not table.startswith("_") and meta.write_mode is WriteMode.LOGICAL:
+            grace = self._live_gc_grace(physical_table_name(table), "set_sweep_strategy", table)
+            self.gc_grace_guard.check(table, strategy.value, grace)
         self._store_meta(table, TableMetadata(strategy, meta.write_mode, meta.cassandra_options), "set_sweep_strategy")
 
     def list_tables(self) -> list[str]:
@@ -835,13 +885,18 @@ class CassandraKeyValueService(KeyValueService):
         return sorted(names)
 
     # ----- LOGICAL writes --------------------------------------------------------------------------
-    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int) -> None:
-        self._multi_put({table: values}, timestamp, "put")
+    def put(
+        self, table: str, values: Mapping[Cell, bytes], timestamp: int, *, operation: Operation | None = None
+    ) -> None:
+        operation = resolve_operation(operation, Operation.DATA_WRITE, WRITE_OPERATIONS, "put")
+        self._multi_put({table: values}, timestamp, "put", operation)
 
     def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
-        self._multi_put(puts, timestamp, "multi_put")
+        self._multi_put(puts, timestamp, "multi_put", Operation.DATA_WRITE)
 
-    def _multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str) -> None:
+    def _multi_put(
+        self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str, operation: Operation
+    ) -> None:
         C.check_mapping(puts, "puts")
         timestamp = C.check_write_timestamp(timestamp)
         items = []
@@ -849,46 +904,60 @@ class CassandraKeyValueService(KeyValueService):
             self._require(table, op, WriteMode.LOGICAL)
             values = C.check_values(values)
             if values:
-                ps = self._prep(table, "put")
+                ps = self._prep(table, "put", operation)
                 items.extend(
                     (ps, (c.row, c.col, timestamp, v, timestamp), c.row, len(c.row) + len(c.col) + len(v) + 32)
                     for c, v in values.items()
                 )
-        self._write(op, next(iter(puts)) if len(puts) == 1 else None, items)
+        self._write(op, next(iter(puts)) if len(puts) == 1 else None, items, operation)
 
-    def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
+    def delete(
+        self, table: str, versions: Iterable[tuple[Cell, int]], *, operation: Operation | None = None
+    ) -> None:
+        operation = resolve_operation(operation, Operation.ABORT_DELETE, WRITE_OPERATIONS, "delete")
         self._require(table, "delete", WriteMode.LOGICAL)
         versions = C.check_versions(versions)
         if not versions:
             return
-        ps = self._prep(table, "delete")
+        ps = self._prep(table, "delete", operation)
         fresh = self._fresh("delete", table)
         self._write(
-            "delete", table, [(ps, (fresh, c.row, c.col, ts), c.row, len(c.row) + len(c.col) + 32) for c, ts in versions]
+            "delete",
+            table,
+            [(ps, (fresh, c.row, c.col, ts), c.row, len(c.row) + len(c.col) + 32) for c, ts in versions],
+            operation,
         )
 
-    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]]) -> None:
+    def delete_all_timestamps(
+        self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None
+    ) -> None:
+        operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
         self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
         ranges = C.check_ranges(ranges)
         if not ranges:
             return
-        ps = self._prep(table, "delete_range")
+        ps = self._prep(table, "delete_range", operation)
         fresh = self._fresh("delete_all_timestamps", table)
         self._write(
             "delete_all_timestamps",
             table,
             [(ps, (fresh, c.row, c.col, lo, hi), c.row, len(c.row) + len(c.col) + 40) for c, (lo, hi) in ranges.items()],
+            operation,
         )
 
-    def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
+    def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
+        operation = resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
         self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
         cells = C.check_cells(cells)
         if not cells:
             return
-        ps = self._prep(table, "sentinel")
+        ps = self._prep(table, "sentinel", operation)
         fresh = self._fresh("add_gc_sentinels", table)
         self._write(
-            "add_gc_sentinels", table, [(ps, (c.row, c.col, b"", fresh), c.row, len(c.row) + len(c.col) + 32) for c in cells]
+            "add_gc_sentinels",
+            table,
+            [(ps, (c.row, c.col, b"", fresh), c.row, len(c.row) + len(c.col) + 32) for c in cells],
+            operation,
         )
 
     def add_gc_sentinels_and_delete_all_timestamps(
@@ -898,7 +967,11 @@ class CassandraKeyValueService(KeyValueService):
         partition in a batch are applied as ONE mutation, atomically and in isolation, so no reader ever sees
         the tombstone without the sentinel (the guarantee "sentinel first" gives), at half the requests and
         half the mutations of two calls. Units are never split across batches; the two fresh timestamps are
-        taken as the two separate calls take them (sentinels first)."""
+        taken as the two separate calls take them (sentinels first).
+
+        Consistency: a unit is one batch, so its sentinel is written at the SWEEP_DELETE level together
+        with the tombstone (on every replica the two land as one mutation or not at all); a sentinel with
+        no tombstone (a cell whose newest sweepable write is at timestamp 0) goes at the SENTINEL level."""
         self._require(table, "add_gc_sentinels_and_delete_all_timestamps", WriteMode.LOGICAL)
         cells = C.check_cells(cells)
         ranges = C.check_ranges(ranges)
@@ -906,31 +979,39 @@ class CassandraKeyValueService(KeyValueService):
         if not cells:
             return
         op = "add_gc_sentinels_and_delete_all_timestamps"
-        sentinel_ps = self._prep(table, "sentinel")
-        range_ps = self._prep(table, "delete_range") if ranges else None
+        lone_ps = self._prep(table, "sentinel", Operation.SENTINEL)
+        unit_sentinel_ps = self._prep(table, "sentinel", Operation.SWEEP_DELETE)
+        range_ps = self._prep(table, "delete_range", Operation.SWEEP_DELETE) if ranges else None
         sentinel_at = self._fresh(op, table)
         delete_at = self._fresh(op, table) if ranges else None
-        items = []
+        lone, units = [], []
         for c in cells:
-            sentinel = (sentinel_ps, (c.row, c.col, b"", sentinel_at))
             bounds = ranges.get(c)
             if bounds is None:
-                items.append((sentinel[0], sentinel[1], c.row, len(c.row) + len(c.col) + 32))
+                lone.append((lone_ps, (c.row, c.col, b"", sentinel_at), c.row, len(c.row) + len(c.col) + 32))
             else:
-                unit = (sentinel, (range_ps, (delete_at, c.row, c.col, bounds[0], bounds[1])))
-                items.append((None, unit, c.row, 2 * (len(c.row) + len(c.col)) + 72))
-        self._write(op, table, items)
+                unit = (
+                    (unit_sentinel_ps, (c.row, c.col, b"", sentinel_at)),
+                    (range_ps, (delete_at, c.row, c.col, bounds[0], bounds[1])),
+                )
+                units.append((None, unit, c.row, 2 * (len(c.row) + len(c.col)) + 72))
+        if self.consistency.sentinel == self.consistency.sweep_delete:
+            self._write(op, table, lone + units, Operation.SWEEP_DELETE)
+        else:  # two levels: two sets of batches (lone sentinels are rare: newest sweepable write at ts 0)
+            self._write(op, table, lone, Operation.SENTINEL)
+            self._write(op, table, units, Operation.SWEEP_DELETE)
 
-    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+    def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
         """Partition tombstones at one fresh timestamp T: later writes to these rows at Atlas timestamps
         below T stay hidden (Cassandra semantics; the embedded store has no such shadow)."""
+        operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
         self._require(table, "delete_rows", WriteMode.LOGICAL)
         rows = C.check_rows(rows)
         if not rows:
             return
-        ps = self._prep(table, "delete_row")
+        ps = self._prep(table, "delete_row", operation)
         fresh = self._fresh("delete_rows", table)
-        self._write("delete_rows", table, [(ps, (fresh, r), r, len(r) + 24) for r in rows])
+        self._write("delete_rows", table, [(ps, (fresh, r), r, len(r) + 24) for r in rows], operation)
 
     # ----- reads -----------------------------------------------------------------------------------
     def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
@@ -1112,9 +1193,12 @@ class CassandraKeyValueService(KeyValueService):
             raise self._translate(exc, "scan", table) from exc
 
     # ----- LWT tables ------------------------------------------------------------------------------
-    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes]) -> None:
+    def put_unless_exists(
+        self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None
+    ) -> None:
         """``INSERT ... IF NOT EXISTS`` per cell; cells of one row go in one conditional batch (all or none
-        of that row); rows run concurrently."""
+        of that row); rows run concurrently. Commit phase at lwt_commit, Paxos at serial."""
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "put_unless_exists")
         self._require(table, "put_unless_exists", WriteMode.LWT)
         values = C.check_values(values)
         if not values:
@@ -1128,8 +1212,8 @@ class CassandraKeyValueService(KeyValueService):
             else:
                 batch = BatchStatement(
                     batch_type=BatchType.UNLOGGED,
-                    consistency_level=self._write_cl,
-                    serial_consistency_level=self._serial_cl,
+                    consistency_level=self._levels[Operation.LWT_COMMIT],
+                    serial_consistency_level=self._levels[Operation.SERIAL],
                 )
                 for c in cells:
                     batch.add(ps, (c.row, c.col, values[c]))
@@ -1165,7 +1249,10 @@ class CassandraKeyValueService(KeyValueService):
                 found[Cell(row[ki], row[ci])] = row[vi]
         return found
 
-    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+    def check_and_set(
+        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
+    ) -> bool:
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
         self._require(table, "check_and_set", WriteMode.LWT)
         cell = validate_cell(cell)
         expected = None if expected is None else validate_value(expected, what="expected value")
@@ -1258,6 +1345,22 @@ class CassandraKeyValueService(KeyValueService):
         return out
 
     # ----- operations ------------------------------------------------------------------------------
+    def gc_grace_seconds(self, table: str) -> int | None:
+        """The live ``gc_grace_seconds`` of the table, read from ``system_schema.tables`` (None if the CQL
+        table is missing though registered)."""
+        self._meta(table, "gc_grace_seconds")
+        return self._live_gc_grace(physical_table_name(table), "gc_grace_seconds", table)
+
+    def _live_gc_grace(self, phys: str, op: str, table: str) -> int | None:
+        rs = self._execute(
+            op,
+            table,
+            "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
+            (self.keyspace, phys),
+        )
+        row = rs.one()
+        return None if row is None else int(_tuple(row)[0])
+
     def space_used_bytes(self, table: str) -> int | None:
         """None: the driver cannot see disk usage (the Airflow layer asks nodetool tablestats)."""
         self._meta(table, "space_used_bytes")

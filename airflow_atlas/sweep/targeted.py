@@ -35,6 +35,7 @@ from dataclasses import asdict, dataclass, field
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
+from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import resolve_commits
 from .deleter import SweepDeleter
@@ -425,7 +426,7 @@ class TargetedSweeper:
             try:
                 if versions:
                     if not dry_run:
-                        self._kvs.delete(table, versions)
+                        self._kvs.delete(table, versions, operation=Operation.ABORT_DELETE)
                     result.aborted_writes_deleted += len(versions)
                 table_strategy = table_strategies.get(table, strategy) or strategy
                 if table_strategy is SweepStrategy.NOTHING:

@@ -13,6 +13,8 @@ from cassandra.query import BatchStatement
 
 from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
+LQ = ConsistencyLevel.LOCAL_QUORUM
+
 
 class _Prepared:
     """Stands in for a PreparedStatement: BatchStatement.add binds it."""
@@ -38,7 +40,6 @@ def _service(partitions=10, nbytes=4096, replicas=None):
     svc = object.__new__(CassandraKeyValueService)
     svc._batch_partitions = partitions
     svc._batch_bytes = nbytes
-    svc._write_cl = ConsistencyLevel.LOCAL_QUORUM
     svc._replica_group = lambda: (replicas or (lambda key: None))
     svc._s = lambda: SimpleNamespace(cluster=SimpleNamespace(column_encryption_policy=None))
     svc.keyspace = "ks"
@@ -68,7 +69,7 @@ def _bound_calls(monkeypatch):
 def test_distinct_partitions_go_ten_per_batch(monkeypatch):
     _bound_calls(monkeypatch)
     ps = _Prepared("t")
-    out = list(_service()._batches(_items(ps, [f"r{i}".encode() for i in range(25)])))
+    out = list(_service()._batches(_items(ps, [f"r{i}".encode() for i in range(25)]), LQ))
     assert _shape(out) == [10, 10, 5]
     assert all(s.batch_type.name == "UNLOGGED" for s, _ in out if isinstance(s, BatchStatement))
     assert all(s.is_idempotent for s, _ in out)
@@ -77,7 +78,7 @@ def test_distinct_partitions_go_ten_per_batch(monkeypatch):
 def test_one_partition_is_capped_by_bytes_not_by_partitions(monkeypatch):
     _bound_calls(monkeypatch)
     ps = _Prepared("t")
-    out = list(_service(nbytes=1000)._batches(_items(ps, [b"row"] * 45, size=100)))
+    out = list(_service(nbytes=1000)._batches(_items(ps, [b"row"] * 45, size=100), LQ))
     assert _shape(out) == [10, 10, 10, 10, 5]
 
 
@@ -85,12 +86,12 @@ def test_large_statement_goes_alone_and_single_batches_are_plain(monkeypatch):
     _bound_calls(monkeypatch)
     ps = _Prepared("t")
     items = _items(ps, [b"a", b"b"], size=50) + [(ps, ("big",), b"c", 10_000)]
-    out = list(_service()._batches(items))
+    out = list(_service()._batches(items, LQ))
     plain = [(s, p) for s, p in out if not isinstance(s, BatchStatement)]
     assert plain == [(ps, ("big",))]
     assert sorted(_shape(out)) == [1, 2]
     # One item: sent as the statement itself.
-    assert list(_service()._batches(items[:1])) == [(ps, items[0][1])]
+    assert list(_service()._batches(items[:1], LQ)) == [(ps, items[0][1])]
 
 
 def test_same_row_in_two_tables_counts_as_two_partitions(monkeypatch):
@@ -100,14 +101,14 @@ def test_same_row_in_two_tables_counts_as_two_partitions(monkeypatch):
     for i in range(6):
         key = f"r{i}".encode()
         items += [(a, (key, "a"), key, 50), (b, (key, "b"), key, 50)]
-    assert _shape(list(_service()._batches(items))) == [10, 2]
+    assert _shape(list(_service()._batches(items, LQ))) == [10, 2]
 
 
 def test_batches_never_mix_replica_sets(monkeypatch):
     calls = _bound_calls(monkeypatch)
     ps = _Prepared("t")
     keys = [f"r{i}".encode() for i in range(8)]
-    out = list(_service(replicas=lambda key: int(key[1:]) % 2)._batches(_items(ps, keys)))
+    out = list(_service(replicas=lambda key: int(key[1:]) % 2)._batches(_items(ps, keys), LQ))
     assert _shape(out) == [4, 4]
     groups = {int(params[0][1:]) % 2 for (_s, params) in calls[:4]}
     assert len(groups) == 1
@@ -116,7 +117,7 @@ def test_batches_never_mix_replica_sets(monkeypatch):
 def test_batching_off_sends_every_statement_alone():
     ps = _Prepared("t")
     items = _items(ps, [b"a", b"b", b"c"])
-    assert list(_service(partitions=1)._batches(items)) == [(ps, it[1]) for it in items]
+    assert list(_service(partitions=1)._batches(items, LQ)) == [(ps, it[1]) for it in items]
 
 
 def _units(sentinel, delete, keys, size=100):
@@ -128,7 +129,7 @@ def test_a_cells_sentinel_and_tombstone_always_share_a_batch(monkeypatch):
     calls = _bound_calls(monkeypatch)
     sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
     # 7 cells of one row, a byte limit that fits 2.5 units: a batch must never end between a unit's halves.
-    out = list(_service(nbytes=250)._batches(_units(sentinel, delete, [b"row"] * 7)))
+    out = list(_service(nbytes=250)._batches(_units(sentinel, delete, [b"row"] * 7), LQ))
     assert _shape(out) == [4, 4, 4, 2]
     assert all(isinstance(s, BatchStatement) for s, _ in out)
     pairs = [calls[i : i + 2] for i in range(0, len(calls), 2)]
@@ -141,10 +142,10 @@ def test_a_unit_alone_is_still_one_batch(monkeypatch):
     sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
     units = _units(sentinel, delete, [b"a"])
     for svc in (_service(), _service(partitions=1), _service(nbytes=64)):  # one item; batching off; too big
-        out = list(svc._batches(units))
+        out = list(svc._batches(units, LQ))
         assert _shape(out) == [2]
     big = _units(sentinel, delete, [b"a", b"b", b"c"], size=10_000)
-    assert _shape(list(_service()._batches(big))) == [2, 2, 2]
+    assert _shape(list(_service()._batches(big, LQ))) == [2, 2, 2]
 
 
 def test_units_and_plain_statements_of_a_call_share_batches(monkeypatch):
@@ -152,6 +153,6 @@ def test_units_and_plain_statements_of_a_call_share_batches(monkeypatch):
     sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
     keys = [f"r{i}".encode() for i in range(12)]
     items = _units(sentinel, delete, keys[:8], size=50) + _items(sentinel, keys[8:], size=50)
-    out = list(_service()._batches(items))
+    out = list(_service()._batches(items, LQ))
     assert sum(_shape(out)) == 8 * 2 + 4
     assert _shape(out) == [8 * 2 + 2, 2]  # 10 partitions per batch: 8 units + 2 sentinels, then 2 sentinels
