@@ -61,7 +61,7 @@ Nothing here imports the Cassandra driver: levels are names, the Cassandra backe
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Mapping
 
 from ..errors import InvalidInputError
