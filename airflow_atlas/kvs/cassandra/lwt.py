@@ -11,7 +11,7 @@ from typing import Iterable, Mapping
 
 from cassandra.query import BatchStatement, BatchType
 
-from ...errors import InvalidInputError, KeyAlreadyExistsError, StoreUnavailableError
+from ...errors import KeyAlreadyExistsError
 from .. import _common as C
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
@@ -115,12 +115,7 @@ class LwtMixin:
         row = C.check_row(row)
         ps = self._prep(table, "lwt_row_serial" if serial else "rc")
         rs = self._execute("get_lwt_row", table, ps, (row,))
-        try:
-            return {col: value for col, ts, value in map(row_tuple, rs) if ts == LWT_TIMESTAMP}
-        except (StoreUnavailableError, InvalidInputError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "get_lwt_row", table) from exc
+        return {col: value for col, ts, value in self._rows("get_lwt_row", table, rs) if ts == LWT_TIMESTAMP}
 
     # ----- WALLCLOCK tables ------------------------------------------------------------------------
     def put_wallclock(self, table: str, values: Mapping[Cell, bytes], ttl_seconds: int | None = None) -> None:
@@ -160,14 +155,9 @@ class LwtMixin:
             ps, params = self._prep(table, "wc_row_s"), (row, start_col)
         rs = self._execute("get_wallclock_row", table, ps, params)
         out: list[tuple[bytes, bytes]] = []
-        try:
-            for col, ts, value in map(row_tuple, rs):
-                if ts == LWT_TIMESTAMP:
-                    out.append((col, value))
-                    if limit is not None and len(out) >= limit:
-                        break
-        except (StoreUnavailableError, InvalidInputError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "get_wallclock_row", table) from exc
+        for col, ts, value in self._rows("get_wallclock_row", table, rs):
+            if ts == LWT_TIMESTAMP:
+                out.append((col, value))
+                if limit is not None and len(out) >= limit:
+                    break
         return out

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Iterable, Iterator, Mapping, Sequence
 
-from ...errors import InvalidInputError, StoreUnavailableError
+from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
 from .statements import RING_MAX, RING_MIN, row_tuple, token
@@ -45,15 +45,10 @@ class ReadsMixin:
         ps = self._prep(table, "get_ts")
         results = self._concurrent("get_all_timestamps", table, [(ps, (c.row, c.col, timestamp)) for c in cells])
         out: dict[Cell, list[int]] = {}
-        try:
-            for cell, rs in zip(cells, results):
-                found = [row_tuple(r)[0] for r in rs]  # iterating fetches further pages
-                if found:
-                    out[cell] = found
-        except (StoreUnavailableError, InvalidInputError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "get_all_timestamps", table) from exc
+        for cell, rs in zip(cells, results):
+            found = [r[0] for r in self._rows("get_all_timestamps", table, rs)]  # fetches further pages
+            if found:
+                out[cell] = found
         return out
 
     def _row_columns_statement(self, table: str, row: bytes, start_col, end_col):
@@ -72,8 +67,7 @@ class ReadsMixin:
         out: list[tuple[bytes, Value]] = []
         current_col = None
         current: Value | None = None
-        for row in rows:
-            col, ts, value = row_tuple(row)
+        for col, ts, value in rows:
             if col != current_col:
                 if current is not None:
                     out.append((current_col, current))
@@ -106,12 +100,7 @@ class ReadsMixin:
             return []
         ps, params = self._row_columns_statement(table, row, start_col, end_col)
         rs = self._execute("get_row_columns", table, ps, params)
-        try:
-            return self._latest_per_column(rs, timestamp, limit)
-        except (StoreUnavailableError, InvalidInputError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "get_row_columns", table) from exc
+        return self._latest_per_column(self._rows("get_row_columns", table, rs), timestamp, limit)
 
     def get_rows_columns(
         self,
@@ -132,15 +121,10 @@ class ReadsMixin:
         statements = [self._row_columns_statement(table, r, start_col, end_col) for r in rows]
         results = self._concurrent("get_rows_columns", table, statements)
         out: dict[bytes, list[tuple[bytes, Value]]] = {}
-        try:
-            for row, rs in zip(rows, results):
-                cols = self._latest_per_column(rs, timestamp, None)
-                if cols:
-                    out[row] = cols
-        except (StoreUnavailableError, InvalidInputError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "get_rows_columns", table) from exc
+        for row, rs in zip(rows, results):
+            cols = self._latest_per_column(self._rows("get_rows_columns", table, rs), timestamp, None)
+            if cols:
+                out[row] = cols
         return out
 
     def full_range(self, table: str) -> ScanRange:
@@ -185,12 +169,6 @@ class ReadsMixin:
         bound = self._prep(table, "scan").bind((start, end))
         bound.fetch_size = page_size
         rs = self._execute("scan", table, bound)
-        try:
-            for row in rs:
-                key, col, ts, value = row_tuple(row)
-                if ts < timestamp:
-                    yield Cell(key, col), ts, value
-        except (StoreUnavailableError, InvalidInputError):
-            raise
-        except Exception as exc:
-            raise self._translate(exc, "scan", table) from exc
+        for key, col, ts, value in self._rows("scan", table, rs):
+            if ts < timestamp:
+                yield Cell(key, col), ts, value

@@ -177,15 +177,7 @@ class SchemaMixin:
 
     def list_tables(self) -> list[str]:
         rs = self._execute("list_tables", None, self._prep(C.METADATA_TABLE, "all"))
-        names = set()
-        try:
-            for row in rs:
-                key, col, _ = row_tuple(row)
-                if col == REGISTRY_COLUMN:
-                    names.add(key.decode())
-        except Exception as exc:
-            raise self._translate(exc, "list_tables", None) from exc
-        return sorted(names)
+        return sorted({key.decode() for key, col, _ in self._rows("list_tables", None, rs) if col == REGISTRY_COLUMN})
 
     def gc_grace_seconds(self, table: str) -> int | None:
         """The live ``gc_grace_seconds`` of the table, read from ``system_schema.tables`` (None if the CQL

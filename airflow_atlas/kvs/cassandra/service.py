@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import threading
 from itertools import islice
-from typing import Callable, Iterable, Mapping, Sequence
+from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
@@ -24,7 +24,7 @@ from .lwt import LwtMixin
 from .reads import ReadsMixin
 from .requests import RequestBuilder
 from .schema import SchemaMixin
-from .statements import KINDS, physical_table_name, quoted, validate_datacenter, validate_keyspace
+from .statements import KINDS, physical_table_name, quoted, row_tuple, validate_datacenter, validate_keyspace
 
 
 class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueService):
@@ -224,6 +224,17 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
             raise
         except Exception as exc:
             raise self._translate(exc, op, table, lwt) from exc
+
+    def _rows(self, op: str, table: str | None, rs) -> Iterator[tuple]:
+        """The rows of a ResultSet as tuples; iterating fetches further pages, whose driver errors are
+        translated like those of the first request."""
+        try:
+            for row in rs:
+                yield row_tuple(row)
+        except (StoreUnavailableError, InvalidInputError):
+            raise
+        except Exception as exc:
+            raise self._translate(exc, op, table) from exc
 
     def _concurrent(self, op: str, table: str | None, statements_and_params: list, lwt: bool = False) -> list:
         """Run concurrently; returns the ResultSets in order; raises on the first failure."""
