@@ -32,6 +32,7 @@ from ..errors import (
     TableNotFoundError,
 )
 from . import _common as C
+from .consistency import LWT_OPERATIONS, WRITE_OPERATIONS, Operation, resolve_operation
 from .api import (
     LWT_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -397,7 +398,8 @@ class SqliteKeyValueService(KeyValueService):
             raise self._translate(exc, "list_tables", None) from exc
 
     # ----- LOGICAL writes --------------------------------------------------------------------------
-    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int) -> None:
+    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int, *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.DATA_WRITE, WRITE_OPERATIONS, "put")  # one copy: no levels
         self._multi_put({table: values}, timestamp, "put")
 
     def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
@@ -430,7 +432,8 @@ class SqliteKeyValueService(KeyValueService):
         except sqlite3.Error as exc:
             raise self._translate(exc, op, table) from exc
 
-    def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
+    def delete(self, table: str, versions: Iterable[tuple[Cell, int]], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.ABORT_DELETE, WRITE_OPERATIONS, "delete")
         self._require(table, "delete", WriteMode.LOGICAL)
         versions = C.check_versions(versions)
         if not versions:
@@ -444,7 +447,8 @@ class SqliteKeyValueService(KeyValueService):
                 table,
             )
 
-    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]]) -> None:
+    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
         self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
         ranges = C.check_ranges(ranges)
         if not ranges:
@@ -458,7 +462,8 @@ class SqliteKeyValueService(KeyValueService):
                 table,
             )
 
-    def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
+    def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
         self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
         cells = C.check_cells(cells)
         if not cells:
@@ -500,7 +505,8 @@ class SqliteKeyValueService(KeyValueService):
                     table,
                 )
 
-    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+    def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
         self._require(table, "delete_rows", WriteMode.LOGICAL)
         rows = C.check_rows(rows)
         if not rows:
@@ -675,10 +681,11 @@ class SqliteKeyValueService(KeyValueService):
             last = page[-1][:3]
 
     # ----- LWT tables ------------------------------------------------------------------------------
-    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes]) -> None:
+    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None) -> None:
         """Per row all-or-nothing (as one Cassandra LWT batch per row): a row with any existing cell gets
         none of its cells written; other rows are written. Raises KeyAlreadyExistsError naming the cells
         that existed, with their values in ``existing``."""
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "put_unless_exists")
         self._require(table, "put_unless_exists", WriteMode.LWT)
         values = C.check_values(values)
         if not values:
@@ -704,7 +711,10 @@ class SqliteKeyValueService(KeyValueService):
                 existing,
             )
 
-    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+    def check_and_set(
+        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
+    ) -> bool:
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
         self._require(table, "check_and_set", WriteMode.LWT)
         cell = validate_cell(cell)
         expected = None if expected is None else validate_value(expected, what="expected value")

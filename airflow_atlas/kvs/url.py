@@ -8,6 +8,10 @@
   Query options: ``replication_factor``, ``protocol_version``, ``create_keyspace``, ``datacenter``,
   ``ssl``, ``ssl_ca`` (CA file), ``ssl_verify`` (default true), ``connect_timeout``, ``request_timeout``,
   ``concurrency``, ``page_size``. User and password are percent-decoded.
+  Replica safety (:mod:`.consistency`): ``consistency_<operation>`` (a level name, e.g.
+  ``consistency_sweep_delete=QUORUM``), ``allow_weak_sweep_consistency``, ``repair_interval_seconds``,
+  ``allow_gc_grace_below_repair_interval``. They override the same keys of the engine settings
+  (``StoreConfig``, passed as ``settings``): the URL describes this one store.
 
 In-memory stores are not supported (each thread and process would see a different database).
 Errors are InvalidInputError naming the problem; no message ever contains the password.
@@ -20,6 +24,7 @@ import re
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import InvalidInputError
+from . import consistency
 from .api import KeyValueService
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
@@ -141,7 +146,7 @@ def _split(url: str, scheme: str) -> tuple[str, str, str]:
     return userinfo + netloc, path, query
 
 
-def _open_sqlite(url: str, opts: dict) -> KeyValueService:
+def _open_sqlite(url: str, opts: dict, settings: dict) -> KeyValueService:
     from .sqlite import SqliteKeyValueService
 
     netloc, path, query = _split(url, "sqlite")
@@ -159,6 +164,7 @@ def _open_sqlite(url: str, opts: dict) -> KeyValueService:
         query,
         {"busy_timeout_ms": _int, "synchronous": lambda n, v: v.upper()},
     )
+    consistency.replica_settings(settings)  # validated; one copy of the data: no levels, no grace period
     kwargs.update(opts)
     return SqliteKeyValueService(os.path.abspath(path), **kwargs)
 
@@ -202,7 +208,7 @@ def _parse_hosts(hostpart: str) -> tuple[list[str], int | None]:
     return hosts, (ports.pop() if ports else None)
 
 
-def _open_cassandra(url: str, opts: dict) -> KeyValueService:
+def _open_cassandra(url: str, opts: dict, settings: dict) -> KeyValueService:
     from .cassandra import CassandraKeyValueService, validate_keyspace
 
     netloc, path, query = _split(url, "cassandra")
@@ -235,14 +241,17 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
             "request_timeout": _float,
             "concurrency": _int,
             "page_size": _int,
+            **{name: (lambda n, v: consistency.check_setting(n, v)) for name in consistency.SETTING_NAMES},
         },
     )
+    replica = {**settings, **{name: q.pop(name) for name in consistency.SETTING_NAMES if name in q}}
+    policy, guard = consistency.replica_settings(replica)  # before connecting: nothing is written yet
     ssl_on = q.pop("ssl", False)
     ssl_ca = q.pop("ssl_ca", None)
     ssl_verify = q.pop("ssl_verify", True)
     if (ssl_ca is not None or "ssl_verify" in query) and not ssl_on:
         raise InvalidInputError("URL options ssl_ca / ssl_verify need ssl=true")
-    kwargs: dict = dict(q)
+    kwargs: dict = dict(q, consistency=policy, gc_grace_guard=guard)
     if ssl_on:
         import ssl
 
@@ -263,13 +272,21 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
     return CassandraKeyValueService.connect(hosts, keyspace=unquote(keyspace), **kwargs)
 
 
-def open_kvs(url: str, *, must_exist: bool = False, **opts) -> KeyValueService:
+def open_kvs(url: str, *, must_exist: bool = False, settings: dict | None = None, **opts) -> KeyValueService:
     """Open the key-value service a URL names; ``opts`` go to the backend's constructor (and override
     URL options), e.g. ``fresh_timestamp_supplier=...``.
 
     ``must_exist``: open an existing store only and write nothing to find out - a missing SQLite file, a
     foreign SQLite database, a missing keyspace or a keyspace without the registry raise
-    StoreNotInitializedError (no file, WAL switch, keyspace or ``atlas_metadata`` is created)."""
+    StoreNotInitializedError (no file, WAL switch, keyspace or ``atlas_metadata`` is created).
+
+    ``settings``: the replica-safety keys of the engine settings
+    (:meth:`airflow_atlas.config.StoreConfig.replica_settings`); the URL's own query options of the same
+    names override them."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(consistency.SETTING_NAMES))
+    if unknown:
+        raise InvalidInputError(f"unknown replica-safety setting(s): {', '.join(unknown)}")
     if must_exist:
         scheme = url.strip().partition("://")[0].lower() if isinstance(url, str) else ""
         if scheme == "sqlite":
@@ -283,9 +300,9 @@ def open_kvs(url: str, *, must_exist: bool = False, **opts) -> KeyValueService:
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     try:
         if scheme == "sqlite":
-            return _open_sqlite(url, opts)
+            return _open_sqlite(url, opts, settings)
         if scheme == "cassandra":
-            return _open_cassandra(url, opts)
+            return _open_cassandra(url, opts, settings)
     except InvalidInputError as exc:  # whatever went wrong, the message never holds the credentials
         secrets = url_secrets(url)
         if not secrets:

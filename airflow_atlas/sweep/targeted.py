@@ -31,6 +31,7 @@ from collections import defaultdict
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
+from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
@@ -397,7 +398,7 @@ class TargetedSweeper:
             try:
                 if versions:
                     if not dry_run:
-                        self._kvs.delete(table, versions)
+                        self._kvs.delete(table, versions, operation=Operation.ABORT_DELETE)
                     result.aborted_writes_deleted += len(versions)
                 table_strategy = table_strategies.get(table, strategy) or strategy
                 if table_strategy is SweepStrategy.NOTHING:
