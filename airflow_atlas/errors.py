@@ -71,3 +71,18 @@ class LockNotHeldError(AtlasError):
 
 class CorruptQueueDataError(AtlasError):
     """A sweep-queue cell could not be decoded or references missing data."""
+
+
+class ExecutorEnvironmentError(AtlasError):
+    """A Spark executor's Python cannot run the engine: a module is missing there (e.g. cassandra-driver),
+    or its Python minor version differs from the driver's. Fix the deployment; retrying cannot help."""
+
+
+NOT_RETRIABLE = (InvalidInputError, TableNotFoundError, ExecutorEnvironmentError)
+"""Errors a retry cannot fix: bad input and a broken executor environment. Everything else (a store
+that is down, a lost lease, a crash) may pass on a retry."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether retrying the operation that raised ``exc`` may succeed (see :data:`NOT_RETRIABLE`)."""
+    return not isinstance(exc, NOT_RETRIABLE)

@@ -45,6 +45,8 @@ from pathlib import Path
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
 from urllib.parse import unquote, urlsplit
 
+from .errors import ExecutorEnvironmentError, is_retriable
+
 RESULT_BEGIN = "=====ATLAS-SPARK-RESULT-BEGIN====="
 RESULT_END = "=====ATLAS-SPARK-RESULT-END====="
 DOCUMENT_VERSION = 1
@@ -61,7 +63,6 @@ EXIT_JOB_FAILED = 1
 EXIT_USAGE = 2
 EXIT_PAIRS_FAILED = 3
 
-_NON_RETRIABLE = ("InvalidInputError", "TableNotFoundError")
 _STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 
 
@@ -278,6 +279,16 @@ def _claim_marker(path: str | None) -> bool:
     return True
 
 
+def environment_error(exc: ModuleNotFoundError) -> ExecutorEnvironmentError:
+    """What a module missing on an executor means and how to fix it."""
+    return ExecutorEnvironmentError(
+        f"the executors' Python ({sys.executable}, Python {sys.version_info[0]}.{sys.version_info[1]}) has no "
+        f"module {exc.name!r}: install the engine's dependencies there (cassandra-driver, the driver's pyspark "
+        "version) or point the setting spark_executor_python (spark.pyspark.python) at a Python that has them; "
+        "see docs/SPARK.md"
+    )
+
+
 def _failure_result(base: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> dict:
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return {
@@ -285,13 +296,17 @@ def _failure_result(base: dict, exc: BaseException, spec: TaskSpec, attempt: int
         "status": "failed",
         "error_type": type(exc).__name__,
         "error": scrub(text, spec.store_url)[:2000],
+        "retriable": is_retriable(exc),
         "attempt": attempt,
     }
 
 
 def _handle_failure(base: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> dict:
-    """Re-raise (so Spark retries) unless this is the last attempt or the error is bad input."""
-    if type(exc).__name__ in _NON_RETRIABLE or attempt + 1 >= spec.max_attempts:
+    """Re-raise (so Spark retries) unless this is the last attempt or retrying cannot help
+    (:func:`airflow_atlas.errors.is_retriable`: bad input, a module missing on the executor)."""
+    if isinstance(exc, ModuleNotFoundError):
+        exc = environment_error(exc)
+    if not is_retriable(exc) or attempt + 1 >= spec.max_attempts:
         return _failure_result(base, exc, spec, attempt)
     detail = scrub(traceback.format_exc(), spec.store_url)
     # A fresh exception without the original chain: its text is scrubbed, the original's may not be.
@@ -537,6 +552,7 @@ def run_targeted_sweep(
         "job": "targeted_sweep",
         "version": DOCUMENT_VERSION,
         "ok": not failed,
+        "retriable": _retriable(results),
         "app_id": app_id,
         "master": sc.master,
         "store": redact(store_url),
@@ -624,6 +640,7 @@ def run_full_sweep(
         "job": "full_sweep",
         "version": DOCUMENT_VERSION,
         "ok": not failed and len(results) == len(ranges),
+        "retriable": _retriable(results),
         "app_id": app_id,
         "master": sc.master,
         "store": redact(store_url),
@@ -713,12 +730,52 @@ def build_parser(job: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _retriable(results: list[dict]) -> bool | None:
+    """None when nothing failed; True when a retry of the application may help some failed item."""
+    failed = [r for r in results if r.get("status") == "failed"]
+    return any(r.get("retriable", True) for r in failed) if failed else None
+
+
+PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
+"""Spark's error condition for a Python worker whose minor version differs from the driver's."""
+
+
+def classify_job_error(exc: BaseException) -> BaseException:
+    """A job-level error as the taxonomy sees it. Spark reports failures of its Python workers as text
+    (a Java exception): a worker of another Python minor version (Spark's error condition
+    :data:`PYTHON_VERSION_MISMATCH`) or a module missing where the task is unpickled becomes an
+    :class:`ExecutorEnvironmentError` that says what to fix; anything else is returned unchanged."""
+    if isinstance(exc, ModuleNotFoundError):
+        return environment_error(exc)
+    text = str(exc)
+    if PYTHON_VERSION_MISMATCH in text:
+        driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        return ExecutorEnvironmentError(
+            f"the executors' Python has another minor version than the driver's (Python {driver}, "
+            f"{sys.executable}): give the executors a Python {driver} (setting spark_executor_python, i.e. "
+            f"spark.pyspark.python); see docs/SPARK.md. Spark said: {_condition_line(text, PYTHON_VERSION_MISMATCH)}"
+        )
+    if "ModuleNotFoundError" in text:
+        return ExecutorEnvironmentError(
+            "a module is missing in the executors' Python: install the engine's dependencies there "
+            "(cassandra-driver, the driver's pyspark version) or set spark_executor_python; see docs/SPARK.md. "
+            f"Spark said: {_condition_line(text, 'ModuleNotFoundError')}"
+        )
+    return exc
+
+
+def _condition_line(text: str, needle: str) -> str:
+    return next((line.strip() for line in text.splitlines() if needle in line), needle)[:500]
+
+
 def _job_failure_document(job: str, store_url: str | None, exc: BaseException, started: float) -> dict:
+    exc = classify_job_error(exc)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return {
         "job": job,
         "version": DOCUMENT_VERSION,
         "ok": False,
+        "retriable": is_retriable(exc),
         "store": redact(store_url) if store_url else None,
         "error_type": type(exc).__name__,
         "error": scrub(text, store_url)[-4000:],

@@ -38,6 +38,20 @@ in_task_group_size              ``1``                  (shard, strategy) pairs p
                                                        in ``in_task`` mode (1 = one group per pair)
 spark_group_size                ``16``                 pairs per mapped task group (= per Spark job)
                                                        in ``spark`` mode
+spark_conf                      ``{}``                 extra Spark conf of every sweep application
+                                                       (``{"spark.executor.cores": "1"}``): keys
+                                                       ``spark.*``; not ``spark.atlas.store.*`` (use
+                                                       store_config), ``spark.submit.deployMode``
+                                                       (client mode only) or the two below
+spark_executor_python           ``null``               the executors' Python (``spark.pyspark.python``):
+                                                       a path on every worker, or ``./env/bin/python``
+                                                       with ``spark.archives``; same minor version as
+                                                       the driver's; ``null`` = the Airflow worker's
+                                                       interpreter path, for every master
+spark_driver_host               ``null``               address the driver advertises to executors
+                                                       (``spark.driver.host``), e.g. ``127.0.0.1``;
+                                                       ``null`` = Spark's choice (the machine's
+                                                       external interface)
 max_parallel_groups             ``16``                 mapped groups running at once in one DAG run
 targeted_sweep_schedule         ``"*/5 * * * *"``      cron (or preset) of ``atlas_targeted_sweep``;
                                                        ``null`` = only triggered by hand
@@ -118,6 +132,9 @@ class AtlasSettings:
     in_task_group_size: int = 1
     spark_group_size: int = 16
     spark_min_backlog: int = 420_000
+    spark_conf: Mapping[str, Any] = field(default_factory=dict)
+    spark_executor_python: str | None = None
+    spark_driver_host: str | None = None
     max_parallel_groups: int = 16
     targeted_sweep_schedule: str | None = "*/5 * * * *"
     shard_count: int | None = None
@@ -203,6 +220,10 @@ class AtlasSettings:
         shadowed = sorted(set(self.store_config) & set(_OWN_ENGINE_SETTINGS))
         if shadowed:
             raise InvalidInputError(f"setting store_config: set {', '.join(shadowed)} as top-level setting(s), not in store_config")
+        object.__setattr__(self, "spark_conf", _spark_conf(self.spark_conf))
+        for name in ("spark_executor_python", "spark_driver_host"):
+            if getattr(self, name) is not None:
+                _nonempty_str(self, name)
         self.engine_config()  # validates store_config (names and values) now, not at the first task
 
     # ----- construction ----------------------------------------------------------------------------
@@ -305,6 +326,35 @@ def _number(obj, name: str, *, positive: bool) -> None:
         raise InvalidInputError(f"setting {name} must be a number, got {value!r}")
     if value < 0 or (positive and value == 0):
         raise InvalidInputError(f"setting {name} must be {'positive' if positive else 'non-negative'}, got {value}")
+
+
+_SPARK_CONF_OWNED = {
+    "spark.pyspark.python": "spark_executor_python",
+    "spark.driver.host": "spark_driver_host",
+    "spark.submit.deployMode": "nothing (the sweep jobs run in client mode only)",
+}
+
+
+def _spark_conf(value: Any) -> dict[str, str]:
+    """``spark_conf`` as ``{key: str}``: ``spark.*`` keys with scalar values, none that another setting owns."""
+    if not isinstance(value, Mapping):
+        raise InvalidInputError(f"setting spark_conf must be a JSON object of Spark conf, got {value!r}")
+    out = {}
+    for key, item in value.items():
+        if not isinstance(key, str) or not key.startswith("spark."):
+            raise InvalidInputError(f"setting spark_conf: {key!r} is not a Spark conf key (they start with 'spark.')")
+        if key.startswith("spark.atlas.store."):
+            raise InvalidInputError(f"setting spark_conf: {key} is an engine setting: put it in store_config")
+        if key in _SPARK_CONF_OWNED:
+            raise InvalidInputError(f"setting spark_conf: set {key} through {_SPARK_CONF_OWNED[key]}, not spark_conf")
+        if isinstance(item, bool):
+            item = "true" if item else "false"
+        elif isinstance(item, (int, float)) and item == item:
+            item = str(item)
+        if not isinstance(item, str) or not item:
+            raise InvalidInputError(f"setting spark_conf: {key} must be a non-empty string, number or boolean, got {item!r}")
+        out[key] = item
+    return out
 
 
 def _str_tuple(obj, name: str, *, allow_empty: bool) -> tuple[str, ...]:

@@ -25,9 +25,18 @@ What they do:
 * exit code 3 (some pair/range failed) raises :class:`SparkSweepFailed` with the document attached, so
   Airflow retries the task while the document stays available to the caller.
 
-The driver uses this interpreter (``spark.pyspark.driver.python``), and for local masters the Python
-workers too (``spark.pyspark.python``), unless ``extra_conf`` says otherwise. Local mode retries failed tasks only with a ``local[N,F]`` master
-(e.g. connection host ``local[*,4]``); see docs/SPARK.md.
+Spark conf of an application, from lowest to highest precedence (:func:`submit_conf`): the driver's
+Python is this interpreter (``spark.pyspark.driver.python``), and so is the executors' for every master
+(``spark.pyspark.python``); the settings ``spark_conf``, ``spark_executor_python``
+(``spark.pyspark.python``) and ``spark_driver_host`` (``spark.driver.host``), passed as
+:func:`cluster_options`; the engine settings (``settings``, sent as ``spark.atlas.store.*``); the
+caller's ``extra_conf``.
+Local mode retries failed tasks only with a ``local[N,F]`` master (e.g. connection host
+``local[*,4]``); see docs/SPARK.md.
+
+An application whose failures retrying cannot fix (bad input, or executors whose Python lacks a module
+or has another minor version than the driver's) raises :class:`SparkSweepRefused`, an
+``AirflowFailException``: the task fails without retries and the message says what to fix.
 """
 from __future__ import annotations
 
@@ -42,7 +51,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.spark_artifact import build_engine_zip
 from airflow_atlas.spark_runtime import (
@@ -70,6 +79,47 @@ class SparkSweepFailed(AirflowException):
     def __init__(self, message: str, document: dict | None = None):
         super().__init__(message)
         self.document = document
+
+
+class SparkSweepRefused(AirflowFailException):
+    """The application failed in a way retrying cannot fix (bad input, an executor environment that
+    cannot run the engine). ``document`` as in :class:`SparkSweepFailed`."""
+
+    def __init__(self, message: str, document: dict | None = None):
+        super().__init__(message)
+        self.document = document
+
+
+def cluster_options(settings) -> dict:
+    """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments of the submit functions."""
+    return {
+        "spark_conf": dict(settings.spark_conf),
+        "executor_python": settings.spark_executor_python,
+        "driver_host": settings.spark_driver_host,
+    }
+
+
+def submit_conf(
+    *,
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
+    extra_conf: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The Spark conf of one application (precedence in the module doc). The executors' Python is set for
+    every master, not only local ones: without it a cluster's workers run their system ``python3``."""
+    conf: dict[str, str] = {
+        # Client mode: the driver runs here, with this interpreter (it has the engine's dependencies).
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.pyspark.python": sys.executable,
+    }
+    conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
+    if executor_python:
+        conf["spark.pyspark.python"] = executor_python
+    if driver_host:
+        conf["spark.driver.host"] = driver_host
+    conf.update({str(k): str(v) for k, v in (extra_conf or {}).items()})
+    return conf
 
 
 # ----- helpers --------------------------------------------------------------------------------------
@@ -187,6 +237,9 @@ def _run(
     script: str,
     job_args: list[str],
     extra_conf: Mapping[str, Any] | None,
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
 ) -> dict:
     if not isinstance(store_url, str) or not store_url.strip():
         raise ValueError("store_url is required")
@@ -200,11 +253,7 @@ def _run(
             f"Spark connection {spark_conn_id!r} uses deploy-mode cluster: the sweep jobs return their result "
             "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
         )
-    conf: dict[str, Any] = {str(k): str(v) for k, v in (extra_conf or {}).items()}
-    # Client mode: the driver runs here, with this interpreter (it has the engine's dependencies).
-    conf.setdefault("spark.pyspark.driver.python", sys.executable)
-    if master.startswith("local"):  # executors too, in local mode
-        conf.setdefault("spark.pyspark.python", sys.executable)
+    conf = submit_conf(spark_conf=spark_conf, executor_python=executor_python, driver_host=driver_host, extra_conf=extra_conf)
     application = job_script(script)
     zip_path = build_engine_zip(artifact_dir())
     workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
@@ -250,7 +299,10 @@ def _run(
         if submit_error is not None or not document.get("ok", False):
             failed = document.get("failed") or []
             reason = document.get("error") or f"{len(failed)} task(s) failed: {json.dumps(failed)[:1500]}"
-            raise SparkSweepFailed(scrub(f"Spark {kind} application failed: {reason}", store_url), document)
+            message = scrub(f"Spark {kind} application failed: {reason}", store_url)
+            if document.get("retriable") is False:
+                raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
+            raise SparkSweepFailed(message, document)
         return document
     finally:
         with _RUNNING_LOCK:
@@ -291,6 +343,9 @@ def submit_targeted_sweep(
     extra_conf: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
     sweep_timestamps: Mapping[str, int] | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
 ) -> dict:
     """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
 
@@ -319,6 +374,9 @@ def submit_targeted_sweep(
         script="targeted_sweep_job.py",
         job_args=args,
         extra_conf={**_setting_conf(settings), **(extra_conf or {})},
+        spark_conf=spark_conf,
+        executor_python=executor_python,
+        driver_host=driver_host,
     )
 
 
@@ -333,6 +391,9 @@ def submit_full_sweep(
     dry_run: bool,
     extra_conf: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
 ) -> dict:
     """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
     its result document."""
@@ -351,6 +412,9 @@ def submit_full_sweep(
         script="full_sweep_job.py",
         job_args=args,
         extra_conf={**_setting_conf(settings), **(extra_conf or {})},
+        spark_conf=spark_conf,
+        executor_python=executor_python,
+        driver_host=driver_host,
     )
 
 
@@ -359,6 +423,9 @@ __all__ = [
     "submit_full_sweep",
     "kill_submission",
     "SparkSweepFailed",
+    "SparkSweepRefused",
+    "cluster_options",
+    "submit_conf",
     "build_engine_zip",
     "DEFAULT_LOCAL_MASTER",
 ]

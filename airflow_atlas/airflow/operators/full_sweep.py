@@ -180,7 +180,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
 
     def _sweep_spark(self, context, settings, strategy, batch_size) -> dict:
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
-        from airflow_atlas.airflow.spark_submit import submit_full_sweep
+        from airflow_atlas.airflow.spark_submit import cluster_options, submit_full_sweep
 
         with AtlasHook(self.resolved_conn_id(settings)) as hook:
             url = hook.get_store_url()  # holds the password: goes to the Spark helper only
@@ -195,6 +195,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
                 batch_size=batch_size,
                 dry_run=bool(self.dry_run),
                 settings=self.engine_config(settings).to_json(),
+                **cluster_options(settings),
             )
         except Exception:
             self._spark_context = None

@@ -211,7 +211,7 @@ class SweepShardOperator(AtlasBaseOperator):
         in the executor, so the group's leases are handed over: released right before the submission. A
         pair whose lock someone else takes in between comes back ``skipped_locked``."""
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
-        from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+        from airflow_atlas.airflow.spark_submit import cluster_options, submit_targeted_sweep
 
         options = self._options(settings)
         out: list[dict] = []
@@ -242,6 +242,7 @@ class SweepShardOperator(AtlasBaseOperator):
                 max_iterations=options["max_iterations"],
                 dry_run=options["dry_run"],
                 settings=self.engine_config(settings).to_json(),
+                **cluster_options(settings),
                 sweep_timestamps={
                     t["strategy"]: t["sweep_ts"] for t in pairs if t.get("sweep_ts") is not None
                 }
