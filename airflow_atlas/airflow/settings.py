@@ -99,7 +99,6 @@ scrub_max_entries               ``null``               ready entries per scrub r
 sensor_poke_seconds             ``30``                 poll interval of our sensors and triggers
 ==============================  =====================  ==============================================
 
-Fault injection (tests and drills only) is not a setting: see :mod:`airflow_atlas.airflow.faults`.
 """
 from __future__ import annotations
 

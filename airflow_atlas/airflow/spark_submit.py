@@ -1,7 +1,7 @@
 """Submitting the sweep PySpark jobs from Airflow tasks (Spark provider's ``SparkSubmitHook``).
 
 Two functions, called from operators (``execution_mode="spark"``) and the targeted-sweep DAG's shard
-groups; each runs ONE Spark application and returns its JSON result document (a dict for XCom)::
+groups; each runs ONE Spark application and returns its result document (a :class:`~airflow_atlas.spark.JobDocument`)::
 
     doc = submit_targeted_sweep(context, spark_conn_id="spark_default", store_url=url,
                                 pairs=[(0, "CONSERVATIVE"), (1, "THOROUGH")], batch_limit=10_000,
@@ -54,12 +54,7 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.spark_artifact import build_engine_zip
-from airflow_atlas.spark_runtime import (
-    STORE_SETTING_CONF_PREFIX,
-    parse_pairs,
-    redact,
-    scrub,
-)
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs, redact, scrub
 
 log = logging.getLogger(__name__)
 
@@ -74,9 +69,9 @@ _RUNNING_LOCK = threading.Lock()
 class SparkSweepFailed(AirflowException):
     """The Spark application ran but some shard/range failed (or it produced no document).
 
-    ``document`` is the job's JSON document when there is one (secrets redacted)."""
+    ``document`` is the job's :class:`~airflow_atlas.spark.JobDocument` when there is one (secrets redacted)."""
 
-    def __init__(self, message: str, document: dict | None = None):
+    def __init__(self, message: str, document: JobDocument | None = None):
         super().__init__(message)
         self.document = document
 
@@ -85,7 +80,7 @@ class SparkSweepRefused(AirflowFailException):
     """The application failed in a way retrying cannot fix (bad input, an executor environment that
     cannot run the engine). ``document`` as in :class:`SparkSweepFailed`."""
 
-    def __init__(self, message: str, document: dict | None = None):
+    def __init__(self, message: str, document: JobDocument | None = None):
         super().__init__(message)
         self.document = document
 
@@ -240,7 +235,7 @@ def _run(
     spark_conf: Mapping[str, Any] | None = None,
     executor_python: str | None = None,
     driver_host: str | None = None,
-) -> dict:
+) -> JobDocument:
     if not isinstance(store_url, str) or not store_url.strip():
         raise ValueError("store_url is required")
     started = time.monotonic()
@@ -286,21 +281,20 @@ def _run(
             hook.submit(application, **popen_kwargs)
         except Exception as exc:  # the hook's message masks password-like values; we add our scrub
             submit_error = exc
-        document = json.loads(output.read_text(encoding="utf-8")) if output.exists() else None
-        if document is None:
+        if not output.exists():
             message = scrub(str(submit_error) if submit_error else "no result document", store_url)
             raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
-        document["spark_submit"] = {
+        document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
+        document.spark_submit = {
             "conn_id": spark_conn_id,
             "master": master,
             "engine_zip": os.path.basename(zip_path),
             "submit_seconds": round(time.monotonic() - started, 3),
         }
-        if submit_error is not None or not document.get("ok", False):
-            failed = document.get("failed") or []
-            reason = document.get("error") or f"{len(failed)} task(s) failed: {json.dumps(failed)[:1500]}"
+        if submit_error is not None or not document.ok:
+            reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
             message = scrub(f"Spark {kind} application failed: {reason}", store_url)
-            if document.get("retriable") is False:
+            if document.retriable is False:
                 raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
             raise SparkSweepFailed(message, document)
         return document
@@ -346,7 +340,7 @@ def submit_targeted_sweep(
     spark_conf: Mapping[str, Any] | None = None,
     executor_python: str | None = None,
     driver_host: str | None = None,
-) -> dict:
+) -> JobDocument:
     """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
 
     ``sweep_timestamps`` ({"CONSERVATIVE": ts, "THOROUGH": ts}) keeps the run's sweep timestamps (computed
@@ -394,7 +388,7 @@ def submit_full_sweep(
     spark_conf: Mapping[str, Any] | None = None,
     executor_python: str | None = None,
     driver_host: str | None = None,
-) -> dict:
+) -> JobDocument:
     """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
     its result document."""
     if int(parts) < 1:

@@ -65,7 +65,7 @@ def _other_minor_python() -> str | None:
 
 def test_default_executor_python_sweeps_on_a_standalone_master(make_store, standalone):
     handle = make_store("cassandra", seed=21, transactions=40)
-    doc = _submit(handle, standalone)
+    doc = _submit(handle, standalone).to_json()
     assert doc["ok"] and doc["master"] == MASTER, doc
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
     assert all(r["executor"]["airflow_imported"] is False for r in doc["results"])
@@ -80,7 +80,7 @@ def test_executor_python_without_the_driver_module_fails_at_once_without_retries
     handle = make_store("cassandra", seed=22, transactions=20)
     with pytest.raises(SparkSweepRefused) as caught:
         _submit(handle, standalone, executor_python=bare)
-    doc = caught.value.document
+    doc = caught.value.document.to_json()
     assert doc["retriable"] is False
     assert {r["status"] for r in doc["results"]} == {"failed"}
     assert {r["attempt"] for r in doc["results"]} == {0}  # reported at once, never retried by Spark
@@ -97,7 +97,7 @@ def test_executor_python_of_another_minor_version_is_refused_naming_the_fix(make
     handle = make_store("sqlite", seed=23, transactions=20)
     with pytest.raises(SparkSweepRefused) as caught:
         _submit(handle, standalone, executor_python=other)
-    doc = caught.value.document
+    doc = caught.value.document.to_json()
     driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert doc["retriable"] is False and doc["error_type"] == "ExecutorEnvironmentError"
     assert f"Python {driver}" in doc["error"] and "spark_executor_python" in doc["error"]
