@@ -76,13 +76,10 @@ class SparkSweepFailed(AirflowException):
         self.document = document
 
 
-class SparkSweepRefused(AirflowFailException):
+class SparkSweepRefused(SparkSweepFailed, AirflowFailException):
     """The application failed in a way retrying cannot fix (bad input, an executor environment that
-    cannot run the engine). ``document`` as in :class:`SparkSweepFailed`."""
-
-    def __init__(self, message: str, document: JobDocument | None = None):
-        super().__init__(message)
-        self.document = document
+    cannot run the engine): an ``AirflowFailException``, so Airflow does not retry the task.
+    ``document`` as in :class:`SparkSweepFailed`."""
 
 
 def cluster_options(settings) -> dict:

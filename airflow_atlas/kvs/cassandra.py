@@ -64,6 +64,7 @@ from cassandra.query import BatchStatement, BatchType
 from ..errors import (
     InvalidInputError,
     KeyAlreadyExistsError,
+    StoreNotInitializedError,
     StoreUnavailableError,
     TableNotFoundError,
 )
@@ -266,6 +267,7 @@ class CassandraKeyValueService(KeyValueService):
         create_keyspace: bool = False,
         replication_factor: int = 1,
         datacenter: str | None = None,
+        create_registry: bool = True,
         _secrets: Sequence[str] = (),
     ):
         self.keyspace = validate_keyspace(keyspace)
@@ -305,7 +307,7 @@ class CassandraKeyValueService(KeyValueService):
         try:
             if create_keyspace:
                 self._create_keyspace(replication_factor, datacenter)
-            self._ensure_registry()
+            self._ensure_registry(create=create_registry)
         except BaseException:
             if self._cluster is not None:  # never leak a cluster this service opened
                 try:
@@ -426,10 +428,16 @@ class CassandraKeyValueService(KeyValueService):
             timeout=self._ddl_timeout,
         )
 
-    def _ensure_registry(self) -> None:
+    def _ensure_registry(self, create: bool = True) -> None:
+        """Create the registry table if absent; ``create=False`` (open an existing store only): raise
+        StoreNotInitializedError instead, having written nothing."""
         phys = physical_table_name(C.METADATA_TABLE)
         if self._physical_exists(phys):
             return
+        if not create:
+            if self._s().cluster.metadata.keyspaces.get(self.keyspace) is None:
+                raise StoreNotInitializedError(f"keyspace {self.keyspace!r} does not exist")
+            raise StoreNotInitializedError(f"keyspace {self.keyspace!r} holds no Atlas store (no {C.METADATA_TABLE} table)")
         try:
             self._create_physical(phys, [], "open", None)
         except InvalidInputError as exc:

@@ -16,10 +16,10 @@ from .jobs import FullSweepJob, TargetedSweepJob
 from .secrets import redact, scrub
 
 
-def _validate_settings(settings: dict) -> None:
+def validate_settings(settings: dict, source: str = "spark.atlas.store.* conf / settings") -> None:
     from ..config import StoreConfig
 
-    StoreConfig().with_overrides(**settings)  # raises InvalidInputError naming the setting
+    StoreConfig().with_overrides(source, **settings)  # raises InvalidInputError naming the setting and source
 
 
 def run_job(
@@ -42,7 +42,7 @@ def run_job(
     conf = sc.getConf()
     max_attempts = effective_max_failures(sc.master, conf.get("spark.task.maxFailures", None))
     merged = {**settings_from_spark_conf(conf.getAll()), **(settings or {})}
-    _validate_settings(merged)
+    validate_settings(merged)
     if engine_zip:
         sc.addPyFile(engine_zip)
     job, items = job.plan(lambda: open_store(store_url, merged))

@@ -30,7 +30,7 @@ def open_store(url: str, settings: dict):
     from ..config import StoreConfig
     from ..store import AtlasStore
 
-    config = StoreConfig().with_overrides(**settings) if settings else StoreConfig()
+    config = StoreConfig().with_overrides("spark.atlas.store.* conf / settings", **settings) if settings else StoreConfig()
     return AtlasStore.open(url, config=config)
 
 

@@ -11,7 +11,8 @@ from typing import Callable, Sequence
 
 from .args import STORE_SETTING_CONF_PREFIX, parse_settings
 from .document import EXIT_JOB_FAILED, EXIT_OK, EXIT_PAIRS_FAILED, EXIT_USAGE, emit_document
-from .driver import failure_document, run_job
+from ..errors import InvalidInputError
+from .driver import failure_document, run_job, validate_settings
 from .executor import open_store as default_open_store
 from .secrets import STORE_URL_ENV, read_store_url, redact
 
@@ -42,6 +43,7 @@ def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable =
     started = time.time()
     try:
         settings = parse_settings(args.setting)
+        validate_settings(settings, "--setting")  # bad values: exit 2 naming the setting, before Spark starts
         job = job_class.from_args(args, parser)
         store_url = read_store_url(args.store_url_file)
     except ValueError as exc:
@@ -65,7 +67,8 @@ def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable =
             doc = failure_document(job.name, store_url, exc, started)
             emit_document(doc, args.output)
             print(f"[atlas] {job.name} failed: {doc.error}", file=sys.stderr, flush=True)
-            return EXIT_JOB_FAILED
+            # Bad input the driver found before any task ran (e.g. a spark.atlas.store.* conf value): exit 2.
+            return EXIT_USAGE if isinstance(exc, InvalidInputError) else EXIT_JOB_FAILED
         emit_document(doc, args.output)
         return EXIT_OK if doc.ok else EXIT_PAIRS_FAILED
     finally:

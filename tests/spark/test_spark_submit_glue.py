@@ -113,8 +113,8 @@ def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
         ({"spark_conf": {"spark.driver.host": "h"}}, "spark_driver_host"),
         ({"spark_conf": {"spark.submit.deployMode": "cluster"}}, "client mode"),
         ({"spark_conf": {"spark.executor.cores": None}}, "spark.executor.cores must be"),
-        ({"spark_executor_python": ""}, "spark_executor_python must be a non-empty string"),
-        ({"spark_driver_host": 127}, "spark_driver_host must be a non-empty string"),
+        ({"spark_executor_python": ""}, "spark_executor_python must be a path"),
+        ({"spark_driver_host": 127}, "spark_driver_host must be a host name"),
     ],
 )
 def test_spark_cluster_settings_are_validated(values, message):
