@@ -12,7 +12,6 @@ import json
 import time
 from typing import Any
 
-from airflow_atlas.airflow.faults import maybe_fail
 from airflow_atlas.airflow.hooks import nodetool
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.errors import InvalidInputError
@@ -141,7 +140,6 @@ class CompactionOperator(AtlasBaseOperator):
         keyspace = store.kvs.keyspace
         report = {}
         for table in tables:
-            maybe_fail("compaction", context["ti"].try_number, table=table)
             physical = physical_table_name(table)
             nodetool.flush(runner, keyspace, physical)
             before = nodetool.table_stats(runner, keyspace, physical)
