@@ -18,6 +18,7 @@ Errors are InvalidInputError naming the problem; no message ever contains the pa
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from urllib.parse import parse_qsl, unquote
@@ -32,6 +33,43 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 
 
+def _userinfo_end(rest: str) -> int:
+    """Index of the ``@`` that ends the credentials of ``rest`` (the URL after ``scheme://``), or -1.
+
+    The LAST ``@`` of the URL: a password typed with an unescaped ``/``, ``?``, ``#`` or ``@`` still counts
+    as the password (never as a host, a port, a path or a query), so no parse error can echo part of it.
+    (An ``@`` inside a query value must therefore be percent-encoded as ``%40``.)"""
+    return rest.rfind("@")
+
+
+def url_secrets(url) -> list[str]:
+    """Every secret in ``url``, to scrub from any text: the password of the credentials (raw and
+    percent-decoded, and its pieces between the characters a parser splits at) and ``password=`` query
+    values. Longest first. (THE credential scrubbing of the project: :func:`redact_url` and
+    :func:`scrub` use it.)"""
+    if not isinstance(url, str) or "://" not in url:
+        return []
+    scheme, _, rest = url.partition("://")
+    found: set[str] = set()
+    at = -1 if scheme.strip().lower() == "sqlite" else _userinfo_end(rest)
+    if at >= 0:
+        userinfo = rest[:at]
+        if ":" in userinfo:
+            password = userinfo.split(":", 1)[1]
+            found.update({password, unquote(password)})
+            found.update(p for p in re.split(r"[/?#@:&=;,\[\]]", password) if len(p) >= 3)
+    for value in re.findall(r"(?i)[?&]password=([^&#]*)", rest[at + 1 :] if at >= 0 else rest):
+        found.update({value, unquote(value)})
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def scrub(text: str, secrets) -> str:
+    """``text`` with each secret (e.g. :func:`url_secrets`) replaced by ``***``."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
+
+
 def redact_url(url: str) -> str:
     """``url`` with the password (and any ``password=`` query value) replaced by ``***``."""
     if not isinstance(url, str):
@@ -39,14 +77,15 @@ def redact_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return re.sub(r"(?i)(password=)[^&#]*", r"\1***", url)
-    slash = rest.find("/")
-    netloc, tail = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
+    at = -1 if scheme.strip().lower() == "sqlite" else _userinfo_end(rest)
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at + 1 :]
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
-    tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", tail)
-    return f"{scheme}://{netloc}{tail}"
+        prefix = f"{user}:***@" if ":" in userinfo else f"{user}@"
+    else:
+        prefix = ""
+    rest = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", rest)
+    return scrub(f"{scheme}://{prefix}{rest}", url_secrets(url))
 
 
 def _bool(name: str, value: str) -> bool:
@@ -70,8 +109,8 @@ def _float(name: str, value: str) -> float:
         out = float(value)
     except ValueError:
         raise InvalidInputError(f"URL option {name} must be a number, got {value!r}") from None
-    if not out > 0:
-        raise InvalidInputError(f"URL option {name} must be positive, got {value!r}")
+    if not (out > 0 and math.isfinite(out)):
+        raise InvalidInputError(f"URL option {name} must be a positive finite number, got {value!r}")
     return out
 
 
@@ -91,14 +130,20 @@ def _query(query: str, allowed: dict) -> dict:
 
 
 def _split(url: str, scheme: str) -> tuple[str, str, str]:
-    """(netloc, path, query) of ``scheme://netloc/path?query``; fragments are refused."""
+    """(netloc, path, query) of ``scheme://netloc/path?query``; fragments are refused. The netloc keeps
+    its credentials (everything up to the last ``@``, see :func:`_userinfo_end`)."""
     rest = url[len(scheme) + 3 :]
+    userinfo = ""
+    if scheme != "sqlite":
+        at = _userinfo_end(rest)
+        if at >= 0:
+            userinfo, rest = rest[: at + 1], rest[at + 1 :]
     if "#" in rest:
         raise InvalidInputError("key-value store URLs take no #fragment")
     rest, _, query = rest.partition("?")
     slash = rest.find("/")
     netloc, path = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
-    return netloc, path, query
+    return userinfo + netloc, path, query
 
 
 def _open_sqlite(url: str, opts: dict, settings: dict) -> KeyValueService:
@@ -227,23 +272,42 @@ def _open_cassandra(url: str, opts: dict, settings: dict) -> KeyValueService:
     return CassandraKeyValueService.connect(hosts, keyspace=unquote(keyspace), **kwargs)
 
 
-def open_kvs(url: str, *, settings: dict | None = None, **opts) -> KeyValueService:
+def open_kvs(url: str, *, must_exist: bool = False, settings: dict | None = None, **opts) -> KeyValueService:
     """Open the key-value service a URL names; ``opts`` go to the backend's constructor (and override
-    URL options), e.g. ``fresh_timestamp_supplier=...``. ``settings``: the replica-safety keys of the
-    engine settings (:meth:`airflow_atlas.config.StoreConfig.replica_settings`); the URL's own query
-    options of the same names override them."""
+    URL options), e.g. ``fresh_timestamp_supplier=...``.
+
+    ``must_exist``: open an existing store only and write nothing to find out - a missing SQLite file, a
+    foreign SQLite database, a missing keyspace or a keyspace without the registry raise
+    StoreNotInitializedError (no file, WAL switch, keyspace or ``atlas_metadata`` is created).
+
+    ``settings``: the replica-safety keys of the engine settings
+    (:meth:`airflow_atlas.config.StoreConfig.replica_settings`); the URL's own query options of the same
+    names override them."""
     settings = dict(settings or {})
     unknown = sorted(set(settings) - set(consistency.SETTING_NAMES))
     if unknown:
         raise InvalidInputError(f"unknown replica-safety setting(s): {', '.join(unknown)}")
+    if must_exist:
+        scheme = url.strip().partition("://")[0].lower() if isinstance(url, str) else ""
+        if scheme == "sqlite":
+            opts.setdefault("create", False)
+        elif scheme == "cassandra":
+            opts.setdefault("create_keyspace", False)
+            opts.setdefault("create_registry", False)
     if not isinstance(url, str) or not url.strip():
         raise InvalidInputError("a key-value store URL is required (sqlite:///path.db or cassandra://host/keyspace)")
     url = url.strip()
     scheme = url.partition("://")[0].lower() if "://" in url else ""
-    if scheme == "sqlite":
-        return _open_sqlite(url, opts, settings)
-    if scheme == "cassandra":
-        return _open_cassandra(url, opts, settings)
+    try:
+        if scheme == "sqlite":
+            return _open_sqlite(url, opts, settings)
+        if scheme == "cassandra":
+            return _open_cassandra(url, opts, settings)
+    except InvalidInputError as exc:  # whatever went wrong, the message never holds the credentials
+        secrets = url_secrets(url)
+        if not secrets:
+            raise
+        raise type(exc)(scrub(str(exc), secrets)) from None
     if url.lower() in ("memory", "memory://", "mem://", ":memory:"):
         raise InvalidInputError("in-memory key-value stores are not supported: use sqlite:///path.db")
     if not scheme:

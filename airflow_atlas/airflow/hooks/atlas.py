@@ -80,12 +80,13 @@ def embedded_path(conn) -> str:
 
 
 def _bool_extra(conn, name: str, default: bool) -> bool:
+    from airflow_atlas.settings_model import Bool
+
     value = _extra(conn, name, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-        return value.strip().lower() in ("true", "1", "yes", "on")
-    raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}")
+    try:
+        return Bool().parse(value) if isinstance(value, str) else Bool().check(value)
+    except ValueError:
+        raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}") from None
 
 
 def replica_extras(conn) -> dict:
@@ -232,20 +233,23 @@ class AtlasHook(BaseHook):
         return self._store
 
     def _open_kvs(self):
+        from airflow_atlas.config import StoreConfig
+        from airflow_atlas.kvs.consistency import replica_settings
+
         conn = self.get_connection(self.atlas_conn_id)
         info = describe_connection(conn)
+        # atlas_settings' replica-safety keys, overridden by the connection's extras; checked before connecting
+        # (the embedded store keeps one copy: checked, then unused).
+        extras = replica_extras(conn) if info["backend"] == "cassandra" else {}
+        policy, guard = replica_settings({**(self.config or StoreConfig()).replica_settings(), **extras})
         if info["backend"] == "sqlite":
             from airflow_atlas.kvs.sqlite import SqliteKeyValueService
 
             return SqliteKeyValueService(info["path"])
 
-        from airflow_atlas.config import StoreConfig
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
-        from airflow_atlas.kvs.consistency import replica_settings
 
         conn_id = self.atlas_conn_id
-        # atlas_settings' replica-safety keys, overridden by the connection's extras (before connecting).
-        policy, guard = replica_settings({**(self.config or StoreConfig()).replica_settings(), **replica_extras(conn)})
         explicit_protocol = _extra(conn, "protocol_version") is not None
 
         def cluster_factory():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import time
 
-from ...errors import InvalidInputError, TableNotFoundError
+from ...errors import InvalidInputError, StoreNotInitializedError, TableNotFoundError
 from .. import _common as C
 from ..api import SweepStrategy, TableMetadata, WriteMode
 from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS
@@ -35,10 +35,16 @@ class SchemaMixin:
         """SimpleStrategy with ``rf`` replicas, or NetworkTopologyStrategy in ``datacenter``."""
         self._execute("create_keyspace", None, keyspace_ddl(self.keyspace, rf, datacenter), timeout=self._ddl_timeout)
 
-    def _ensure_registry(self) -> None:
+    def _ensure_registry(self, create: bool = True) -> None:
+        """Create the registry table if absent; ``create=False`` (open an existing store only): raise
+        StoreNotInitializedError instead, having written nothing."""
         phys = physical_table_name(C.METADATA_TABLE)
         if self._physical_exists(phys):
             return
+        if not create:
+            if self._s().cluster.metadata.keyspaces.get(self.keyspace) is None:
+                raise StoreNotInitializedError(f"keyspace {self.keyspace!r} does not exist")
+            raise StoreNotInitializedError(f"keyspace {self.keyspace!r} holds no Atlas store (no {C.METADATA_TABLE} table)")
         try:
             self._create_physical(phys, [], "open", None)
         except InvalidInputError as exc:

@@ -64,6 +64,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         create_keyspace: bool = False,
         replication_factor: int = 1,
         datacenter: str | None = None,
+        create_registry: bool = True,
         _secrets: Sequence[str] = (),
     ):
         self.keyspace = validate_keyspace(keyspace)
@@ -109,7 +110,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         try:
             if create_keyspace:
                 self._create_keyspace(replication_factor, datacenter)
-            self._ensure_registry()
+            self._ensure_registry(create=create_registry)
         except BaseException:
             if self._cluster is not None:  # never leak a cluster this service opened
                 try:
