@@ -39,16 +39,6 @@ MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
 
 
-def _level(operation: "_replica.Operation", doc: str):
-    """A consistency-level setting of ``operation`` (its allowed levels and default from kvs/consistency.py)."""
-    return setting(
-        _replica.default_setting(_replica.setting_name(operation)),
-        Choice(_replica.allowed_levels(operation), upper=True),
-        f"consistency level of: {doc}",
-        read="kvs/consistency.py -> the Cassandra backend",
-    )
-
-
 @dataclass(frozen=True)
 class StoreConfig:
     # ----- transactions ---------------------------------------------------------------------------------
@@ -121,50 +111,82 @@ class StoreConfig:
         read="sweep/commits.py (resolve_commits)",
     )
 
-    # ----- replica safety (kvs/consistency.py: the defaults and the reason for each) ---------------------
-    # The store URL query and the Airflow connection's extras may set the same keys for their store.
-    consistency_data_read: str = _level(_replica.Operation.DATA_READ, "snapshot reads and the sweeper's queue reads")
-    consistency_data_write: str = _level(_replica.Operation.DATA_WRITE, "transactional data writes")
-    consistency_queue_write: str = _level(_replica.Operation.QUEUE_WRITE, "sweep-queue writes at commit")
-    consistency_sweep_delete: str = _level(
-        _replica.Operation.SWEEP_DELETE,
-        "sweep's ranged tombstones (and CONSERVATIVE sentinels, sent in the same batch unit); below ALL only "
-        "with allow_weak_sweep_consistency",
+
+    # ----- replica safety (kvs/consistency.py: defaults and reasons) ----------------------------------------
+    # The store URL query and the Airflow connection's extras may set the same keys; they override these
+    # for their store (they describe that one store).
+    consistency_data_read: str = setting(
+        _replica.default_setting("consistency_data_read"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of data reads: transactions' reads, registries, the sweeper's queue reads (R + W >"
+        " RF with the writes)",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
-    consistency_sentinel: str = _level(
-        _replica.Operation.SENTINEL, "sentinels written alone (legacy sweep); below ALL only with allow_weak_sweep_consistency"
+    consistency_data_write: str = setting(
+        _replica.default_setting("consistency_data_write"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of transactional data writes and WALLCLOCK registries",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
-    consistency_abort_delete: str = _level(
-        _replica.Operation.ABORT_DELETE,
-        "deletes of a dead writer's rolled-back versions; below ALL only with allow_weak_sweep_consistency",
+    consistency_queue_write: str = setting(
+        _replica.default_setting("consistency_queue_write"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of sweep-queue writes (read back at consistency_data_read: keep R + W > RF so "
+        "sweep sees every queued write)",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
-    consistency_queue_cleanup: str = _level(_replica.Operation.QUEUE_CLEANUP, "deletes of swept sweep-queue rows")
-    consistency_lwt_commit: str = _level(
-        _replica.Operation.LWT_COMMIT, "commit phase of lightweight transactions (progress CAS, commit timestamps, locks)"
+    consistency_sweep_delete: str = setting(
+        _replica.default_setting("consistency_sweep_delete"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of sweep's ranged tombstones (and of each CONSERVATIVE sentinel, which shares its "
+        "tombstone's batch unit); a replica down fails the iteration (retriable), progress stays; below ALL "
+        "only with allow_weak_sweep_consistency",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
-    consistency_serial: str = _level(_replica.Operation.SERIAL, "Paxos level of lightweight transactions")
+    consistency_sentinel: str = setting(
+        _replica.default_setting("consistency_sentinel"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of sentinels written alone (legacy sweep); below ALL only with "
+        "allow_weak_sweep_consistency",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
+    )
+    consistency_abort_delete: str = setting(
+        _replica.default_setting("consistency_abort_delete"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of deletes of dead writers' aborted versions; below ALL only with "
+        "allow_weak_sweep_consistency",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
+    )
+    consistency_queue_cleanup: str = setting(
+        _replica.default_setting("consistency_queue_cleanup"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        "consistency level of removing swept queue rows (a resurrected row only causes an idempotent re-sweep)",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
+    )
+    consistency_lwt_commit: str = setting(
+        _replica.default_setting("consistency_lwt_commit"), Choice(_replica.LWT_COMMIT_LEVELS, upper=True),
+        "commit level of lightweight transactions (progress CAS, commit timestamps, locks, timestamp bound)",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
+    )
+    consistency_serial: str = setting(
+        _replica.default_setting("consistency_serial"), Choice(_replica.SERIAL_LEVELS, upper=True),
+        "Paxos level of lightweight transactions and serial reads",
+        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
+    )
     allow_weak_sweep_consistency: bool = setting(
         False, Bool(),
-        "allow consistency_sweep_delete / _sentinel / _abort_delete below ALL: only safe when a full repair "
-        "of the keyspace completes within gc_grace_seconds of every sweep",
+        "allow consistency_sweep_delete / consistency_sentinel / consistency_abort_delete below ALL: only safe "
+        "if a full repair of the keyspace always completes within gc_grace_seconds of a sweep",
         read="kvs/consistency.py (ConsistencyPolicy)",
     )
     repair_interval_seconds: int = setting(
         _replica.DEFAULT_REPAIR_INTERVAL_SECONDS, Int(1, _replica.MAX_REPAIR_INTERVAL_SECONDS),
-        "how often a full repair of the keyspace completes: a swept table's gc_grace_seconds below it is "
-        "refused at table creation and warned about in `status`",
-        read="kvs/consistency.py (GcGraceGuard); status",
+        "how often a full repair of the keyspace completes; swept tables (CONSERVATIVE, THOROUGH) must keep "
+        "gc_grace_seconds at least this long",
+        read="kvs/cassandra/schema.py (create_table, set_sweep_strategy via GcGraceGuard)",
     )
     allow_gc_grace_below_repair_interval: bool = setting(
         False, Bool(),
-        "allow swept tables whose gc_grace_seconds is below repair_interval_seconds (risks resurrection)",
+        "allow swept tables with gc_grace_seconds below repair_interval_seconds (risk: a purged tombstone a "
+        "replica missed lets deleted data come back)",
         read="kvs/consistency.py (GcGraceGuard)",
     )
 
     def __post_init__(self) -> None:
         validate_fields(self)
-        # The cross-key rule (a guarded level below ALL needs allow_weak_sweep_consistency) is checked by
-        # open_kvs on the combined settings: the URL or connection extras may supply either half.
 
     def replica_settings(self) -> dict:
         """The replica-safety keys (consistency levels, gc_grace guard) as flat settings for the store."""

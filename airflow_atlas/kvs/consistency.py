@@ -4,7 +4,7 @@ Cassandra keeps each row on ``replication_factor`` replicas; the consistency lev
 many of them must acknowledge it. Sweep writes tombstones that hide data *forever*: a tombstone that misses a
 replica, and is purged (after ``gc_grace_seconds``) by compaction on the replicas that got it before repair
 copies it to the one that did not, lets that replica's copy of the deleted data come back (Cassandra's own
-contract, see ``docs/ARCHITECTURE.md`` invariant 10 and the README's "Consistency and repair"). So the
+contract, see ``docs/ARCHITECTURE.md`` invariant 11 and the README's "Consistency and repair"). So the
 levels are chosen per operation, not per process.
 
 Operations and defaults (the reason beside each):

@@ -126,8 +126,11 @@ def test_resolve_operation():
 
 
 def test_store_config_carries_and_validates_the_keys():
-    config = StoreConfig().with_text(
+    config = StoreConfig().with_text(  # as CLI --set / Spark conf give them
         {"consistency_sweep_delete": "quorum", "allow_weak_sweep_consistency": "true", "repair_interval_seconds": "7200"}
+    )
+    assert config == StoreConfig().with_overrides(  # as atlas_settings' JSON gives them
+        consistency_sweep_delete="QUORUM", allow_weak_sweep_consistency=True, repair_interval_seconds=7200
     )
     settings = config.replica_settings()
     assert settings["consistency_sweep_delete"] == "QUORUM" and settings["allow_weak_sweep_consistency"] is True

@@ -41,14 +41,14 @@ BAD = {
     "rollback_guard_min_transactions": [0, -1, True, 1.5, "20"],
     "rollback_guard_max_fraction": [-0.1, 1.1, math.nan, math.inf, True, "0.9"],
     **{
-        f"consistency_{op}": ["ANY", "SERIAL", "", True, 1, None]
+        f"consistency_{op}": ["ANY", "FIVE", "", 1, True, None]
         for op in ("data_read", "data_write", "queue_write", "sweep_delete", "sentinel", "abort_delete", "queue_cleanup")
     },
-    "consistency_lwt_commit": ["EACH_QUORUM", "ANY", "SERIAL", True, None],
-    "consistency_serial": ["QUORUM", "ALL", "ONE", True, None],
-    "allow_weak_sweep_consistency": [1, 0, "true", None],
-    "repair_interval_seconds": [0, -1, True, 1.5, "864000", None, 10 * 365 * 86_400 + 1],
-    "allow_gc_grace_below_repair_interval": [1, "yes", None],
+    "consistency_lwt_commit": ["EACH_QUORUM", "SERIAL", "ANY", 1, None],
+    "consistency_serial": ["QUORUM", "ALL", "", None],
+    "allow_weak_sweep_consistency": ["true", 1, None],
+    "repair_interval_seconds": [0, -1, 10 * 365 * 86_400 + 1, True, 1.5, "864000"],
+    "allow_gc_grace_below_repair_interval": ["yes", 0, None],
 }
 
 

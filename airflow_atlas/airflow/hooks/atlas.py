@@ -233,20 +233,23 @@ class AtlasHook(BaseHook):
         return self._store
 
     def _open_kvs(self):
+        from airflow_atlas.config import StoreConfig
+        from airflow_atlas.kvs.consistency import replica_settings
+
         conn = self.get_connection(self.atlas_conn_id)
         info = describe_connection(conn)
+        # atlas_settings' replica-safety keys, overridden by the connection's extras; checked before connecting
+        # (the embedded store keeps one copy: checked, then unused).
+        extras = replica_extras(conn) if info["backend"] == "cassandra" else {}
+        policy, guard = replica_settings({**(self.config or StoreConfig()).replica_settings(), **extras})
         if info["backend"] == "sqlite":
             from airflow_atlas.kvs.sqlite import SqliteKeyValueService
 
             return SqliteKeyValueService(info["path"])
 
-        from airflow_atlas.config import StoreConfig
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
-        from airflow_atlas.kvs.consistency import replica_settings
 
         conn_id = self.atlas_conn_id
-        # atlas_settings' replica-safety keys, overridden by the connection's extras (before connecting).
-        policy, guard = replica_settings({**(self.config or StoreConfig()).replica_settings(), **replica_extras(conn)})
         explicit_protocol = _extra(conn, "protocol_version") is not None
 
         def cluster_factory():

@@ -44,9 +44,7 @@ class SchemaMixin:
         if not create:
             if self._s().cluster.metadata.keyspaces.get(self.keyspace) is None:
                 raise StoreNotInitializedError(f"keyspace {self.keyspace!r} does not exist")
-            raise StoreNotInitializedError(
-                f"keyspace {self.keyspace!r} holds no Atlas store (no {C.METADATA_TABLE} table)"
-            )
+            raise StoreNotInitializedError(f"keyspace {self.keyspace!r} holds no Atlas store (no {C.METADATA_TABLE} table)")
         try:
             self._create_physical(phys, [], "open", None)
         except InvalidInputError as exc:

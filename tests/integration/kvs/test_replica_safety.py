@@ -51,7 +51,9 @@ def rf2_url(cassandra_node, rf2_keyspace):
     host, port = cassandra_node
 
     def url(query: str = "") -> str:
-        base = f"cassandra://{host}:{port}/{rf2_keyspace}?consistency_data_read=ONE&consistency_data_write=ONE"
+        base = (  # a generous connect timeout: the shared node is slow to accept connections under load
+            f"cassandra://{host}:{port}/{rf2_keyspace}?connect_timeout=60&consistency_data_read=ONE&consistency_data_write=ONE"
+        )
         return base + ("&" + query if query else "")
 
     return url
@@ -189,7 +191,7 @@ def _store(internal_url, data_kvs, table) -> AtlasStore:
 
 def test_sweep_at_all_with_a_replica_down_fails_cleanly_and_leaves_progress(cassandra_node, rf2_url, opened):
     host, port = cassandra_node
-    internal_url = f"cassandra://{host}:{port}/atlas_rf1_{uuid.uuid4().hex[:12]}?create_keyspace=true"
+    internal_url = f"cassandra://{host}:{port}/atlas_rf1_{uuid.uuid4().hex[:12]}?create_keyspace=true&connect_timeout=60"
     table = f"t{uuid.uuid4().hex[:16]}"
     data = opened(rf2_url())
     store = _store(internal_url, data, table)
