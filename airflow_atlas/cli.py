@@ -31,7 +31,6 @@ import os
 import sys
 import time
 import traceback
-from dataclasses import fields
 from urllib.parse import unquote
 
 from . import __version__
@@ -223,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="Airflow connection id of the store (needs Apache Airflow installed)")
     g.add_argument("--set", metavar="NAME=VALUE", dest="settings", action="append", type=_setting,
                    default=argparse.SUPPRESS,
-                   help="engine setting (airflow_atlas.config.StoreConfig), e.g. unreadable_window_seconds=3600; repeatable")
+                   help="engine setting (docs/SETTINGS.md), e.g. unreadable_window_seconds=3600; repeatable")
     g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON on stdout")
 
     parser = _Parser(
@@ -326,22 +325,10 @@ def _progress_args(p: argparse.ArgumentParser) -> None:
 
 # ----- store ----------------------------------------------------------------------------------------------
 def _config(settings):
+    """StoreConfig: defaults < ``--set NAME=VALUE`` (each parsed and validated by its setting's declaration)."""
     from .config import StoreConfig
 
-    base = StoreConfig()
-    if not settings:
-        return base
-    types = {f.name: type(getattr(base, f.name)) for f in fields(base)}
-    overrides = {}
-    for name, text in settings:
-        if name not in types:
-            raise InvalidInputError(f"unknown setting {name!r}; known: {', '.join(sorted(types))}")
-        kind = types[name]
-        try:
-            overrides[name] = kind(text) if kind is not bool else text.lower() in ("1", "true", "yes", "on")
-        except ValueError:
-            raise InvalidInputError(f"setting {name} must be {kind.__name__}, got {text!r}") from None
-    return base.with_overrides(**overrides)
+    return StoreConfig().with_text(settings or [], "--set")
 
 
 def _url_password(url: str | None) -> list[str]:
@@ -421,6 +408,11 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         if not initialized:
             store.close()
             raise CliError(EXIT_USAGE, f"store {label} is not initialized: run '{PROG} init' first")
+        try:
+            store.transactions_schema_version  # refuse a disagreeing setting before anything runs
+        except BaseException:
+            store.close()
+            raise
     return StoreHandle(store, label, secrets)
 
 
@@ -628,47 +620,22 @@ def cmd_sweep(args, h: StoreHandle) -> int:
 
 
 def cmd_verify(args, h: StoreHandle) -> int:
-    from .oracle import obsolete_versions
+    from .verify import run_verify
 
-    store = h.store
-    shards = list(range(store.number_of_shards()))
-    progress = {(shard, s): store.queue.progress.get_progress(shard, s) for shard in shards for s in STRATEGIES}
-    sweep_ts = store.sweep_timestamps.all()
-    # Every shard swept everything below progress + 1 (with a sweep timestamp at least that high), so a
-    # complete sweep to min(progress + 1) over the shards is what the tables must show.
-    limits = {s: max(0, min(min(progress[(shard, s)] + 1 for shard in shards), sweep_ts[s])) for s in STRATEGIES}
-    n = args.max_examples
-    checks = {}
-    leftover = obsolete_versions(store, limits)
-    checks["obsolete_versions"] = {"ok": not leftover, "count": len(leftover), "limits": limits, "examples": leftover[:n]}
-    rows = []
-    for (shard, s), p in sorted(progress.items()):
-        if p < 0:
-            continue
-        found = store.queue.cleaner.queue_rows_below(shard, s, p)
-        if found:
-            rows.append(f"shard {shard} {s} (progress {p}): fine partitions {found.cells_rows[:5]}, dedicated rows "
-                        f"{found.dedicated_rows[:5]}, coarse partitions {found.timestamps_rows[:5]} still queued")
-    checks["queue_rows_below_progress"] = {"ok": not rows, "count": len(rows), "examples": rows[:n]}
-    oldest = store.registry.oldest_open()
-    passed = []
-    if oldest is not None:
-        passed = [f"shard {shard} {s}: progress {p} is at or above open transaction {oldest.start_ts} (holder {oldest.holder})"
-                  for (shard, s), p in sorted(progress.items()) if p >= oldest.start_ts]
-    checks["open_transaction_below_progress"] = {"ok": not passed, "count": len(passed), "examples": passed[:n]}
-    ok = all(c["ok"] for c in checks.values())
-    result = {"ok": ok, "store": store.describe(), "sweep_timestamps": sweep_ts, "checks": checks}
+    report = run_verify(h.store, max_examples=args.max_examples)
     if getattr(args, "json", False):
-        _emit_json(result)
+        _emit_json(report.to_json())
     else:
-        for name, c in checks.items():
-            print(f"{'ok  ' if c['ok'] else 'FAIL'} {name}: {c['count']} problem(s)"
-                  + (f" (limits {c['limits']})" if "limits" in c else ""))
-            for example in c["examples"]:
-                print(f"     {example}")
-    if not ok:
-        failed = [f"{c['count']} {name.replace('_', ' ')}" for name, c in checks.items() if not c["ok"]]
-        first = next(c["examples"][0] for c in checks.values() if not c["ok"] and c["examples"])
+        print(f"transactions schema version {report.transactions_schema_version}; limits {report.limits}")
+        for name, c in report.checks.items():
+            status = "ok  " if c.ok and not c.count else ("warn" if c.ok else "FAIL")
+            print(f"{status} {name}: {c.count} problem(s)")
+            for f in (f for f in report.findings if f.check == name):
+                print(f"     {f.kind}: {f.detail}")
+                print(f"       what to do: {f.action}")
+    if not report.ok:
+        failed = [f"{c.count} {name.replace('_', ' ')}" for name, c in report.checks.items() if not c.ok]
+        first = next((f.detail for f in report.findings if f.severity == "violation"), "")
         print(f"{PROG}: error: verification failed: {'; '.join(failed)} (first: {first})", file=sys.stderr)
         return EXIT_FAILED
     return EXIT_OK

@@ -1,57 +1,139 @@
-"""Engine settings with their defaults, in one place.
+"""The engine's settings (:class:`StoreConfig`): one declaration per setting, validated once.
 
-The Airflow layer fills these from Airflow Variables (see ``airflow_atlas.airflow.settings``); the CLI
-and Spark jobs from arguments and environment variables. Every value is validated here so that bad
-input fails early with a message naming the setting.
+Each field is declared with :func:`~airflow_atlas.settings_model.setting` (default, accepted values, meaning,
+where it is read); the table in ``docs/SETTINGS.md`` is generated from these declarations. The engine
+never imports Airflow: the Airflow layer (:mod:`airflow_atlas.airflow.settings`) adds its own keys on top
+of this class and fills it from the ``atlas_settings`` Variable.
+
+Layers, later wins (see docs/SETTINGS.md): defaults here < ``atlas_settings`` Variable (Airflow) < an
+operator's ``store_config`` argument (Airflow) < ``spark.atlas.store.*`` Spark conf < CLI ``--set`` /
+Spark job ``--setting``. Use :meth:`StoreConfig.with_overrides` (typed values) or
+:meth:`StoreConfig.with_text` (text values) to add a layer.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable, Mapping
 
-from .errors import InvalidInputError
+from .settings_model import Float, Int, Nullable, apply_layer, check_value, known_names, parse_value, setting, validate_fields
+from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
-MAX_BATCH_LIMIT = 100_000
+DAY = 86_400
+"""Seconds per day: the upper bound of the lease and wait settings."""
+YEAR = 365 * DAY
+"""Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
+MAX_ITERATIONS_PER_SHARD = 1_000_000
+"""Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
 
 
 @dataclass(frozen=True)
 class StoreConfig:
-    # Transactions
-    transactions_schema_version: int = 2
-    transaction_lease_seconds: float = 60.0
-    punch_interval_seconds: float = 60.0
-    running_writer_wait_seconds: float = 5.0
-    # Sweep
-    unreadable_window_seconds: float = 3600.0
-    batch_limit: int = 10_000
-    lock_lease_seconds: float = 120.0
-    max_iterations_per_shard: int = 100
-    initial_shards: int = 1
+    # ----- transactions ---------------------------------------------------------------------------------
+    transactions_schema_version: int | None = setting(
+        None, Nullable(Int(1, 2)),
+        "transactions table version: unset = the store's own, recorded at `init` (see "
+        "transactions/schema.py); a value is only an assertion, and a process whose value disagrees with "
+        "the store's is refused; at `init` of a new store it chooses the version (2 when unset)",
+        read="store.py (transaction service)",
+    )
+    transaction_lease_seconds: float = setting(
+        60.0, Float(0, DAY, lo_open=True),
+        "lease of a read-write transaction's registration (holds the immutable timestamp back); a "
+        "transaction whose registration expired aborts at commit",
+        read="store.py -> transactions/snapshot.py (TransactionConfig.lease_seconds)",
+    )
+    punch_interval_seconds: float = setting(
+        60.0, Float(0, DAY),
+        "a transaction manager punches the punch table (wall clock -> timestamp) at most this often (0: on "
+        "every begin)",
+        read="store.py -> transactions/snapshot.py (TransactionConfig.punch_interval_seconds)",
+    )
+    running_writer_wait_seconds: float = setting(
+        5.0, Float(0, DAY),
+        "how long a reader waits for a still-running writer before failing with a retriable error",
+        read="store.py -> transactions/snapshot.py (TransactionConfig.running_writer_wait_seconds)",
+    )
+    # ----- sweep ----------------------------------------------------------------------------------------
+    unreadable_window_seconds: float = setting(
+        3600.0, Float(0, YEAR),
+        "read-only readers are protected for this long: CONSERVATIVE sweep stays below the unreadable "
+        "timestamp (punch table, now minus this window)",
+        read="store.py -> sweep/sweep_timestamp.py",
+    )
+    batch_limit: int = setting(
+        DEFAULT_BATCH_LIMIT, Int(1, MAX_BATCH_LIMIT),
+        "sweep-queue entries read per iteration (a batch always finishes its start timestamp, so it can be "
+        "larger)",
+        read="sweep/targeted.py; Airflow sweep operators and Spark jobs",
+    )
+    lock_lease_seconds: float = setting(
+        120.0, Float(1, DAY),
+        "lease of a (shard, strategy) lock; refreshed every third of it while a sweep runs, so a dead "
+        "sweeper's lock is free again at most this long after it died (at least 1 s: a shorter lease "
+        "expires between refreshes)",
+        read="sweep/targeted.py (sweep_shard); Airflow operators/locks.py and operators/sweep.py",
+    )
+    max_iterations_per_shard: int = setting(
+        100, Int(1, MAX_ITERATIONS_PER_SHARD),
+        "iterations (batches) per (shard, strategy) pair per run",
+        read="sweep/targeted.py (sweep_shard); cli.py; Airflow operators/sweep.py",
+    )
+    initial_shards: int = setting(
+        1, Int(1, MAX_SHARDS),
+        "shard count a new store gets at `init` when none is given (shards only ever grow)",
+        read="store.py (initialize)",
+    )
+
+    # ----- rollback guard (sweep/commits.py) ------------------------------------------------------------
+    rollback_guard_min_transactions: int = setting(
+        20, Int(1, 10_000_000),
+        "a sweep batch whose writers without a commit entry are at least this many and more than "
+        "rollback_guard_max_fraction of its transactions is refused, not rolled back",
+        read="sweep/commits.py (resolve_commits)",
+    )
+    rollback_guard_max_fraction: float = setting(
+        0.9, Float(0, 1),
+        "fraction of a batch's transactions above which missing commit entries are refused (see "
+        "rollback_guard_min_transactions)",
+        read="sweep/commits.py (resolve_commits)",
+    )
 
     def __post_init__(self) -> None:
-        if self.transactions_schema_version not in (1, 2):
-            raise InvalidInputError("transactions_schema_version must be 1 or 2")
-        if not 1 <= int(self.batch_limit) <= MAX_BATCH_LIMIT:
-            raise InvalidInputError(f"batch_limit must be between 1 and {MAX_BATCH_LIMIT}, got {self.batch_limit}")
-        if not 1 <= int(self.initial_shards) <= 256:
-            raise InvalidInputError(f"initial_shards must be between 1 and 256, got {self.initial_shards}")
-        for name in (
-            "transaction_lease_seconds",
-            "punch_interval_seconds",
-            "unreadable_window_seconds",
-            "lock_lease_seconds",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or value < 0:
-                raise InvalidInputError(f"{name} must be a non-negative number, got {value!r}")
-        if self.max_iterations_per_shard < 1:
-            raise InvalidInputError("max_iterations_per_shard must be at least 1")
+        validate_fields(self)
 
-    def with_overrides(self, **overrides) -> "StoreConfig":
-        known = {f.name for f in fields(self)}
-        unknown = sorted(set(overrides) - known)
-        if unknown:
-            raise InvalidInputError(f"unknown setting(s): {', '.join(unknown)}")
-        return replace(self, **overrides)
+    # ----- layers ---------------------------------------------------------------------------------------
+    def with_overrides(self, source: str | None = None, /, **overrides: Any) -> "StoreConfig":
+        """A copy with typed values on top (JSON values: Airflow Variable, operator argument, Spark
+        ``--setting``). Unknown names and bad values raise InvalidInputError naming the setting and
+        ``source``."""
+        return apply_layer(self, overrides, source)
+
+    def with_text(self, items: Mapping[str, str] | Iterable[tuple[str, str]], source: str | None = None) -> "StoreConfig":
+        """A copy with text values on top (CLI ``--set NAME=VALUE``, Spark conf, URL query), each parsed
+        by its setting's type: ``nan``/``inf``, out-of-range numbers, ``maybe`` for a boolean all raise
+        InvalidInputError naming the setting."""
+        pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
+        values: dict[str, str] = {}
+        for name, text in pairs:
+            if name in values:
+                from .errors import InvalidInputError
+
+                raise InvalidInputError(f"setting {name} given twice" + (f" (from {source})" if source else ""))
+            values[name] = text
+        return apply_layer(self, values, source, text=True)
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+def check_setting(name: str, value: Any, source: str | None = None, *, text: bool = False) -> Any:
+    """One engine setting's value validated by its declaration (``text``: parsed from text first), for a
+    per-call argument that overrides a setting, e.g. ``sweep_shard(batch_limit=...)``, the operators'
+    ``batch_limit`` / ``max_iterations``, the CLI's ``--batch-limit``. InvalidInputError names the setting."""
+    fields_by_name = known_names(StoreConfig)
+    if name not in fields_by_name:
+        from .errors import InvalidInputError
+
+        raise InvalidInputError(f"unknown setting {name!r}")
+    f = fields_by_name[name]
+    return parse_value(f, value, source) if text else check_value(f, value, source)

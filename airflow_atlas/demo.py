@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from .config import StoreConfig
+    from .kvs.api import SWEEPABLE_STRATEGY_NAMES
     from .oracle import Reader, compare, obsolete_versions, observe
     from .store import AtlasStore
     from .workload import WorkloadSpec, run_workload
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         print("data versions stored per table:", {t: n for t, (n, _) in before_versions.items()})
 
         _print("why nothing can be swept yet")
-        for strategy in ("CONSERVATIVE", "THOROUGH"):
+        for strategy in SWEEPABLE_STRATEGY_NAMES:
             why = store.sweep_timestamps.explain(strategy)
             oldest = why["oldest_open_transaction"]
             print(
@@ -184,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.engine_only:
             _print("sweeping in-process (engine only)")
             totals = {"entries_read": 0, "cells_tombstoned": 0, "aborted_writes_deleted": 0, "transactions_aborted": 0}
-            for strategy in ("CONSERVATIVE", "THOROUGH"):
+            for strategy in SWEEPABLE_STRATEGY_NAMES:
                 for shard in range(SHARDS):
                     result = store.sweeper.sweep_shard(shard, strategy).to_json()
                     for key in totals:
@@ -204,12 +205,12 @@ def main(argv: list[str] | None = None) -> int:
         # What the run swept up to: the lowest progress over the shards of each strategy (+1 = exclusive).
         sweep_ts = {
             strategy: min(store.queue.progress.get_progress(shard, strategy) for shard in range(SHARDS)) + 1
-            for strategy in ("CONSERVATIVE", "THOROUGH")
+            for strategy in SWEEPABLE_STRATEGY_NAMES
         }
         for table in tables:
             (b_data, b_sent), (a_data, a_sent) = before_versions[table], after_versions[table]
             print(f"{table:20s} data versions {b_data:6d} -> {a_data:6d}   sentinels {b_sent:4d} -> {a_sent:4d}")
-        for strategy in ("CONSERVATIVE", "THOROUGH"):
+        for strategy in SWEEPABLE_STRATEGY_NAMES:
             for shard in range(SHARDS):
                 runs = store.history.recent(shard, strategy, limit=50)
                 swept = sum(r.get("cells_tombstoned", 0) for r in runs)

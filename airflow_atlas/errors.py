@@ -26,7 +26,21 @@ class KeyAlreadyExistsError(AtlasError):
 
 class CorruptTransactionDataError(AtlasError):
     """A transactions-table entry is not a valid commit timestamp for its start timestamp (garbage bytes, a
-    value below the start timestamp, or out of range). The message names the table and start timestamp."""
+    value below the start timestamp, or out of range). The message names the table, the start timestamp and
+    the entry's cell, and says what to do; the same facts are attributes (None when unknown)."""
+
+    def __init__(self, message: str, *, table: str | None = None, start_ts: int | None = None,
+                 row_hex: str | None = None, col_hex: str | None = None, value_hex: str | None = None):
+        super().__init__(message)
+        self.table = table
+        self.start_ts = start_ts
+        self.row_hex = row_hex
+        self.col_hex = col_hex
+        self.value_hex = value_hex
+
+    def to_json(self) -> dict:
+        return {"error": str(self), "table": self.table, "start_ts": self.start_ts, "row_hex": self.row_hex,
+                "col_hex": self.col_hex, "value_hex": self.value_hex}
 
 
 class StoreUnavailableError(AtlasError):
@@ -71,3 +85,8 @@ class LockNotHeldError(AtlasError):
 
 class CorruptQueueDataError(AtlasError):
     """A sweep-queue cell could not be decoded or references missing data."""
+
+
+class RollbackRefusedError(AtlasError):
+    """Sweep refused to roll back transactions it found no commit entry for: they have one in the other
+    schema's transactions table, or far more of them than the rollback guard allows (nothing was changed)."""

@@ -19,9 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from .errors import CorruptTransactionDataError
 from .kvs.api import SENTINEL_TIMESTAMP, Cell, SweepStrategy
 
+_LOAD_CHUNK = 10_000
 ABSENT = "ABSENT"
+LONG_READER = 2**63 - 1
+"""A reader after every commit: what the newest snapshot sees."""
 SWEPT = "SWEPT"
 ABORTED = -1
 
@@ -47,9 +51,35 @@ def _all_versions(store, table: str) -> dict[Cell, list[tuple[int, bytes]]]:
     return versions
 
 
-def _commits(store, starts: Iterable[int]) -> dict[int, int]:
+def load_commits(service, starts: Iterable[int], corrupt: dict | None = None) -> dict[int, int]:
+    """Commit timestamps (or ABORTED) of ``starts`` that have an entry. With ``corrupt`` (a dict), a corrupt
+    entry does not fail the load: its CorruptTransactionDataError is stored under its start timestamp and
+    the others are still loaded (a failing chunk is split until the corrupt entries are isolated)."""
     starts = sorted({s for s in starts if s >= 0})
-    return dict(store.transaction_service.get_many(starts)) if starts else {}
+    if not starts:
+        return {}
+    if corrupt is None:
+        return dict(service.get_many(starts))
+    out: dict[int, int] = {}
+
+    def load(chunk: list[int]) -> None:
+        try:
+            out.update(service.get_many(chunk))
+        except CorruptTransactionDataError as exc:
+            if len(chunk) == 1:
+                corrupt[chunk[0]] = exc
+                return
+            mid = len(chunk) // 2
+            load(chunk[:mid])
+            load(chunk[mid:])
+
+    for i in range(0, len(starts), _LOAD_CHUNK):
+        load(starts[i:i + _LOAD_CHUNK])
+    return out
+
+
+def _commits(store, starts: Iterable[int], corrupt: dict | None = None) -> dict[int, int]:
+    return load_commits(store.transaction_service, starts, corrupt)
 
 
 def _read(versions: list[tuple[int, bytes]], commits: dict[int, int], reader: Reader, strategy: SweepStrategy):
@@ -111,40 +141,86 @@ def compare(before: Observation, after: Observation, sweep_ts: dict[str, int] | 
     return problems
 
 
-def obsolete_versions(store, sweep_ts: dict[str, int], tables: Iterable[str] | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Leftover:
+    """A version a complete sweep should have removed. ``visible``: a reader now sees a different value
+    because of it (deleted or overwritten data is back), not just wasted space."""
+
+    table: str
+    cell: Cell
+    timestamp: int
+    commit: int | None
+    what: str
+    visible: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.table} {self.cell}: {self.what}"
+
+
+def leftover_versions(
+    store, sweep_ts: dict[str, int], tables: Iterable[str] | None = None, corrupt: dict | None = None
+) -> list[Leftover]:
     """Versions a complete sweep to ``sweep_ts`` (per strategy name) should have removed but did not.
 
     For each cell, among versions below the sweep timestamp whose writers committed below it, only the
     newest may remain (plus the sentinel on CONSERVATIVE tables; on THOROUGH the newest goes too when it
-    is a delete); versions of aborted or never-committed writers below it must be gone."""
+    is a delete); versions of aborted or never-committed writers below it must be gone. With ``corrupt``
+    (a dict), cells with a version whose transaction entry is corrupt are skipped and the errors collected
+    there (start timestamp -> error; the error's ``cells`` attribute lists ``(table, cell)`` pairs)."""
     tables = list(tables) if tables is not None else sorted(store.user_tables())
-    left: list[str] = []
+    left: list[Leftover] = []
     for table in tables:
         strategy = store.kvs.get_metadata(table).strategy
         if strategy is SweepStrategy.NOTHING:
             continue
         limit = sweep_ts[strategy.value]
         versions = _all_versions(store, table)
-        commits = _commits(store, (ts for vs in versions.values() for ts, _ in vs))
+        found_corrupt: dict = {}
+        commits = _commits(store, (ts for vs in versions.values() for ts, _ in vs), found_corrupt if corrupt is not None else None)
         for cell, vs in versions.items():
+            bad = [ts for ts, _ in vs if ts in found_corrupt]
+            if bad:
+                for ts in bad:
+                    cells = getattr(found_corrupt[ts], "cells", None)
+                    if cells is None:
+                        cells = found_corrupt[ts].cells = []
+                    cells.append((table, cell))
+                continue
             swept = [(ts, v) for ts, v in vs if 0 <= ts < limit]
             committed = [(ts, v) for ts, v in swept if commits.get(ts, ABORTED) not in (ABORTED,) and commits[ts] < limit]
             newest = max(committed) if committed else None
+            found: list[Leftover] = []
             for ts, v in swept:
                 commit = commits.get(ts)
                 if commit is not None and commit != ABORTED and commit >= limit:
                     continue  # committed too late to be swept yet
                 if newest is not None and ts == newest[0]:
                     if strategy is SweepStrategy.THOROUGH and v == b"":
-                        left.append(f"{table} {cell}: THOROUGH delete at {ts} still present")
+                        found.append(Leftover(table, cell, ts, commit, f"THOROUGH delete at {ts} still present"))
                     continue
                 if newest is None and commit is None:
                     continue  # writer undecided and nothing newer: only sweep's abort would remove it
-                left.append(f"{table} {cell}: version {ts} (commit {commit}) still present")
+                found.append(Leftover(table, cell, ts, commit, f"version {ts} (commit {commit}) still present"))
             if strategy is SweepStrategy.THOROUGH and newest is not None:
                 if any(ts == SENTINEL_TIMESTAMP for ts, _ in vs):
-                    left.append(f"{table} {cell}: THOROUGH sentinel still present")
+                    found.append(Leftover(table, cell, SENTINEL_TIMESTAMP, None, "THOROUGH sentinel still present"))
+            if found:
+                reader = Reader(LONG_READER)
+                gone = {f.timestamp for f in found}
+                now = _read(vs, commits, reader, strategy)
+                swept_view = _read([(ts, v) for ts, v in vs if ts not in gone], commits, reader, strategy)
+                if now != swept_view:
+                    found = [Leftover(f.table, f.cell, f.timestamp, f.commit, f.what + f"; readers see {_show(now)} "
+                                      f"instead of {_show(swept_view)}", True) for f in found]
+            left.extend(found)
+        if corrupt is not None:
+            corrupt.update(found_corrupt)
     return left
+
+
+def obsolete_versions(store, sweep_ts: dict[str, int], tables: Iterable[str] | None = None) -> list[str]:
+    """:func:`leftover_versions` as one line each."""
+    return [str(x) for x in leftover_versions(store, sweep_ts, tables)]
 
 
 def _show(outcome) -> str:

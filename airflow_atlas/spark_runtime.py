@@ -449,10 +449,10 @@ def _spark_facts(spark) -> tuple[object, str, int, dict, str | None]:
     return sc, sc.applicationId, max_attempts, settings, marker
 
 
-def _validate_settings(settings: dict) -> None:
+def _validate_settings(settings: dict, source: str = "spark.atlas.store.* conf / settings") -> None:
     from .config import StoreConfig
 
-    StoreConfig().with_overrides(**settings)  # raises InvalidInputError naming the setting
+    StoreConfig().with_overrides(source, **settings)  # raises InvalidInputError naming the setting
 
 
 _SUMMED_TARGETED = (
@@ -737,6 +737,7 @@ def main(job: str, argv: Sequence[str] | None = None) -> int:
     started = time.time()
     try:
         settings = parse_settings(args.setting)
+        _validate_settings(settings, "--setting")  # bad values: exit 2 naming the setting, before Spark starts
         if job == "targeted":
             if args.pairs and args.shards:
                 parser.error("give --pairs or --shards/--strategies, not both")
@@ -789,7 +790,10 @@ def main(job: str, argv: Sequence[str] | None = None) -> int:
             doc = _job_failure_document(job_name, store_url, exc, started)
             emit_document(doc, args.output)
             print(f"[atlas] {job_name} failed: {doc['error']}", file=sys.stderr, flush=True)
-            return EXIT_JOB_FAILED
+            # Bad input the driver found before any task ran (e.g. a spark.atlas.store.* conf value): exit 2.
+            from .errors import InvalidInputError
+
+            return EXIT_USAGE if isinstance(exc, InvalidInputError) else EXIT_JOB_FAILED
         emit_document(doc, args.output)
         return EXIT_OK if doc["ok"] else EXIT_PAIRS_FAILED
     finally:

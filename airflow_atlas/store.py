@@ -56,10 +56,19 @@ class AtlasStore:
         return LockService(self.kvs)
 
     @cached_property
+    def transactions_schema_version(self) -> int:
+        """The store's transactions schema version (recorded at init, or inferred for a store initialised
+        before records existed). InvalidInputError when the ``transactions_schema_version`` setting
+        disagrees: a process must never look for commit entries in the other table."""
+        from .transactions.schema import store_version
+
+        return store_version(self.kvs, self.config.transactions_schema_version)
+
+    @cached_property
     def transaction_service(self):
         from .transactions.service import make_transaction_service
 
-        return make_transaction_service(self.kvs, version=self.config.transactions_schema_version)
+        return make_transaction_service(self.kvs, version=self.transactions_schema_version)
 
     @cached_property
     def registry(self):
@@ -144,7 +153,13 @@ class AtlasStore:
 
     # ----- schema ----------------------------------------------------------------------------------
     def initialize(self, shards: int | None = None) -> None:
-        """Create every internal table (idempotent) and make sure the shard count is at least ``shards``."""
+        """Create every internal table (idempotent) and make sure the shard count is at least ``shards``.
+        Records the transactions schema version first (refusing a setting that disagrees with the store's)."""
+        from .transactions.schema import record_version
+
+        version = record_version(self.kvs, self.config.transactions_schema_version)
+        if "transactions_schema_version" not in self.__dict__:
+            self.__dict__["transactions_schema_version"] = version
         self.timestamps.ensure_tables()
         self.locks.ensure_tables()
         self.transaction_service.ensure_tables()

@@ -12,9 +12,12 @@ from typing import Any, Mapping
 from airflow.sdk import Param
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.airflow.settings import SWEEPABLE
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
+from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD
+from airflow_atlas.kvs._common import check_int
+from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.sweep.constants import MAX_SHARDS
 
 
 def manual_sweep_params() -> dict[str, Param]:
@@ -30,14 +33,14 @@ def manual_sweep_params() -> dict[str, Param]:
         "shards": Param(
             [],
             type="array",
-            items={"type": "integer", "minimum": 0, "maximum": 255},
+            items={"type": "integer", "minimum": 0, "maximum": MAX_SHARDS - 1},
             title="Shards",
             description="Shards to sweep (empty: all shards of the store).",
         ),
         "strategy": Param(
             "ALL",
             type="string",
-            enum=["ALL", *SWEEPABLE],
+            enum=["ALL", *SWEEPABLE_STRATEGY_NAMES],
             title="Strategy",
             description="Sweep strategy to sweep (ALL: both, or those of the chosen tables).",
         ),
@@ -46,6 +49,7 @@ def manual_sweep_params() -> dict[str, Param]:
             None,
             type=["null", "integer"],
             minimum=1,
+            maximum=MAX_ITERATIONS_PER_SHARD,
             title="Maximum batches",
             description="Iterations (batches of batch_limit queue entries) per shard and strategy (empty: setting max_iterations_per_shard).",
         ),
@@ -58,11 +62,20 @@ def full_sweep_params() -> dict[str, Param]:
             [], type="array", items={"type": "string"}, title="Tables", description="Tables to sweep (empty: every swept table)."
         ),
         "parts": Param(
-            None, type=["null", "integer"], minimum=1, maximum=4096, title="Parts",
+            None, type=["null", "integer"], minimum=1, maximum=MAX_FULL_SWEEP_PARTS, title="Parts",
             description="Scan ranges per table (empty: setting full_sweep_parts).",
         ),
         "dry_run": Param(False, type="boolean", title="Dry run", description="Report only; delete nothing."),
     }
+
+
+def _is_int_in(value: object, lo: int, hi: int) -> bool:
+    """True for an integer (not a bool) in ``lo..hi``."""
+    try:
+        check_int(value, "value", lo, hi)
+    except InvalidInputError:
+        return False
+    return True
 
 
 def _unknown_keys(conf: Mapping, allowed: Mapping) -> list[str]:
@@ -97,14 +110,14 @@ def validate_manual_sweep(
     allowed = manual_sweep_params()
     problems = _unknown_keys(conf, allowed)
     shards = list(dict.fromkeys(params.get("shards") or []))
-    bad = [s for s in shards if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < number_of_shards]
+    bad = [s for s in shards if not _is_int_in(s, 0, number_of_shards - 1)]
     if bad:
         problems.append(f"shard(s) {bad} out of range: the store has {number_of_shards} shard(s) (0..{number_of_shards - 1})")
     tables = _tables(params.get("tables"), user_tables, problems)
     strategy = str(params.get("strategy") or "ALL").upper()
-    if strategy != "ALL" and strategy not in SWEEPABLE:
+    if strategy != "ALL" and strategy not in SWEEPABLE_STRATEGY_NAMES:
         problems.append(f"unknown strategy {strategy!r}: use ALL, CONSERVATIVE or THOROUGH")
-    strategies = list(SWEEPABLE) if strategy == "ALL" else [strategy]
+    strategies = list(SWEEPABLE_STRATEGY_NAMES) if strategy == "ALL" else [strategy]
     if tables and not problems:
         of_tables = {user_tables[t].value for t in tables}
         mismatched = [t for t in tables if user_tables[t].value not in strategies]
@@ -114,8 +127,8 @@ def validate_manual_sweep(
             )
         strategies = [s for s in strategies if s in of_tables]
     max_batches = params.get("max_batches")
-    if max_batches is not None and (isinstance(max_batches, bool) or not isinstance(max_batches, int) or max_batches < 1):
-        problems.append(f"max_batches must be a positive integer or empty, got {max_batches!r}")
+    if max_batches is not None and not _is_int_in(max_batches, 1, MAX_ITERATIONS_PER_SHARD):
+        problems.append(f"max_batches must be an integer in 1..{MAX_ITERATIONS_PER_SHARD} or empty, got {max_batches!r}")
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         problems.append(f"dry_run must be true or false, got {dry_run!r}")
@@ -135,8 +148,8 @@ def validate_full_sweep(conf: Mapping, params: Mapping, *, user_tables: Mapping[
     problems = _unknown_keys(conf, full_sweep_params())
     tables = _tables(params.get("tables"), user_tables, problems)
     parts = params.get("parts")
-    if parts is not None and (isinstance(parts, bool) or not isinstance(parts, int) or not 1 <= parts <= 4096):
-        problems.append(f"parts must be an integer in 1..4096 or empty, got {parts!r}")
+    if parts is not None and not _is_int_in(parts, 1, MAX_FULL_SWEEP_PARTS):
+        problems.append(f"parts must be an integer in 1..{MAX_FULL_SWEEP_PARTS} or empty, got {parts!r}")
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         problems.append(f"dry_run must be true or false, got {dry_run!r}")

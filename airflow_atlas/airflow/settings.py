@@ -1,9 +1,14 @@
-"""Every setting of the Airflow side of airflow-atlas, with its default, in one place.
+"""The Airflow layer's settings (:class:`AtlasSettings`): the Airflow-only keys, on top of the engine's.
 
-Settings live in ONE Airflow Variable, ``atlas_settings``, holding a JSON object. Only the keys you want
-to change need to be present; everything else takes the default below. Unknown keys and bad values are
-rejected with a message naming the setting (a bad Variable makes the DAG files fail to import, so the
-mistake shows in the UI at once). Set it in the UI (Admin -> Variables), with the CLI::
+Every setting - engine and Airflow - is listed with its default, accepted values and where it is read in
+ONE table: ``docs/SETTINGS.md`` (generated from the declarations here and in :mod:`airflow_atlas.config`;
+``python -m airflow_atlas.airflow.settings --write-docs`` rewrites it).
+
+Settings live in ONE Airflow Variable, ``atlas_settings``, holding a JSON object. Only the keys you want to
+change need to be present. Engine keys (:class:`airflow_atlas.config.StoreConfig`) may be given at the top
+level or inside ``store_config`` (the same layer; giving one key in both places is refused). Unknown keys
+and bad values are rejected with a message naming the setting (a bad Variable makes the DAG files fail to
+import, so the mistake shows in the UI at once). Set it in the UI (Admin -> Variables), with the CLI::
 
     airflow variables set --json atlas_settings '{"shard_count": 16, "targeted_sweep_schedule": "*/2 * * * *"}'
 
@@ -12,217 +17,281 @@ or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SE
 Settings that shape the DAGs (schedules, retries, parallelism) are read when the DAG files are parsed;
 all others are read when a task runs, so a change applies to the next task without a redeploy.
 
-==============================  =====================  ==============================================
-key                             default                meaning
-==============================  =====================  ==============================================
-store_conn_id                   ``"atlas_default"``    Airflow connection of the store: type
-                                                       ``cassandra`` (Cassandra provider) or
-                                                       ``atlas_embedded`` (SQLite file), see
-                                                       :mod:`airflow_atlas.airflow.hooks.atlas`
-spark_conn_id                   ``"spark_default"``    Spark connection used when execution_mode is
-                                                       ``"spark"`` (set it explicitly: a missing
-                                                       connection silently means YARN)
-execution_mode                  ``"in_task"``          ``"in_task"``: the engine runs inside the
-                                                       Airflow task; ``"spark"``: each group of shards
-                                                       (or each full-sweep table) is one Spark job;
-                                                       ``"auto"``: a group goes to Spark when its
-                                                       sweepable backlog is at least
-                                                       ``spark_min_backlog`` queue entries, else in
-                                                       the task (a full sweep runs in the task)
-spark_min_backlog               ``420000``             the ``"auto"`` threshold: queue entries above
-                                                       which one Spark job beats in-task sweeping
-                                                       (bench/results: 2 x a submission's fixed cost
-                                                       x the in-task rate, for executors with cores
-                                                       of their own)
-in_task_group_size              ``1``                  (shard, strategy) pairs per mapped task group
-                                                       in ``in_task`` mode (1 = one group per pair)
-spark_group_size                ``16``                 pairs per mapped task group (= per Spark job)
-                                                       in ``spark`` mode
-max_parallel_groups             ``16``                 mapped groups running at once in one DAG run
-targeted_sweep_schedule         ``"*/5 * * * *"``      cron (or preset) of ``atlas_targeted_sweep``;
-                                                       ``null`` = only triggered by hand
-shard_count                     ``null``               minimum number of shards: when the store has
-                                                       fewer, the planning task grows it (shards can
-                                                       only grow); ``null`` = use the store's count
-strategies                      both                   strategies the scheduled sweep visits
-                                                       (``["CONSERVATIVE", "THOROUGH"]``)
-skip_idle_shards                ``true``               plan only pairs with sweepable work
-batch_limit                     ``10000``              queue entries per iteration (1..100000)
-max_iterations_per_shard        ``100``                iterations per pair per run
-lock_lease_seconds              ``120``                shard lock lease; refreshed every third of it
-                                                       while a sweep runs, so a dead task's lock is
-                                                       free again at most this long after it died
-lock_wait_seconds               ``0``                  how long lock acquisition waits for a lock
-                                                       held by someone else before skipping the pair
-sweep_timeout_seconds           ``3600``               execution_timeout of a sweep task: a stuck
-                                                       sweep is stopped, its leases released
-                                                       (``on_kill``), and the task retried
-                                                       (``null``: no timeout)
-store_config                    ``{}``                 any other engine setting
-                                                       (:class:`airflow_atlas.config.StoreConfig`),
-                                                       e.g. ``{"unreadable_window_seconds": 3600}``
-retries                         ``2``                  retries of every task of our DAGs (>= 1)
-retry_delay_seconds             ``30``                 first retry delay
-retry_exponential_backoff       ``2.0``                multiplier of the delay per retry (0 = off)
-max_retry_delay_seconds         ``600``                cap of the retry delay
-compaction_threshold_tombstones ``100000``             compact a table once this many tombstones were
-                                                       written to it since its last compaction
-compaction_method               ``"compact"``          ``"compact"`` (major compaction) or
-                                                       ``"garbagecollect"``
-nodetool_command                ``["nodetool"]``       argument list that runs nodetool; e.g.
-                                                       ``["/repo/scripts/cassandra.sh", "nodetool"]``
-nodetool_ssh_conn_ids           ``[]``                 SSH connections, one per Cassandra node: run
-                                                       nodetool on each node over SSH instead of
-                                                       locally
-nodetool_timeout_seconds        ``3600``               timeout of one nodetool command
-compaction_state_variable       ``"atlas_compaction_state"``  Variable holding per-table tombstone
-                                                       counts since the last compaction
-full_sweep_schedule             ``null``               schedule of ``atlas_full_sweep`` (by hand)
-full_sweep_parts                ``4``                  scan ranges per table in a full sweep
-full_sweep_batch_size           ``1000``               cells per legacy-sweep batch
-scrub_schedule                  ``"@hourly"``          schedule of ``atlas_scrub``
-scrub_max_entries               ``null``               ready entries per scrub run (``null`` = all)
-sensor_poke_seconds             ``30``                 poll interval of our sensors and triggers
-==============================  =====================  ==============================================
-
 Fault injection (tests and drills only) is not a setting: see :mod:`airflow_atlas.airflow.faults`.
 """
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.settings_model import (
+    Bool,
+    Choice,
+    Float,
+    Int,
+    Kind,
+    Nullable,
+    Text,
+    TextList,
+    check_known,
+    known_names,
+    layer_values,
+    markdown_table,
+    setting,
+    setting_fields,
+    validate_fields,
+)
 
 VARIABLE = "atlas_settings"
 """Name of the Airflow Variable (JSON object) holding the settings."""
 
+SOURCE = f"the {VARIABLE} Variable"
+"""How errors name the Variable as the source of a bad value."""
+
+TASK_SOURCE = "the task's store_config"
+"""How errors name an operator's or sensor's ``store_config`` argument as the source of a bad value."""
+
 OWNER = "airflow-atlas"
 """Owner of every task of the project's DAGs."""
 
+SWEEPABLE = SWEEPABLE_STRATEGY_NAMES
+"""Re-export of :data:`airflow_atlas.kvs.api.SWEEPABLE_STRATEGY_NAMES` for modules not yet importing it
+from its home (remove once none does)."""
+
 EXECUTION_MODES = ("in_task", "spark", "auto")
 COMPACTION_METHODS = ("compact", "garbagecollect")
-SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
-_OWN_ENGINE_SETTINGS = ("batch_limit", "max_iterations_per_shard", "lock_lease_seconds")
+MAX_FULL_SWEEP_PARTS = 4096
+"""Most scan ranges per table of a full sweep (setting full_sweep_parts, the full-sweep form's parts)."""
+LONG = (1 << 62)
+"""Upper bound of the counters (backlogs, tombstones)."""
+DAY = 86_400
+
+
+@dataclass(frozen=True)
+class Strategies(Kind):
+    """A non-empty list of sweepable strategies (case-insensitive, duplicates dropped)."""
+
+    def check(self, value: Any) -> tuple:
+        names = TextList(allow_empty=False).check(value)
+        out: list[str] = []
+        for name in names:
+            try:
+                parsed = SweepStrategy.parse(name).value
+            except InvalidInputError as exc:
+                raise ValueError(str(exc)) from None
+            if parsed not in SWEEPABLE_STRATEGY_NAMES:
+                raise ValueError(f"{parsed} is never swept; use CONSERVATIVE and/or THOROUGH")
+            if parsed not in out:
+                out.append(parsed)
+        return tuple(out)
+
+    def parse(self, text: str) -> tuple:
+        return TextList().parse(text)
+
+    def describe(self) -> str:
+        return "non-empty list of " + " / ".join(f"`{s}`" for s in SWEEPABLE_STRATEGY_NAMES)
+
+
+SCHEDULE = Nullable(Text("a cron expression or a preset like `@hourly`"))
 
 
 @dataclass(frozen=True)
 class AtlasSettings:
-    store_conn_id: str = "atlas_default"
-    spark_conn_id: str = "spark_default"
-    execution_mode: str = "in_task"
-    in_task_group_size: int = 1
-    spark_group_size: int = 16
-    spark_min_backlog: int = 420_000
-    max_parallel_groups: int = 16
-    targeted_sweep_schedule: str | None = "*/5 * * * *"
-    shard_count: int | None = None
-    strategies: tuple[str, ...] = SWEEPABLE
-    skip_idle_shards: bool = True
-    batch_limit: int = 10_000
-    max_iterations_per_shard: int = 100
-    lock_lease_seconds: float = 120.0
-    lock_wait_seconds: float = 0.0
-    sweep_timeout_seconds: float | None = 3600.0
-    store_config: Mapping[str, Any] = field(default_factory=dict)
-    retries: int = 2
-    retry_delay_seconds: float = 30.0
-    retry_exponential_backoff: float = 2.0
-    max_retry_delay_seconds: float = 600.0
-    compaction_threshold_tombstones: int = 100_000
-    compaction_method: str = "compact"
-    nodetool_command: tuple[str, ...] = ("nodetool",)
-    nodetool_ssh_conn_ids: tuple[str, ...] = ()
-    nodetool_timeout_seconds: float = 3600.0
-    compaction_state_variable: str = "atlas_compaction_state"
-    full_sweep_schedule: str | None = None
-    full_sweep_parts: int = 4
-    full_sweep_batch_size: int = 1000
-    scrub_schedule: str | None = "@hourly"
-    scrub_max_entries: int | None = None
-    sensor_poke_seconds: float = 30.0
+    store_conn_id: str = setting(
+        "atlas_default", Text(),
+        "Airflow connection of the store: type `cassandra` (Cassandra provider) or `atlas_embedded` (SQLite "
+        "file), see airflow_atlas/airflow/hooks/atlas.py",
+        read="operators/base.py, sensors, triggers, dashboard, assets.py",
+    )
+    spark_conn_id: str = setting(
+        "spark_default", Text(),
+        "Spark connection used when execution_mode is `spark` (set it explicitly: a missing connection "
+        "silently means YARN)",
+        read="operators/sweep.py, operators/full_sweep.py",
+    )
+    execution_mode: str = setting(
+        "in_task", Choice(EXECUTION_MODES),
+        "`in_task`: the engine runs inside the Airflow task; `spark`: each group of shards (or each "
+        "full-sweep table) is one Spark job; `auto`: a group goes to Spark when its sweepable backlog is at "
+        "least `spark_min_backlog` queue entries, else in the task (a full sweep runs in the task)",
+        read="operators/sweep.py, operators/full_sweep.py, operators/sweep_timestamps.py",
+    )
+    in_task_group_size: int = setting(
+        1, Int(1, 256),
+        "(shard, strategy) pairs per mapped task group in `in_task` mode (1 = one group per pair)",
+        read="operators/sweep_timestamps.py (planning)",
+    )
+    spark_group_size: int = setting(
+        16, Int(1, 512),
+        "pairs per mapped task group (= per Spark job) in `spark` mode",
+        read="operators/sweep_timestamps.py (planning)",
+    )
+    spark_min_backlog: int = setting(
+        420_000, Int(1, LONG),
+        "the `auto` threshold: queue entries above which one Spark job beats in-task sweeping "
+        "(bench/results: 2 x a submission's fixed cost x the in-task rate, for executors with cores of "
+        "their own)",
+        read="operators/sweep.py",
+    )
+    max_parallel_groups: int = setting(
+        16, Int(1, 1024),
+        "mapped groups running at once in one DAG run",
+        read="groups.py, dags/atlas_full_sweep.py (parse time)",
+    )
+    targeted_sweep_schedule: str | None = setting(
+        "*/5 * * * *", SCHEDULE,
+        "cron (or preset) of `atlas_targeted_sweep`; `null` = only triggered by hand",
+        read="dags/atlas_targeted_sweep.py (parse time)",
+    )
+    shard_count: int | None = setting(
+        None, Nullable(Int(1, 256)),
+        "minimum number of shards: when the store has fewer, the planning task grows it (shards can only "
+        "grow); `null` = use the store's count",
+        read="operators/sweep_timestamps.py",
+    )
+    strategies: tuple[str, ...] = setting(
+        SWEEPABLE_STRATEGY_NAMES, Strategies(),
+        "strategies the scheduled sweep visits",
+        read="operators/sweep_timestamps.py",
+    )
+    skip_idle_shards: bool = setting(
+        True, Bool(),
+        "plan only pairs with sweepable work",
+        read="operators/sweep_timestamps.py",
+    )
+    lock_wait_seconds: float = setting(
+        0.0, Float(0, DAY),
+        "how long lock acquisition waits for a lock held by someone else before skipping the pair",
+        read="operators/locks.py",
+    )
+    sweep_timeout_seconds: float | None = setting(
+        3600.0, Nullable(Float(0, 7 * DAY, lo_open=True)),
+        "execution_timeout of a sweep task: a stuck sweep is stopped, its leases released (`on_kill`), and "
+        "the task retried (`null`: no timeout)",
+        read="groups.py (parse time)",
+    )
+    retries: int = setting(
+        2, Int(1, 100),
+        "retries of every task of our DAGs",
+        read="AtlasSettings.default_args (parse time)",
+    )
+    retry_delay_seconds: float = setting(
+        30.0, Float(0, DAY, lo_open=True),
+        "first retry delay",
+        read="AtlasSettings.default_args (parse time)",
+    )
+    retry_exponential_backoff: float = setting(
+        2.0, Float(0, 100),
+        "multiplier of the delay per retry (0 = off)",
+        read="AtlasSettings.default_args (parse time)",
+    )
+    max_retry_delay_seconds: float = setting(
+        600.0, Float(0, 7 * DAY, lo_open=True),
+        "cap of the retry delay",
+        read="AtlasSettings.default_args (parse time)",
+    )
+    compaction_threshold_tombstones: int = setting(
+        100_000, Int(0, LONG),
+        "compact a table once this many tombstones were written to it since its last compaction",
+        read="operators/compaction.py",
+    )
+    compaction_method: str = setting(
+        "compact", Choice(COMPACTION_METHODS),
+        "`compact` (major compaction) or `garbagecollect`",
+        read="operators/compaction.py",
+    )
+    nodetool_command: tuple[str, ...] = setting(
+        ("nodetool",), TextList(allow_empty=False),
+        "argument list that runs nodetool; e.g. `[\"/repo/scripts/cassandra.sh\", \"nodetool\"]`",
+        read="hooks/nodetool.py",
+    )
+    nodetool_ssh_conn_ids: tuple[str, ...] = setting(
+        (), TextList(),
+        "SSH connections, one per Cassandra node: run nodetool on each node over SSH instead of locally",
+        read="hooks/nodetool.py",
+    )
+    nodetool_timeout_seconds: float = setting(
+        3600.0, Float(0, 7 * DAY, lo_open=True),
+        "timeout of one nodetool command",
+        read="hooks/nodetool.py",
+    )
+    compaction_state_variable: str = setting(
+        "atlas_compaction_state", Text(),
+        "Variable holding per-table tombstone counts since the last compaction",
+        read="operators/compaction.py",
+    )
+    full_sweep_schedule: str | None = setting(
+        None, SCHEDULE,
+        "schedule of `atlas_full_sweep` (`null`: by hand)",
+        read="dags/atlas_full_sweep.py (parse time)",
+    )
+    full_sweep_parts: int = setting(
+        4, Int(1, MAX_FULL_SWEEP_PARTS),
+        "scan ranges per table in a full sweep",
+        read="operators/full_sweep.py",
+    )
+    full_sweep_batch_size: int = setting(
+        1000, Int(1, 1_000_000),
+        "cells per legacy-sweep batch",
+        read="operators/full_sweep.py",
+    )
+    scrub_schedule: str | None = setting(
+        "@hourly", SCHEDULE,
+        "schedule of `atlas_scrub`",
+        read="dags/atlas_scrub.py (parse time)",
+    )
+    scrub_max_entries: int | None = setting(
+        None, Nullable(Int(1, 1 << 31)),
+        "ready entries per scrub run (`null` = all)",
+        read="operators/scrub.py",
+    )
+    sensor_poke_seconds: float = setting(
+        30.0, Float(0, DAY, lo_open=True),
+        "poll interval of our sensors and triggers",
+        read="dags/example_bulk_load_then_sweep.py",
+    )
+    engine: StoreConfig = field(default_factory=StoreConfig)
+    """The engine's settings (defaults < this Variable's engine keys); not a key of the Variable itself."""
 
     def __post_init__(self) -> None:
-        for name in ("store_conn_id", "spark_conn_id", "compaction_state_variable"):
-            _nonempty_str(self, name)
-        _choice(self, "execution_mode", EXECUTION_MODES)
-        _choice(self, "compaction_method", COMPACTION_METHODS)
-        _int(self, "in_task_group_size", 1, 256)
-        _int(self, "spark_group_size", 1, 512)
-        _int(self, "spark_min_backlog", 1, 1 << 62)
-        _int(self, "max_parallel_groups", 1, 1024)
-        _int(self, "batch_limit", 1, 100_000)
-        _int(self, "max_iterations_per_shard", 1, 1_000_000)
-        _int(self, "retries", 1, 100)
-        _int(self, "compaction_threshold_tombstones", 0, 1 << 62)
-        _int(self, "full_sweep_parts", 1, 4096)
-        _int(self, "full_sweep_batch_size", 1, 1_000_000)
-        if self.shard_count is not None:
-            _int(self, "shard_count", 1, 256)
-        if self.sweep_timeout_seconds is not None:
-            _number(self, "sweep_timeout_seconds", positive=True)
-        if self.scrub_max_entries is not None:
-            _int(self, "scrub_max_entries", 1, 1 << 31)
-        for name in (
-            "lock_lease_seconds",
-            "retry_delay_seconds",
-            "max_retry_delay_seconds",
-            "nodetool_timeout_seconds",
-            "sensor_poke_seconds",
-        ):
-            _number(self, name, positive=True)
-        for name in ("lock_wait_seconds", "retry_exponential_backoff"):
-            _number(self, name, positive=False)
-        for name in ("targeted_sweep_schedule", "full_sweep_schedule", "scrub_schedule"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, str) or not value.strip()):
-                raise InvalidInputError(f"setting {name} must be a cron expression, a preset like '@hourly' or null")
-        if not isinstance(self.skip_idle_shards, bool):
-            raise InvalidInputError("setting skip_idle_shards must be true or false")
-        strategies = _str_tuple(self, "strategies", allow_empty=False)
-        parsed = []
-        for s in strategies:
-            try:
-                value = SweepStrategy.parse(s).value
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"setting strategies: {exc}") from None
-            if value not in SWEEPABLE:
-                raise InvalidInputError(f"setting strategies: {value} is never swept; use CONSERVATIVE and/or THOROUGH")
-            if value not in parsed:
-                parsed.append(value)
-        object.__setattr__(self, "strategies", tuple(parsed))
-        object.__setattr__(self, "nodetool_command", _str_tuple(self, "nodetool_command", allow_empty=False))
-        object.__setattr__(self, "nodetool_ssh_conn_ids", _str_tuple(self, "nodetool_ssh_conn_ids", allow_empty=True))
-        if not isinstance(self.store_config, Mapping):
-            raise InvalidInputError("setting store_config must be a JSON object of engine settings")
-        object.__setattr__(self, "store_config", dict(self.store_config))
-        shadowed = sorted(set(self.store_config) & set(_OWN_ENGINE_SETTINGS))
-        if shadowed:
-            raise InvalidInputError(f"setting store_config: set {', '.join(shadowed)} as top-level setting(s), not in store_config")
-        self.engine_config()  # validates store_config (names and values) now, not at the first task
+        validate_fields(self)
+        if not isinstance(self.engine, StoreConfig):
+            raise InvalidInputError(f"AtlasSettings.engine must be a StoreConfig, got {self.engine!r}")
+
+    def __getattr__(self, name: str) -> Any:
+        # Engine keys read as settings.<key> (e.g. settings.batch_limit): one value, kept in self.engine.
+        if name != "engine" and not name.startswith("__") and name in known_names(StoreConfig):
+            return getattr(self.engine, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None) -> "AtlasSettings":
-        """Settings from a mapping of overrides; unknown keys raise InvalidInputError naming them."""
+    def from_mapping(cls, values: Mapping[str, Any] | None, source: str = SOURCE) -> "AtlasSettings":
+        """Settings from the Variable's JSON object: Airflow keys, engine keys at the top level or inside
+        ``store_config``. Unknown keys and bad values raise InvalidInputError naming them and ``source``."""
         if values is None:
             return cls()
         if not isinstance(values, Mapping):
-            raise InvalidInputError(f"the {VARIABLE} Variable must hold a JSON object, got {type(values).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
+            raise InvalidInputError(f"{source} must hold a JSON object, got {type(values).__name__}")
+        engine_keys = known_names(StoreConfig)
+        check_known(cls, values, source, also=[*engine_keys, STORE_CONFIG])
+        nested = values.get(STORE_CONFIG, {})
+        if not isinstance(nested, Mapping):
+            raise InvalidInputError(f"setting {STORE_CONFIG} must be a JSON object of engine settings (from {source})")
+        top = {k: v for k, v in values.items() if k in engine_keys}
+        both = sorted(set(top) & set(nested))
+        if both:
             raise InvalidInputError(
-                f"unknown key(s) in the {VARIABLE} Variable: {', '.join(unknown)}; known keys: {', '.join(sorted(known))}"
+                f"setting(s) {', '.join(both)} given twice in {source}: at the top level and in {STORE_CONFIG}"
             )
-        try:
-            return cls(**dict(values))
-        except InvalidInputError as exc:
-            raise InvalidInputError(f"{VARIABLE} Variable: {exc}") from None
+        engine = StoreConfig().with_overrides(source, **nested, **top)
+        own = layer_values(cls, {k: v for k, v in values.items() if k not in engine_keys and k != STORE_CONFIG}, source)
+        return cls(engine=engine, **own)
 
     @classmethod
     def load(cls) -> "AtlasSettings":
@@ -236,30 +305,19 @@ class AtlasSettings:
             try:
                 raw = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"the {VARIABLE} Variable is not valid JSON: {exc}") from None
+                raise InvalidInputError(f"{SOURCE} is not valid JSON: {exc}") from None
         return cls.from_mapping(raw)
 
     def to_json(self) -> dict:
-        out = asdict(self)
-        for key, value in out.items():
-            if isinstance(value, tuple):
-                out[key] = list(value)
-        return out
+        """Every setting, flat (Airflow and engine keys), as JSON values; ``from_mapping`` reads it back."""
+        out = {f.name: getattr(self, f.name) for f in setting_fields(self)}
+        out.update(self.engine.to_json())
+        return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     # ----- derived values --------------------------------------------------------------------------
     def engine_config(self, **overrides) -> StoreConfig:
-        """The engine's StoreConfig: defaults, ``store_config``, the sweep settings above, ``overrides``."""
-        values = dict(self.store_config)
-        values.update(
-            batch_limit=self.batch_limit,
-            max_iterations_per_shard=self.max_iterations_per_shard,
-            lock_lease_seconds=float(self.lock_lease_seconds),
-        )
-        values.update(overrides)
-        try:
-            return StoreConfig().with_overrides(**values)
-        except (TypeError, ValueError) as exc:
-            raise InvalidInputError(f"setting store_config: {exc}") from None
+        """The engine's StoreConfig: defaults < this Variable < ``overrides`` (a task's ``store_config``)."""
+        return self.engine.with_overrides(TASK_SOURCE, **overrides)
 
     def group_size(self, execution_mode: str | None = None) -> int:
         mode = execution_mode or self.execution_mode
@@ -278,41 +336,35 @@ class AtlasSettings:
         return args
 
 
-# ----- validation helpers --------------------------------------------------------------------------
-def _nonempty_str(obj, name: str) -> None:
-    value = getattr(obj, name)
-    if not isinstance(value, str) or not value.strip():
-        raise InvalidInputError(f"setting {name} must be a non-empty string, got {value!r}")
+STORE_CONFIG = "store_config"
+"""Key of the Variable that may hold engine settings as a nested object (same layer as the top level)."""
 
 
-def _choice(obj, name: str, choices: tuple[str, ...]) -> None:
-    value = getattr(obj, name)
-    if value not in choices:
-        raise InvalidInputError(f"setting {name} must be one of {', '.join(choices)}, got {value!r}")
+def settings_markdown() -> str:
+    """The one settings table (docs/SETTINGS.md): engine keys, then Airflow keys."""
+    return markdown_table(("engine", StoreConfig), ("Airflow", AtlasSettings))
 
 
-def _int(obj, name: str, lo: int, hi: int) -> None:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"setting {name} must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise InvalidInputError(f"setting {name} must be between {lo} and {hi}, got {value}")
+DOC = "docs/SETTINGS.md"
+BEGIN, END = "<!-- settings table: begin (generated) -->", "<!-- settings table: end -->"
 
 
-def _number(obj, name: str, *, positive: bool) -> None:
-    value = getattr(obj, name)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
-        raise InvalidInputError(f"setting {name} must be a number, got {value!r}")
-    if value < 0 or (positive and value == 0):
-        raise InvalidInputError(f"setting {name} must be {'positive' if positive else 'non-negative'}, got {value}")
+def render_doc(text: str) -> str:
+    """``text`` (docs/SETTINGS.md) with the generated table between the markers replaced."""
+    head, sep, rest = text.partition(BEGIN)
+    _, sep2, tail = rest.partition(END)
+    if not sep or not sep2:
+        raise InvalidInputError(f"{DOC} lacks the markers {BEGIN!r} / {END!r}")
+    return f"{head}{BEGIN}\n{settings_markdown()}{END}{tail}"
 
 
-def _str_tuple(obj, name: str, *, allow_empty: bool) -> tuple[str, ...]:
-    value = getattr(obj, name)
-    if isinstance(value, str) or not isinstance(value, (list, tuple)):
-        raise InvalidInputError(f"setting {name} must be a list of strings, got {value!r}")
-    if not allow_empty and not value:
-        raise InvalidInputError(f"setting {name} must not be empty")
-    if not all(isinstance(v, str) and v for v in value):
-        raise InvalidInputError(f"setting {name} must be a list of non-empty strings, got {value!r}")
-    return tuple(value)
+if __name__ == "__main__":  # python -m airflow_atlas.airflow.settings [--write-docs]
+    import pathlib
+    import sys
+
+    if sys.argv[1:] == ["--write-docs"]:
+        path = pathlib.Path(__file__).resolve().parents[2] / DOC
+        path.write_text(render_doc(path.read_text()))
+        print(f"wrote {path}")
+    else:
+        print(settings_markdown(), end="")

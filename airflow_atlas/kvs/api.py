@@ -65,6 +65,13 @@ class SweepStrategy(str, enum.Enum):
             ) from None
 
 
+SWEEPABLE_STRATEGIES = (SweepStrategy.CONSERVATIVE, SweepStrategy.THOROUGH)
+"""The strategies that have a sweep queue and are swept, in sweep order (NOTHING is never swept)."""
+
+SWEEPABLE_STRATEGY_NAMES = tuple(s.value for s in SWEEPABLE_STRATEGIES)
+"""``("CONSERVATIVE", "THOROUGH")``: :data:`SWEEPABLE_STRATEGIES` as strings (forms, JSON, arguments)."""
+
+
 class WriteMode(str, enum.Enum):
     LOGICAL = "logical"
     LWT = "lwt"

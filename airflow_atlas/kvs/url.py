@@ -14,6 +14,7 @@ Errors are InvalidInputError naming the problem; no message ever contains the pa
 """
 from __future__ import annotations
 
+import math
 import os
 import re
 from urllib.parse import parse_qsl, unquote
@@ -65,8 +66,8 @@ def _float(name: str, value: str) -> float:
         out = float(value)
     except ValueError:
         raise InvalidInputError(f"URL option {name} must be a number, got {value!r}") from None
-    if not out > 0:
-        raise InvalidInputError(f"URL option {name} must be positive, got {value!r}")
+    if not (out > 0 and math.isfinite(out)):
+        raise InvalidInputError(f"URL option {name} must be a positive finite number, got {value!r}")
     return out
 
 

@@ -22,7 +22,7 @@ from typing import Iterator
 
 from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange, SweepStrategy
-from .commits import resolve_commits
+from .commits import RollbackGuard, resolve_commits
 
 ABORTED = -1
 
@@ -156,7 +156,9 @@ class LegacySweeper:
 
     def _commit_timestamps(self, starts: list[int], result: LegacySweepResult, dry_run: bool) -> dict[int, int]:
         """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""
-        commits, aborted_now = resolve_commits(self._store.transaction_service, starts, dry_run=dry_run)
+        commits, aborted_now = resolve_commits(
+            self._store.transaction_service, starts, dry_run=dry_run, guard=RollbackGuard.from_config(self._store.config)
+        )
         result.transactions_aborted += aborted_now
         return commits
 

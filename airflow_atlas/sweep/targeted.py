@@ -36,7 +36,7 @@ from ..encoding import LONG_MAX
 from ..errors import InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from .constants import FINE_PARTITION, MAX_SHARDS
-from .commits import resolve_commits
+from .commits import RollbackGuard, resolve_commits
 from .deleter import SweepDeleter
 from .lease_keeper import LeaseKeeper
 
@@ -382,7 +382,9 @@ class TargetedSweeper:
     # ----- helpers ---------------------------------------------------------------------------------
     def _commit_timestamps(self, starts: list[int], result: SweepResult, dry_run: bool) -> dict[int, int]:
         """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""
-        commits, aborted_now = resolve_commits(self._store.transaction_service, starts, dry_run=dry_run)
+        commits, aborted_now = resolve_commits(
+            self._store.transaction_service, starts, dry_run=dry_run, guard=RollbackGuard.from_config(self._store.config)
+        )
         result.transactions_aborted += aborted_now
         return commits
 

@@ -17,7 +17,7 @@ from typing import Iterable
 
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError
-from ..kvs.api import KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 from . import encoding as enc
 from .encoding import ABORTED  # noqa: F401  (re-exported: services speak ABORTED)
 
@@ -83,6 +83,11 @@ class TransactionService(ABC):
 
     table: str
     table_metadata: TableMetadata
+    encoding_help: str
+
+    @staticmethod
+    @abstractmethod
+    def cell_of(start: int) -> Cell: ...
 
     def __init__(self, kvs: KeyValueService, *, cache_size: int = DEFAULT_CACHE_SIZE):
         self._kvs = kvs
@@ -116,25 +121,44 @@ class TransactionService(ABC):
     def _decode(self, start: int, raw: bytes, decode) -> int:
         """``decode(raw)``, checked: a transaction's entry is ABORTED or a commit timestamp at or above its
         start. Anything else (undecodable bytes, a commit below the start, a negative value, an overflow)
-        raises CorruptTransactionDataError naming the table and the start timestamp, never a bare decoder
-        error, and is never mistaken for a commit."""
+        raises CorruptTransactionDataError naming the table, the start timestamp and the entry's cell, with
+        what to do - never a bare decoder error, and never mistaken for a commit."""
         try:
             commit = decode(raw)
         except InvalidInputError as exc:
-            raise CorruptTransactionDataError(
-                f"{self.table}: the entry of the transaction with start timestamp {start} cannot be decoded "
-                f"({exc}; value {bytes(raw[:16]).hex() or 'empty'}{'...' if len(raw) > 16 else ''})"
-            ) from None
-        if commit != enc.ABORTED and not start <= commit <= LONG_MAX:
-            raise CorruptTransactionDataError(
-                f"{self.table}: the entry of the transaction with start timestamp {start} decodes to {commit}, "
-                f"which is neither -1 (aborted) nor a commit timestamp in {start}..{LONG_MAX}"
-            )
-        return commit
+            problem = f"cannot be decoded ({exc})"
+        else:
+            if commit == enc.ABORTED or start <= commit <= LONG_MAX:
+                return commit
+            problem = f"decodes to {commit}, which is neither -1 (aborted) nor a commit timestamp in {start}..{LONG_MAX}"
+        cell = self.cell_of(start)
+        value = bytes(raw).hex()
+        raise CorruptTransactionDataError(
+            f"{self.table}: the entry of the transaction with start timestamp {start} (row {cell.row.hex()}, "
+            f"column {cell.col.hex()}, value {value[:32] or 'empty'}{'...' if len(value) > 32 else ''}) {problem}. "
+            "Its outcome is unknown, so readers and sweep stop at it and nothing of it is deleted. What to do: "
+            "find the outcome (the writer's logs, or a backup of this table), then rewrite this one cell "
+            f"({self.encoding_help}); 'atlas-sweep verify' lists every corrupt entry",
+            table=self.table, start_ts=start, row_hex=cell.row.hex(), col_hex=cell.col.hex(), value_hex=value,
+        )
+
+    def other_schema_entries(self, starts: Iterable[int]) -> tuple[str, dict[int, int]]:
+        """(table, entries) of ``starts`` in the *other* schema version's table, which this store does not
+        use: an entry there means a process wrote to the wrong table, and the transaction must not be
+        rolled back on the strength of this table's silence. Empty when that table does not exist."""
+        other_cls = TransactionServiceV1 if isinstance(self, TransactionServiceV2) else TransactionServiceV2
+        starts = sorted({enc.check_start_timestamp(s) for s in starts})
+        if not starts or not self._kvs.table_exists(other_cls.table):
+            return other_cls.table, {}
+        return other_cls.table, other_cls(self._kvs, cache_size=0)._load(starts, False)
 
     @property
     def cached_entries(self) -> int:
         return len(self._cache)
+
+    @abstractmethod
+    def decode_entry(self, start: int, raw: bytes) -> int:
+        """The checked outcome stored as ``raw`` for ``start`` (CorruptTransactionDataError if invalid)."""
 
     @abstractmethod
     def _load(self, starts: list[int], serial: bool) -> dict[int, int]: ...
@@ -148,6 +172,8 @@ class TransactionServiceV1(TransactionService):
 
     table = TRANSACTIONS_TABLE
     table_metadata = TRANSACTIONS_TABLE_METADATA
+    encoding_help = "VAR_LONG of the commit timestamp, or of -1 if it was rolled back"
+    cell_of = staticmethod(enc.v1_cell)
 
     def _load(self, starts: list[int], serial: bool) -> dict[int, int]:
         cells = {enc.v1_cell(s): s for s in starts}
@@ -157,12 +183,17 @@ class TransactionServiceV1(TransactionService):
     def _store(self, start: int, commit: int) -> None:
         self._kvs.put_unless_exists(self.table, {enc.v1_cell(start): enc.v1_encode_value(commit)})
 
+    def decode_entry(self, start: int, raw: bytes) -> int:
+        return self._decode(start, raw, enc.v1_decode_value)
+
 
 class TransactionServiceV2(TransactionService):
     """``_transactions2``: the tickets encoding; value VAR_LONG(commit - start), empty for aborted."""
 
     table = TRANSACTIONS2_TABLE
     table_metadata = TRANSACTIONS2_TABLE_METADATA
+    encoding_help = "VAR_LONG of commit timestamp minus start timestamp, or empty if it was rolled back"
+    cell_of = staticmethod(enc.v2_cell)
 
     def _load(self, starts: list[int], serial: bool) -> dict[int, int]:
         cells = {enc.v2_cell(s): s for s in starts}
@@ -176,6 +207,9 @@ class TransactionServiceV2(TransactionService):
 
     def _store(self, start: int, commit: int) -> None:
         self._kvs.put_unless_exists(self.table, {enc.v2_cell(start): enc.v2_encode_value(start, commit)})
+
+    def decode_entry(self, start: int, raw: bytes) -> int:
+        return self._decode(start, raw, lambda value: enc.v2_decode_value(start, value))
 
 
 def make_transaction_service(

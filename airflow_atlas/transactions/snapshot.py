@@ -86,6 +86,7 @@ from ..kvs.api import (
 from ..sweep.write_info import ScrubQueueHook, SweepQueueHook, WriteInfo
 from ..timestamps import TimestampService
 from .encoding import ABORTED
+from .keeper import RegistrationKeeper
 from .punch import PunchTable
 from .registry import OpenTransaction, OpenTransactionRegistry
 from .service import TransactionService, make_transaction_service
@@ -100,7 +101,10 @@ class TransactionConfig:
     """Tuning of a :class:`TransactionManager`. Times are seconds."""
 
     lease_seconds: float = 60.0
-    """Lease of a read-write transaction's registration; refreshed when more than half is used."""
+    """Lease of a read-write transaction's registration. While the transaction is open, the manager's
+    :class:`~airflow_atlas.transactions.keeper.RegistrationKeeper` thread refreshes it whenever a third of it
+    is used (also during a long commit), so a transaction may run longer than this; the lease bounds how
+    long a crashed process holds sweep back."""
     punch_interval_seconds: float = 60.0
     """begin() punches the punch table at most this often per manager (0: on every begin)."""
     running_writer_wait_seconds: float = 5.0
@@ -170,6 +174,7 @@ class TransactionManager:
         self._last_punch: float | None = None
         self._spares: deque[tuple[int, float]] = deque(maxlen=64)
         self._rng = random.Random()
+        self._keeper = RegistrationKeeper(config.lease_seconds)
 
     @classmethod
     def create(
@@ -226,7 +231,9 @@ class TransactionManager:
         finally:
             self._best_effort(self.registry.unregister, provisional)
         self._maybe_punch(start)
-        return SnapshotTransaction(self, start, read_only=False, hard_delete=hard_delete, registration=registration)
+        txn = SnapshotTransaction(self, start, read_only=False, hard_delete=hard_delete, registration=registration)
+        self._keeper.add(txn)
+        return txn
 
     def run(self, fn: Callable[["SnapshotTransaction"], T], retries: int = 10, *, hard_delete: bool = False) -> T:
         """Run ``fn(txn)`` in a read-write transaction and commit it; on a conflict, a writer still running,
@@ -389,6 +396,11 @@ class SnapshotTransaction:
         self.hard_delete = hard_delete
         self._registration = registration
         self._lease_renewed_at = manager.clock()
+        # Guards the registration between this thread and the manager's keeper thread: a refresh never
+        # runs concurrently with (or after) the unregistration.
+        self._lease_lock = threading.Lock()
+        self._lease_lost: Exception | None = None
+        self._registered = registration is not None
         self._writes: dict[str, dict[Cell, bytes]] = {}
         self._state = "open"
         self._commit_timestamp: int | None = None
@@ -486,7 +498,7 @@ class SnapshotTransaction:
             if not any(self._writes.values()):
                 self._verify_registration()
                 self._state = "committed"
-                self._m._best_effort(self._m.registry.unregister, self._start)
+                self._unregister()
                 return None
             return self._commit_writes()
         except BaseException:
@@ -536,7 +548,7 @@ class SnapshotTransaction:
         self._state = "committed"
         self._commit_timestamp = commit
         # (h) done: let the immutable timestamp move on.
-        m._best_effort(m.registry.unregister, self._start)
+        self._unregister()
         return commit
 
     def _record_commit(self, commit: int) -> None:
@@ -631,18 +643,52 @@ class SnapshotTransaction:
 
     # ----- leases --------------------------------------------------------------------------------------
     def _keep_lease(self) -> None:
-        """Refresh the registration once more than half of the lease is used."""
+        """Fail if the keeper found the registration lost; refresh it here too once more than half of the
+        lease is used (the keeper normally refreshes it at a third)."""
         if self.read_only or self._registration is None:
             return
-        lease = self._m.config.lease_seconds
-        if self._m.clock() - self._lease_renewed_at < lease / 2:
-            return
-        try:
-            self._registration = self._m.registry.refresh(self._start, lease)
-        except LockNotHeldError as exc:
+        lost = self._lease_lost
+        if lost is None:
+            lease = self._m.config.lease_seconds
+            if self._m.clock() - self._lease_renewed_at < lease / 2:
+                return
+            with self._lease_lock:
+                if self._lease_lost is None and self._registered:
+                    try:
+                        self._registration = self._m.registry.refresh(self._start, lease)
+                        self._lease_renewed_at = self._m.clock()
+                    except LockNotHeldError as exc:
+                        self._lease_lost = exc
+                lost = self._lease_lost
+        if lost is not None:
             self._abort(mark_aborted=False)
-            raise TransactionLockExpiredError(f"transaction {self._start} lost its registration: {exc}") from exc
-        self._lease_renewed_at = self._m.clock()
+            raise TransactionLockExpiredError(f"transaction {self._start} lost its registration: {lost}") from lost
+
+    def keep_registration_alive(self) -> bool:
+        """Called by the manager's keeper thread: refresh the registration once a third of the lease is
+        used. Returns False once there is nothing more to keep (closed, unregistered or lost)."""
+        lease = self._m.config.lease_seconds
+        with self._lease_lock:
+            if not self._registered or self._state != "open" or self._lease_lost is not None:
+                return False
+            if self._m.clock() - self._lease_renewed_at < lease / 3:
+                return True
+            try:
+                self._registration = self._m.registry.refresh(self._start, lease)
+                self._lease_renewed_at = self._m.clock()
+            except LockNotHeldError as exc:
+                self._lease_lost = exc
+                log.warning("transaction %d lost its registration: %s", self._start, exc)
+                return False
+            except Exception as exc:  # a store hiccup: try again at the next tick, while the lease lasts
+                log.warning("could not refresh the registration of transaction %d (will retry): %s", self._start, exc)
+        return True
+
+    def _unregister(self) -> None:
+        with self._lease_lock:
+            self._registered = False
+        self._m._keeper.remove(self._start)
+        self._m._best_effort(self._m.registry.unregister, self._start)
 
     def _verify_registration(self) -> None:
         """Raise TransactionLockExpiredError unless the stored registration is live with the margin to spare."""
@@ -723,4 +769,4 @@ class SnapshotTransaction:
             except Exception as exc:  # readers and sweep roll us back once we are unregistered
                 log.warning("could not mark transaction %d aborted: %s", self._start, exc)
         if self._registration is not None:
-            m._best_effort(m.registry.unregister, self._start)
+            self._unregister()

@@ -39,7 +39,13 @@ def test_tables_choose_the_strategies_and_shards_are_kept():
         ({}, {"tables": ["audit"]}, "'audit' have sweep strategy NOTHING"),
         ({}, {"strategy": "SOMETIMES"}, "unknown strategy 'SOMETIMES'"),
         ({}, {"tables": ["orders"], "strategy": "THOROUGH"}, "'orders' (CONSERVATIVE) do not use strategy THOROUGH"),
-        ({}, {"max_batches": 0}, "max_batches must be a positive integer"),
+        ({}, {"max_batches": 0}, "max_batches must be an integer in 1..1000000 or empty, got 0"),
+        ({}, {"max_batches": 1_000_001}, "max_batches must be an integer in 1..1000000"),
+        ({}, {"max_batches": True}, "max_batches must be an integer"),
+        ({}, {"max_batches": 2.0}, "max_batches must be an integer"),
+        ({}, {"shards": [True]}, "shard(s) [True] out of range"),
+        ({}, {"shards": [-1]}, "shard(s) [-1] out of range"),
+        ({}, {"dry_run": "yes"}, "dry_run must be true or false"),
     ],
 )
 def test_bad_requests_are_rejected_with_a_clear_message(conf, params, message):
@@ -61,3 +67,24 @@ def test_full_sweep_request():
         validate_full_sweep({"table": "x"}, {"tables": []}, user_tables=TABLES)
     with pytest.raises(InvalidInputError, match="unknown table"):
         validate_full_sweep({}, {"tables": ["x"]}, user_tables=TABLES)
+
+
+@pytest.mark.parametrize("parts", [0, 4097, True, 1.5, "4"])
+def test_full_sweep_parts_out_of_range_or_not_an_integer(parts):
+    with pytest.raises(InvalidInputError, match="parts must be an integer in 1..4096 or empty"):
+        validate_full_sweep({}, {"tables": [], "parts": parts, "dry_run": False}, user_tables=TABLES)
+
+
+def test_form_limits_come_from_the_settings_model():
+    from airflow_atlas.airflow.params import full_sweep_params, manual_sweep_params
+    from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
+    from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD
+    from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+    from airflow_atlas.sweep.constants import MAX_SHARDS
+
+    form = {k: p.schema for k, p in manual_sweep_params().items()}
+    assert form["shards"]["items"]["maximum"] == MAX_SHARDS - 1
+    assert form["max_batches"]["maximum"] == MAX_ITERATIONS_PER_SHARD
+    assert form["strategy"]["enum"] == ["ALL", *SWEEPABLE_STRATEGY_NAMES]
+    assert full_sweep_params()["parts"].schema["maximum"] == MAX_FULL_SWEEP_PARTS
+    assert validate_full_sweep({}, {"tables": [], "parts": MAX_FULL_SWEEP_PARTS, "dry_run": False}, user_tables=TABLES)["parts"] == MAX_FULL_SWEEP_PARTS

@@ -1,60 +1,129 @@
-"""Settings: defaults, validation of every kind of bad value, the Variable (real env-var backend)."""
+"""Airflow settings: defaults, validation of every kind of bad value, engine keys in the Variable (both
+spellings), layering under a task's store_config, the Variable (real env-var backend)."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import timedelta
 
 import pytest
 
-from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings
+from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings, settings_markdown
+from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+from airflow_atlas.settings_model import setting_fields
 
 
-def test_defaults_are_valid_and_documented():
+def test_defaults_are_valid_and_every_key_is_in_the_one_table():
     s = AtlasSettings()
     assert s.targeted_sweep_schedule == "*/5 * * * *"
-    assert s.execution_mode == "in_task" and s.strategies == ("CONSERVATIVE", "THOROUGH")
-    import airflow_atlas.airflow.settings as module
-
+    assert s.execution_mode == "in_task" and s.strategies == SWEEPABLE_STRATEGY_NAMES
+    assert s.engine == StoreConfig()
+    table = settings_markdown()
     for name in s.to_json():
-        assert f"\n{name} " in module.__doc__, f"setting {name} is not documented in the module docstring"
+        assert f"| `{name}` |" in table, f"setting {name} is not in the settings table"
 
 
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"no_such_setting": 1}, "unknown key(s) in the atlas_settings Variable: no_such_setting"),
+        ({"no_such_setting": 1}, "unknown setting(s): no_such_setting (from the atlas_settings Variable)"),
         ({"execution_mode": "yarn"}, "execution_mode must be one of in_task, spark, auto"),
         ({"spark_min_backlog": 0}, "spark_min_backlog"),
-        ({"batch_limit": 0}, "batch_limit must be between 1 and 100000"),
+        ({"batch_limit": 0}, "batch_limit must be between 1 and 100000, got 0"),
         ({"batch_limit": "10"}, "batch_limit must be an integer"),
+        ({"batch_limit": True}, "batch_limit must be an integer"),
+        ({"batch_limit": 10.0}, "batch_limit must be an integer"),
         ({"retries": 0}, "retries must be between 1 and 100"),
+        ({"retries": True}, "retries"),
         ({"shard_count": 300}, "shard_count must be between 1 and 256"),
         ({"strategies": ["NOTHING"]}, "NOTHING is never swept"),
+        ({"strategies": ["SOMETIMES"]}, "unknown sweep strategy"),
         ({"strategies": []}, "strategies must not be empty"),
         ({"nodetool_command": "nodetool compact"}, "nodetool_command must be a list of strings"),
-        ({"lock_lease_seconds": 0}, "lock_lease_seconds must be positive"),
+        ({"lock_lease_seconds": 0}, "lock_lease_seconds must be between 1 and 86400, got 0"),
+        ({"lock_lease_seconds": math.nan}, "lock_lease_seconds must be a finite number"),
+        ({"lock_lease_seconds": math.inf}, "lock_lease_seconds must be a finite number"),
+        ({"lock_wait_seconds": -1}, "lock_wait_seconds"),
+        ({"sweep_timeout_seconds": 0}, "sweep_timeout_seconds"),
+        ({"sweep_timeout_seconds": math.inf}, "sweep_timeout_seconds"),
+        ({"retry_exponential_backoff": math.nan}, "retry_exponential_backoff"),
+        ({"skip_idle_shards": "yes"}, "skip_idle_shards must be true or false"),
+        ({"skip_idle_shards": 1}, "skip_idle_shards"),
         ({"store_config": {"unreadable_window_secs": 1}}, "unknown setting(s): unreadable_window_secs"),
-        ({"store_config": {"batch_limit": 10}}, "set batch_limit as top-level setting(s), not in store_config"),
-        ({"store_config": {"unreadable_window_seconds": -1}}, "unreadable_window_seconds must be a non-negative number"),
+        ({"store_config": [1]}, "store_config must be a JSON object"),
+        ({"store_config": {"unreadable_window_seconds": -1}}, "unreadable_window_seconds must be between 0 and 31536000, got -1"),
+        ({"store_config": {"unreadable_window_seconds": math.inf}}, "unreadable_window_seconds must be a finite number"),
+        ({"store_config": {"transaction_lease_seconds": math.inf}}, "transaction_lease_seconds"),
+        ({"running_writer_wait_seconds": -3}, "running_writer_wait_seconds must be between 0 and 86400, got -3"),
+        ({"batch_limit": 10, "store_config": {"batch_limit": 10}}, "batch_limit given twice in the atlas_settings Variable"),
         ({"compaction_method": "major"}, "compaction_method must be one of compact, garbagecollect"),
         ({"targeted_sweep_schedule": ""}, "targeted_sweep_schedule must be a cron expression"),
+        ({"scrub_schedule": 5}, "scrub_schedule"),
     ],
 )
-def test_bad_settings_are_rejected_naming_the_setting(overrides, message):
+def test_bad_settings_are_rejected_naming_the_setting_and_the_variable(overrides, message):
     with pytest.raises(InvalidInputError) as err:
         AtlasSettings.from_mapping(overrides)
     assert message in str(err.value)
     assert VARIABLE in str(err.value)
 
 
-def test_engine_config_layers_store_config_under_the_sweep_settings():
+def test_a_non_object_variable_is_refused():
+    with pytest.raises(InvalidInputError, match="atlas_settings Variable must hold a JSON object"):
+        AtlasSettings.from_mapping([1, 2])
+
+
+def test_every_airflow_key_is_validated():
+    """Each Airflow key refuses a value of the wrong type: no key escapes validation."""
+    for f in setting_fields(AtlasSettings):
+        with pytest.raises(InvalidInputError, match=f.name):
+            AtlasSettings.from_mapping({f.name: object()})
+
+
+def test_values_are_normalised():
+    s = AtlasSettings.from_mapping({"strategies": ["thorough", "THOROUGH"], "lock_wait_seconds": 2, "nodetool_command": ["a", "b"]})
+    assert s.strategies == ("THOROUGH",)
+    assert s.lock_wait_seconds == 2.0 and isinstance(s.lock_wait_seconds, float)
+    assert s.nodetool_command == ("a", "b")
+
+
+def test_engine_keys_at_the_top_level_or_in_store_config_are_one_layer():
     s = AtlasSettings.from_mapping(
-        {"batch_limit": 500, "lock_lease_seconds": 30, "store_config": {"unreadable_window_seconds": 5}}
+        {"batch_limit": 500, "lock_lease_seconds": 30, "store_config": {"unreadable_window_seconds": 5, "max_iterations_per_shard": 7}}
     )
     config = s.engine_config()
-    assert config.batch_limit == 500 and config.lock_lease_seconds == 30.0 and config.unreadable_window_seconds == 5
-    assert s.engine_config(batch_limit=7).batch_limit == 7
+    assert config == StoreConfig(batch_limit=500, lock_lease_seconds=30.0, unreadable_window_seconds=5, max_iterations_per_shard=7)
+    # engine keys read through the Airflow settings object too: one value, no shadow copy
+    assert (s.batch_limit, s.lock_lease_seconds, s.max_iterations_per_shard) == (500, 30.0, 7)
+    # an engine key may now sit in store_config (it used to be refused there)
+    assert AtlasSettings.from_mapping({"store_config": {"batch_limit": 9}}).batch_limit == 9
+
+
+def test_a_tasks_store_config_layers_over_the_variable():
+    s = AtlasSettings.from_mapping({"batch_limit": 500, "store_config": {"unreadable_window_seconds": 5}})
+    config = s.engine_config(batch_limit=7)
+    assert config.batch_limit == 7 and config.unreadable_window_seconds == 5
+    assert s.engine_config() == s.engine  # the Variable is not changed by a task's overrides
+    with pytest.raises(InvalidInputError, match=r"setting lock_lease_seconds must be a finite number between 1 and 86400, got nan \(from the task's store_config\)"):
+        s.engine_config(lock_lease_seconds=math.nan)
+    with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_size \(from the task's store_config\)"):
+        s.engine_config(batch_size=1)
+
+
+def test_to_json_is_flat_and_reads_back():
+    s = AtlasSettings.from_mapping({"batch_limit": 123, "shard_count": 4, "nodetool_ssh_conn_ids": ["n1"]})
+    doc = s.to_json()
+    assert doc["batch_limit"] == 123 and doc["shard_count"] == 4 and doc["nodetool_ssh_conn_ids"] == ["n1"]
+    assert "engine" not in doc and "store_config" not in doc
+    assert json.loads(json.dumps(doc)) == doc
+    assert AtlasSettings.from_mapping(doc) == s
+
+
+def test_unknown_attribute_is_still_an_attribute_error():
+    with pytest.raises(AttributeError):
+        AtlasSettings().no_such_thing  # noqa: B018
 
 
 def test_default_args_give_owner_retries_and_exponential_backoff():
@@ -79,9 +148,20 @@ def test_auto_mode_and_its_threshold():
 def test_load_reads_the_airflow_variable(monkeypatch):
     monkeypatch.delenv("AIRFLOW_VAR_ATLAS_SETTINGS", raising=False)
     assert AtlasSettings.load() == AtlasSettings()
-    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", json.dumps({"shard_count": 8, "execution_mode": "spark"}))
+    monkeypatch.setenv(
+        "AIRFLOW_VAR_ATLAS_SETTINGS",
+        json.dumps({"shard_count": 8, "execution_mode": "spark", "batch_limit": 64, "store_config": {"punch_interval_seconds": 0}}),
+    )
     loaded = AtlasSettings.load()
     assert loaded.shard_count == 8 and loaded.execution_mode == "spark"
+    assert loaded.engine_config().batch_limit == 64 and loaded.engine_config().punch_interval_seconds == 0
     monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", "{not json")
     with pytest.raises(InvalidInputError, match="not valid JSON"):
+        AtlasSettings.load()
+    # JSON's NaN / Infinity literals parse in Python: they must still be refused, naming the key
+    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", '{"store_config": {"unreadable_window_seconds": NaN}}')
+    with pytest.raises(InvalidInputError, match=r"unreadable_window_seconds must be a finite number.*\(from the atlas_settings Variable\)"):
+        AtlasSettings.load()
+    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", '{"lock_lease_seconds": Infinity}')
+    with pytest.raises(InvalidInputError, match=r"lock_lease_seconds must be a finite number.*\(from the atlas_settings Variable\)"):
         AtlasSettings.load()

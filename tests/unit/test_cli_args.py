@@ -113,9 +113,9 @@ def test_bad_settings_exit_2(capsys, tmp_path):
     url = f"sqlite:///{tmp_path / 'a.db'}"
     assert run(capsys, "init", "--store", url)[0] == 0
     code, _, err = run(capsys, "status", "--store", url, "--set", "no_such_setting=1")
-    assert code == 2 and "unknown setting 'no_such_setting'" in err
+    assert code == 2 and "unknown setting(s): no_such_setting (from --set)" in err
     code, _, err = run(capsys, "status", "--store", url, "--set", "batch_limit=lots")
-    assert code == 2 and "setting batch_limit must be int, got 'lots'" in err
+    assert code == 2 and "setting batch_limit must be an integer between 1 and 100000, got 'lots' (from --set)" in err
     code, _, err = run(capsys, "status", "--store", url, "--set", "batch_limit=0")
     assert code == 2 and "batch_limit must be between 1 and 100000" in err
 

@@ -76,12 +76,13 @@ def embedded_path(conn) -> str:
 
 
 def _bool_extra(conn, name: str, default: bool) -> bool:
+    from airflow_atlas.settings_model import Bool
+
     value = _extra(conn, name, default)
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "1", "yes", "on", "false", "0", "no", "off"):
-        return value.strip().lower() in ("true", "1", "yes", "on")
-    raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}")
+    try:
+        return Bool().parse(value) if isinstance(value, str) else Bool().check(value)
+    except ValueError:
+        raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}") from None
 
 
 def describe_connection(conn) -> dict:

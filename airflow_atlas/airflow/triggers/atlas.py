@@ -19,9 +19,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
-from airflow_atlas.kvs.api import SweepStrategy
-
-SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
+from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 
 
 # ----- checks (blocking; shared with the sensors) --------------------------------------------------
@@ -53,9 +51,9 @@ def check_lock_free(store, lock: str) -> dict | None:
 
 def _strategies(strategy: str | None) -> list[str]:
     if strategy is None or str(strategy).upper() in ("", "ALL"):
-        return list(SWEEPABLE)
+        return list(SWEEPABLE_STRATEGY_NAMES)
     value = SweepStrategy.parse(strategy).value
-    if value not in SWEEPABLE:
+    if value not in SWEEPABLE_STRATEGY_NAMES:
         raise InvalidInputError(f"strategy {value} is never swept: use CONSERVATIVE, THOROUGH or ALL")
     return [value]
 

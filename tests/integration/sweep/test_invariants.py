@@ -343,7 +343,7 @@ def test_lease_lost_mid_iteration_stops_before_cleanup_and_progress(harness):
 
     old = store.queue.progress.get_progress(0, THOR)
     rows = h.queue_rows(0, THOR, 10**15)
-    sweeper = _slow_sweeper(store, lease_seconds=0.3, pause=0.6, during=take_over, flaky_refresh=True)
+    sweeper = _slow_sweeper(store, lease_seconds=1.0, pause=2.0, during=take_over, flaky_refresh=True)
     with pytest.raises(LockNotHeldError):
         sweeper.run_iteration(0, THOR)
     assert taken and taken[0] is not None, "the expired lease should have been taken over"

@@ -1,0 +1,80 @@
+"""A transaction may run, and commit, for longer than its lease (issue 16, item 3): the manager's keeper
+refreshes the registration while the transaction is open. Short leases, no timing assertions."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from airflow_atlas.errors import TransactionLockExpiredError
+from airflow_atlas.kvs.api import Cell
+
+LEASE = 1.0  # > 2 x the margin of 0.2 s
+
+
+class SlowQueue:
+    """A sweep-queue hook that takes ``seconds`` to enqueue: a commit that outlives its lease."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.enqueued = 0
+
+    def enqueue(self, infos) -> None:
+        time.sleep(self.seconds)
+        self.enqueued += len(infos)
+
+
+def test_a_commit_longer_than_the_lease_commits(make_manager, make_table):
+    queue = SlowQueue(3 * LEASE)
+    manager = make_manager(lease_seconds=LEASE, sweep_queue=queue)
+    table = make_table()
+    txn = manager.begin()
+    txn.put(table, {Cell(b"r", b"c"): b"v"})
+    commit = txn.commit()
+    assert commit is not None and queue.enqueued == 1
+    assert manager.transaction_service.get(txn.start_timestamp) == commit
+    reader = manager.begin(read_only=True)
+    assert reader.get(table, [Cell(b"r", b"c")]) == {Cell(b"r", b"c"): b"v"}
+
+
+def test_an_open_transaction_idle_for_several_leases_stays_registered(make_manager, make_table):
+    manager = make_manager(lease_seconds=LEASE)
+    table = make_table()
+    txn = manager.begin()
+    time.sleep(3 * LEASE)
+    entry = manager.registry.get(txn.start_timestamp)
+    assert entry is not None and entry.live_at(time.time())
+    txn.put(table, {Cell(b"r", b"c"): b"v"})
+    assert txn.commit() is not None
+    # closed: unregistered, and the keeper does not bring the registration back
+    time.sleep(LEASE)
+    assert manager.registry.get(txn.start_timestamp) is None
+    assert manager._keeper.open_count == 0
+
+
+def test_the_keeper_never_revives_an_expired_registration(make_manager, make_table):
+    """A clock jump past the lease (the process was paused): the registry refuses the refresh, the
+    transaction fails instead of committing after sweep may have passed it."""
+    now = [time.time()]
+    manager = make_manager(lease_seconds=LEASE, clock=lambda: now[0])
+    table = make_table()
+    txn = manager.begin()
+    txn.put(table, {Cell(b"r", b"c"): b"v"})
+    now[0] += 10 * LEASE
+    time.sleep(LEASE / 2)  # a few keeper ticks
+    with pytest.raises(TransactionLockExpiredError):
+        txn.commit()
+    assert manager.transaction_service.get(txn.start_timestamp) in (None, -1)
+
+
+def test_a_dropped_transaction_is_no_longer_kept(make_manager):
+    import gc
+
+    manager = make_manager(lease_seconds=LEASE)
+    txn = manager.begin()
+    start = txn.start_timestamp
+    del txn
+    gc.collect()
+    time.sleep(LEASE / 2)
+    assert manager._keeper.open_count == 0
+    assert manager.registry.get(start) is not None  # expires on its own after the lease

@@ -1,0 +1,36 @@
+"""A bad ``spark.atlas.store.<key>`` conf entry, through the real spark-submit (one JVM start): the driver
+refuses it before any task runs, the job exits 2 and its document names the key; the store is untouched.
+(The pure parts - parsing and validating conf entries, ``--setting`` - are in tests/unit/test_spark_settings.py.)"""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from .conftest import cell_versions
+
+pytestmark = [pytest.mark.spark, pytest.mark.airflow]
+
+
+def test_bad_store_setting_in_spark_conf_fails_the_job_naming_the_key(make_store, monkeypatch, tmp_path):
+    from airflow_atlas.airflow.spark_submit import SparkSweepFailed, submit_targeted_sweep
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    handle = make_store("sqlite", seed=5, transactions=20)
+    before = cell_versions(handle.store)
+    with pytest.raises(SparkSweepFailed) as err:
+        submit_targeted_sweep(
+            {},
+            spark_conn_id="spark_default",
+            store_url=handle.url,
+            pairs=[(0, "THOROUGH")],
+            batch_limit=None,
+            max_iterations=None,
+            dry_run=False,
+            extra_conf={"spark.atlas.store.lock_lease_seconds": "NaN", "spark.ui.enabled": "false"},
+        )
+    doc = err.value.document
+    assert doc["error_type"] == "InvalidInputError" and doc["results"] == []
+    assert "setting lock_lease_seconds must be a finite number" in doc["error"]
+    assert cell_versions(handle.reopen()) == before

@@ -1,0 +1,65 @@
+"""Engine settings on the Spark paths: ``spark.atlas.store.<key>`` conf entries and the job script's
+``--setting KEY=VALUE`` are validated by the one settings model (finite, in range, naming the key); the
+job script exits 2 on a bad ``--setting`` before a SparkSession is created."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from airflow_atlas.config import StoreConfig
+from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.spark_runtime import EXIT_USAGE, main, settings_from_spark_conf
+
+PREFIX = "spark.atlas.store."
+
+
+@pytest.mark.parametrize(
+    "key, text",
+    [
+        ("unreadable_window_seconds", "NaN"),
+        ("unreadable_window_seconds", "Infinity"),
+        ("unreadable_window_seconds", "nan"),
+        ("transaction_lease_seconds", "Infinity"),
+        ("lock_lease_seconds", "0"),
+        ("lock_lease_seconds", "inf"),
+        ("running_writer_wait_seconds", "-3"),
+        ("batch_limit", "true"),
+        ("batch_limit", "0"),
+        ("max_iterations_per_shard", "1.5"),
+    ],
+)
+def test_bad_spark_conf_values_are_refused_naming_the_key(key, text):
+    overrides = settings_from_spark_conf([(PREFIX + key, text), ("spark.master", "local[2]")])
+    with pytest.raises(InvalidInputError, match=f"setting {key} must be "):
+        StoreConfig().with_overrides("spark conf", **overrides)
+
+
+def test_spark_conf_values_layer_over_the_defaults():
+    overrides = settings_from_spark_conf([(PREFIX + "batch_limit", "500"), (PREFIX + "lock_lease_seconds", "30")])
+    config = StoreConfig().with_overrides("spark conf", **overrides)
+    assert (config.batch_limit, config.lock_lease_seconds) == (500, 30.0)
+    assert config.unreadable_window_seconds == StoreConfig().unreadable_window_seconds
+
+
+def test_unknown_spark_conf_key_is_refused():
+    with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_limt"):
+        StoreConfig().with_overrides("spark conf", **settings_from_spark_conf([(PREFIX + "batch_limt", "5")]))
+
+
+@pytest.mark.parametrize("setting", ["lock_lease_seconds=nan", "unreadable_window_seconds=inf", "running_writer_wait_seconds=-3", "no_such=1"])
+def test_job_script_exits_2_on_a_bad_setting_before_starting_spark(tmp_path, capsys, setting):
+    url_file = tmp_path / "url"
+    url_file.write_text(f"sqlite:///{tmp_path / 'a.db'}")
+    url_file.chmod(0o600)
+    code = main("targeted", ["--store-url-file", str(url_file), "--pairs", "0:THOROUGH", "--setting", setting])
+    err = capsys.readouterr().err
+    assert code == EXIT_USAGE
+    assert setting.split("=")[0] in err and "(from --setting)" in err
+    assert not (tmp_path / "a.db").exists()
+
+
+def test_json_nan_literals_do_not_slip_through():
+    assert math.isnan(settings_from_spark_conf([(PREFIX + "lock_lease_seconds", "NaN")])["lock_lease_seconds"])
+    with pytest.raises(InvalidInputError, match="finite"):
+        StoreConfig().with_overrides(**settings_from_spark_conf([(PREFIX + "lock_lease_seconds", "NaN")]))
