@@ -3,14 +3,18 @@ from __future__ import annotations
 
 import pytest
 
+from types import SimpleNamespace
+
 from airflow_atlas.airflow.hooks.repair import (
     MAX_TOKEN,
     MIN_TOKEN,
     PURGE_MARGIN_SECONDS,
     RepairRow,
     decide,
+    parse_ranges,
     replication_factor,
     ring_covered,
+    rows_of_command,
 )
 
 NOW = 1_800_000_000.0
@@ -20,8 +24,8 @@ T1, T2, T3 = MIN_TOKEN, -3074457345618258603, 3074457345618258602
 RING = [(T1, T2), (T2, T3), (T3, T1)]
 
 
-def rows(ranges=RING, started=NOW - 3600, status="SUCCESS", replicas=3):
-    return [RepairRow(b, e, started, status, replicas) for b, e in ranges]
+def rows(ranges=RING, started=NOW - 3600, status="SUCCESS", all_replicas=True):
+    return [RepairRow(b, e, started, status, all_replicas) for b, e in ranges]
 
 
 @pytest.mark.parametrize(
@@ -65,7 +69,7 @@ def test_a_repair_older_than_gc_grace_does_not_count():
 
 
 def test_a_repair_without_every_replica_does_not_count():
-    decision = decide(rows(replicas=2), 3, GRACE, NOW)
+    decision = decide(rows(all_replicas=False), 3, GRACE, NOW)
     assert not decision.allowed and "without every replica" in decision.reason
 
 
@@ -102,3 +106,34 @@ def test_gc_grace_at_or_below_the_margin_is_never_safe(grace):
 )
 def test_replication_factor_of_a_keyspace(replication, rf):
     assert replication_factor(replication) == rf
+
+
+def _command(tables=("t",), ok=RING, requested=RING, **options):
+    text = [f"({b},{e}]" for b, e in ok]
+    return SimpleNamespace(
+        columnfamily_names=set(tables),
+        successful_ranges=set(text),
+        requested_ranges={f"({b},{e}]" for b, e in requested},
+        started_at=NOW - 60,
+        options={"forceRepair": "false", "hosts": "", "dataCenters": "", **options},
+    )
+
+
+def test_parse_ranges_of_the_repair_history():
+    assert parse_ranges(["(3074457345618258602,-9223372036854775808]", "(-5,7]", "junk"]) == [
+        (3074457345618258602, MIN_TOKEN),
+        (-5, 7),
+    ]
+
+
+def test_a_repair_command_row_gives_its_ranges_for_the_tables_it_covered():
+    complete = rows_of_command(_command(), "t")
+    assert decide(complete, 3, GRACE, NOW).allowed
+    assert rows_of_command(_command(tables=("other",)), "t") == []
+    forced = rows_of_command(_command(forceRepair="true"), "t")
+    assert not decide(forced, 3, GRACE, NOW).allowed
+    some_hosts = rows_of_command(_command(hosts="127.0.0.2,127.0.0.3"), "t")
+    assert not decide(some_hosts, 3, GRACE, NOW).allowed
+    partly_failed = rows_of_command(_command(ok=RING[:2]), "t")
+    assert {r.status for r in partly_failed} == {"SUCCESS", "FAILED"}
+    assert not decide(partly_failed, 3, GRACE, NOW).allowed

@@ -13,12 +13,15 @@ latest such complete repair. Every tombstone written before ``R`` reached every 
 this check and the compaction's own clock and for clock skew). :func:`check_table` applies this rule:
 
 * replication factor 1 (one copy, no replica to miss a tombstone): always allowed;
-* otherwise it reads ``system_distributed.repair_history`` (written by every ``nodetool repair``, full or
-  incremental) for the table since ``now + margin - gc_grace_seconds`` and allows compaction only when the
-  successful sessions' ranges cover the whole ring and each had all replicas (coordinator + participants
-  = the replication factor). Otherwise it says why not: no repair in the window, a range left out, a
-  session without every replica (e.g. ``--force`` with a node down), or ``gc_grace_seconds`` below the
-  margin (then no repair can ever make a purge safe: raise ``gc_grace_seconds``).
+* otherwise it reads ``system_distributed.parent_repair_history`` (one row per ``nodetool repair``
+  command, full or incremental: keyspace, tables, the ranges that were repaired successfully, options),
+  at consistency ALL, and allows compaction only when the successful ranges of the repairs of the table
+  that started since ``now + margin - gc_grace_seconds`` cover the whole ring, counting only repairs with
+  every replica (not ``--force``, which leaves dead nodes out, and not limited to some hosts or data
+  centers). Otherwise it says why not: no repair in the window, a range left out, a repair without every
+  replica, or ``gc_grace_seconds`` below the margin (then no repair can ever make a purge safe: raise
+  ``gc_grace_seconds``). (``repair_history``, one row per session, keeps only one range of each session
+  in Cassandra 4+/5, so it cannot show coverage.)
 
 The decision is pure (:func:`decide`, unit-tested); :func:`check_table` only reads the three inputs with
 CQL through the store's session.
@@ -26,6 +29,7 @@ CQL through the store's session.
 from __future__ import annotations
 
 import datetime as dt
+import re
 import time
 from dataclasses import dataclass
 from typing import Iterable
@@ -39,13 +43,13 @@ MAX_TOKEN = 2**63 - 1
 
 @dataclass(frozen=True)
 class RepairRow:
-    """One range of one repair session of the table (a row of ``system_distributed.repair_history``)."""
+    """One range of one repair command that covered the table (from ``parent_repair_history``)."""
 
     range_begin: int
     range_end: int
     started_at: float  # epoch seconds
-    status: str
-    replicas: int  # coordinator + participants
+    status: str  # SUCCESS (in successful_ranges) or FAILED (requested, not successful)
+    all_replicas: bool  # not --force, not limited to some hosts / data centers
 
 
 @dataclass(frozen=True)
@@ -93,7 +97,7 @@ def decide(rows: Iterable[RepairRow], replication_factor: int, gc_grace_seconds:
         )
     since = now + PURGE_MARGIN_SECONDS - gc_grace_seconds
     rows = [r for r in rows if r.started_at >= since]
-    good = [r for r in rows if r.status == "SUCCESS" and r.replicas >= replication_factor]
+    good = [r for r in rows if r.status == "SUCCESS" and r.all_replicas]
     window = f"since {_iso(since)} (gc_grace_seconds {gc_grace_seconds} - {PURGE_MARGIN_SECONDS} s ago)"
     if ring_covered((r.range_begin, r.range_end) for r in good):
         return GuardDecision(True, f"repaired with every replica over the whole ring {window}", min(r.started_at for r in good))
@@ -103,8 +107,8 @@ def decide(rows: Iterable[RepairRow], replication_factor: int, gc_grace_seconds:
         why = f"every repair of the table {window} failed"
     elif len(good) < len([r for r in rows if r.status == "SUCCESS"]):
         why = (
-            f"a repair of the table {window} ran without every replica (fewer than {replication_factor} nodes took "
-            "part, e.g. --force with a node down) and no complete repair covers the ring"
+            f"a repair of the table {window} ran without every replica (--force with a node down, or limited to "
+            "some hosts or data centers) and no complete repair covers the ring"
         )
     else:
         why = f"the successful repairs of the table {window} do not cover the whole token ring"
@@ -137,13 +141,46 @@ def replication_factor(replication: dict) -> int:
     return sum(int(str(v).split("/")[0]) for k, v in replication.items() if k != "class")
 
 
+_RANGE = re.compile(r"\((-?[0-9]+),(-?[0-9]+)\]")
+
+
+def parse_ranges(texts: Iterable[str]) -> list[tuple[int, int]]:
+    """``"(a,b]"`` strings of ``parent_repair_history`` -> ``[(a, b)]`` (others ignored)."""
+    out = []
+    for text in texts or ():
+        match = _RANGE.fullmatch(str(text).strip())
+        if match:
+            out.append((int(match[1]), int(match[2])))
+    return out
+
+
+def rows_of_command(row, table: str) -> list[RepairRow]:
+    """The :class:`RepairRow` s one ``parent_repair_history`` row gives for ``table`` (none if the command
+    did not cover it, or has not started)."""
+    if row.started_at is None or table not in set(row.columnfamily_names or ()):
+        return []
+    options = dict(row.options or {})
+    all_replicas = (
+        str(options.get("forceRepair", "false")).lower() != "true"
+        and not str(options.get("hosts", "")).strip()
+        and not str(options.get("dataCenters", "")).strip()
+    )
+    started = _epoch(row.started_at)
+    good = parse_ranges(row.successful_ranges)
+    failed = [r for r in parse_ranges(row.requested_ranges) if r not in set(good)]
+    return [RepairRow(b, e, started, "SUCCESS", all_replicas) for b, e in good] + [
+        RepairRow(b, e, started, "FAILED", all_replicas) for b, e in failed
+    ]
+
+
 def check_table(session, keyspace: str, table: str, now: float | None = None) -> GuardDecision:
-    """Read the keyspace's replication, the table's ``gc_grace_seconds`` and its repair history through
+    """Read the keyspace's replication, the table's ``gc_grace_seconds`` and the repair history through
     ``session`` (a cassandra-driver session) and :func:`decide`. ``table`` is the CQL (physical) name."""
+    from cassandra import ConsistencyLevel
+    from cassandra.query import SimpleStatement
+
     now = time.time() if now is None else now
-    ks = session.execute(
-        "SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)
-    ).one()
+    ks = session.execute("SELECT replication FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,)).one()
     tb = session.execute(
         "SELECT gc_grace_seconds FROM system_schema.tables WHERE keyspace_name = %s AND table_name = %s",
         (keyspace, table),
@@ -154,19 +191,18 @@ def check_table(session, keyspace: str, table: str, now: float | None = None) ->
     gc_grace = int(tb.gc_grace_seconds)
     rows: list[RepairRow] = []
     if rf > 1 and gc_grace > PURGE_MARGIN_SECONDS:
-        since_ms = int((now + PURGE_MARGIN_SECONDS - gc_grace) * 1000)
-        result = session.execute(
-            "SELECT range_begin, range_end, started_at, status, participants FROM system_distributed.repair_history "
-            "WHERE keyspace_name = %s AND columnfamily_name = %s AND id > minTimeuuid(%s)",
-            (keyspace, table, dt.datetime.fromtimestamp(since_ms / 1000, dt.timezone.utc)),
+        statement = SimpleStatement(
+            "SELECT keyspace_name, columnfamily_names, requested_ranges, successful_ranges, started_at, options "
+            "FROM system_distributed.parent_repair_history WHERE keyspace_name = %s ALLOW FILTERING",
+            consistency_level=ConsistencyLevel.ALL,  # written at ONE by the repair coordinator
         )
-        for r in result:
-            if r.range_begin is None or r.range_end is None or r.started_at is None:
-                continue
-            rows.append(
-                RepairRow(
-                    int(r.range_begin), int(r.range_end), _epoch(r.started_at), str(r.status or ""),
-                    1 + len(r.participants or ()),
-                )
+        try:
+            result = session.execute(statement, (keyspace,))
+        except Exception as exc:  # e.g. a node down: then no repair can have been complete either
+            return GuardDecision(
+                False, f"could not read the repair history at consistency ALL ({exc.__class__.__name__}: {exc}); "
+                "compaction waits until every node is up and the table is repaired",
             )
+        for row in result:
+            rows.extend(rows_of_command(row, table))
     return decide(rows, rf, gc_grace, now)
