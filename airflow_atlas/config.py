@@ -15,7 +15,20 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable, Mapping
 
-from .settings_model import Float, Int, Nullable, apply_layer, check_value, known_names, parse_value, setting, validate_fields
+from .kvs import consistency as _replica
+from .settings_model import (
+    Bool,
+    Choice,
+    Float,
+    Int,
+    Nullable,
+    apply_layer,
+    check_value,
+    known_names,
+    parse_value,
+    setting,
+    validate_fields,
+)
 from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 DAY = 86_400
@@ -24,6 +37,16 @@ YEAR = 365 * DAY
 """Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
 MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
+
+
+def _level(operation: "_replica.Operation", doc: str):
+    """A consistency-level setting of ``operation`` (its allowed levels and default from kvs/consistency.py)."""
+    return setting(
+        _replica.default_setting(_replica.setting_name(operation)),
+        Choice(_replica.allowed_levels(operation), upper=True),
+        f"consistency level of: {doc}",
+        read="kvs/consistency.py -> the Cassandra backend",
+    )
 
 
 @dataclass(frozen=True)
@@ -76,7 +99,7 @@ class StoreConfig:
     max_iterations_per_shard: int = setting(
         100, Int(1, MAX_ITERATIONS_PER_SHARD),
         "iterations (batches) per (shard, strategy) pair per run",
-        read="sweep/targeted.py (sweep_shard); cli.py; Airflow operators/sweep.py",
+        read="sweep/targeted.py (sweep_shard, called by the CLI and the operators)",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),
@@ -98,8 +121,54 @@ class StoreConfig:
         read="sweep/commits.py (resolve_commits)",
     )
 
+    # ----- replica safety (kvs/consistency.py: the defaults and the reason for each) ---------------------
+    # The store URL query and the Airflow connection's extras may set the same keys for their store.
+    consistency_data_read: str = _level(_replica.Operation.DATA_READ, "snapshot reads and the sweeper's queue reads")
+    consistency_data_write: str = _level(_replica.Operation.DATA_WRITE, "transactional data writes")
+    consistency_queue_write: str = _level(_replica.Operation.QUEUE_WRITE, "sweep-queue writes at commit")
+    consistency_sweep_delete: str = _level(
+        _replica.Operation.SWEEP_DELETE,
+        "sweep's ranged tombstones (and CONSERVATIVE sentinels, sent in the same batch unit); below ALL only "
+        "with allow_weak_sweep_consistency",
+    )
+    consistency_sentinel: str = _level(
+        _replica.Operation.SENTINEL, "sentinels written alone (legacy sweep); below ALL only with allow_weak_sweep_consistency"
+    )
+    consistency_abort_delete: str = _level(
+        _replica.Operation.ABORT_DELETE,
+        "deletes of a dead writer's rolled-back versions; below ALL only with allow_weak_sweep_consistency",
+    )
+    consistency_queue_cleanup: str = _level(_replica.Operation.QUEUE_CLEANUP, "deletes of swept sweep-queue rows")
+    consistency_lwt_commit: str = _level(
+        _replica.Operation.LWT_COMMIT, "commit phase of lightweight transactions (progress CAS, commit timestamps, locks)"
+    )
+    consistency_serial: str = _level(_replica.Operation.SERIAL, "Paxos level of lightweight transactions")
+    allow_weak_sweep_consistency: bool = setting(
+        False, Bool(),
+        "allow consistency_sweep_delete / _sentinel / _abort_delete below ALL: only safe when a full repair "
+        "of the keyspace completes within gc_grace_seconds of every sweep",
+        read="kvs/consistency.py (ConsistencyPolicy)",
+    )
+    repair_interval_seconds: int = setting(
+        _replica.DEFAULT_REPAIR_INTERVAL_SECONDS, Int(1, _replica.MAX_REPAIR_INTERVAL_SECONDS),
+        "how often a full repair of the keyspace completes: a swept table's gc_grace_seconds below it is "
+        "refused at table creation and warned about in `status`",
+        read="kvs/consistency.py (GcGraceGuard); status",
+    )
+    allow_gc_grace_below_repair_interval: bool = setting(
+        False, Bool(),
+        "allow swept tables whose gc_grace_seconds is below repair_interval_seconds (risks resurrection)",
+        read="kvs/consistency.py (GcGraceGuard)",
+    )
+
     def __post_init__(self) -> None:
         validate_fields(self)
+        # The cross-key rule (a guarded level below ALL needs allow_weak_sweep_consistency) is checked by
+        # open_kvs on the combined settings: the URL or connection extras may supply either half.
+
+    def replica_settings(self) -> dict:
+        """The replica-safety keys (consistency levels, gc_grace guard) as flat settings for the store."""
+        return {name: getattr(self, name) for name in _replica.SETTING_NAMES}
 
     # ----- layers ---------------------------------------------------------------------------------------
     def with_overrides(self, source: str | None = None, /, **overrides: Any) -> "StoreConfig":

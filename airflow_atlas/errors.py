@@ -9,6 +9,11 @@ class InvalidInputError(AtlasError, ValueError):
     """A caller passed a bad argument (name, range, URL, value size...)."""
 
 
+class StoreNotInitializedError(InvalidInputError):
+    """The store was opened with "must exist" and is not an initialized Atlas store (a missing file or
+    keyspace, or no registry): nothing was created; run ``init`` first."""
+
+
 class TableNotFoundError(AtlasError, KeyError):
     """The named table does not exist in the store."""
 
@@ -37,10 +42,14 @@ class CorruptTransactionDataError(AtlasError):
         self.row_hex = row_hex
         self.col_hex = col_hex
         self.value_hex = value_hex
+        self.user_table: str | None = None  # a cell the transaction wrote, when the caller knows one
+        self.user_row_hex: str | None = None
+        self.user_col_hex: str | None = None
 
     def to_json(self) -> dict:
         return {"error": str(self), "table": self.table, "start_ts": self.start_ts, "row_hex": self.row_hex,
-                "col_hex": self.col_hex, "value_hex": self.value_hex}
+                "col_hex": self.col_hex, "value_hex": self.value_hex, "user_table": self.user_table,
+                "user_row_hex": self.user_row_hex, "user_col_hex": self.user_col_hex}
 
 
 class StoreUnavailableError(AtlasError):

@@ -309,8 +309,8 @@ def _inject_mid_shard_failure(store, spec: TaskSpec, shard: int, strategy: str):
     deletes = ("delete_all_timestamps", "add_gc_sentinels_and_delete_all_timestamps")  # THOROUGH, CONSERVATIVE
 
     def then_fail(original):
-        def write_then_fail(*args):
-            original(*args)
+        def write_then_fail(*args, **kwargs):
+            original(*args, **kwargs)
             raise InjectedFailure(f"injected failure after a ranged delete in shard {shard} {strategy}")
 
         return write_then_fail

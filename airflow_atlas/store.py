@@ -28,7 +28,9 @@ class AtlasStore:
     def open(cls, url: str, config: StoreConfig | None = None, **kvs_options) -> "AtlasStore":
         from .kvs.url import open_kvs
 
-        return cls(open_kvs(url, **kvs_options), config)
+        config = config or StoreConfig()
+        # The replica-safety settings (consistency levels, gc_grace guard) configure the key-value service.
+        return cls(open_kvs(url, settings=config.replica_settings(), **kvs_options), config)
 
     def close(self) -> None:
         self.kvs.close()

@@ -10,7 +10,7 @@ import statistics
 from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
-ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded")
+ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit")
 
 
 def load(out: Path) -> dict[str, dict]:
@@ -221,6 +221,13 @@ def write_report(out: Path) -> Path:
         lines += _table(TV_HEADER, _tv_rows(d["results"]["targeted_vs_legacy"])) + [""]
         lines += _table(DR_HEADER, _dr_rows(d["results"]["delete_rate"])) + [""]
         lines += [f"- load averages: {_load_text(d)}", ""]
+    if "large_commit" in docs:
+        d = docs["large_commit"]
+        lines += ["## 7. Commit time of large transactions (Cassandra)", ""]
+        rows = [[_f(r["cells"]), r["shape"], _f(r["commit_s"]), _f(r["conflict_checks_s"]), _f(r["enqueue_s"]),
+                 _f(r["writes_s"]), _f(r["cells_per_s"])] for r in d["results"].values()]
+        lines += _table(["cells", "shape", "commit s", "conflict checks s", "enqueue s", "writes s", "cells/s"], rows) + [""]
+        lines += [f"- new cells each repetition; load averages: {_load_text(d)}; {d['params']['repetitions']} repetitions", ""]
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

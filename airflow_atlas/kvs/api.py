@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
 
 from ..errors import InvalidInputError
+from .consistency import Operation
 
 SENTINEL_TIMESTAMP = -1
 """Atlas timestamp of a garbage-collection sentinel (an empty value)."""
@@ -217,27 +218,37 @@ class KeyValueService(ABC):
 
     # ----- LOGICAL writes --------------------------------------------------------------------------
     @abstractmethod
-    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int) -> None:
-        """Write each cell at Atlas timestamp ``timestamp`` (Cassandra write time = timestamp)."""
+    def put(
+        self, table: str, values: Mapping[Cell, bytes], timestamp: int, *, operation: Operation | None = None
+    ) -> None:
+        """Write each cell at Atlas timestamp ``timestamp`` (Cassandra write time = timestamp).
+        ``operation``: DATA_WRITE (default) or QUEUE_WRITE (the sweep queue) - see :mod:`.consistency`."""
 
     @abstractmethod
     def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
         """``put`` into several tables at once, executed concurrently."""
 
     @abstractmethod
-    def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
-        """Delete exact versions (cell, Atlas timestamp). One fresh timestamp for the whole call."""
+    def delete(
+        self, table: str, versions: Iterable[tuple[Cell, int]], *, operation: Operation | None = None
+    ) -> None:
+        """Delete exact versions (cell, Atlas timestamp). One fresh timestamp for the whole call.
+        ``operation``: ABORT_DELETE (default: aborted writes), SWEEP_DELETE, QUEUE_CLEANUP..."""
 
     @abstractmethod
-    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]]) -> None:
-        """Ranged tombstones: for each cell delete every version with ``lo <= ts <= hi``.
+    def delete_all_timestamps(
+        self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None
+    ) -> None:
+        """Ranged tombstones: for each cell delete every version with ``lo <= ts <= hi``
+        (``operation`` default SWEEP_DELETE).
 
         One CQL range delete per cell, never read-before-delete; one fresh timestamp for the call;
         executed concurrently. Any failure raises (the caller must not advance past it)."""
 
     @abstractmethod
-    def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
-        """Write an empty value at Atlas timestamp -1 for each cell, at one fresh write time."""
+    def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
+        """Write an empty value at Atlas timestamp -1 for each cell, at one fresh write time
+        (``operation`` default SENTINEL)."""
 
     def add_gc_sentinels_and_delete_all_timestamps(
         self, table: str, cells: Iterable[Cell], ranges: Mapping[Cell, tuple[int, int]]
@@ -249,18 +260,20 @@ class KeyValueService(ABC):
         Fresh timestamps as the two separate calls take them: one for the sentinels, then one for the
         tombstones. This default makes exactly those two calls, in that order; a backend may do better
         as long as no reader can ever see a cell's tombstone without its sentinel (Cassandra sends each
-        cell's sentinel and tombstone as one single-partition mutation, which applies atomically)."""
+        cell's sentinel and tombstone as one single-partition mutation, which applies atomically, at the
+        SWEEP_DELETE consistency level; a sentinel with no tombstone goes at the SENTINEL level)."""
         from . import _common as C
 
         cells = C.check_cells(cells)
         C.check_ranges_within(C.check_ranges(ranges), cells)
-        self.add_gc_sentinels(table, cells)
+        self.add_gc_sentinels(table, cells, operation=Operation.SENTINEL)
         if ranges:
-            self.delete_all_timestamps(table, ranges)
+            self.delete_all_timestamps(table, ranges, operation=Operation.SWEEP_DELETE)
 
     @abstractmethod
-    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
-        """Delete whole rows (one partition tombstone each on Cassandra) at one fresh timestamp."""
+    def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
+        """Delete whole rows (one partition tombstone each on Cassandra) at one fresh timestamp.
+        ``operation``: SWEEP_DELETE (default, the strict level) or QUEUE_CLEANUP (the sweep queue's rows)."""
 
     # ----- reads -----------------------------------------------------------------------------------
     @abstractmethod
@@ -326,14 +339,18 @@ class KeyValueService(ABC):
 
     # ----- LWT tables ------------------------------------------------------------------------------
     @abstractmethod
-    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes]) -> None:
+    def put_unless_exists(
+        self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None
+    ) -> None:
         """Insert each cell only if absent (per row: one LWT batch on Cassandra). Raises
         KeyAlreadyExistsError listing the cells that existed (cells of other rows may have been written)."""
 
     @abstractmethod
-    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+    def check_and_set(
+        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
+    ) -> bool:
         """Atomically replace the cell's value if it equals ``expected`` (None = absent). ``new`` None
-        deletes the cell. Returns whether it was applied."""
+        deletes the cell. Returns whether it was applied. ``operation``: LWT_COMMIT (the only one)."""
 
     @abstractmethod
     def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
@@ -359,4 +376,9 @@ class KeyValueService(ABC):
     # ----- operations ------------------------------------------------------------------------------
     def space_used_bytes(self, table: str) -> int | None:
         """Best-effort on-disk size of a table (None when unknown)."""
+        return None
+
+    def gc_grace_seconds(self, table: str) -> int | None:
+        """The table's live ``gc_grace_seconds`` (Cassandra: from ``system_schema.tables``); None where the
+        notion does not exist (the embedded store keeps one copy and purges nothing by grace period)."""
         return None

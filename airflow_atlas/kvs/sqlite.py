@@ -22,14 +22,17 @@ import time
 import weakref
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Mapping, Sequence
+from urllib.parse import quote
 
 from ..errors import (
     InvalidInputError,
     KeyAlreadyExistsError,
+    StoreNotInitializedError,
     StoreUnavailableError,
     TableNotFoundError,
 )
 from . import _common as C
+from .consistency import LWT_OPERATIONS, WRITE_OPERATIONS, Operation, resolve_operation
 from .api import (
     LWT_TIMESTAMP,
     MAX_TIMESTAMP,
@@ -46,6 +49,7 @@ from .api import (
 )
 
 _META = "kvs_meta"
+_MAX_NAME_BYTES = 255
 _NOT_EXPIRED = "(exp IS NULL OR exp > ?)"
 _PURGE_INTERVAL_S = 60.0
 
@@ -66,6 +70,34 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+def check_path(path: str) -> str:
+    """The absolute path of a store file, or InvalidInputError naming the path: a NUL byte, a file or
+    directory name over 255 bytes (the usual file-system limit) or a directory."""
+    if "\x00" in path:
+        raise InvalidInputError(f"sqlite path {path!r} contains a NUL byte")
+    path = os.path.abspath(path)
+    for part in path.split(os.sep):
+        size = len(os.fsencode(part))
+        if size > _MAX_NAME_BYTES:
+            raise InvalidInputError(
+                f"sqlite path {path!r}: the name {part[:32]!r}... is {size} bytes long (at most {_MAX_NAME_BYTES})"
+            )
+    if os.path.isdir(path):
+        raise InvalidInputError(f"sqlite path {path!r} is a directory, not a database file")
+    return path
+
+
+def _why_unopenable(path: str) -> str:
+    parent = os.path.dirname(path)
+    if not os.path.isdir(parent):
+        return f"{parent!r} is not a directory"
+    if os.path.exists(path) and not os.access(path, os.R_OK | os.W_OK):
+        return "the file is not readable and writable by this user"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"the directory {parent!r} is not writable by this user"
+    return "the location cannot hold a database file"
+
+
 def _phys(table: str) -> str:
     """Quoted physical name of an Atlas table. ``table`` must already be validated."""
     return f'"kvs_{table}"'
@@ -83,7 +115,12 @@ class SqliteKeyValueService(KeyValueService):
         busy_timeout_ms: int = 30_000,
         synchronous: str = "NORMAL",
         fresh_timestamp_supplier: Callable[[], int] | None = None,
+        create: bool = True,
     ):
+        """``create=False``: open an existing store only - a missing file, a database without the
+        registry or a foreign database raise StoreNotInitializedError before anything is written (no file,
+        no WAL switch, no registry). ``create=True`` (``init``) creates the file and the registry, and
+        refuses a database that holds other tables. Bad paths are InvalidInputError naming the path."""
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidInputError(f"sqlite path must be a string, got {type(path).__name__}")
         path = os.fspath(path)
@@ -94,10 +131,18 @@ class SqliteKeyValueService(KeyValueService):
         C.check_int(busy_timeout_ms, "busy_timeout_ms", 0, 3_600_000)
         if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
             raise InvalidInputError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, got {synchronous!r}")
-        self.path = os.path.abspath(path)
-        parent = os.path.dirname(self.path)
-        if parent:
-            os.makedirs(parent, exist_ok=True)
+        self.path = check_path(path)
+        self._create = bool(create)
+        if self._create:
+            parent = os.path.dirname(self.path)
+            try:
+                os.makedirs(parent, exist_ok=True)
+            except OSError as exc:
+                raise InvalidInputError(
+                    f"sqlite store {self.path!r}: cannot create its directory {parent!r} ({exc.strerror or exc})"
+                ) from None
+        elif not os.path.exists(self.path):
+            raise StoreNotInitializedError(f"no store at sqlite {self.path} (the file does not exist)")
         self._busy_timeout_ms = busy_timeout_ms
         self._synchronous = synchronous
         self._supplier = fresh_timestamp_supplier
@@ -108,13 +153,35 @@ class SqliteKeyValueService(KeyValueService):
         self._meta_cache: dict[str, TableMetadata] = {}
         self._closed = False
         self._last_purge: dict[str, float] = {}
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        """Check the file is an Atlas store (or, with ``create``, a new or empty database) before writing
+        anything to it; then WAL and the registry."""
         conn = self._conn()
         try:
+            tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            if _META not in tables:
+                if not self._create:
+                    raise StoreNotInitializedError(
+                        f"sqlite {self.path} is not an Atlas store (no {_META} table)"
+                        + (f"; it holds other tables: {', '.join(sorted(tables)[:5])}" if tables else "")
+                    )
+                if tables:
+                    raise InvalidInputError(
+                        f"sqlite {self.path} is a database of something else (tables {', '.join(sorted(tables)[:5])}): "
+                        "an Atlas store needs its own file"
+                    )
             mode = conn.execute("PRAGMA journal_mode=WAL").fetchone()[0]
             if str(mode).lower() != "wal":
                 raise StoreUnavailableError(f"sqlite {self.path}: could not enable WAL (journal_mode={mode})")
-            with self._write("open", None) as c:
-                c.execute(f"CREATE TABLE IF NOT EXISTS {_META} (name TEXT PRIMARY KEY, metadata TEXT NOT NULL)")
+            if _META not in tables:
+                with self._write("open", None) as c:
+                    c.execute(f"CREATE TABLE IF NOT EXISTS {_META} (name TEXT PRIMARY KEY, metadata TEXT NOT NULL)")
         except sqlite3.Error as exc:
             raise self._translate(exc, "open", None) from exc
 
@@ -135,7 +202,8 @@ class SqliteKeyValueService(KeyValueService):
         if conn is None:
             try:
                 conn = sqlite3.connect(
-                    self.path,
+                    self.path if self._create else f"file:{quote(self.path)}?mode=rw",
+                    uri=not self._create,
                     timeout=self._busy_timeout_ms / 1000.0,
                     isolation_level=None,
                     check_same_thread=False,  # only so close() may close it from another thread
@@ -153,6 +221,11 @@ class SqliteKeyValueService(KeyValueService):
     def _translate(self, exc: BaseException, op: str, table: str | None) -> Exception:
         where = f" on table {table!r}" if table else ""
         msg = str(exc)
+        if op in ("connect", "open") and isinstance(exc, sqlite3.DatabaseError):
+            if "not a database" in msg or "malformed" in msg:
+                return InvalidInputError(f"{self.path!r} is not an SQLite database (or it is corrupt): {msg}")
+            if "unable to open" in msg:
+                return InvalidInputError(f"sqlite store {self.path!r} cannot be opened: {_why_unopenable(self.path)}")
         if isinstance(exc, sqlite3.OperationalError) and "no such table" in msg and table:
             self._meta_cache.pop(table, None)
             return TableNotFoundError(f"table {table!r} does not exist in {self.describe()}")
@@ -325,7 +398,8 @@ class SqliteKeyValueService(KeyValueService):
             raise self._translate(exc, "list_tables", None) from exc
 
     # ----- LOGICAL writes --------------------------------------------------------------------------
-    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int) -> None:
+    def put(self, table: str, values: Mapping[Cell, bytes], timestamp: int, *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.DATA_WRITE, WRITE_OPERATIONS, "put")  # one copy: no levels
         self._multi_put({table: values}, timestamp, "put")
 
     def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
@@ -358,7 +432,8 @@ class SqliteKeyValueService(KeyValueService):
         except sqlite3.Error as exc:
             raise self._translate(exc, op, table) from exc
 
-    def delete(self, table: str, versions: Iterable[tuple[Cell, int]]) -> None:
+    def delete(self, table: str, versions: Iterable[tuple[Cell, int]], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.ABORT_DELETE, WRITE_OPERATIONS, "delete")
         self._require(table, "delete", WriteMode.LOGICAL)
         versions = C.check_versions(versions)
         if not versions:
@@ -372,7 +447,8 @@ class SqliteKeyValueService(KeyValueService):
                 table,
             )
 
-    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]]) -> None:
+    def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
         self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
         ranges = C.check_ranges(ranges)
         if not ranges:
@@ -386,7 +462,8 @@ class SqliteKeyValueService(KeyValueService):
                 table,
             )
 
-    def add_gc_sentinels(self, table: str, cells: Iterable[Cell]) -> None:
+    def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
         self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
         cells = C.check_cells(cells)
         if not cells:
@@ -428,7 +505,8 @@ class SqliteKeyValueService(KeyValueService):
                     table,
                 )
 
-    def delete_rows(self, table: str, rows: Iterable[bytes]) -> None:
+    def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
+        resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
         self._require(table, "delete_rows", WriteMode.LOGICAL)
         rows = C.check_rows(rows)
         if not rows:
@@ -603,10 +681,11 @@ class SqliteKeyValueService(KeyValueService):
             last = page[-1][:3]
 
     # ----- LWT tables ------------------------------------------------------------------------------
-    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes]) -> None:
+    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None) -> None:
         """Per row all-or-nothing (as one Cassandra LWT batch per row): a row with any existing cell gets
         none of its cells written; other rows are written. Raises KeyAlreadyExistsError naming the cells
         that existed, with their values in ``existing``."""
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "put_unless_exists")
         self._require(table, "put_unless_exists", WriteMode.LWT)
         values = C.check_values(values)
         if not values:
@@ -632,7 +711,10 @@ class SqliteKeyValueService(KeyValueService):
                 existing,
             )
 
-    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+    def check_and_set(
+        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
+    ) -> bool:
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
         self._require(table, "check_and_set", WriteMode.LWT)
         cell = validate_cell(cell)
         expected = None if expected is None else validate_value(expected, what="expected value")

@@ -8,6 +8,10 @@
   Query options: ``replication_factor``, ``protocol_version``, ``create_keyspace``, ``datacenter``,
   ``ssl``, ``ssl_ca`` (CA file), ``ssl_verify`` (default true), ``connect_timeout``, ``request_timeout``,
   ``concurrency``, ``page_size``. User and password are percent-decoded.
+  Replica safety (:mod:`.consistency`): ``consistency_<operation>`` (a level name, e.g.
+  ``consistency_sweep_delete=QUORUM``), ``allow_weak_sweep_consistency``, ``repair_interval_seconds``,
+  ``allow_gc_grace_below_repair_interval``. They override the same keys of the engine settings
+  (``StoreConfig``, passed as ``settings``): the URL describes this one store.
 
 In-memory stores are not supported (each thread and process would see a different database).
 Errors are InvalidInputError naming the problem; no message ever contains the password.
@@ -20,12 +24,50 @@ import re
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import InvalidInputError
+from . import consistency
 from .api import KeyValueService
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
 _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+
+
+def _userinfo_end(rest: str) -> int:
+    """Index of the ``@`` that ends the credentials of ``rest`` (the URL after ``scheme://``), or -1.
+
+    The LAST ``@`` of the URL: a password typed with an unescaped ``/``, ``?``, ``#`` or ``@`` still counts
+    as the password (never as a host, a port, a path or a query), so no parse error can echo part of it.
+    (An ``@`` inside a query value must therefore be percent-encoded as ``%40``.)"""
+    return rest.rfind("@")
+
+
+def url_secrets(url) -> list[str]:
+    """Every secret in ``url``, to scrub from any text: the password of the credentials (raw and
+    percent-decoded, and its pieces between the characters a parser splits at) and ``password=`` query
+    values. Longest first. (THE credential scrubbing of the project: :func:`redact_url` and
+    :func:`scrub` use it.)"""
+    if not isinstance(url, str) or "://" not in url:
+        return []
+    scheme, _, rest = url.partition("://")
+    found: set[str] = set()
+    at = -1 if scheme.strip().lower() == "sqlite" else _userinfo_end(rest)
+    if at >= 0:
+        userinfo = rest[:at]
+        if ":" in userinfo:
+            password = userinfo.split(":", 1)[1]
+            found.update({password, unquote(password)})
+            found.update(p for p in re.split(r"[/?#@:&=;,\[\]]", password) if len(p) >= 3)
+    for value in re.findall(r"(?i)[?&]password=([^&#]*)", rest[at + 1 :] if at >= 0 else rest):
+        found.update({value, unquote(value)})
+    return sorted((s for s in found if s), key=len, reverse=True)
+
+
+def scrub(text: str, secrets) -> str:
+    """``text`` with each secret (e.g. :func:`url_secrets`) replaced by ``***``."""
+    for secret in sorted((s for s in secrets if s), key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def redact_url(url: str) -> str:
@@ -35,14 +77,15 @@ def redact_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         return re.sub(r"(?i)(password=)[^&#]*", r"\1***", url)
-    slash = rest.find("/")
-    netloc, tail = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
-    if "@" in netloc:
-        userinfo, host = netloc.rsplit("@", 1)
+    at = -1 if scheme.strip().lower() == "sqlite" else _userinfo_end(rest)
+    if at >= 0:
+        userinfo, rest = rest[:at], rest[at + 1 :]
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{host}" if ":" in userinfo else f"{user}@{host}"
-    tail = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", tail)
-    return f"{scheme}://{netloc}{tail}"
+        prefix = f"{user}:***@" if ":" in userinfo else f"{user}@"
+    else:
+        prefix = ""
+    rest = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", rest)
+    return scrub(f"{scheme}://{prefix}{rest}", url_secrets(url))
 
 
 def _bool(name: str, value: str) -> bool:
@@ -87,17 +130,23 @@ def _query(query: str, allowed: dict) -> dict:
 
 
 def _split(url: str, scheme: str) -> tuple[str, str, str]:
-    """(netloc, path, query) of ``scheme://netloc/path?query``; fragments are refused."""
+    """(netloc, path, query) of ``scheme://netloc/path?query``; fragments are refused. The netloc keeps
+    its credentials (everything up to the last ``@``, see :func:`_userinfo_end`)."""
     rest = url[len(scheme) + 3 :]
+    userinfo = ""
+    if scheme != "sqlite":
+        at = _userinfo_end(rest)
+        if at >= 0:
+            userinfo, rest = rest[: at + 1], rest[at + 1 :]
     if "#" in rest:
         raise InvalidInputError("key-value store URLs take no #fragment")
     rest, _, query = rest.partition("?")
     slash = rest.find("/")
     netloc, path = (rest, "") if slash < 0 else (rest[:slash], rest[slash:])
-    return netloc, path, query
+    return userinfo + netloc, path, query
 
 
-def _open_sqlite(url: str, opts: dict) -> KeyValueService:
+def _open_sqlite(url: str, opts: dict, settings: dict) -> KeyValueService:
     from .sqlite import SqliteKeyValueService
 
     netloc, path, query = _split(url, "sqlite")
@@ -115,6 +164,7 @@ def _open_sqlite(url: str, opts: dict) -> KeyValueService:
         query,
         {"busy_timeout_ms": _int, "synchronous": lambda n, v: v.upper()},
     )
+    consistency.replica_settings(settings)  # validated; one copy of the data: no levels, no grace period
     kwargs.update(opts)
     return SqliteKeyValueService(os.path.abspath(path), **kwargs)
 
@@ -158,7 +208,7 @@ def _parse_hosts(hostpart: str) -> tuple[list[str], int | None]:
     return hosts, (ports.pop() if ports else None)
 
 
-def _open_cassandra(url: str, opts: dict) -> KeyValueService:
+def _open_cassandra(url: str, opts: dict, settings: dict) -> KeyValueService:
     from .cassandra import CassandraKeyValueService, validate_keyspace
 
     netloc, path, query = _split(url, "cassandra")
@@ -191,14 +241,17 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
             "request_timeout": _float,
             "concurrency": _int,
             "page_size": _int,
+            **{name: (lambda n, v: consistency.check_setting(n, v)) for name in consistency.SETTING_NAMES},
         },
     )
+    replica = {**settings, **{name: q.pop(name) for name in consistency.SETTING_NAMES if name in q}}
+    policy, guard = consistency.replica_settings(replica)  # before connecting: nothing is written yet
     ssl_on = q.pop("ssl", False)
     ssl_ca = q.pop("ssl_ca", None)
     ssl_verify = q.pop("ssl_verify", True)
     if (ssl_ca is not None or "ssl_verify" in query) and not ssl_on:
         raise InvalidInputError("URL options ssl_ca / ssl_verify need ssl=true")
-    kwargs: dict = dict(q)
+    kwargs: dict = dict(q, consistency=policy, gc_grace_guard=guard)
     if ssl_on:
         import ssl
 
@@ -219,17 +272,42 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
     return CassandraKeyValueService.connect(hosts, keyspace=unquote(keyspace), **kwargs)
 
 
-def open_kvs(url: str, **opts) -> KeyValueService:
+def open_kvs(url: str, *, must_exist: bool = False, settings: dict | None = None, **opts) -> KeyValueService:
     """Open the key-value service a URL names; ``opts`` go to the backend's constructor (and override
-    URL options), e.g. ``fresh_timestamp_supplier=...``."""
+    URL options), e.g. ``fresh_timestamp_supplier=...``.
+
+    ``must_exist``: open an existing store only and write nothing to find out - a missing SQLite file, a
+    foreign SQLite database, a missing keyspace or a keyspace without the registry raise
+    StoreNotInitializedError (no file, WAL switch, keyspace or ``atlas_metadata`` is created).
+
+    ``settings``: the replica-safety keys of the engine settings
+    (:meth:`airflow_atlas.config.StoreConfig.replica_settings`); the URL's own query options of the same
+    names override them."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(consistency.SETTING_NAMES))
+    if unknown:
+        raise InvalidInputError(f"unknown replica-safety setting(s): {', '.join(unknown)}")
+    if must_exist:
+        scheme = url.strip().partition("://")[0].lower() if isinstance(url, str) else ""
+        if scheme == "sqlite":
+            opts.setdefault("create", False)
+        elif scheme == "cassandra":
+            opts.setdefault("create_keyspace", False)
+            opts.setdefault("create_registry", False)
     if not isinstance(url, str) or not url.strip():
         raise InvalidInputError("a key-value store URL is required (sqlite:///path.db or cassandra://host/keyspace)")
     url = url.strip()
     scheme = url.partition("://")[0].lower() if "://" in url else ""
-    if scheme == "sqlite":
-        return _open_sqlite(url, opts)
-    if scheme == "cassandra":
-        return _open_cassandra(url, opts)
+    try:
+        if scheme == "sqlite":
+            return _open_sqlite(url, opts, settings)
+        if scheme == "cassandra":
+            return _open_cassandra(url, opts, settings)
+    except InvalidInputError as exc:  # whatever went wrong, the message never holds the credentials
+        secrets = url_secrets(url)
+        if not secrets:
+            raise
+        raise type(exc)(scrub(str(exc), secrets)) from None
     if url.lower() in ("memory", "memory://", "mem://", ":memory:"):
         raise InvalidInputError("in-memory key-value stores are not supported: use sqlite:///path.db")
     if not scheme:

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..encoding import LONG_MAX
 from ..kvs.api import KeyValueService, SweepStrategy
+from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, INITIAL_PROGRESS, MAX_SHARDS
 from .partitions import coarse, fine
 from .queue_tables import (
@@ -186,16 +187,20 @@ class SweepQueueCleaner:
         if dedicated:
             # Deleted without checking each one exists: reading a 100,000-cell row to learn that would
             # cost more than a partition tombstone, and a re-run only repeats this after a crash.
-            self.kvs.delete_rows(SWEEPABLE_CELLS, dedicated)
+            self.kvs.delete_rows(SWEEPABLE_CELLS, dedicated, operation=Operation.QUEUE_CLEANUP)
             result.dedicated_rows_deleted = len(dedicated)
         # Step 2: the non-dedicated rows.
         if cells_rows:
-            self.kvs.delete_rows(SWEEPABLE_CELLS, cells_rows)
+            self.kvs.delete_rows(SWEEPABLE_CELLS, cells_rows, operation=Operation.QUEUE_CLEANUP)
             result.cells_rows_deleted = len(cells_rows)
         # Step 3: timestamps rows of coarse partitions progress has fully left.
         ts_rows = [c for c, _ in listed if coarse_lo <= c < coarse_hi]
         if ts_rows:
-            self.kvs.delete_rows(SWEEPABLE_TIMESTAMPS, [timestamps_row(shard, c, conservative) for c in ts_rows])
+            self.kvs.delete_rows(
+                SWEEPABLE_TIMESTAMPS,
+                [timestamps_row(shard, c, conservative) for c in ts_rows],
+                operation=Operation.QUEUE_CLEANUP,
+            )
             result.timestamps_rows_deleted = len(ts_rows)
             result.coarse_partitions = ts_rows
         return result

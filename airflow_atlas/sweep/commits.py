@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import KeyAlreadyExistsError, RollbackRefusedError
+from ..errors import CorruptTransactionDataError, KeyAlreadyExistsError, RollbackRefusedError
 
 ABORTED = -1
 
@@ -89,3 +89,20 @@ def resolve_commits(
             value = service.get(start)
             commits[start] = ABORTED if value is None else value
     return commits, aborted_now
+
+
+def with_writes_named(exc: CorruptTransactionDataError, entries) -> CorruptTransactionDataError:
+    """``exc`` (a corrupt transactions entry met while sweeping) with a user cell its transaction wrote,
+    from the batch's queue entries, added to the message and as ``user_table``/``user_row_hex``/
+    ``user_col_hex`` attributes (None when the batch has none)."""
+    writes = [w for w in entries if w.start_ts == exc.start_ts]
+    if not writes:
+        return exc
+    first = writes[0]
+    more = f" and {len(writes) - 1} more cell(s) in this batch" if len(writes) > 1 else ""
+    named = CorruptTransactionDataError(
+        f"{exc} (the transaction wrote {first.table} row {first.cell.row.hex()} column {first.cell.col.hex()}{more})",
+        table=exc.table, start_ts=exc.start_ts, row_hex=exc.row_hex, col_hex=exc.col_hex, value_hex=exc.value_hex,
+    )
+    named.user_table, named.user_row_hex, named.user_col_hex = first.table, first.cell.row.hex(), first.cell.col.hex()
+    return named

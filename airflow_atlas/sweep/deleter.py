@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, KeyValueService, SweepStrategy
+from ..kvs.consistency import Operation
 
 
 @dataclass
@@ -53,8 +54,8 @@ class SweepDeleter:
             counts.range_deletes = len(exclusive) + len(inclusive)
             counts.cells_tombstoned = len(newest)
             if not dry_run:
-                self._kvs.delete_all_timestamps(table, exclusive)
+                self._kvs.delete_all_timestamps(table, exclusive, operation=Operation.SWEEP_DELETE)
                 if inclusive:
-                    self._kvs.delete_all_timestamps(table, inclusive)
+                    self._kvs.delete_all_timestamps(table, inclusive, operation=Operation.SWEEP_DELETE)
             return counts
         raise ValueError(f"strategy {strategy} is not swept")

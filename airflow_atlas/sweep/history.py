@@ -1,5 +1,18 @@
-"""SweepHistory: a bounded log of sweep iterations and quarantined queue cells, for the dashboard,
-the CLI ``status`` command and drain forecasts. Stored in a WALLCLOCK table with a TTL; newest first."""
+"""SweepHistory: a bounded log of sweep iterations, sweep runs and quarantined queue cells, for the
+dashboard, the CLI ``status`` command and drain forecasts. Stored in a WALLCLOCK table with a TTL; newest
+first.
+
+Rows (one partition each):
+
+* ``run/<STRATEGY>/<shard>`` - one record per iteration that changed or inspected the pair (a
+  :class:`~airflow_atlas.sweep.results.SweepResult`): what the drain forecast and the lag series read;
+* ``outcome/<STRATEGY>/<shard>`` - one record per run of :meth:`TargetedSweeper.sweep_shard` (a
+  :class:`~airflow_atlas.sweep.results.ShardSweepResult`): completed, partial (``iteration_limit``),
+  ``skipped_locked`` (with the holder and its lease expiry) and ``failed`` (with ``error``, the reason).
+  This is what "last run" means in ``status`` and the dashboard, so a pair that fails every run shows
+  the failure and its reason, not "never run";
+* ``quarantine`` - corrupt queue cells the sweeper skipped.
+"""
 from __future__ import annotations
 
 import json
@@ -17,6 +30,10 @@ _QUARANTINE_ROW = b"quarantine"
 
 def _row(shard: int, strategy: str) -> bytes:
     return f"run/{strategy.upper()}/{int(shard)}".encode()
+
+
+def _outcome_row(shard: int, strategy: str) -> bytes:
+    return f"outcome/{strategy.upper()}/{int(shard)}".encode()
 
 
 def _newest_first_column() -> bytes:
@@ -37,6 +54,18 @@ class SweepHistory:
         entry.setdefault("at", time.time())
         cell = Cell(_row(entry["shard"], entry["strategy"]), _newest_first_column())
         self._kvs.put_wallclock(TABLE, {cell: json.dumps(entry, sort_keys=True).encode()}, ttl_seconds=self._ttl)
+
+    def record_run(self, result: dict) -> None:
+        """Record one run of a pair (a ShardSweepResult.to_json() dict, any status); adds ``at``."""
+        entry = dict(result)
+        entry.setdefault("at", time.time())
+        cell = Cell(_outcome_row(entry["shard"], entry["strategy"]), _newest_first_column())
+        self._kvs.put_wallclock(TABLE, {cell: json.dumps(entry, sort_keys=True, default=str).encode()}, ttl_seconds=self._ttl)
+
+    def runs(self, shard: int, strategy: str, limit: int = 10) -> list[dict]:
+        """The newest ``limit`` run records of one shard and strategy, newest first."""
+        rows = self._kvs.get_wallclock_row(TABLE, _outcome_row(shard, strategy), limit=limit)
+        return [json.loads(value) for _, value in rows]
 
     def recent(self, shard: int, strategy: str, limit: int = 100) -> list[dict]:
         """The newest ``limit`` records of one shard and strategy, newest first."""

@@ -48,3 +48,21 @@ class LeaseKeeper:
         if self._lost is not None:
             raise LockNotHeldError(f"lease {self.lease.name} was lost: {self._lost}")
         self._locks.check(self.lease)
+
+
+class FixedLease:
+    """A caller-managed lease (e.g. acquired by a separate Airflow task): checked, never refreshed here.
+    Same interface as :class:`LeaseKeeper` (``lease``, :meth:`check`, a context manager)."""
+
+    def __init__(self, locks, lease):
+        self._locks = locks
+        self.lease = lease
+
+    def __enter__(self) -> "FixedLease":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+    def check(self) -> None:
+        self._locks.check(self.lease)

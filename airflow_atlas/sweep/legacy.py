@@ -22,6 +22,7 @@ from typing import Iterator
 
 from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange, SweepStrategy
+from ..kvs.consistency import Operation
 from .commits import RollbackGuard, resolve_commits
 
 ABORTED = -1
@@ -150,9 +151,9 @@ class LegacySweeper:
         if dry_run:
             return
         if sentinel_cells:
-            self._kvs.add_gc_sentinels(table, sentinel_cells)  # sentinel before any delete
+            self._kvs.add_gc_sentinels(table, sentinel_cells, operation=Operation.SENTINEL)  # before any delete
         if deletes:
-            self._kvs.delete(table, deletes)
+            self._kvs.delete(table, deletes, operation=Operation.SWEEP_DELETE)
 
     def _commit_timestamps(self, starts: list[int], result: LegacySweepResult, dry_run: bool) -> dict[int, int]:
         """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError, StoreUnavailableError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy
+from ..kvs.consistency import Operation
 from .constants import INITIAL_PROGRESS, MAX_SHARDS
 from .queue_tables import (
     NUMBER_OF_SHARDS_CELL,
@@ -98,7 +99,7 @@ class ShardProgress:
             current = default if raw is None else decode_progress_value(raw)
             if current >= value:
                 return current
-            if self.kvs.check_and_set(SWEEP_PROGRESS, cell, raw, new):
+            if self.kvs.check_and_set(SWEEP_PROGRESS, cell, raw, new, operation=Operation.LWT_COMMIT):
                 return value
         raise StoreUnavailableError(
             f"could not update the {what} to {value}: lost {MAX_CAS_ATTEMPTS} check-and-set races in a row"

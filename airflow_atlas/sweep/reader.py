@@ -317,7 +317,7 @@ class SweepQueueReader:
             )
 
     # ----- counting (status, sensors, drain forecasts) -----------------------------------------------
-    # Additive helpers used by TargetedSweeper.has_sweepable_work / shard_status and
+    # Additive helpers used by TargetedSweeper.has_sweepable_work / sweepable_entries and
     # airflow_atlas.status. They read only non-dedicated rows: a reference cell's value records how
     # many writes its dedicated rows hold, so counting never opens a dedicated row.
 

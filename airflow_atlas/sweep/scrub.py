@@ -23,6 +23,7 @@ from typing import Sequence
 from ..encoding import decode_var_long, encode_var_long
 from ..errors import CorruptQueueDataError, InvalidInputError, KeyAlreadyExistsError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..kvs.consistency import Operation
 from .deleter import SweepDeleter
 from .write_info import WriteInfo
 from .write_reference import decode_write_reference, encode_write_info
@@ -58,7 +59,7 @@ class ScrubQueue:
             Cell(_row(start), encode_var_long(start) + encode_var_long(i)): encode_write_info(w)
             for i, w in enumerate(writes)
         }
-        self._kvs.put(TABLE, values, start)
+        self._kvs.put(TABLE, values, start, operation=Operation.QUEUE_WRITE)
 
     def pending(self) -> list[tuple[Cell, WriteInfo]]:
         """Every queued scrub entry (decodable ones), in row order."""
@@ -139,7 +140,7 @@ class Scrubber:
             strategy = self._kvs.get_metadata(table).strategy
             if aborted.get(table):
                 if not dry_run:
-                    self._kvs.delete(table, aborted[table])
+                    self._kvs.delete(table, aborted[table], operation=Operation.ABORT_DELETE)
                 result.aborted_writes_deleted += len(aborted[table])
             if strategy is SweepStrategy.NOTHING or not newest.get(table):
                 continue
@@ -147,7 +148,7 @@ class Scrubber:
             result.cells_tombstoned += counts.cells_tombstoned
             result.tables[table] = counts.cells_tombstoned
         if done and not dry_run:
-            self._kvs.delete(TABLE, done)
+            self._kvs.delete(TABLE, done, operation=Operation.QUEUE_CLEANUP)
         result.entries_scrubbed = len(done)
         result.duration_seconds = round(time.monotonic() - started, 6)
         return result

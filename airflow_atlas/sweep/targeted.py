@@ -24,95 +24,29 @@ simply redone by the next iteration; progress never passes an entry that was not
 from __future__ import annotations
 
 import logging
-import os
-import socket
 import threading
 import time
-import uuid
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field
 
 from ..encoding import LONG_MAX
-from ..errors import InvalidInputError, TableNotFoundError
+from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
+from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
-from .commits import RollbackGuard, resolve_commits
+from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
-from .lease_keeper import LeaseKeeper
+from .lease_keeper import FixedLease, LeaseKeeper
+from .results import (
+    LockHolderInfo,
+    ShardSweepResult,
+    SweepResult,
+    default_holder,
+    holder_process_gone,
+)
 
 log = logging.getLogger(__name__)
 
 ABORTED = -1
-
-
-@dataclass
-class _SweepFigures:
-    """What a sweep did, shared by one iteration (:class:`SweepResult`) and a run of iterations of one
-    shard (:class:`ShardSweepResult`). ``to_json()`` is what operators push to XCom."""
-
-    shard: int
-    strategy: str
-    status: str
-    sweep_ts: int | None = None
-    old_progress: int | None = None
-    new_progress: int | None = None
-    entries_read: int = 0
-    cells_tombstoned: int = 0
-    sentinels_written: int = 0
-    aborted_writes_deleted: int = 0
-    transactions_aborted: int = 0
-    queue_rows_cleaned: int = 0
-    entries_skipped_dropped_tables: int = 0
-    corrupt_entries: int = 0
-    blocked_by: dict | None = None
-    lock_holder: str | None = None
-    duration_seconds: float = 0.0
-    tables: dict = field(default_factory=dict)  # table -> cells tombstoned
-
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class SweepResult(_SweepFigures):
-    """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
-
-
-_SUMMED = (
-    "entries_read",
-    "cells_tombstoned",
-    "sentinels_written",
-    "aborted_writes_deleted",
-    "transactions_aborted",
-    "queue_rows_cleaned",
-    "entries_skipped_dropped_tables",
-    "corrupt_entries",
-)
-
-
-@dataclass
-class ShardSweepResult(_SweepFigures):
-    """Several iterations of one shard and strategy (until caught up, blocked or the iteration limit).
-    ``status``: caught_up | blocked | iteration_limit | skipped_locked | dry_run."""
-
-    iterations: int = 0
-
-    def add(self, it: SweepResult) -> None:
-        self.iterations += 1
-        for name in _SUMMED:
-            setattr(self, name, getattr(self, name) + getattr(it, name))
-        for table, n in it.tables.items():
-            self.tables[table] = self.tables.get(table, 0) + n
-        if self.old_progress is None:
-            self.old_progress = it.old_progress
-        if it.new_progress is not None:
-            self.new_progress = it.new_progress
-        self.sweep_ts = it.sweep_ts
-        self.blocked_by = it.blocked_by
-
-
-def default_holder() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
 class TargetedSweeper:
@@ -175,7 +109,7 @@ class TargetedSweeper:
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if lease is not None:
-            return self._iterate(shard, strategy, sweep_ts, _FixedLease(self._store.locks, lease), batch_limit, dry_run)
+            return self._iterate(shard, strategy, sweep_ts, FixedLease(self._store.locks, lease), batch_limit, dry_run)
         holder = holder or default_holder()
         lease_seconds = self._store.config.lock_lease_seconds
         acquired = self._store.locks.acquire(self.lock_name(shard, strategy), holder, lease_seconds)
@@ -199,9 +133,19 @@ class TargetedSweeper:
         batch_limit: int | None = None,
         dry_run: bool = False,
         tables=None,
+        on_iteration=None,
     ) -> ShardSweepResult:
-        """Run iterations until the shard is caught up to the sweep timestamp, blocked by a transaction
-        that committed too late, or ``max_iterations`` is reached. Holds one lease throughout."""
+        """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
+
+        Takes the pair's lease once for the whole run (or uses the caller's ``lease``, checked, never
+        refreshed here), keeps it alive in the background (:class:`LeaseKeeper`) and runs iterations
+        until the pair is caught up to the sweep timestamp, blocked by a transaction that committed too
+        late, or ``max_iterations`` is reached (``iteration_limit``: a partial run). A pair whose lease
+        another holder has is ``skipped_locked`` (with the holder, when its lease expires and whether its
+        process is gone). Every run that is not a dry run is recorded in the sweep history
+        (:meth:`SweepHistory.record_run`) - completed, partial, skipped and failed; a failure is recorded
+        with its reason and then raised. ``on_iteration(result)`` is called after each iteration (e.g. a
+        progress bar)."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
@@ -209,37 +153,62 @@ class TargetedSweeper:
         if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
             raise InvalidInputError("max_iterations must be at least 1")
         started = time.monotonic()
-        summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up")
-        if sweep_ts is None:
-            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
+        summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up", sweep_ts=sweep_ts)
         own = lease is None
         lease_seconds = self._store.config.lock_lease_seconds
-        if own:
-            lease = self._store.locks.acquire(self.lock_name(shard, strategy), holder or default_holder(), lease_seconds)
-            if lease is None:
-                skipped = self._skipped(shard, strategy)
-                summary.status = "skipped_locked"
-                summary.lock_holder = skipped.lock_holder
-                return summary
-        summary.lock_holder = lease.holder
         try:
-            keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else _NullContext(
-                _FixedLease(self._store.locks, lease)
-            )
-            with keeper_cm as keeper:
-                for _ in range(max_iterations):
-                    it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
-                    summary.add(it)
-                    if it.status in ("caught_up", "blocked", "dry_run"):
-                        summary.status = it.status
-                        break
-                else:
-                    summary.status = "iteration_limit"
-        finally:
+            if sweep_ts is None:
+                sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
+                summary.sweep_ts = sweep_ts
             if own:
-                self._release(lease)
+                lease = self._store.locks.acquire(self.lock_name(shard, strategy), holder or default_holder(), lease_seconds)
+                if lease is None:
+                    info = self.lock_holder(shard, strategy)
+                    summary.status = "skipped_locked"
+                    summary.lock_holder = info.holder
+                    summary.lock_expires_at = info.expires_at
+                    summary.lock_holder_process_gone = info.process_gone
+                    return summary
+            summary.lock_holder = lease.holder
+            try:
+                keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
+                with keeper_cm as keeper:
+                    for _ in range(max_iterations):
+                        it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
+                        summary.add(it)
+                        if on_iteration is not None:
+                            on_iteration(it)
+                        if it.status in ("caught_up", "blocked", "dry_run"):
+                            summary.status = it.status
+                            break
+                    else:
+                        summary.status = "iteration_limit"
+            finally:
+                if own:
+                    self._release(lease)
+        except Exception as exc:
+            summary.status = "failed"
+            summary.error = f"{type(exc).__name__}: {exc}"
+            raise
+        finally:
             summary.duration_seconds = round(time.monotonic() - started, 6)
+            if not dry_run:
+                self._record_run(summary)
         return summary
+
+    def lock_holder(self, shard: int, strategy: SweepStrategy | str) -> LockHolderInfo:
+        """Who holds the pair's lease now (all None when nobody does)."""
+        shard, strategy = self._check(shard, strategy)
+        state = self._store.locks.describe(self.lock_name(shard, strategy))
+        if state is None or state.expired or not state.holder:
+            return LockHolderInfo(None, None, None)
+        return LockHolderInfo(state.holder, state.expires_at, holder_process_gone(state.holder))
+
+    def _record_run(self, summary: ShardSweepResult) -> None:
+        try:
+            self._store.history.record_run(summary.to_json())
+        except Exception as exc:  # history feeds status and the dashboard; never mask the run's outcome
+            log.warning("could not record the sweep run in the history: %s", exc)
 
     def _release(self, lease) -> None:
         try:
@@ -248,12 +217,11 @@ class TargetedSweeper:
             log.warning("could not release %s: %s", lease.name, exc)
 
     def _skipped(self, shard: int, strategy: SweepStrategy) -> SweepResult:
-        state = self._store.locks.describe(self.lock_name(shard, strategy))
         return SweepResult(
             shard=shard,
             strategy=strategy.value,
             status="skipped_locked",
-            lock_holder=getattr(state, "holder", None),
+            lock_holder=self.lock_holder(shard, strategy).holder,
         )
 
     def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run) -> SweepResult:
@@ -318,7 +286,10 @@ class TargetedSweeper:
             new = max_exclusive - 1
         else:
             starts = sorted({w.start_ts for w in batch.entries})
-            commits = self._commit_timestamps(starts, result, dry_run)
+            try:
+                commits = self._commit_timestamps(starts, result, dry_run)
+            except CorruptTransactionDataError as exc:  # name a cell the transaction wrote, too
+                raise with_writes_named(exc, batch.entries) from None
             current = self._current_strategies({w.table for w in batch.entries})
             # Writes queued while a table was THOROUGH whose table is CONSERVATIVE now must also respect
             # the CONSERVATIVE sweep timestamp (read-only readers are allowed on the table again).
@@ -427,7 +398,7 @@ class TargetedSweeper:
             try:
                 if versions:
                     if not dry_run:
-                        self._kvs.delete(table, versions)
+                        self._kvs.delete(table, versions, operation=Operation.ABORT_DELETE)
                     result.aborted_writes_deleted += len(versions)
                 table_strategy = table_strategies.get(table, strategy) or strategy
                 if table_strategy is SweepStrategy.NOTHING:
@@ -489,25 +460,24 @@ class TargetedSweeper:
             return False
         return self._queue.reader.next_fine_partition(shard, strategy, old, sweep_ts) is not None
 
-    def shard_status(self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None, backlog_cap: int = 100_000) -> dict:
+    def sweepable_entries(
+        self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None, *, cap: int | None = None
+    ) -> int:
+        """THE count of a pair's sweepable entries: queued writes with a start timestamp above the pair's
+        progress and below ``sweep_ts`` (default: the strategy's sweep timestamp now). Counting stops at
+        ``cap`` (the result is then ``cap``, meaning "at least"). Used by ``status``, the CLI's progress
+        bar and the operators' in-task / Spark decision."""
         shard, strategy = self._check(shard, strategy)
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress.get_progress(shard, strategy)
-        lock = self._store.locks.describe(self.lock_name(shard, strategy))
-        backlog = self._queue.reader.count_entries(shard, strategy, progress, cap=backlog_cap)
-        sweepable = self._queue.reader.count_entries(shard, strategy, progress, max_exclusive=sweep_ts, cap=backlog_cap)
-        return {
-            "shard": shard,
-            "strategy": strategy.value,
-            "sweep_ts": sweep_ts,
-            "progress": progress,
-            "lag_ts": max(0, sweep_ts - 1 - progress),
-            "backlog_entries": backlog,
-            "sweepable_entries": sweepable,
-            "backlog_capped": backlog >= backlog_cap,
-            "lock_holder": None if lock is None or lock.expired or not lock.holder else lock.holder,
-        }
+        if progress >= sweep_ts - 1:
+            return 0
+        if cap is None:
+            return self._queue.reader.count_entries(shard, strategy, progress, sweep_ts)
+        if cap <= 0:
+            return 0
+        return self._queue.reader.count_entries(shard, strategy, progress, sweep_ts, cap=cap)
 
 
 def _count_rows(cleaned) -> int:
@@ -522,26 +492,4 @@ def _count_rows(cleaned) -> int:
     return int(sum(v for v in data.values() if isinstance(v, int)))
 
 
-class _FixedLease:
-    """A caller-managed lease (e.g. acquired by a separate Airflow task): checked, never refreshed here."""
-
-    def __init__(self, locks, lease):
-        self._locks = locks
-        self.lease = lease
-
-    def check(self) -> None:
-        self._locks.check(self.lease)
-
-
-class _NullContext:
-    def __init__(self, value):
-        self._value = value
-
-    def __enter__(self):
-        return self._value
-
-    def __exit__(self, *exc):
-        return None
-
-
-__all__ = ["TargetedSweeper", "SweepResult", "ShardSweepResult", "MAX_SHARDS", "default_holder"]
+__all__ = ["TargetedSweeper", "SweepResult", "ShardSweepResult", "LockHolderInfo", "MAX_SHARDS", "default_holder"]

@@ -50,6 +50,7 @@ from typing import Callable, Sequence
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, validate_table_name
+from ..kvs.consistency import Operation
 from .constants import (
     FINE_PARTITION,
     MAX_CELLS_DEDICATED,
@@ -166,10 +167,12 @@ class SweepQueueWriter:
             for index, (_write, value) in enumerate(part):
                 ordinal, position = divmod(index, MAX_CELLS_DEDICATED)
                 dedicated_cells[Cell(dedicated[ordinal], column_prefix + var_signed_long(position))] = value
-        self.kvs.put(SWEEPABLE_TIMESTAMPS, timestamp_cells, fine_partition * FINE_PARTITION)
-        self.kvs.put(SWEEPABLE_CELLS, row_cells, start_ts)
+        self.kvs.put(
+            SWEEPABLE_TIMESTAMPS, timestamp_cells, fine_partition * FINE_PARTITION, operation=Operation.QUEUE_WRITE
+        )
+        self.kvs.put(SWEEPABLE_CELLS, row_cells, start_ts, operation=Operation.QUEUE_WRITE)
         if dedicated_cells:
-            self.kvs.put(SWEEPABLE_CELLS, dedicated_cells, start_ts)
+            self.kvs.put(SWEEPABLE_CELLS, dedicated_cells, start_ts, operation=Operation.QUEUE_WRITE)
 
     # ----- internals ----------------------------------------------------------------------------------
     @staticmethod

@@ -34,8 +34,8 @@ registration to the start timestamp.
 
 Leases are wall-clock based: ``clock`` (seconds) must agree across machines to within ``margin_seconds``.
 :meth:`refresh` refuses to revive a registration with less than the margin left and fails if its own write
-took longer than the margin, so a sweeper that saw an entry expired (and may have passed it) can never see it
-live again.
+ended within the margin of the old expiry (a slow write long before expiry is fine), so a sweeper that saw an
+entry expired (and may have passed it) can never see it live again without the transaction knowing.
 """
 from __future__ import annotations
 
@@ -154,7 +154,8 @@ class OpenTransactionRegistry:
 
     def refresh(self, start_ts: int, lease_seconds: float) -> OpenTransaction:
         """Extend the lease to ``lease_seconds`` from now. Raises LockNotHeldError when the registration is
-        gone, has less than ``margin_seconds`` left, or the refresh itself took longer than the margin."""
+        gone, has less than ``margin_seconds`` left, or the refresh's write ended within the margin of the old
+        expiry (the transaction must then treat its lease as lost, though the new value was written)."""
         began = self._clock()
         entry = self.get(start_ts)
         if entry is None:
@@ -171,10 +172,13 @@ class OpenTransactionRegistry:
             {self._cell(start_ts): _encode(entry.holder, int(entry.registered_at * 1000), expires_ms)},
             ttl_seconds=_ttl(lease_seconds),
         )
-        took = self._clock() - began
-        if took >= self.margin_seconds:
+        after = self._clock()
+        if entry.expires_at - self.margin_seconds <= after:
+            # The write landed at or before ``after``; a sweeper whose clock is at most the margin ahead may
+            # have seen the old lease expired before then, and passed us: the refresh does not count.
             raise LockNotHeldError(
-                f"refreshing transaction {start_ts} took {took:.3f}s, more than the {self.margin_seconds}s margin"
+                f"refreshing transaction {start_ts} took {after - began:.3f}s and ended within the "
+                f"{self.margin_seconds}s margin of the old expiry {entry.expires_at:.3f}: the lease may have lapsed"
             )
         return OpenTransaction(start_ts, entry.holder, entry.registered_at, expires_ms / 1000)
 

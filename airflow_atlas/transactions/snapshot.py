@@ -86,6 +86,7 @@ from ..kvs.api import (
 from ..sweep.write_info import ScrubQueueHook, SweepQueueHook, WriteInfo
 from ..timestamps import TimestampService
 from .encoding import ABORTED
+from .conflicts import VersionWalk
 from .keeper import RegistrationKeeper
 from .punch import PunchTable
 from .registry import OpenTransaction, OpenTransactionRegistry
@@ -580,14 +581,14 @@ class SnapshotTransaction:
         start timestamp is a conflict and a smaller one is left for the post-write check; after our write,
         every pending version is rolled back (see the module docstring)."""
         m = self._m
+        walk = VersionWalk(m.kvs, table)  # reads grouped by row; see conflicts.py
         bounds = {c: MAX_TIMESTAMP for c in cells}
         while bounds:
-            found = m.kvs.get(table, bounds)
-            writers = {v.timestamp for v in found.values() if v.timestamp not in (SENTINEL_TIMESTAMP, self._start)}
+            found = walk.latest(bounds)
+            writers = {ts for ts in found.values() if ts not in (SENTINEL_TIMESTAMP, self._start)}
             outcomes = m.transaction_service.get_many(writers) if writers else {}
             bounds = {}
-            for cell, version in found.items():
-                writer = version.timestamp
+            for cell, writer in found.items():
                 if writer == SENTINEL_TIMESTAMP:
                     continue  # nothing older
                 if writer == self._start:
@@ -691,7 +692,13 @@ class SnapshotTransaction:
         self._m._best_effort(self._m.registry.unregister, self._start)
 
     def _verify_registration(self) -> None:
-        """Raise TransactionLockExpiredError unless the stored registration is live with the margin to spare."""
+        """Raise TransactionLockExpiredError unless the stored registration is live with the margin to spare
+        and no refresh found it lost (a refresh that found it lapsed may still have written a live value)."""
+        if self._lease_lost is not None:
+            raise TransactionLockExpiredError(
+                f"registration of transaction {self._start} was lost: {self._lease_lost}; sweep may have passed its "
+                "start timestamp"
+            )
         entry = self._m.registry.get(self._start)
         now = self._m.clock()
         if entry is None or entry.expires_at - self._m.registry.margin_seconds <= now:

@@ -47,8 +47,8 @@ def main(argv: list[str]) -> int:
 
     real_delete = kvs.delete_all_timestamps
 
-    def delete_all_timestamps(table, ranges):
-        real_delete(table, ranges)
+    def delete_all_timestamps(table, ranges, **kw):
+        real_delete(table, ranges, **kw)
         if len(updates) >= int(kill_after):
             print("MID", flush=True)
             time.sleep(3600)

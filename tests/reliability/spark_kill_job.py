@@ -35,8 +35,8 @@ def killing_partition(spec, pairs):
             updates.append(out)
             return out
 
-        def delete_all_timestamps(self, table, ranges):
-            real_delete(self, table, ranges)
+        def delete_all_timestamps(self, table, ranges, **kw):
+            real_delete(self, table, ranges, **kw)
             die_if_progressed()
 
         def add_gc_sentinels_and_delete_all_timestamps(self, table, cells, ranges):  # CONSERVATIVE pairs

@@ -1,157 +1,104 @@
-"""How the Cassandra backend packs multi-cell LOGICAL writes into UNLOGGED batches (no server needed).
+"""The Cassandra backend's batch planner (airflow_atlas.kvs.cassandra.batching): pure, no server, no driver.
 
-The packing is pure: statements are grouped by replica set and partition; a batch holds at most
-``batch_partitions`` partitions and about ``batch_bytes``; a statement larger than that goes alone, and a
-batch of one statement is sent as the plain statement. The contract suite runs the real writes.
+Items are grouped by replica set and partition (table, key); a batch holds at most ``max_partitions``
+partitions and about ``max_bytes``; an item larger than that goes alone; a unit (a cell's sentinel and
+ranged tombstone) is never split. The contract suite runs the real writes; the driver request built from a
+plan is checked there too (test_cassandra_pre_serialized_batch_values_equal_the_drivers_binding).
 """
 from __future__ import annotations
 
-from types import SimpleNamespace
-
-from cassandra import ConsistencyLevel
-from cassandra.query import BatchStatement
-
-from airflow_atlas.kvs.cassandra import CassandraKeyValueService
+from airflow_atlas.kvs.cassandra.batching import Statement, WriteItem, plan_batches, single
 
 
-class _Prepared:
-    """Stands in for a PreparedStatement: BatchStatement.add binds it."""
-
-    def __init__(self, name: str):
-        self.name = name
-        self.keyspace = None
-        self.routing_key = None
-
-    def bind(self, params):
-        return _Bound(self, params)
+def _plan(items, partitions=10, nbytes=4096, replicas=None):
+    return list(plan_batches(items, max_partitions=partitions, max_bytes=nbytes, replicas_of=replicas))
 
 
-class _Bound:
-    def __init__(self, ps, params):
-        self.prepared_statement = ps
-        self.values = list(params)
-        self.keyspace = None
-        self.routing_key = None
+def _items(keys, size=50, table="t", kind="put"):
+    return [single(kind, (k, i), table, k, size) for i, k in enumerate(keys)]
 
 
-def _service(partitions=10, nbytes=4096, replicas=None):
-    svc = object.__new__(CassandraKeyValueService)
-    svc._batch_partitions = partitions
-    svc._batch_bytes = nbytes
-    svc._write_cl = ConsistencyLevel.LOCAL_QUORUM
-    svc._replica_group = lambda: (replicas or (lambda key: None))
-    svc._s = lambda: SimpleNamespace(cluster=SimpleNamespace(column_encryption_policy=None))
-    svc.keyspace = "ks"
-    return svc
+def _units(keys, size=100, table="t"):
+    return [
+        WriteItem((Statement("sentinel", (k, i)), Statement("delete", (k, i))), table, k, size)
+        for i, k in enumerate(keys)
+    ]
 
 
-def _items(ps, keys, size=50):
-    return [(ps, (k, i), k, size) for i, k in enumerate(keys)]
+def _shape(plan):
+    """Per request: the number of CQL statements in it."""
+    return [sum(len(item.statements) for item in batch) for batch in plan]
 
 
-def _shape(out):
-    """Per yielded statement: the number of statements in it (1 = plain statement)."""
-    return [len(s._statements_and_parameters) if isinstance(s, BatchStatement) else 1 for s, _ in out]
+def test_distinct_partitions_go_ten_per_batch():
+    plan = _plan(_items([f"r{i}".encode() for i in range(25)]))
+    assert _shape(plan) == [10, 10, 5]
+    assert [item.key for batch in plan for item in batch] == [f"r{i}".encode() for i in range(25)]
 
 
-def _bound_calls(monkeypatch):
-    calls = []
-
-    def add(self, statement, parameters=None):
-        calls.append((statement, parameters))
-        self._statements_and_parameters.append((True, b"id", list(parameters or ())))
-
-    monkeypatch.setattr(BatchStatement, "add", add)
-    return calls
+def test_one_partition_is_capped_by_bytes_not_by_partitions():
+    assert _shape(_plan(_items([b"row"] * 45, size=100), nbytes=1000)) == [10, 10, 10, 10, 5]
 
 
-def test_distinct_partitions_go_ten_per_batch(monkeypatch):
-    _bound_calls(monkeypatch)
-    ps = _Prepared("t")
-    out = list(_service()._batches(_items(ps, [f"r{i}".encode() for i in range(25)])))
-    assert _shape(out) == [10, 10, 5]
-    assert all(s.batch_type.name == "UNLOGGED" for s, _ in out if isinstance(s, BatchStatement))
-    assert all(s.is_idempotent for s, _ in out)
+def test_large_item_goes_alone():
+    items = _items([b"a", b"b"]) + [single("put", ("big",), "t", b"c", 10_000)]
+    plan = _plan(items)
+    assert [len(batch) for batch in plan] == [1, 2]
+    assert plan[0][0].statements[0].params == ("big",)
+    assert _plan(items[:1]) == [[items[0]]]  # one item: one request of one item
 
 
-def test_one_partition_is_capped_by_bytes_not_by_partitions(monkeypatch):
-    _bound_calls(monkeypatch)
-    ps = _Prepared("t")
-    out = list(_service(nbytes=1000)._batches(_items(ps, [b"row"] * 45, size=100)))
-    assert _shape(out) == [10, 10, 10, 10, 5]
-
-
-def test_large_statement_goes_alone_and_single_batches_are_plain(monkeypatch):
-    _bound_calls(monkeypatch)
-    ps = _Prepared("t")
-    items = _items(ps, [b"a", b"b"], size=50) + [(ps, ("big",), b"c", 10_000)]
-    out = list(_service()._batches(items))
-    plain = [(s, p) for s, p in out if not isinstance(s, BatchStatement)]
-    assert plain == [(ps, ("big",))]
-    assert sorted(_shape(out)) == [1, 2]
-    # One item: sent as the statement itself.
-    assert list(_service()._batches(items[:1])) == [(ps, items[0][1])]
-
-
-def test_same_row_in_two_tables_counts_as_two_partitions(monkeypatch):
-    _bound_calls(monkeypatch)
-    a, b = _Prepared("a"), _Prepared("b")
+def test_same_row_in_two_tables_counts_as_two_partitions():
     items = []
     for i in range(6):
         key = f"r{i}".encode()
-        items += [(a, (key, "a"), key, 50), (b, (key, "b"), key, 50)]
-    assert _shape(list(_service()._batches(items))) == [10, 2]
+        items += [single("put", (key,), "a", key, 50), single("put", (key,), "b", key, 50)]
+    assert _shape(_plan(items)) == [10, 2]
 
 
-def test_batches_never_mix_replica_sets(monkeypatch):
-    calls = _bound_calls(monkeypatch)
-    ps = _Prepared("t")
+def test_batches_never_mix_replica_sets():
     keys = [f"r{i}".encode() for i in range(8)]
-    out = list(_service(replicas=lambda key: int(key[1:]) % 2)._batches(_items(ps, keys)))
-    assert _shape(out) == [4, 4]
-    groups = {int(params[0][1:]) % 2 for (_s, params) in calls[:4]}
-    assert len(groups) == 1
+    plan = _plan(_items(keys), replicas=lambda key: int(key[1:]) % 2)
+    assert _shape(plan) == [4, 4]
+    for batch in plan:
+        assert len({int(item.key[1:]) % 2 for item in batch}) == 1
 
 
-def test_batching_off_sends_every_statement_alone():
-    ps = _Prepared("t")
-    items = _items(ps, [b"a", b"b", b"c"])
-    assert list(_service(partitions=1)._batches(items)) == [(ps, it[1]) for it in items]
+def test_batching_off_sends_every_item_alone():
+    items = _items([b"a", b"b", b"c"])
+    assert _plan(items, partitions=1) == [[it] for it in items]
 
 
-def _units(sentinel, delete, keys, size=100):
-    """Sentinel + ranged delete of one cell: an item whose statement is None and whose params are pairs."""
-    return [(None, ((sentinel, (k, i)), (delete, (k, i))), k, size) for i, k in enumerate(keys)]
-
-
-def test_a_cells_sentinel_and_tombstone_always_share_a_batch(monkeypatch):
-    calls = _bound_calls(monkeypatch)
-    sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
+def test_a_cells_sentinel_and_tombstone_always_share_a_batch():
     # 7 cells of one row, a byte limit that fits 2.5 units: a batch must never end between a unit's halves.
-    out = list(_service(nbytes=250)._batches(_units(sentinel, delete, [b"row"] * 7)))
-    assert _shape(out) == [4, 4, 4, 2]
-    assert all(isinstance(s, BatchStatement) for s, _ in out)
-    pairs = [calls[i : i + 2] for i in range(0, len(calls), 2)]
-    assert [(a[0].name, b[0].name) for a, b in pairs] == [("sentinel", "delete")] * 7
-    assert all(a[1] == b[1] for a, b in pairs)  # same cell
+    plan = _plan(_units([b"row"] * 7), nbytes=250)
+    assert _shape(plan) == [4, 4, 4, 2]
+    for batch in plan:
+        for item in batch:
+            assert item.is_unit and [s.prepared for s in item.statements] == ["sentinel", "delete"]
+            assert item.statements[0].params == item.statements[1].params  # same cell
 
 
-def test_a_unit_alone_is_still_one_batch(monkeypatch):
-    _bound_calls(monkeypatch)
-    sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
-    units = _units(sentinel, delete, [b"a"])
-    for svc in (_service(), _service(partitions=1), _service(nbytes=64)):  # one item; batching off; too big
-        out = list(svc._batches(units))
-        assert _shape(out) == [2]
-    big = _units(sentinel, delete, [b"a", b"b", b"c"], size=10_000)
-    assert _shape(list(_service()._batches(big))) == [2, 2, 2]
+def test_a_unit_alone_is_still_one_request():
+    units = _units([b"a"])
+    for kwargs in ({}, {"partitions": 1}, {"nbytes": 64}):  # one item; batching off; too big
+        assert _shape(_plan(units, **kwargs)) == [2]
+    assert _shape(_plan(_units([b"a", b"b", b"c"], size=10_000))) == [2, 2, 2]
 
 
-def test_units_and_plain_statements_of_a_call_share_batches(monkeypatch):
-    _bound_calls(monkeypatch)
-    sentinel, delete = _Prepared("sentinel"), _Prepared("delete")
+def test_units_and_plain_statements_of_a_call_share_batches():
     keys = [f"r{i}".encode() for i in range(12)]
-    items = _units(sentinel, delete, keys[:8], size=50) + _items(sentinel, keys[8:], size=50)
-    out = list(_service()._batches(items))
-    assert sum(_shape(out)) == 8 * 2 + 4
-    assert _shape(out) == [8 * 2 + 2, 2]  # 10 partitions per batch: 8 units + 2 sentinels, then 2 sentinels
+    items = _units(keys[:8], size=50) + _items(keys[8:], size=50, kind="sentinel")
+    plan = _plan(items)
+    assert sum(_shape(plan)) == 8 * 2 + 4
+    assert _shape(plan) == [8 * 2 + 2, 2]  # 10 partitions per batch: 8 units + 2 sentinels, then 2 sentinels
+
+
+def test_the_plan_is_lazy_and_keeps_every_item_once():
+    items = _items([f"r{i % 7}".encode() for i in range(100)], size=300)
+    plan = plan_batches(items, max_partitions=3, max_bytes=1000)
+    assert iter(plan) is plan  # a generator: batches are planned while earlier ones are in flight
+    out = [item for batch in plan for item in batch]
+    assert sorted(out) == sorted(items)
+    for batch in _plan(items, partitions=3, nbytes=1000):
+        assert len({item.key for item in batch}) <= 3 and sum(item.size for item in batch) <= 1000

@@ -17,7 +17,7 @@ NOW = 1_700_000_000.0
 
 def _row(shard, strategy, *, progress=10, sweep_ts=100, backlog=5, capped=False, holder=None, last=None, series=()):
     forecast = drain_forecast(backlog=backlog, sweepable=backlog, ingest_entries=600, swept_entries=60,
-                              elapsed_seconds=60.0, runs=1)
+                              elapsed_seconds=60.0, runs=1).to_json()
     return {
         "shard": shard, "strategy": strategy, "sweep_ts": sweep_ts, "progress": progress,
         "lag_ts": max(0, sweep_ts - 1 - progress), "lag_seconds": 42.0, "lag_seconds_is_lower_bound": False,
@@ -112,3 +112,32 @@ def test_query_parameters():
     with pytest.raises(InvalidInputError):
         parse_shards("1,x")
     assert parse_strategy("all") is None and parse_strategy("thorough") == ["THOROUGH"]
+
+
+def test_before_any_sweep_the_forecast_claims_no_sweep_rate():
+    # Issue 16.9: a pair never swept is not "outpaced by ingest at sweep 0/s".
+    row = _row(0, "THOROUGH")
+    row["forecast"] = drain_forecast(backlog=5, sweepable=5, ingest_entries=600, swept_entries=0, elapsed_seconds=60.0,
+                                     runs=0, basis="window", ever_swept=False).to_json()
+    row["warnings"] = []
+    page = render_page(_status([row]))
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', page, re.S).group(1)
+    assert "class=outpaces" not in forecast and "ingest outpaces sweep" not in forecast
+    assert '<td data-field="sweep_rate" class="num">-</td>' in forecast and ">0/s<" not in forecast
+    assert ">not_swept_yet<" in forecast
+    assert '<span class="muted">never</span>' in page
+
+
+def test_a_failing_pair_shows_the_reason_and_a_dead_lock_holder_is_flagged():
+    failed = {"at": NOW - 5, "age_seconds": 5.0, "status": "failed", "outcome": "failed",
+              "error": "CorruptTransactionDataError: start timestamp 97 <garbage>", "entries_read": 0}
+    rows = [_row(0, "THOROUGH", last=failed), _row(1, "THOROUGH", holder="vm:4242:ab12")]
+    rows[0]["failing"] = {"runs": 3, "since": NOW - 600, "error": failed["error"]}
+    rows[1]["lock_holder_process_gone"] = True
+    page = render_page(_status(rows))
+    row0 = re.search(r'<tr data-shard="0" data-strategy="THOROUGH"[^>]*>(.*?)</tr>', page, re.S).group(1)
+    assert 'class="badge bad" data-field="outcome">failed<' in row0
+    assert 'data-field="error">CorruptTransactionDataError: start timestamp 97 &lt;garbage&gt;<' in row0
+    assert "3 failed runs in a row" in row0
+    row1 = re.search(r'<tr data-shard="1" data-strategy="THOROUGH"[^>]*>(.*?)</tr>', page, re.S).group(1)
+    assert "its process is gone" in row1 and "lease expires in 30s" in row1

@@ -40,6 +40,15 @@ BAD = {
     "initial_shards": [0, MAX_SHARDS + 1, True, 1.0],
     "rollback_guard_min_transactions": [0, -1, True, 1.5, "20"],
     "rollback_guard_max_fraction": [-0.1, 1.1, math.nan, math.inf, True, "0.9"],
+    **{
+        f"consistency_{op}": ["ANY", "SERIAL", "", True, 1, None]
+        for op in ("data_read", "data_write", "queue_write", "sweep_delete", "sentinel", "abort_delete", "queue_cleanup")
+    },
+    "consistency_lwt_commit": ["EACH_QUORUM", "ANY", "SERIAL", True, None],
+    "consistency_serial": ["QUORUM", "ALL", "ONE", True, None],
+    "allow_weak_sweep_consistency": [1, 0, "true", None],
+    "repair_interval_seconds": [0, -1, True, 1.5, "864000", None, 10 * 365 * 86_400 + 1],
+    "allow_gc_grace_below_repair_interval": [1, "yes", None],
 }
 
 
@@ -95,7 +104,7 @@ def test_text_values_are_parsed_by_the_keys_type():
 
 
 def test_unknown_and_repeated_keys_are_refused():
-    with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_limt \(from --set\); known: batch_limit"):
+    with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_limt \(from --set\); known: .*batch_limit"):
         StoreConfig().with_text({"batch_limt": "5"}, "--set")
     with pytest.raises(InvalidInputError, match="setting batch_limit given twice"):
         StoreConfig().with_text([("batch_limit", "5"), ("batch_limit", "6")], "--set")

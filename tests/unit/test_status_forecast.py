@@ -9,7 +9,7 @@ from airflow_atlas.status import TimestampClock, drain_forecast, format_duration
 def forecast(**kw):
     base = dict(backlog=1000, sweepable=1000, ingest_entries=0, swept_entries=0, elapsed_seconds=100.0, runs=3)
     base.update(kw)
-    return drain_forecast(**base)
+    return drain_forecast(**base).to_json()
 
 
 def test_drained_backlog_never_warns():
@@ -73,3 +73,15 @@ def test_format_duration():
     assert [format_duration(s) for s in (None, 0.25, 42, 312, 3 * 3600 + 240, 2 * 86400 + 3 * 3600)] == [
         "-", "0.2s", "42s", "5m12s", "3h04m", "2d03h"
     ]
+
+
+def test_before_any_sweep_no_rate_is_claimed():
+    # Issue 16.9: before any run the dashboard must not warn "ingest outpaces sweep (0/s)".
+    f = forecast(ingest_entries=1000, swept_entries=0, runs=0, basis="window", ever_swept=False)
+    assert f["state"] == "not_swept_yet" and f["sweep_rate_per_second"] is None
+    assert f["ingest_outpaces_sweep"] is False and f["net_drain_rate_per_second"] is None
+    assert f["ingest_rate_per_second"] == 10.0 and f["warnings"] == []
+    old = forecast(ingest_entries=1000, swept_entries=0, runs=0, basis="window", ever_swept=False, elapsed_seconds=600.0)
+    assert [w["kind"] for w in old["warnings"]] == ["sweeper_idle"] and "never swept" in old["warnings"][0]["message"]
+    # the same figures once a sweep has been recorded: a real 0/s, which ingest outpaces
+    assert forecast(ingest_entries=1000, swept_entries=0, runs=0, basis="window")["ingest_outpaces_sweep"] is True

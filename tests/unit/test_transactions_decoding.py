@@ -56,3 +56,16 @@ def test_any_bytes_decode_to_a_possible_outcome_or_a_clear_error(start, raw):
             assert f"start timestamp {start}" in str(exc)
         else:
             assert commit == -1 or start <= commit <= LONG_MAX
+
+
+@pytest.mark.parametrize("service, cell_of", [(V1, enc.v1_cell), (V2, enc.v2_cell)])
+def test_the_error_names_the_cell_and_what_to_do(service, cell_of):
+    """Issue 16 item 9: the corrupt entry is named (transaction and cell) with what to do, as attributes
+    too (for history and status)."""
+    with pytest.raises(CorruptTransactionDataError) as info:
+        service.decode_entry(25_000_017, b"\xff\xff\xff")
+    exc, cell = info.value, cell_of(25_000_017)
+    assert exc.start_ts == 25_000_017 and exc.table == service.table
+    assert (exc.row_hex, exc.col_hex, exc.value_hex) == (cell.row.hex(), cell.col.hex(), "ffffff")
+    assert cell.row.hex() in str(exc) and "What to do" in str(exc) and "atlas-sweep verify" in str(exc)
+    assert exc.to_json()["start_ts"] == 25_000_017

@@ -9,7 +9,11 @@ Two connection types are understood:
     * extra (JSON): the provider's keys ``ssl_options`` (e.g. ``{"ca_certs": "/etc/ca.pem"}``),
       ``load_balancing_policy`` + ``load_balancing_policy_args``, ``protocol_version``, ``cql_version``;
       and ours: ``create_keyspace`` (bool, default false), ``replication_factor`` (int, default 1),
-      ``datacenter`` (NetworkTopologyStrategy datacenter for ``create_keyspace``).
+      ``datacenter`` (NetworkTopologyStrategy datacenter for ``create_keyspace``); the replica-safety
+      settings ``consistency_<operation>`` (e.g. ``"consistency_sweep_delete": "ALL"``),
+      ``allow_weak_sweep_consistency``, ``repair_interval_seconds``, ``allow_gc_grace_below_repair_interval``
+      (see :mod:`airflow_atlas.kvs.consistency`); they override the same keys of ``atlas_settings`` for this
+      store, and travel to Spark executors in the store URL.
     When ``protocol_version`` is absent the hook starts the negotiation at 5 (Cassandra 4.0+).
     Example (environment variable, JSON form: URI query values would arrive as strings)::
 
@@ -85,6 +89,21 @@ def _bool_extra(conn, name: str, default: bool) -> bool:
         raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}") from None
 
 
+def replica_extras(conn) -> dict:
+    """The replica-safety settings a ``cassandra`` connection's extras set (validated, normalised)."""
+    from airflow_atlas.kvs import consistency
+
+    out = {}
+    for name in consistency.SETTING_NAMES:
+        value = _extra(conn, name)
+        if value is not None and value != "":
+            try:
+                out[name] = consistency.check_setting(name, value)
+            except InvalidInputError as exc:
+                raise InvalidInputError(f"connection {conn.conn_id!r}: extra {exc}") from None
+    return out
+
+
 def describe_connection(conn) -> dict:
     """What a connection points at, validated, without secrets (safe to log and return to XCom)."""
     conn_type = (conn.conn_type or "").strip()
@@ -109,6 +128,7 @@ def describe_connection(conn) -> dict:
             rf = int(rf)
         except (TypeError, ValueError):
             raise InvalidInputError(f"connection {conn.conn_id!r}: extra replication_factor must be an integer") from None
+        replica_extras(conn)  # bad consistency extras fail here, naming the connection
         protocol = _extra(conn, "protocol_version")
         if protocol not in (None, ""):
             try:
@@ -165,6 +185,8 @@ def store_url(conn) -> str:
     datacenter = info["datacenter"] or local_dc
     if datacenter:
         query["datacenter"] = datacenter
+    for name, value in replica_extras(conn).items():  # Spark executors apply the same policy
+        query[name] = ("true" if value else "false") if isinstance(value, bool) else value
     hosts = ",".join(info["hosts"])
     return f"cassandra://{auth}{hosts}:{info['port']}/{info['keyspace']}?{urlencode(query)}"
 
@@ -218,9 +240,13 @@ class AtlasHook(BaseHook):
 
             return SqliteKeyValueService(info["path"])
 
+        from airflow_atlas.config import StoreConfig
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
+        from airflow_atlas.kvs.consistency import replica_settings
 
         conn_id = self.atlas_conn_id
+        # atlas_settings' replica-safety keys, overridden by the connection's extras (before connecting).
+        policy, guard = replica_settings({**(self.config or StoreConfig()).replica_settings(), **replica_extras(conn)})
         explicit_protocol = _extra(conn, "protocol_version") is not None
 
         def cluster_factory():
@@ -244,6 +270,8 @@ class AtlasHook(BaseHook):
             create_keyspace=info["create_keyspace"],
             replication_factor=info["replication_factor"],
             datacenter=info["datacenter"],
+            consistency=policy,
+            gc_grace_guard=guard,
             _secrets=(conn.password,) if conn.password else (),
         )
 
@@ -253,7 +281,7 @@ class AtlasHook(BaseHook):
         helper passes it through a private file). Only what the URL form supports is carried over:
         hosts, port, keyspace, credentials, ``protocol_version``, TLS with ``ssl_options.ca_certs``, the
         local datacenter of ``DCAwareRoundRobinPolicy``, and our ``create_keyspace`` /
-        ``replication_factor`` extras."""
+        ``replication_factor`` extras and replica-safety extras (``consistency_*`` ...)."""
         return store_url(self.get_connection(self.atlas_conn_id))
 
     # ----- lifecycle -------------------------------------------------------------------------------

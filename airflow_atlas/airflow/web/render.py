@@ -19,8 +19,9 @@ from airflow_atlas.status import format_duration
 
 MANUAL_SWEEP_DAG = "atlas_manual_sweep"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
-STATE_CLASS = {"drained": "ok", "draining": "ok", "steady": "info", "growing": "bad", "stalled": "warn", "unknown": "muted"}
-OUTCOME_CLASS = {"ok": "ok", "blocked": "warn", "quarantined": "bad"}
+STATE_CLASS = {"drained": "ok", "draining": "ok", "steady": "info", "growing": "bad", "stalled": "warn", "unknown": "muted",
+               "not_swept_yet": "muted"}
+OUTCOME_CLASS = {"ok": "ok", "blocked": "warn", "quarantined": "bad", "failed": "bad", "skipped": "warn"}
 
 CSS = """
 :root { color-scheme: light; --fg:#1d2733; --muted:#6b7785; --line:#d9dee5; --bg:#ffffff; --panel:#f6f8fa;
@@ -185,12 +186,23 @@ def render_shard_table(status: dict) -> str:
             outcome = ""
         else:
             outcome = last.get("outcome") or ""
+            if outcome == "failed":
+                detail = f'<div class="sub bad" data-field="error">{esc(last.get("error"))}</div>'
+            elif outcome == "skipped":
+                detail = f'<div class="sub">locked by {esc(last.get("lock_holder"))}</div>'
+            else:
+                detail = (
+                    f'<div class="sub">{fmt_int(last.get("entries_read"))} read, {fmt_int(last.get("cells_tombstoned"))} tombstoned, '
+                    f'{fmt_int(last.get("aborted_writes_deleted"))} aborted deleted, progress {fmt_int(last.get("old_progress"))} '
+                    f'&rarr; {fmt_int(last.get("new_progress"))}</div>'
+                )
+            failing = r.get("failing")
+            if failing and failing.get("runs", 0) > 1:
+                detail += f'<div class="sub bad">{fmt_int(failing["runs"])} failed runs in a row</div>'
             last_html = (
                 f'{esc(format_duration(last.get("age_seconds")))} ago &middot; {esc(last.get("status"))} '
                 f'<span class="badge {OUTCOME_CLASS.get(outcome, "muted")}" data-field="outcome">{esc(outcome)}</span>'
-                f'<div class="sub">{fmt_int(last.get("entries_read"))} read, {fmt_int(last.get("cells_tombstoned"))} tombstoned, '
-                f'{fmt_int(last.get("aborted_writes_deleted"))} aborted deleted, progress {fmt_int(last.get("old_progress"))} '
-                f'&rarr; {fmt_int(last.get("new_progress"))}</div>'
+                + detail
             )
         lag_s = r.get("lag_seconds")
         lag_text = "-" if lag_s is None else (">" if r.get("lag_seconds_is_lower_bound") else "") + format_duration(lag_s)
@@ -198,7 +210,9 @@ def render_shard_table(status: dict) -> str:
         holder_html = (
             '<span class="muted">free</span>'
             if not holder
-            else f'{esc(holder)}<div class="sub">lease expires in {esc(format_duration(r.get("lock_expires_in_seconds")))}</div>'
+            else f'{esc(holder)}<div class="sub">lease expires in {esc(format_duration(r.get("lock_expires_in_seconds")))}'
+            + ('; <b class="bad">its process is gone</b>' if r.get("lock_holder_process_gone") else "")
+            + "</div>"
         )
         recent = r.get("recent") or {}
         cls = "behind" if r.get("lag_ts") else ""

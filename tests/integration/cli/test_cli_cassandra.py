@@ -59,3 +59,71 @@ def test_operator_loop_on_cassandra(cassandra_node, fresh_keyspace, tmp_path):
         assert sum(p["entries"] for p in why["pinned_by_shard"]) == pinned
     finally:
         store.close()
+
+
+def _tables(session, keyspace: str) -> list[str]:
+    rows = session.execute("SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,))
+    return sorted(r.table_name for r in rows)
+
+
+def _keyspace_exists(session, keyspace: str) -> bool:
+    rows = session.execute("SELECT keyspace_name FROM system_schema.keyspaces WHERE keyspace_name = %s", (keyspace,))
+    return bool(list(rows))
+
+
+def test_commands_create_nothing_in_cassandra(cassandra_node, cassandra_session, fresh_keyspace, tmp_path):
+    """16.4 on the node: an empty keyspace gets no atlas_metadata, a missing keyspace is not created; 16.8:
+    credentials with an unescaped slash reach the node as credentials and are never echoed."""
+    base = f"{CASSANDRA_HOST}:{CASSANDRA_PORT}"
+    empty = Cli(f"cassandra://{base}/{fresh_keyspace}", tmp_path)
+    for command in ("status", "sweep", "verify", "shards", "workload"):
+        result = empty.run(command)
+        assert result.returncode == 2, (command, result.stderr)
+        assert "holds no Atlas store" in result.stderr and "run 'atlas-sweep init' first" in result.stderr
+    assert _tables(cassandra_session, fresh_keyspace) == []
+
+    missing = f"atlas_missing_{fresh_keyspace[-8:]}"
+    secret = "S3cretPW"
+    absent = Cli(f"cassandra://sweeper:pa/{secret}@{base}/{missing}", tmp_path)
+    for command in ("status", "shards"):
+        result = absent.run(command)
+        assert result.returncode == 2, (command, result.stderr)
+        assert f"keyspace {missing!r} does not exist" in result.stderr
+        assert secret not in result.stderr + result.stdout and "pa/" not in result.stderr
+        assert "sweeper:***@" in result.stderr
+    assert not _keyspace_exists(cassandra_session, missing)
+
+
+def test_init_validation_failed_runs_and_dead_holders_on_cassandra(cassandra_node, fresh_keyspace, tmp_path):
+    """16.5, 16.9 and 16.10 on the node, in one keyspace (creating the store's tables dominates the runtime)."""
+    url = f"cassandra://{CASSANDRA_HOST}:{CASSANDRA_PORT}/{fresh_keyspace}"
+    cli = Cli(url, tmp_path, ("unreadable_window_seconds=0",))
+    cli.ok("init", "--shards", "4", "--table", "demo_conservative:CONSERVATIVE")
+    refused = cli.run("init", "--shards", "16", "--table", "newtab:THOROUGH", "--table", "demo_conservative:THOROUGH")
+    assert refused.returncode == 2 and "nothing was changed" in refused.stderr, refused.stderr
+    assert cli.json("shards")["number_of_shards"] == 4
+    assert cli.json("status", "--shard", "0")["tables"] == {"demo_conservative": "CONSERVATIVE"}
+
+    from .test_sweep_runs import corrupt_commit_entry, kill_a_sweeper_holding
+
+    cli.ok("workload", "-n", "20", "--seed", "2")
+    store = AtlasStore.open(url, StoreConfig(unreadable_window_seconds=0))
+    try:
+        start, cell = corrupt_commit_entry(store, "demo_thorough")
+    finally:
+        store.close()
+    swept = cli.run("sweep")
+    assert swept.returncode == 1, swept.stdout + swept.stderr
+    assert f"start timestamp {start}" in swept.stderr and cell.row.hex() in swept.stderr
+    status = cli.json("status")
+    failing = [r for r in status["shards"] if r["failing"]]
+    assert len(failing) == 1 and failing[0]["strategy"] == "THOROUGH"
+    assert f"start timestamp {start}" in failing[0]["last_run"]["error"]
+    assert all(r["last_run"]["outcome"] == "ok" for r in status["shards"] if not r["failing"])
+
+    holder = kill_a_sweeper_holding(url)
+    run = cli.run("sweep", "--shard", "0", "--strategy", "THOROUGH")
+    assert run.returncode == 4, run.stdout + run.stderr
+    assert f"skipped, locked by {holder}" in run.stdout and "its process is gone" in run.stdout
+    row = cli.json("status", "--shard", "0", "--strategy", "THOROUGH")["shards"][0]
+    assert row["lock_holder"] == holder and row["lock_holder_process_gone"] is True and row["lock_expires_in_seconds"] > 500

@@ -1169,8 +1169,13 @@ def test_cassandra_service_on_a_callers_session_refuses_to_run_after_fork(cassan
 @pytest.mark.cassandra
 def test_cassandra_pre_serialized_batch_values_equal_the_drivers_binding(cassandra_kvs):
     """Batches add our blob/bigint statements pre-serialized (skipping the driver's bind): byte for byte
-    what ``PreparedStatement.bind`` produces, for every write statement the batches carry."""
+    what ``PreparedStatement.bind`` produces, for every write statement the batches carry; a value of the
+    wrong type is refused like bind refuses it."""
+    from cassandra import ConsistencyLevel
     from cassandra.query import BatchStatement
+
+    from airflow_atlas.kvs.cassandra.batching import Statement, single
+    from airflow_atlas.kvs.cassandra.requests import RequestBuilder
 
     name = f"ser{uuid.uuid4().hex[:10]}"
     cassandra_kvs.create_table(name)
@@ -1182,12 +1187,21 @@ def test_cassandra_pre_serialized_batch_values_equal_the_drivers_binding(cassand
         "sentinel": (r, c, b"", 10**13),
         "delete_row": (10**13, r),
     }
+    build = RequestBuilder(ConsistencyLevel.ALL, {}, pre_serialize=True)
     for kind, params in cases.items():
         ps = cassandra_kvs._prep(name, kind)
-        batch = BatchStatement()
-        cassandra_kvs._adder(batch)(ps, params)
-        (prepared, query_id, values), = batch._statements_and_parameters
-        assert prepared and query_id == ps.query_id
-        assert values == ps.bind(params).values, kind
+        bound = build.bound(Statement(ps, params))
+        assert bound.prepared_statement is ps
+        assert bound.values == ps.bind(params).values, kind
+        assert bound.routing_key == r  # a blob partition key routes as itself
     with pytest.raises(TypeError, match="bigint"):
-        cassandra_kvs._adder(BatchStatement())(cassandra_kvs._prep(name, "delete_row"), ("not an int", r))
+        build.bound(Statement(cassandra_kvs._prep(name, "delete_row"), ("not an int", r)))
+    # A planned batch: one UNLOGGED batch at the builder's level, routed to its first partition.
+    ps = cassandra_kvs._prep(name, "delete_row")
+    batch, params = build([single(ps, (10**13, b"a"), name, b"a", 30), single(ps, (10**13, b"b"), name, b"b", 30)])
+    assert isinstance(batch, BatchStatement) and params is None and len(batch) == 2
+    assert batch.consistency_level == ConsistencyLevel.ALL and batch.routing_key == b"a" and batch.is_idempotent
+    lone = single(ps, (10**13, b"a"), name, b"a", 30)
+    assert build([lone]) == (ps, (10**13, b"a"))  # one statement goes as itself
+    binding = RequestBuilder(ConsistencyLevel.ONE, {}, pre_serialize=False)  # e.g. a column-encryption policy
+    assert binding.bound(Statement(ps, (10**13, b"a"))).values == ps.bind((10**13, b"a")).values

@@ -42,17 +42,17 @@ class CrashingKvs(View):
         super().__init__(inner)
         self._fail = fail
 
-    def delete(self, table, versions):
+    def delete(self, table, versions, **kw):
         self._fail("delete", table, None)
-        return self._inner.delete(table, versions)
+        return self._inner.delete(table, versions, **kw)
 
-    def delete_all_timestamps(self, table, ranges):
+    def delete_all_timestamps(self, table, ranges, **kw):
         self._fail("delete_all_timestamps", table, ranges)
-        return self._inner.delete_all_timestamps(table, ranges)
+        return self._inner.delete_all_timestamps(table, ranges, **kw)
 
-    def add_gc_sentinels(self, table, cells):
+    def add_gc_sentinels(self, table, cells, **kw):
         cells = list(cells)
-        self._inner.add_gc_sentinels(table, cells)
+        self._inner.add_gc_sentinels(table, cells, **kw)
         self._fail("after_add_gc_sentinels", table, None)
 
     # The worst case of the CONSERVATIVE write: the interface's default, two separate calls (sentinels,
@@ -60,10 +60,10 @@ class CrashingKvs(View):
     # own version applies each cell's pair atomically, a subset of these states.)
     add_gc_sentinels_and_delete_all_timestamps = KeyValueService.add_gc_sentinels_and_delete_all_timestamps
 
-    def delete_rows(self, table, rows):
+    def delete_rows(self, table, rows, **kw):
         rows = list(rows)
         self._fail("delete_rows", table, rows)
-        return self._inner.delete_rows(table, rows)
+        return self._inner.delete_rows(table, rows, **kw)
 
 
 class CrashingProgress(ShardProgress):

@@ -90,23 +90,23 @@ class FailingKvs(View):
         super().__init__(inner)
         self._failing = failing
 
-    def delete_all_timestamps(self, table, ranges):
+    def delete_all_timestamps(self, table, ranges, **kw):
         if self._failing == "delete_all_timestamps":
             raise StoreUnavailableError("injected: cassandra delete_all_timestamps timed out")
-        return self._inner.delete_all_timestamps(table, ranges)
+        return self._inner.delete_all_timestamps(table, ranges, **kw)
 
-    def add_gc_sentinels(self, table, cells):
+    def add_gc_sentinels(self, table, cells, **kw):
         if self._failing == "add_gc_sentinels":
             raise StoreUnavailableError("injected: cassandra add_gc_sentinels timed out")
-        return self._inner.add_gc_sentinels(table, cells)
+        return self._inner.add_gc_sentinels(table, cells, **kw)
 
     # The interface's default (sentinels, then tombstones, as two calls) through the failing methods above.
     add_gc_sentinels_and_delete_all_timestamps = KeyValueService.add_gc_sentinels_and_delete_all_timestamps
 
-    def delete(self, table, versions):
+    def delete(self, table, versions, **kw):
         if self._failing == "delete":
             raise StoreUnavailableError("injected: cassandra delete timed out")
-        return self._inner.delete(table, versions)
+        return self._inner.delete(table, versions, **kw)
 
 
 @pytest.mark.parametrize(

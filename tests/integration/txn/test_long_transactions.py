@@ -78,3 +78,46 @@ def test_a_dropped_transaction_is_no_longer_kept(make_manager):
     time.sleep(LEASE / 2)
     assert manager._keeper.open_count == 0
     assert manager.registry.get(start) is not None  # expires on its own after the lease
+
+
+class _Clock:
+    """A clock the test moves; ``write_takes`` seconds pass during each registry write (the store's put is
+    wrapped on this kvs object only, and restored)."""
+
+    def __init__(self):
+        self.now = 1000.0
+        self.write_takes = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize("write_takes, lost", [(2.0, False), (4.5, True)])
+def test_a_slow_refresh_counts_unless_it_ended_near_the_old_expiry(kvs, write_takes, lost):
+    """Lease 10 s, margin 1 s, refreshed 5 s in: a 2 s write ends 3 s before the old expiry (fine, though
+    slower than the margin); a 4.5 s write ends within the margin of it (lost: a sweeper may have passed)."""
+    import uuid
+
+    from airflow_atlas.errors import LockNotHeldError
+    from airflow_atlas.transactions.registry import OpenTransactionRegistry
+
+    clock = _Clock()
+    registry = OpenTransactionRegistry(kvs, clock, margin_seconds=1.0, table=f"_open_{uuid.uuid4().hex[:12]}")
+    registry.ensure_tables()
+    registry.register(77, "w", 10)
+    clock.now += 5
+    original = kvs.put_wallclock
+
+    def slow_put(*args, **kwargs):
+        original(*args, **kwargs)
+        clock.now += write_takes
+
+    kvs.put_wallclock = slow_put
+    try:
+        if lost:
+            with pytest.raises(LockNotHeldError, match="margin"):
+                registry.refresh(77, 10)
+        else:
+            assert registry.refresh(77, 10).expires_at == 1015.0
+    finally:
+        del kvs.put_wallclock

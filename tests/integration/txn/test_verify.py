@@ -138,6 +138,8 @@ def test_a_corrupt_transaction_entry_is_a_finding_not_a_crash(store):
         fresh.sweeper.sweep_shard(0, "THOROUGH")
     assert failure.value.start_ts == start and failure.value.row_hex == tcell.row.hex()
     assert failure.value.col_hex == tcell.col.hex() and "What to do" in str(failure.value)
+    assert (failure.value.user_table, failure.value.user_row_hex) == ("t", b"r".hex())
+    assert "the transaction wrote t row 72 column 63" in str(failure.value)
 
 
 def test_quarantined_queue_cells_are_reported_with_what_they_pin(store):

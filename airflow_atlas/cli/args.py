@@ -1,0 +1,210 @@
+"""The ``atlas-sweep`` argument parser and its argument types (one-line errors, exit code 2)."""
+from __future__ import annotations
+
+import argparse
+
+from .. import __version__
+from ..errors import InvalidInputError
+from .output import ENV_STORE_URL, EXIT_CODES_HELP, EXIT_USAGE, PROG, STRATEGIES, CliError
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (raised, so main() prints them and returns exit code 2)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        raise CliError(EXIT_USAGE, f"{message} (see '{self.prog} --help')")
+
+
+def _int_in(lo: int, hi: int | None = None):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+        if value < lo or (hi is not None and value > hi):
+            raise argparse.ArgumentTypeError(
+                f"{value} is out of range ({lo}..{hi})" if hi is not None else f"{value} must be at least {lo}"
+            )
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"{value} must be between 0 and 1")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value != value or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
+    return value
+
+
+def _strategy(text: str) -> str:
+    value = text.strip().upper()
+    if value not in STRATEGIES:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a sweep strategy: choose CONSERVATIVE or THOROUGH")
+    return value
+
+
+def _table_spec(text: str) -> tuple[str, str]:
+    name, sep, strategy = text.partition(":")
+    name = name.strip()
+    strategy = (strategy.strip() or "CONSERVATIVE").upper() if sep else "CONSERVATIVE"
+    if strategy not in ("NOTHING",) + STRATEGIES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: unknown strategy {strategy!r} (use NAME:CONSERVATIVE, NAME:THOROUGH or NAME:NOTHING)"
+        )
+    from ..kvs.api import validate_table_name
+
+    try:
+        validate_table_name(name, internal_ok=False)
+    except InvalidInputError as exc:
+        raise argparse.ArgumentTypeError(f"{text!r}: {exc}") from None
+    return name, strategy
+
+
+def _range(text: str) -> tuple[int, int]:
+    lo_text, sep, hi_text = text.partition("-")
+    try:
+        lo = int(lo_text)
+        hi = int(hi_text) if sep else lo
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not N or MIN-MAX") from None
+    if not 1 <= lo <= hi:
+        raise argparse.ArgumentTypeError(f"{text!r}: need 1 <= MIN <= MAX")
+    return lo, hi
+
+
+def _setting(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"{text!r} is not NAME=VALUE")
+    return name.strip(), value.strip()
+
+
+# ----- parser ---------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    """The ``atlas-sweep`` argument parser (also used by the tests)."""
+    common = argparse.ArgumentParser(add_help=False)
+    g = common.add_argument_group("store")
+    g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
+                   help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${ENV_STORE_URL}")
+    g.add_argument("--conn-id", metavar="ID", default=argparse.SUPPRESS,
+                   help="Airflow connection id of the store (needs Apache Airflow installed)")
+    g.add_argument("--set", metavar="NAME=VALUE", dest="settings", action="append", type=_setting,
+                   default=argparse.SUPPRESS,
+                   help="engine setting (docs/SETTINGS.md), e.g. unreadable_window_seconds=3600; repeatable")
+    g.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON on stdout")
+
+    parser = _Parser(
+        prog=PROG,
+        description="Operate an airflow-atlas store: create it, load a workload, watch and run targeted sweep, "
+        "verify it.",
+        epilog=EXIT_CODES_HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        parents=[common],
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub.required = True
+
+    def add(name: str, help_text: str, description: str) -> argparse.ArgumentParser:
+        return sub.add_parser(
+            name, help=help_text, description=description, epilog=EXIT_CODES_HELP,
+            formatter_class=argparse.RawDescriptionHelpFormatter, parents=[common],
+        )
+
+    p = add("init", "create the store's tables",
+            "Create every internal table of the store (idempotent) and make sure it has at least --shards shards. "
+            "Optionally create user tables with their sweep strategies.")
+    p.add_argument("--shards", type=_int_in(1, 256), default=None, help="minimum number of shards (1..256; never lowered)")
+    p.add_argument("--table", metavar="NAME[:STRATEGY]", action="append", type=_table_spec, default=[],
+                   help="create a user table (strategy CONSERVATIVE (default), THOROUGH or NOTHING); repeatable")
+
+    p = add("workload", "generate transactions",
+            "Run transactions against the store: committed writes and deletes, dead writers (enqueued and "
+            "wrote, never committed), aborted transactions and transactions left open. Open transactions stay "
+            "registered until their lease expires (transaction_lease_seconds, default 60 s) and hold the sweep "
+            "timestamp back meanwhile.")
+    p.add_argument("--transactions", "-n", type=_int_in(0), default=200, help="number of transactions (default 200)")
+    p.add_argument("--writes-per-transaction", type=_range, default=(1, 8), metavar="MIN[-MAX]",
+                   help="writes per transaction (default 1-8)")
+    p.add_argument("--table", metavar="NAME[:STRATEGY]", action="append", type=_table_spec, default=None,
+                   help="table to write (created if absent); repeatable; default demo_conservative:CONSERVATIVE "
+                   "and demo_thorough:THOROUGH")
+    p.add_argument("--rows", type=_int_in(1), default=200, help="distinct rows per table (default 200)")
+    p.add_argument("--columns", type=_int_in(1), default=4, help="distinct columns per row (default 4)")
+    p.add_argument("--delete-ratio", type=_ratio, default=0.1, help="fraction of writes that are deletes (default 0.1)")
+    p.add_argument("--abort-ratio", type=_ratio, default=0.05, help="fraction of transactions aborted (default 0.05)")
+    p.add_argument("--dead-writer-ratio", type=_ratio, default=0.05,
+                   help="fraction of transactions that write and never commit (default 0.05)")
+    p.add_argument("--open-transactions", type=_int_in(0), default=0, help="transactions left open at the end (default 0)")
+    p.add_argument("--value-bytes", type=_int_in(1, 8 * 1024 * 1024), default=32, help="bytes per value (default 32)")
+    p.add_argument("--seed", type=int, default=7, help="random seed (default 7)")
+    _progress_args(p)
+
+    p = add("status", "show sweep status per shard and strategy",
+            "Per shard and strategy: sweep timestamp, progress, lag, backlog (sweepable and pinned), last run, "
+            "tombstones, lock holder; why the sweep timestamp is not advancing; the backlog drain forecast.")
+    _selection_args(p)
+    p.add_argument("--window", type=_positive_float, default=3600.0, metavar="SECONDS",
+                   help="how far back rates are measured (default 3600)")
+    p.add_argument("--history", type=_int_in(1, 10_000), default=100, metavar="N",
+                   help="history records read per shard and strategy (default 100)")
+    p.add_argument("--backlog-cap", type=_int_in(1), default=100_000, metavar="N",
+                   help="stop counting queued entries at N per shard and strategy (default 100000)")
+
+    p = add("sweep", "run sweep iterations locally",
+            "Sweep the chosen shards and strategies (default: all), each pair under one lease for the whole run "
+            "(the engine's TargetedSweeper.sweep_shard, as the Airflow tasks do), until it is caught up to the "
+            "sweep timestamp, blocked, or --max-iterations is reached. A pair whose lease another sweeper holds "
+            "is skipped (its holder and lease expiry are shown). Every run is recorded in the sweep history. "
+            "Exit 1 if a pair failed, 4 if nothing failed but pairs were skipped.")
+    _selection_args(p)
+    p.add_argument("--dry-run", action="store_true", help="read and report one batch per shard; change nothing")
+    p.add_argument("--batch-limit", type=_int_in(1, 100_000), default=None, metavar="N",
+                   help="queue entries per iteration (default: the batch_limit setting, 10000)")
+    p.add_argument("--max-iterations", type=_int_in(1), default=None, metavar="N",
+                   help="iterations per shard and strategy (default: max_iterations_per_shard, 100)")
+    _progress_args(p)
+
+    p = add("verify", "check the store with the safety oracle",
+            "Checks that need no history: (1) no version that a complete sweep up to the shards' progress "
+            "should have removed is still present (the oracle's obsolete_versions); (2) no sweep-queue row "
+            "below a shard's progress was left behind; (3) no open transaction starts at or below a shard's "
+            "progress. Exit 1 with a message on any violation.")
+    p.add_argument("--max-examples", type=_int_in(1), default=10, metavar="N", help="violations listed per check (default 10)")
+
+    p = add("shards", "show or raise the shard count",
+            "Show the number of shards and each shard's progress, or raise the count with --raise-to. The "
+            "shard count is never lowered (queued writes were placed by the count in force when they were "
+            "written); asking for fewer shards is refused (exit 2).")
+    p.add_argument("--raise-to", type=_int_in(1, 256), default=None, metavar="N", help="raise the shard count to N (1..256)")
+    return parser
+
+
+def _selection_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--shard", type=_int_in(0, 255), action="append", default=None, metavar="N",
+                   help="shard to include (repeatable; default all)")
+    p.add_argument("--strategy", type=_strategy, action="append", default=None,
+                   help="CONSERVATIVE or THOROUGH (repeatable; default both)")
+
+
+def _progress_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--progress", dest="progress", action="store_true", default=None,
+                   help="always show the progress bar on stderr (default: only on a terminal)")
+    p.add_argument("--no-progress", dest="progress", action="store_false", help="never show the progress bar")
+
+

@@ -1,0 +1,101 @@
+"""``atlas-sweep status``: the status document (:func:`airflow_atlas.status.build_status`), as JSON or text."""
+from __future__ import annotations
+
+import sys
+import time
+
+from .output import EXIT_OK, count, emit_json, rate, table, wants_json
+
+
+def cmd_status(args, h) -> int:
+    from ..status import build_status
+
+    document = build_status(
+        h.store,
+        shards=args.shard,
+        strategies=args.strategy,
+        window_seconds=args.window,
+        history_limit=args.history,
+        backlog_cap=args.backlog_cap,
+    ).to_json()
+    if wants_json(args):
+        emit_json(document)
+    else:
+        sys.stdout.write(render_status(document))
+    return EXIT_OK
+
+
+def _last_run_text(last, dur) -> str:
+    if last is None:
+        return "never"
+    if last["outcome"] == "failed":
+        return f"FAILED {dur(last['age_seconds'])} ago"
+    if last["outcome"] == "skipped":
+        return f"skipped {dur(last['age_seconds'])} ago"
+    return f"{last['status']} {dur(last['age_seconds'])} ago"
+
+
+def _lock_text(r) -> str | None:
+    if r["lock_holder"] is None:
+        return None
+    return r["lock_holder"] + (" (process gone)" if r.get("lock_holder_process_gone") else "")
+
+
+def render_status(status: dict) -> str:
+    """The text form of the status document (its JSON form, :meth:`StatusDocument.to_json`)."""
+    from ..status import format_duration as dur
+
+    out = []
+    ts = status["timestamps"]
+    out.append(f"store: {status['store']}    shards: {status['number_of_shards']}    fresh ts: {ts['fresh_ts']}    "
+               f"generated: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status['generated_at']))}")
+    if status["tables"]:
+        out.append("tables: " + ", ".join(f"{k} ({v})" for k, v in status["tables"].items()))
+    out.append("sweep timestamps: " + ", ".join(f"{k} {v}" for k, v in status["sweep_timestamps"].items()))
+    out.append("")
+    rows = []
+    for r in status["shards"]:
+        lag_s = "-" if r["lag_seconds"] is None else (">" if r["lag_seconds_is_lower_bound"] else "") + dur(r["lag_seconds"])
+        expires = r["lock_expires_in_seconds"]
+        rows.append([
+            r["shard"], r["strategy"], r["sweep_ts"], r["progress"], r["lag_ts"], lag_s,
+            count(r["backlog_entries"], r["backlog_capped"]), count(r["sweepable_entries"], r["sweepable_capped"]),
+            count(r["pinned_entries"], r["pinned_capped"]), _last_run_text(r["last_run"], dur), r["tombstones_written"],
+            _lock_text(r), None if expires is None else dur(max(0.0, expires)),
+        ])
+    out.append(table(["SHARD", "STRATEGY", "SWEEP_TS", "PROGRESS", "LAG_TS", "LAG", "BACKLOG", "SWEEPABLE", "PINNED",
+                      "LAST RUN", "TOMBSTONES", "LOCK", "LOCK EXPIRES IN"], rows).rstrip("\n"))
+    failing = [r for r in status["shards"] if r.get("failing")]
+    if failing:
+        out.append("")
+        out.append("Failing pairs")
+        for r in failing:
+            f = r["failing"]
+            out.append(f"  shard {r['shard']} {r['strategy']}: {f['runs']} failed run(s) in a row: {f['error']}")
+    out.append("")
+    out.append("Why the sweep timestamp is not advancing")
+    for w in status["why_not_advancing"].values():
+        out.append(f"  {w['message']}")
+        pinned = [p for p in w["pinned_by_shard"] if p["entries"]]
+        if pinned and w["limited_by"] != "none":
+            out.append("    pinned per shard: " + ", ".join(f"{p['shard']}: {count(p['entries'], p['capped'])}" for p in pinned))
+    out.append("")
+    out.append(f"Backlog drain forecast (window {dur(status['settings']['window_seconds'])})")
+    rows = []
+    for r in status["shards"]:
+        f = r["forecast"]
+        drain = f["time_to_drain_seconds"]
+        rows.append([
+            r["shard"], r["strategy"], count(f["backlog_entries"], f["backlog_capped"]), rate(f["ingest_rate_per_second"]),
+            rate(f["sweep_rate_per_second"]), "-" if drain is None else dur(drain), f["state"],
+            "INGEST OUTPACES SWEEP" if f["ingest_outpaces_sweep"] else "",
+        ])
+    out.append(table(["SHARD", "STRATEGY", "BACKLOG", "INGEST", "SWEEP", "DRAIN IN", "STATE", ""], rows).rstrip("\n"))
+    if status["warnings"] or status["quarantined_cells"]:
+        out.append("")
+        out.append("Warnings")
+        for w in status["warnings"]:
+            out.append(f"  shard {w['shard']} {w['strategy']}: {w['message']}")
+        if status["quarantined_cells"]:
+            out.append(f"  {status['quarantined_cells']} corrupt queue cell(s) quarantined recently")
+    return "\n".join(out) + "\n"

@@ -1,0 +1,104 @@
+"""Clusters and sessions of the Cassandra key-value service: the cluster factory behind ``connect``,
+TCP_NODELAY, and the lock that makes re-connecting after ``fork`` safe.
+
+Sessions are not fork-safe: a service built from a *cluster factory* rebuilds its cluster in a forked
+child (under :func:`fork_lock`, re-created in every child so it is never inherited locked); a service
+built on a caller's Session refuses to run in another process.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from typing import Callable, Sequence
+
+from ...errors import InvalidInputError
+from .. import _common as C
+from .statements import validate_datacenter, validate_keyspace
+
+_NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY)
+_FORK_LOCK = threading.Lock()
+
+
+def _reset_fork_lock() -> None:
+    global _FORK_LOCK
+    _FORK_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_reset_fork_lock)
+
+
+def fork_lock() -> threading.Lock:
+    return _FORK_LOCK
+
+
+def ensure_tcp_nodelay(cluster) -> None:
+    """Add TCP_NODELAY to a not yet connected Cluster's socket options unless they set it already: without
+    it a request larger than one TCP segment waits ~40 ms for the delayed ACK (Nagle's algorithm)."""
+    options = list(getattr(cluster, "sockopts", None) or [])
+    if not any(tuple(o[:2]) == _NODELAY for o in options):
+        cluster.sockopts = options + [(*_NODELAY, 1)]
+
+
+def cluster_factory(
+    hosts: "str | Sequence[str]",
+    *,
+    keyspace: str,
+    port: int,
+    username: str | None,
+    password: str | None,
+    ssl_context,
+    ssl_options: dict | None,
+    protocol_version: int,
+    replication_factor: int,
+    datacenter: str | None,
+    connect_timeout: float,
+    request_timeout: float,
+) -> Callable[[], object]:
+    """Validate the connection arguments and return a zero-argument callable building the Cluster
+    (token-aware, DC-aware load balancing; tuple rows; TCP_NODELAY)."""
+    if isinstance(hosts, str):
+        hosts = hosts.split(",")
+    hosts = [h.strip() for h in hosts] if isinstance(hosts, (list, tuple)) else None
+    if not hosts or any(not h or any(ch.isspace() or ch in "/@?#" for ch in h) for h in hosts):
+        raise InvalidInputError("hosts must be a non-empty list of host names or addresses")
+    validate_keyspace(keyspace)
+    port = C.check_int(port, "port", 1, 65535)
+    protocol_version = C.check_int(protocol_version, "protocol_version", 3, 6)
+    C.check_int(replication_factor, "replication_factor", 1, 99)
+    if username is not None and not isinstance(username, str):
+        raise InvalidInputError("username must be a string")
+    if password is not None and not isinstance(password, str):
+        raise InvalidInputError("password must be a string")
+    validate_datacenter(datacenter)
+
+    def factory():
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+        from cassandra.query import tuple_factory
+
+        profile = ExecutionProfile(
+            load_balancing_policy=TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=datacenter)),
+            request_timeout=request_timeout,
+            row_factory=tuple_factory,
+        )
+        kwargs: dict = dict(
+            contact_points=list(hosts),
+            port=port,
+            protocol_version=protocol_version,
+            execution_profiles={EXEC_PROFILE_DEFAULT: profile},
+            connect_timeout=connect_timeout,
+            # Without TCP_NODELAY a request larger than one segment (a batch of ~40 cells) waits for
+            # the delayed ACK of the previous segment: ~40 ms per call (Nagle's algorithm).
+            sockopts=[(*_NODELAY, 1)],
+        )
+        if ssl_context is not None:
+            kwargs["ssl_context"] = ssl_context
+            if ssl_options:
+                kwargs["ssl_options"] = ssl_options
+        if username is not None:
+            kwargs["auth_provider"] = PlainTextAuthProvider(username=username, password=password or "")
+        return Cluster(**kwargs)
+
+    return factory

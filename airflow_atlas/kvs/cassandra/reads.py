@@ -1,0 +1,174 @@
+"""Reads of the Cassandra key-value service: point reads, version lists, row slices and token-range scans.
+
+Every read runs at the data_read consistency level (:mod:`airflow_atlas.kvs.consistency`), concurrently
+for many cells or rows; wide rows and scans page with the service's ``page_size``. Scans cover token
+ranges: ``(start, end]`` of the Murmur3 ring.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from ...errors import InvalidInputError
+from .. import _common as C
+from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
+from .statements import RING_MAX, RING_MIN, row_tuple, token
+
+
+class ReadsMixin:
+    """The read half of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`."""
+
+    def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
+        """One ``column2 < ts ORDER BY DESC LIMIT 1`` query per cell, executed concurrently."""
+        self._meta(table, "get")
+        cells = C.check_cell_timestamps(cells)
+        if not cells:
+            return {}
+        ps = self._prep(table, "get_latest")
+        keys = list(cells.items())
+        results = self._concurrent("get", table, [(ps, (c.row, c.col, ts)) for c, ts in keys])
+        out: dict[Cell, Value] = {}
+        for (cell, _), rs in zip(keys, results):
+            rows = rs.current_rows
+            if rows:
+                ts, value = row_tuple(rows[0])
+                out[cell] = Value(ts, value)
+        return out
+
+    def get_all_timestamps(
+        self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP
+    ) -> dict[Cell, list[int]]:
+        self._meta(table, "get_all_timestamps")
+        cells = C.check_cells(cells)
+        timestamp = C.check_read_timestamp(timestamp)
+        if not cells:
+            return {}
+        ps = self._prep(table, "get_ts")
+        results = self._concurrent("get_all_timestamps", table, [(ps, (c.row, c.col, timestamp)) for c in cells])
+        out: dict[Cell, list[int]] = {}
+        for cell, rs in zip(cells, results):
+            found = [r[0] for r in self._rows("get_all_timestamps", table, rs)]  # fetches further pages
+            if found:
+                out[cell] = found
+        return out
+
+    def _row_columns_statement(self, table: str, row: bytes, start_col, end_col):
+        if start_col is None and end_col is None:
+            return self._prep(table, "rc"), (row,)
+        if end_col is None:
+            return self._prep(table, "rc_s"), (row, start_col)
+        if start_col is None:
+            return self._prep(table, "rc_e"), (row, end_col)
+        return self._prep(table, "rc_se"), (row, start_col, end_col)
+
+    @staticmethod
+    def _latest_per_column(rows, timestamp: int, limit: int | None) -> list[tuple[bytes, Value]]:
+        """Rows arrive ordered by (column1, column2) ascending: the last version below ``timestamp`` of each
+        column is its latest. Stops reading (and paging) once ``limit`` columns are complete."""
+        out: list[tuple[bytes, Value]] = []
+        current_col = None
+        current: Value | None = None
+        for col, ts, value in rows:
+            if col != current_col:
+                if current is not None:
+                    out.append((current_col, current))
+                    if limit is not None and len(out) >= limit:
+                        return out
+                current_col, current = col, None
+            if ts < timestamp:
+                current = Value(ts, value)
+        if current is not None:
+            out.append((current_col, current))
+        return out
+
+    def get_row_columns(
+        self,
+        table: str,
+        row: bytes,
+        start_col: bytes | None = None,
+        end_col: bytes | None = None,
+        limit: int | None = None,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> list[tuple[bytes, Value]]:
+        """Reads the row's versions in pages of ``page_size`` and keeps the latest below ``timestamp``."""
+        self._meta(table, "get_row_columns")
+        row = C.check_row(row)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        end_col = C.check_optional_bytes(end_col, "end_col")
+        limit = C.check_limit(limit)
+        timestamp = C.check_read_timestamp(timestamp)
+        if limit == 0 or (start_col is not None and end_col is not None and start_col >= end_col):
+            return []
+        ps, params = self._row_columns_statement(table, row, start_col, end_col)
+        rs = self._execute("get_row_columns", table, ps, params)
+        return self._latest_per_column(self._rows("get_row_columns", table, rs), timestamp, limit)
+
+    def get_rows_columns(
+        self,
+        table: str,
+        rows: Sequence[bytes],
+        start_col: bytes | None = None,
+        end_col: bytes | None = None,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> dict[bytes, list[tuple[bytes, Value]]]:
+        """First pages of all rows concurrently; wide rows then page on."""
+        self._meta(table, "get_rows_columns")
+        rows = C.check_rows(rows)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        end_col = C.check_optional_bytes(end_col, "end_col")
+        timestamp = C.check_read_timestamp(timestamp)
+        if not rows or (start_col is not None and end_col is not None and start_col >= end_col):
+            return {}
+        statements = [self._row_columns_statement(table, r, start_col, end_col) for r in rows]
+        results = self._concurrent("get_rows_columns", table, statements)
+        out: dict[bytes, list[tuple[bytes, Value]]] = {}
+        for row, rs in zip(rows, results):
+            cols = self._latest_per_column(self._rows("get_rows_columns", table, rs), timestamp, None)
+            if cols:
+                out[row] = cols
+        return out
+
+    def full_range(self, table: str) -> ScanRange:
+        self._meta(table, "full_range")
+        return ScanRange("token", RING_MIN, RING_MAX)
+
+    def split_ranges(self, table: str, parts: int) -> list[ScanRange]:
+        """``parts`` equal slices of the Murmur3 ring (start exclusive, end inclusive)."""
+        self._meta(table, "split_ranges")
+        parts = C.check_parts(parts)
+        span = 1 << 64
+        bounds = [RING_MIN + (i * span) // parts for i in range(parts)] + [RING_MAX]
+        return [ScanRange("token", bounds[i], bounds[i + 1]) for i in range(parts)]
+
+    def scan(
+        self,
+        table: str,
+        scan_range: ScanRange | None = None,
+        start_after_row: bytes | None = None,
+        page_size: int = 1000,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> Iterator[tuple[Cell, int, bytes]]:
+        """Token order, then column, then timestamp. ``start_after_row`` resumes at ``token(key) >
+        token(start_after_row)``: rows sharing that row's token (a Murmur3 collision, astronomically rare)
+        would be skipped."""
+        self._meta(table, "scan")
+        if scan_range is None:
+            scan_range = ScanRange("token", RING_MIN, RING_MAX)
+        if not isinstance(scan_range, ScanRange) or scan_range.kind != "token":
+            raise InvalidInputError(f"Cassandra scans token ranges (ScanRange kind 'token'), got {scan_range!r}")
+        start = C.check_int(scan_range.start, "scan range start")
+        end = C.check_int(scan_range.end, "scan range end")
+        if start_after_row is not None:
+            start = max(start, token(C.check_row(start_after_row)))
+        page_size = C.check_page_size(page_size)
+        timestamp = C.check_read_timestamp(timestamp)
+        return self._scan(table, start, end, page_size, timestamp)
+
+    def _scan(self, table, start, end, page_size, timestamp) -> Iterator[tuple[Cell, int, bytes]]:
+        if start >= end:
+            return
+        bound = self._prep(table, "scan").bind((start, end))
+        bound.fetch_size = page_size
+        rs = self._execute("scan", table, bound)
+        for key, col, ts, value in self._rows("scan", table, rs):
+            if ts < timestamp:
+                yield Cell(key, col), ts, value

@@ -1,0 +1,82 @@
+"""Planned batches (:mod:`.batching`) -> driver requests, with pre-serialised values.
+
+Our write statements bind only blobs and bigints, which serialise to the bytes themselves and to 8
+big-endian bytes. ``PreparedStatement.bind`` does per value a column lookup in the column-encryption
+policy and a type dispatch - the largest Python cost of a sweep's batches. Instead a
+:class:`~cassandra.query.BoundStatement` is built directly and given its serialised ``values`` (both
+documented, public driver API: "BoundStatements may be created directly", ``values`` = "the sequence of
+values that were bound"), then added to the batch like any bound statement (which also gives the batch its
+routing key). Values go through ``bind`` whenever a statement binds any other type, and always when the
+cluster has a column-encryption policy (values must then pass through it).
+"""
+from __future__ import annotations
+
+import struct
+
+from cassandra.query import BatchStatement, BatchType, BoundStatement
+
+from .batching import Statement, WriteItem
+
+_INT64 = struct.Struct(">q")
+
+
+def _blob(value) -> bytes:
+    if type(value) is bytes:
+        return value
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    raise TypeError(f"a blob value must be bytes, got {type(value).__name__}")
+
+
+def _bigint(value) -> bytes:
+    if type(value) is not int:
+        raise TypeError(f"a bigint value must be an int, got {type(value).__name__}")
+    return _INT64.pack(value)
+
+
+_SERIALIZERS = {"blob": _blob, "bigint": _bigint}
+
+
+def serializers_of(prepared) -> tuple | None:
+    """One serializer per bind marker of ``prepared`` when all of them are blobs or bigints, else None."""
+    names = [column.type.typename for column in prepared.column_metadata or ()]
+    if not names or any(name not in _SERIALIZERS for name in names):
+        return None
+    return tuple(_SERIALIZERS[name] for name in names)
+
+
+class RequestBuilder:
+    """Builds the request for one planned batch at consistency ``level``. ``serializers`` is the caller's
+    cache (query id -> serializers or None), shared across calls; ``pre_serialize`` False always binds."""
+
+    def __init__(self, level: int, serializers: dict, *, pre_serialize: bool):
+        self._level = level
+        self._serializers = serializers
+        self._pre_serialize = pre_serialize
+
+    def __call__(self, items: list[WriteItem]):
+        """``(statement, params)`` for ``execute_concurrent``: a lone statement as itself, anything else
+        (several items, or a unit) as one UNLOGGED batch."""
+        if len(items) == 1 and not items[0].is_unit:
+            statement = items[0].statements[0]
+            return statement.prepared, statement.params
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED, consistency_level=self._level)
+        for item in items:
+            for statement in item.statements:
+                batch.add(self.bound(statement))
+        batch.is_idempotent = True  # explicit write times: re-applying writes the same cells and tombstones
+        return batch, None
+
+    def bound(self, statement: Statement) -> BoundStatement:
+        """``statement`` bound: pre-serialised when all its values are blobs and bigints."""
+        prepared, params = statement
+        if self._pre_serialize:
+            query_id = prepared.query_id
+            serializers = self._serializers.get(query_id, False)
+            if serializers is False:
+                serializers = self._serializers[query_id] = serializers_of(prepared)
+            if serializers is not None and len(serializers) == len(params):
+                bound = BoundStatement(prepared)
+                bound.values = [serialize(value) for serialize, value in zip(serializers, params)]
+                return bound
+        return prepared.bind(params)

@@ -1,0 +1,316 @@
+"""Replica safety: the consistency level of every store operation, and the gc_grace guard of swept tables.
+
+Cassandra keeps each row on ``replication_factor`` replicas; the consistency level of a request says how
+many of them must acknowledge it. Sweep writes tombstones that hide data *forever*: a tombstone that misses a
+replica, and is purged (after ``gc_grace_seconds``) by compaction on the replicas that got it before repair
+copies it to the one that did not, lets that replica's copy of the deleted data come back (Cassandra's own
+contract, see ``docs/ARCHITECTURE.md`` invariant 10 and the README's "Consistency and repair"). So the
+levels are chosen per operation, not per process.
+
+Operations and defaults (the reason beside each):
+
+======================  ============  ==================================================================
+operation               default       why
+======================  ============  ==================================================================
+``data_read``           LOCAL_QUORUM  R + W > RF with ``data_write``/``queue_write``: a read sees every
+                                      acknowledged write (transactions' snapshot reads; the sweeper's
+                                      queue reads, so no queued write is invisible to it).
+``data_write``          LOCAL_QUORUM  transactional data, WALLCLOCK registries (same overlap argument).
+``queue_write``         LOCAL_QUORUM  the sweep queue, written before the data (ARCHITECTURE invariant 1).
+``sweep_delete``        ALL           ranged tombstones of sweep: every replica must hold them before
+                                      progress moves past them, so no compaction anywhere can purge a
+                                      tombstone some replica lacks. A replica down -> the iteration fails
+                                      (retriable StoreUnavailableError), progress stays, retried later.
+``sentinel``            ALL           sentinels written alone (legacy sweep, ``add_gc_sentinels``). In
+                                      CONSERVATIVE targeted sweep each sentinel travels in the SAME
+                                      single-partition batch unit as its cell's ranged tombstone, so it
+                                      is written at the ``sweep_delete`` level, atomically with it.
+``abort_delete``        ALL           deletes of a dead writer's aborted versions (rolled back by sweep):
+                                      a missed rollback delete must never resurface after purge - the
+                                      version would come back with its queue entry gone, so sweep never
+                                      revisits it, and readers would depend forever on its abort marker.
+``queue_cleanup``       LOCAL_QUORUM  partition tombstones of swept queue rows. A resurrected queue row
+                                      only makes sweep read it again and re-apply the same deletes, which
+                                      is idempotent: no data can come back through it.
+``lwt_commit``          LOCAL_QUORUM  commit phase of lightweight transactions (progress CAS,
+                                      put-unless-exists of commit timestamps, locks, timestamp bound);
+                                      the Paxos rounds themselves run at ``serial``. Unchanged from before.
+``serial``              SERIAL        the Paxos level of LWTs and of serial reads (SERIAL or LOCAL_SERIAL).
+======================  ============  ==================================================================
+
+The reference implementation (AtlasDB) writes sweep deletes at ALL and sentinels at EACH_QUORUM, and its
+history records that a single node down then stalled deletes (``../shared/notes/atlasdb-lessons.md``):
+here the failure is a clean, retriable error of one iteration (progress unchanged), which the operators
+retry with backoff. Our sentinels default to ALL because a CONSERVATIVE sentinel shares its batch unit with
+the tombstone; EACH_QUORUM may be chosen for non-LWT operations (Cassandra 5.0 accepts it for plain reads
+and writes with SimpleStrategy too, checked on the test node), never for ``lwt_commit`` (rejected there:
+"EACH_QUORUM not compatible with replication strategy SimpleStrategy"). ANY is never accepted (a write
+stored only as a hint is not durable); neither are SERIAL levels outside ``serial``.
+
+Lowering ``sweep_delete``, ``sentinel`` or ``abort_delete`` below ALL is refused unless
+``allow_weak_sweep_consistency`` is true: a tombstone then may miss a replica, and only a full repair of
+the keyspace completed within ``gc_grace_seconds`` of the sweep prevents resurrection.
+
+Settings keys (flat, so that the CLI ``--set``, ``atlas_settings.store_config``, Spark
+``spark.atlas.store.*``, the store URL query and Airflow connection extras all carry them):
+``consistency_<operation>``, ``allow_weak_sweep_consistency``, ``repair_interval_seconds``,
+``allow_gc_grace_below_repair_interval``.
+
+Nothing here imports the Cassandra driver: levels are names, the Cassandra backend maps them.
+"""
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Mapping
+
+from ..errors import InvalidInputError
+
+
+class Operation(str, enum.Enum):
+    """What a request does; each has its own consistency level (see the module docstring)."""
+
+    DATA_READ = "data_read"
+    DATA_WRITE = "data_write"
+    QUEUE_WRITE = "queue_write"
+    SWEEP_DELETE = "sweep_delete"
+    SENTINEL = "sentinel"
+    ABORT_DELETE = "abort_delete"
+    QUEUE_CLEANUP = "queue_cleanup"
+    LWT_COMMIT = "lwt_commit"
+    SERIAL = "serial"
+
+
+REPLICATED_LEVELS = ("ONE", "TWO", "THREE", "QUORUM", "ALL", "LOCAL_QUORUM", "EACH_QUORUM", "LOCAL_ONE")
+SERIAL_LEVELS = ("SERIAL", "LOCAL_SERIAL")
+LWT_COMMIT_LEVELS = tuple(level for level in REPLICATED_LEVELS if level != "EACH_QUORUM")
+GUARDED_OPERATIONS = (Operation.SWEEP_DELETE, Operation.SENTINEL, Operation.ABORT_DELETE)
+"""Deletes whose loss on one replica can bring deleted data back: ALL unless explicitly weakened."""
+
+DEFAULT_REPAIR_INTERVAL_SECONDS = 864_000
+"""Ten days: Cassandra's default ``gc_grace_seconds``, the interval a repair schedule must beat."""
+CASSANDRA_DEFAULT_GC_GRACE_SECONDS = 864_000
+"""``gc_grace_seconds`` of a table created without the option (Cassandra 5.0's default)."""
+MAX_REPAIR_INTERVAL_SECONDS = 10 * 365 * 86_400
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def setting_name(operation: Operation) -> str:
+    return f"consistency_{operation.value}"
+
+
+def allowed_levels(operation: "Operation | str") -> tuple:
+    """The level names ``operation`` accepts."""
+    operation = Operation(operation)
+    if operation is Operation.SERIAL:
+        return SERIAL_LEVELS
+    return LWT_COMMIT_LEVELS if operation is Operation.LWT_COMMIT else REPLICATED_LEVELS
+
+
+def parse_level(operation: "Operation | str", value: object) -> str:
+    """The canonical (upper-case) level name for ``operation``, or InvalidInputError naming the setting."""
+    operation = Operation(operation)
+    allowed = allowed_levels(operation)
+    name = value.strip().upper() if isinstance(value, str) else None
+    if name not in allowed:
+        extra = ""
+        if name == "EACH_QUORUM" and operation is Operation.LWT_COMMIT:
+            extra = " (Cassandra rejects EACH_QUORUM for lightweight transactions with SimpleStrategy)"
+        elif name == "ANY":
+            extra = " (ANY acknowledges a write kept only as a hint: not durable)"
+        raise InvalidInputError(
+            f"setting {setting_name(operation)} must be one of {', '.join(allowed)}, got {value!r}{extra}"
+        )
+    return name
+
+
+def parse_bool(name: str, value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    raise InvalidInputError(f"setting {name} must be true or false, got {value!r}")
+
+
+def parse_seconds(name: str, value: object) -> int:
+    if isinstance(value, bool):
+        raise InvalidInputError(f"setting {name} must be a whole number of seconds, got {value!r}")
+    if isinstance(value, str):
+        try:
+            value = int(value.strip())
+        except ValueError:
+            raise InvalidInputError(f"setting {name} must be a whole number of seconds, got {value!r}") from None
+    if not isinstance(value, int) or not 1 <= value <= MAX_REPAIR_INTERVAL_SECONDS:
+        raise InvalidInputError(f"setting {name} must be between 1 and {MAX_REPAIR_INTERVAL_SECONDS}, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ConsistencyPolicy:
+    """The consistency level (a name) of each :class:`Operation`; validated on construction."""
+
+    data_read: str = "LOCAL_QUORUM"
+    data_write: str = "LOCAL_QUORUM"
+    queue_write: str = "LOCAL_QUORUM"
+    sweep_delete: str = "ALL"
+    sentinel: str = "ALL"
+    abort_delete: str = "ALL"
+    queue_cleanup: str = "LOCAL_QUORUM"
+    lwt_commit: str = "LOCAL_QUORUM"
+    serial: str = "SERIAL"
+    allow_weak_sweep_consistency: bool = False
+
+    def __post_init__(self) -> None:
+        for op in Operation:
+            object.__setattr__(self, op.value, parse_level(op, getattr(self, op.value)))
+        allow = parse_bool("allow_weak_sweep_consistency", self.allow_weak_sweep_consistency)
+        object.__setattr__(self, "allow_weak_sweep_consistency", allow)
+        if not allow:
+            for op in GUARDED_OPERATIONS:
+                level = getattr(self, op.value)
+                if level != "ALL":
+                    raise InvalidInputError(
+                        f"setting {setting_name(op)}={level} is below ALL: a sweep tombstone could then miss a "
+                        "replica, and compaction after gc_grace_seconds would let that replica's deleted data "
+                        "come back. Only a full repair of the keyspace completed within gc_grace_seconds of every "
+                        "sweep prevents that; if your repair schedule guarantees it, also set "
+                        "allow_weak_sweep_consistency=true"
+                    )
+
+    def level(self, operation: "Operation | str") -> str:
+        return getattr(self, Operation(operation).value)
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, object]) -> "ConsistencyPolicy":
+        """From flat settings keys (``consistency_<operation>``, ``allow_weak_sweep_consistency``); other
+        keys are ignored, missing ones take the defaults."""
+        kwargs: dict = {}
+        for op in Operation:
+            if setting_name(op) in settings:
+                kwargs[op.value] = settings[setting_name(op)]
+        if "allow_weak_sweep_consistency" in settings:
+            kwargs["allow_weak_sweep_consistency"] = settings["allow_weak_sweep_consistency"]
+        return cls(**kwargs)
+
+    def to_settings(self) -> dict:
+        out: dict = {setting_name(op): self.level(op) for op in Operation}
+        out["allow_weak_sweep_consistency"] = self.allow_weak_sweep_consistency
+        return out
+
+
+@dataclass(frozen=True)
+class GcGraceGuard:
+    """Refuses swept tables whose ``gc_grace_seconds`` is below the repair interval.
+
+    A tombstone is purgeable once ``gc_grace_seconds`` old; a replica that missed it (down during the
+    sweep, or a weakened consistency level) is made whole only by repair. With ``gc_grace_seconds`` below
+    the interval at which repair runs, a purge can come first, and the deleted data comes back.
+    """
+
+    repair_interval_seconds: int = DEFAULT_REPAIR_INTERVAL_SECONDS
+    allow_gc_grace_below_repair_interval: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "repair_interval_seconds", parse_seconds("repair_interval_seconds", self.repair_interval_seconds)
+        )
+        object.__setattr__(
+            self,
+            "allow_gc_grace_below_repair_interval",
+            parse_bool("allow_gc_grace_below_repair_interval", self.allow_gc_grace_below_repair_interval),
+        )
+
+    def check(self, table: str, strategy: str, gc_grace_seconds: int | None) -> None:
+        """Raise InvalidInputError when a table swept with ``strategy`` would have ``gc_grace_seconds``
+        below the repair interval (unless allowed). ``None`` (unknown) passes."""
+        from .api import SWEEPABLE_STRATEGY_NAMES  # api imports this module: no import at module level
+
+        if strategy not in SWEEPABLE_STRATEGY_NAMES or gc_grace_seconds is None:
+            return
+        if gc_grace_seconds >= self.repair_interval_seconds or self.allow_gc_grace_below_repair_interval:
+            return
+        raise InvalidInputError(
+            f"table {table!r} would be swept ({strategy}) with gc_grace_seconds={gc_grace_seconds}, below the "
+            f"repair interval repair_interval_seconds={self.repair_interval_seconds}: a sweep tombstone may then "
+            "be purged by compaction before repair copies it to a replica that missed it, and the deleted data "
+            "comes back (resurrection). Raise gc_grace_seconds to at least the repair interval, or - if repair "
+            "really runs more often - lower repair_interval_seconds, or set allow_gc_grace_below_repair_interval=true"
+        )
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, object]) -> "GcGraceGuard":
+        kwargs = {
+            name: settings[name]
+            for name in ("repair_interval_seconds", "allow_gc_grace_below_repair_interval")
+            if name in settings
+        }
+        return cls(**kwargs)
+
+    def to_settings(self) -> dict:
+        return {
+            "repair_interval_seconds": self.repair_interval_seconds,
+            "allow_gc_grace_below_repair_interval": self.allow_gc_grace_below_repair_interval,
+        }
+
+
+SETTING_NAMES = tuple(setting_name(op) for op in Operation) + (
+    "allow_weak_sweep_consistency",
+    "repair_interval_seconds",
+    "allow_gc_grace_below_repair_interval",
+)
+"""Every replica-safety settings key (StoreConfig fields, URL query options, connection extras)."""
+_DEFAULTS = {**ConsistencyPolicy().to_settings(), **GcGraceGuard().to_settings()}
+
+
+def default_setting(name: str) -> object:
+    return _DEFAULTS[name]
+
+
+def check_setting(name: str, value: object) -> object:
+    """One settings value, validated and normalised (level names upper-case, bools, ints)."""
+    if name.startswith("consistency_") and name in SETTING_NAMES:
+        return parse_level(name[len("consistency_"):], value)
+    if name in ("allow_weak_sweep_consistency", "allow_gc_grace_below_repair_interval"):
+        return parse_bool(name, value)
+    if name == "repair_interval_seconds":
+        return parse_seconds(name, value)
+    raise InvalidInputError(f"unknown replica-safety setting {name!r}; known: {', '.join(SETTING_NAMES)}")
+
+
+def replica_settings(settings: Mapping[str, object]) -> tuple[ConsistencyPolicy, GcGraceGuard]:
+    """Both policies from flat settings (unknown keys ignored); raises InvalidInputError naming a bad one."""
+    return ConsistencyPolicy.from_settings(settings), GcGraceGuard.from_settings(settings)
+
+
+WRITE_OPERATIONS = (
+    Operation.DATA_WRITE,
+    Operation.QUEUE_WRITE,
+    Operation.SWEEP_DELETE,
+    Operation.SENTINEL,
+    Operation.ABORT_DELETE,
+    Operation.QUEUE_CLEANUP,
+)
+"""Operations a plain (non-LWT) write or delete may be made as."""
+LWT_OPERATIONS = (Operation.LWT_COMMIT,)
+
+
+def resolve_operation(
+    operation: "Operation | str | None", default: Operation, allowed: tuple, method: str
+) -> Operation:
+    """``operation`` (or ``default`` when None) if ``method`` may run as it, else InvalidInputError."""
+    if operation is None:
+        return default
+    try:
+        operation = Operation(operation)
+    except ValueError:
+        raise InvalidInputError(
+            f"{method}: unknown operation {operation!r}; expected one of {', '.join(o.value for o in allowed)}"
+        ) from None
+    if operation not in allowed:
+        raise InvalidInputError(
+            f"{method} cannot run as operation {operation.value!r}; expected one of "
+            f"{', '.join(o.value for o in allowed)}"
+        )
+    return operation

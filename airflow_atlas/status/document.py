@@ -1,0 +1,180 @@
+"""The status document (``schema_version`` 1): dataclasses, serialised once by :meth:`StatusDocument.to_json`
+(the CLI's ``--json`` and the dashboard's ``/api/status``); ``None`` stays ``None`` (JSON ``null``).
+
+The fields are documented in docs/CLI.md ("Status document"); times are Unix seconds, durations seconds,
+``*_ts`` logical timestamps.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+SCHEMA_VERSION = 1
+
+
+@dataclass
+class Warning:  # noqa: A001 - the document's word
+    kind: str
+    message: str
+
+
+@dataclass
+class PairWarning:
+    shard: int
+    strategy: str
+    kind: str
+    message: str
+
+
+@dataclass
+class Forecast:
+    basis: str
+    window_seconds: float | None
+    runs_in_window: int
+    iterations_in_window: int
+    ingest_entries: int
+    ingest_capped: bool
+    swept_entries: int
+    ingest_rate_per_second: float | None = None
+    sweep_rate_per_second: float | None = None
+    sweep_throughput_per_second: float | None = None
+    net_drain_rate_per_second: float | None = None
+    backlog_entries: int = 0
+    backlog_capped: bool = False
+    time_to_drain_seconds: float | None = None
+    state: str = "unknown"
+    ingest_outpaces_sweep: bool = False
+    idle_seconds: float | None = None
+    warnings: list[Warning] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LastRun:
+    """The newest run of the pair (a ``sweep_shard`` run record; on stores swept before run records
+    existed, the newest iteration). ``outcome``: ok | blocked | quarantined | failed | skipped."""
+
+    at: float | None
+    age_seconds: float | None
+    status: str | None
+    outcome: str
+    entries_read: int = 0
+    cells_tombstoned: int = 0
+    sentinels_written: int = 0
+    aborted_writes_deleted: int = 0
+    transactions_aborted: int = 0
+    corrupt_entries: int = 0
+    duration_seconds: float | None = None
+    old_progress: int | None = None
+    new_progress: int | None = None
+    sweep_ts: int | None = None
+    blocked_by: dict | None = None
+    lock_holder: str | None = None
+    iterations: int | None = None
+    error: str | None = None
+    lock_expires_at: float | None = None
+    lock_holder_process_gone: bool | None = None
+
+
+@dataclass
+class Failing:
+    """The pair's runs fail: ``runs`` consecutive failed runs up to the newest, since ``since``; ``error``
+    is the newest failure's reason."""
+
+    runs: int
+    since: float | None
+    error: str | None
+
+
+@dataclass
+class ShardRow:
+    shard: int
+    strategy: str
+    sweep_ts: int
+    progress: int
+    lag_ts: int
+    lag_seconds: float | None
+    lag_seconds_is_lower_bound: bool
+    backlog_entries: int
+    backlog_capped: bool
+    sweepable_entries: int
+    sweepable_capped: bool
+    pinned_entries: int
+    pinned_capped: bool
+    lock_holder: str | None
+    lock_expires_in_seconds: float | None
+    lock_holder_process_gone: bool | None
+    last_run: LastRun | None
+    failing: Failing | None
+    tombstones_written: int
+    recent: dict
+    lag_series: list[dict]
+    forecast: Forecast
+    warnings: list[Warning] = field(default_factory=list)
+
+
+@dataclass
+class HeldBy:
+    kind: str
+    start_ts: int | None
+    age_seconds: float | None
+    holder: str | None
+    expires_in_seconds: float | None
+
+
+@dataclass
+class OpenTransaction:
+    start_ts: int
+    holder: str | None
+    age_seconds: float | None
+    expires_in_seconds: float | None
+
+
+@dataclass
+class PinnedByShard:
+    shard: int
+    entries: int
+    capped: bool
+
+
+@dataclass
+class Why:
+    strategy: str
+    sweep_ts: int
+    fresh_ts: int
+    immutable_ts: int | None
+    unreadable_ts: int | None
+    unreadable_window_seconds: float | None
+    limited_by: str
+    sweep_ts_age_seconds: float | None
+    behind_fresh_ts: int
+    held_by: HeldBy | None
+    oldest_open_transaction: OpenTransaction | None
+    pinned_entries: int
+    pinned_capped: bool
+    pinned_by_shard: list[PinnedByShard]
+    message: str
+
+
+@dataclass
+class StatusDocument:
+    generated_at: float | None
+    store: str
+    number_of_shards: int
+    strategies: list[str]
+    tables: dict
+    settings: dict
+    timestamps: dict
+    sweep_timestamps: dict
+    why_not_advancing: dict  # strategy -> Why
+    shards: list[ShardRow]
+    totals: dict
+    warnings: list[PairWarning]
+    quarantined_cells: int
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> dict:
+        """The JSON document (the one serialisation), ``schema_version`` first."""
+        data = asdict(self)
+        return {"schema_version": data.pop("schema_version"), **data}

@@ -1,0 +1,31 @@
+"""Number and duration formatting shared by the status document, the CLI and the dashboard (pure)."""
+from __future__ import annotations
+
+import math
+
+
+def round_or_none(value, digits: int = 3):
+    """``value`` rounded; None for None, NaN and infinities (a JSON document never holds those)."""
+    if value is None:
+        return None
+    value = float(value)
+    if math.isnan(value) or math.isinf(value):
+        return None
+    return round(value, digits)
+
+
+def format_duration(seconds: float | None) -> str:
+    """``42s``, ``5m12s``, ``3h04m``, ``2d03h``; ``-`` for None."""
+    if seconds is None:
+        return "-"
+    s = max(0.0, float(seconds))
+    if s < 10:
+        return f"{s:.1f}s"
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    return f"{s // 86400}d{(s % 86400) // 3600:02d}h"

@@ -1,0 +1,143 @@
+"""What a sweep did: one iteration (:class:`SweepResult`) and one run of a pair (:class:`ShardSweepResult`),
+and who holds a pair's lease when a run is skipped (:class:`LockHolderInfo`).
+
+``to_json()`` is the one serialisation (XCom, the CLI's ``--json``, the sweep history); ``None`` stays
+``None``. Statuses:
+
+* iteration: ``swept`` | ``caught_up`` | ``blocked`` | ``dry_run`` (``skipped_locked`` from
+  :meth:`TargetedSweeper.run_iteration` only);
+* run (:meth:`TargetedSweeper.sweep_shard`): ``caught_up`` | ``blocked`` | ``iteration_limit`` (partial:
+  more work waits) | ``skipped_locked`` (another holder has the pair's lease; see ``lock_*``) |
+  ``failed`` (``error`` says why) | ``dry_run``.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import asdict, dataclass, field
+
+RUN_STATUSES = ("caught_up", "blocked", "iteration_limit", "skipped_locked", "failed", "dry_run")
+"""Every status a run of one pair can end with."""
+
+
+@dataclass
+class _SweepFigures:
+    """What a sweep did, shared by one iteration and a run of iterations of one pair."""
+
+    shard: int
+    strategy: str
+    status: str
+    sweep_ts: int | None = None
+    old_progress: int | None = None
+    new_progress: int | None = None
+    entries_read: int = 0
+    cells_tombstoned: int = 0
+    sentinels_written: int = 0
+    aborted_writes_deleted: int = 0
+    transactions_aborted: int = 0
+    queue_rows_cleaned: int = 0
+    entries_skipped_dropped_tables: int = 0
+    corrupt_entries: int = 0
+    blocked_by: dict | None = None
+    lock_holder: str | None = None
+    duration_seconds: float = 0.0
+    tables: dict = field(default_factory=dict)  # table -> cells tombstoned
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class SweepResult(_SweepFigures):
+    """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
+
+
+SUMMED_FIELDS = (
+    # the figures a run adds up over its iterations (also what a Spark job sums over its pairs)
+    "entries_read",
+    "cells_tombstoned",
+    "sentinels_written",
+    "aborted_writes_deleted",
+    "transactions_aborted",
+    "queue_rows_cleaned",
+    "entries_skipped_dropped_tables",
+    "corrupt_entries",
+)
+
+
+@dataclass
+class ShardSweepResult(_SweepFigures):
+    """Several iterations of one shard and strategy (until caught up, blocked or the iteration limit).
+
+    ``status``: one of :data:`RUN_STATUSES`. For ``skipped_locked``: ``lock_holder`` (the other holder),
+    ``lock_expires_at`` (Unix seconds) and ``lock_holder_process_gone`` (True / False when the holder runs
+    on this host, None when that cannot be known). For ``failed``: ``error`` (exception class and message:
+    the reason the status and dashboard show)."""
+
+    iterations: int = 0
+    error: str | None = None
+    lock_expires_at: float | None = None
+    lock_holder_process_gone: bool | None = None
+
+    def add(self, it: SweepResult) -> None:
+        self.iterations += 1
+        for name in SUMMED_FIELDS:
+            setattr(self, name, getattr(self, name) + getattr(it, name))
+        for table, n in it.tables.items():
+            self.tables[table] = self.tables.get(table, 0) + n
+        if self.old_progress is None:
+            self.old_progress = it.old_progress
+        if it.new_progress is not None:
+            self.new_progress = it.new_progress
+        self.sweep_ts = it.sweep_ts
+        self.blocked_by = it.blocked_by
+
+
+@dataclass(frozen=True)
+class LockHolderInfo:
+    """Who holds a pair's lease: ``holder``, ``expires_at`` (Unix seconds) and whether the holder's process
+    is gone (:func:`holder_process_gone`)."""
+
+    holder: str | None
+    expires_at: float | None
+    process_gone: bool | None
+
+
+def default_holder() -> str:
+    """``host:pid:random``: unique per sweeper, and tells :func:`holder_process_gone` where it ran."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def holder_process_gone(holder: str | None) -> bool | None:
+    """Whether the process that holds a lease has ended: True / False when ``holder`` is a
+    :func:`default_holder` name of this host (its pid is looked up), None when it cannot be known (another
+    host, or a holder name of another form, e.g. an Airflow task's)."""
+    if not holder:
+        return None
+    parts = holder.split(":")
+    if len(parts) < 3 or parts[0] != socket.gethostname() or not parts[1].isdigit():
+        return None
+    pid = int(parts[1])
+    if pid <= 0:
+        return None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # exists, owned by another user
+        return False
+    except OSError:
+        return None
+    return False
+
+
+__all__ = [
+    "SUMMED_FIELDS",
+    "SweepResult",
+    "ShardSweepResult",
+    "LockHolderInfo",
+    "RUN_STATUSES",
+    "default_holder",
+    "holder_process_gone",
+]
