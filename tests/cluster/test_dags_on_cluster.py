@@ -100,10 +100,6 @@ def test_targeted_sweep_dag_on_rf3_keeps_what_readers_see(cluster_airflow_store)
     open_txn.abort()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: sweep deletes run at LOCAL_QUORUM today; passes once they run at ALL (consistency policy)",
-)
 def test_with_a_replica_down_the_sweep_refuses_and_nothing_advances(cluster_airflow_store, cassandra_cluster, monkeypatch):
     from airflow_atlas.oracle import Reader
     from airflow_atlas.workload import WorkloadSpec, run_workload
@@ -114,7 +110,7 @@ def test_with_a_replica_down_the_sweep_refuses_and_nothing_advances(cluster_airf
         assert report.committed > 20  # writes, commits and the queue work with one replica down
         settle(store)
         before = _progress(store)
-        set_settings(monkeypatch, **{**CLUSTER_SETTINGS, "retries": 0})
+        set_settings(monkeypatch, **{**CLUSTER_SETTINGS, "retries": 1})
         run = load_dag("atlas_targeted_sweep").test()
         states = task_states(run)
         assert str(run.state) == "failed", states
@@ -169,3 +165,34 @@ def test_compaction_runs_on_every_node_only_after_repair(cluster_airflow_store, 
     for node in JMX_TARGETS:  # independent check, on each node
         assert live_after[node] < live_before[node] / 2, (node, live_before, live_after)
     assert report["pending"][TABLE] == 0
+
+
+def test_compaction_names_the_cause_when_a_user_forces_gc_grace_zero(cluster_airflow_store, monkeypatch):
+    """A user may force gc_grace_seconds = 0 on a swept table (allow_gc_grace_below_repair_interval); then no
+    repair can make a purge safe, and atlas_compaction refuses that table and says why."""
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.store import AtlasStore
+    from tests.airflow.dags.test_atlas_compaction import TABLE, _asset_events, _overwrite, _seed_state
+
+    from .conftest import CONFIG, LocalCluster
+
+    store, keyspace = cluster_airflow_store
+    forcing = AtlasStore.open(
+        LocalCluster().url(keyspace), config=StoreConfig(**CONFIG, allow_gc_grace_below_repair_interval=True)
+    )
+    try:
+        forcing.create_table(TABLE, "THOROUGH", gc_grace_seconds=0)
+    finally:
+        forcing.close()
+    _overwrite(store, rounds=2, rows=60, value_bytes=100)
+    set_settings(monkeypatch, **CLUSTER_SETTINGS, compaction_threshold_tombstones=10)
+    sweep_run = load_dag("atlas_targeted_sweep").test()
+    assert str(sweep_run.state) == "success", task_states(sweep_run)
+    _seed_state(_asset_events(sweep_run))
+    run = load_dag("atlas_compaction").test()
+    assert str(run.state) == "success", task_states(run)
+    report = xcom(run, "compact")
+    assert report["compacted"] == {}
+    reason = report["skipped"][TABLE]
+    assert "gc_grace_seconds = 0" in reason and "bring the deleted data back" in reason, reason
+    assert report["pending"][TABLE] >= 60

@@ -84,13 +84,23 @@ def compact(cluster, keyspace: str, nodes: list[int]) -> None:
         cluster.nodetool(node, "compact", keyspace)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: sweep deletes at LOCAL_QUORUM and gc_grace 0 accepted; passes once the consistency policy lands",
-)
+def test_gc_grace_below_the_repair_interval_is_refused_on_swept_tables(cluster_stores):
+    """The first guard: by default a swept table cannot get a gc_grace_seconds below the repair interval."""
+    from airflow_atlas.errors import InvalidInputError
+
+    store = cluster_stores(shards=1)
+    for strategy in STRATEGIES:
+        with pytest.raises(InvalidInputError, match="repair_interval_seconds") as refused:
+            store.create_table(f"refused_{strategy.lower()}", strategy, gc_grace_seconds=0)
+        assert "allow_gc_grace_below_repair_interval" in str(refused.value)
+    assert store.user_tables() == {}
+
+
 def test_a_replica_outage_never_brings_deleted_data_back(cassandra_cluster, cluster_stores):
+    """The scenario of issue 13 with gc_grace_seconds = 0 forced (allow_gc_grace_below_repair_interval):
+    even then the defaults keep deleted data deleted, because sweep deletes need every replica."""
     cluster = cassandra_cluster
-    store = cluster_stores(shards=2)
+    store = cluster_stores(shards=2, config={"allow_gc_grace_below_repair_interval": True})
     keyspace = store.kvs.keyspace
     thorough, conservative = "res_thorough", "res_conservative"
     store.create_table(thorough, "THOROUGH", gc_grace_seconds=0)
