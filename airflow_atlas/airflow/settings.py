@@ -274,6 +274,13 @@ class AtlasSettings:
         "SSH connections, one per Cassandra node: run nodetool on each node over SSH instead of locally",
         read="hooks/nodetool.py",
     )
+    nodetool_jmx_targets: tuple[str, ...] = setting(
+        (), TextList(),
+        "`host:port` of each Cassandra node's JMX: the local nodetool command runs once per node with "
+        "`-h host -p port` (e.g. the local cluster: `[\"127.0.0.1:7201\", \"127.0.0.1:7202\", \"127.0.0.1:7203\"]`); "
+        "empty: one run against nodetool's own target",
+        read="hooks/nodetool.py",
+    )
     nodetool_timeout_seconds: float = setting(
         3600.0, Float(0, 7 * DAY, lo_open=True),
         "timeout of one nodetool command",
