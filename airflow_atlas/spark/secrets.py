@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-from ..kvs.url import redact_url
+from ..kvs.url import redact_url, scrub as scrub_secrets, url_secrets
 
 STORE_URL_ENV = "ATLAS_STORE_URL"
 """Environment variable holding the store URL when no ``--store-url-file`` is given."""
@@ -20,16 +19,7 @@ def scrub(text: str, url: str | None) -> str:
     """``text`` with the URL, and its password in any spelling, replaced by ``***``."""
     if not text or not url:
         return text
-    out = text.replace(url, redact(url))
-    try:
-        password = urlsplit(url).password
-    except ValueError:
-        password = None
-    if password:
-        for secret in {password, unquote(password)}:
-            if secret:
-                out = out.replace(secret, "***")
-    return out
+    return scrub_secrets(text.replace(url, redact(url)), url_secrets(url))
 
 
 def read_store_url(path: str | None = None, environ=None) -> str:

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import defaultdict
 
+from ..config import check_setting
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
@@ -227,9 +228,7 @@ class TargetedSweeper:
     def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run) -> SweepResult:
         started = time.monotonic()
         cfg = self._store.config
-        limit = cfg.batch_limit if batch_limit is None else batch_limit
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 100_000:
-            raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {limit}")
+        limit = cfg.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress

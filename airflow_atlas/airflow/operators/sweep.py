@@ -15,6 +15,7 @@ from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.locks import release_own
 from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
+from airflow_atlas.config import check_setting
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
@@ -161,10 +162,8 @@ class SweepShardOperator(AtlasBaseOperator):
         max_iterations = (
             settings.max_iterations_per_shard if self.max_iterations in empty else as_int(self.max_iterations, "max_iterations")
         )
-        if not 1 <= batch_limit <= 100_000:
-            raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {batch_limit}")
-        if max_iterations < 1:
-            raise InvalidInputError(f"max_iterations must be at least 1, got {max_iterations}")
+        batch_limit = check_setting("batch_limit", batch_limit, "the operator's batch_limit")
+        max_iterations = check_setting("max_iterations_per_shard", max_iterations, "the operator's max_iterations")
         return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.dry_run),
                             tables=list(self.tables) if self.tables else None)
 

@@ -154,9 +154,5 @@ def choose_execution_mode(store, targets: list, threshold: int) -> tuple[str, in
         remaining = threshold - total
         if remaining <= 0:
             break
-        sweep_ts = target.sweep_ts
-        if sweep_ts is None:
-            sweep_ts = store.sweep_timestamps.sweep_timestamp(target.strategy)
-        progress = store.queue.progress.get_progress(target.shard, target.strategy)
-        total += store.queue.reader.count_entries(target.shard, target.strategy, progress, max_exclusive=sweep_ts, cap=remaining)
+        total += store.sweeper.sweepable_entries(target.shard, target.strategy, target.sweep_ts, cap=remaining)
     return ("spark" if total >= threshold else "in_task"), total
