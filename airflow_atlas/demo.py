@@ -1,6 +1,7 @@
 """The main job: a targeted-sweep demo, end to end.
 
-1. opens a fresh store (embedded SQLite by default; ``--cassandra`` uses the local node),
+1. opens a fresh store (embedded SQLite by default; ``--cassandra`` uses the local node; ``--cluster`` an
+   RF 3 keyspace on the local 3-node cluster, swept by Spark jobs on the local standalone master),
 2. writes a workload: committed transactions with overwrites and deletes across a CONSERVATIVE and a
    THOROUGH table, writers that died before committing, aborted transactions, and one long-running open
    transaction that holds the sweep timestamp back,
@@ -26,6 +27,8 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = REPO_ROOT / ".atlas"
 SHARDS = 4
 WINDOW_SECONDS = 2.0
+CLUSTER_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # scripts/cassandra.sh cluster
+SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
 
 
 def _print(title: str) -> None:
@@ -46,7 +49,13 @@ def _version_counts(store, tables) -> dict[str, tuple[int, int]]:
     return counts
 
 
+def _hosts(args) -> list[str]:
+    return list(CLUSTER_HOSTS) if args.cluster else [args.cassandra_host]
+
+
 def _store_url(args) -> str:
+    if args.cluster:
+        return f"cassandra://{','.join(CLUSTER_HOSTS)}:9042/{args.keyspace}?replication_factor={len(CLUSTER_HOSTS)}"
     if args.cassandra:
         return f"cassandra://{args.cassandra_host}:9042/{args.keyspace}"
     return f"sqlite:///{WORK_DIR / 'demo.db'}"
@@ -57,7 +66,7 @@ def _fresh(args) -> None:
     if args.cassandra:
         from cassandra.cluster import Cluster
 
-        cluster = Cluster([args.cassandra_host], protocol_version=5)
+        cluster = Cluster(_hosts(args), protocol_version=5)
         try:
             session = cluster.connect()
             session.execute(f"DROP KEYSPACE IF EXISTS {args.keyspace}", timeout=120)
@@ -76,7 +85,12 @@ def _airflow_env(args, url: str) -> dict:
         shutil.rmtree(home)
     home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    if args.cassandra:
+    if args.cluster:
+        conn = {
+            "conn_type": "cassandra", "host": ",".join(CLUSTER_HOSTS), "port": 9042, "schema": args.keyspace,
+            "extra": {"replication_factor": len(CLUSTER_HOSTS)},
+        }
+    elif args.cassandra:
         conn = {"conn_type": "cassandra", "host": args.cassandra_host, "port": 9042, "schema": args.keyspace}
     else:
         conn = {"conn_type": "atlas_embedded", "host": str(WORK_DIR / "demo.db")}
@@ -97,6 +111,9 @@ def _airflow_env(args, url: str) -> dict:
             "AIRFLOW_VAR_ATLAS_SETTINGS": json.dumps(settings),
         }
     )
+    if args.cluster:
+        env.update(_spark_cluster_env(settings))
+        env["AIRFLOW_VAR_ATLAS_SETTINGS"] = json.dumps(settings)
     if not (home / ".migrated").exists():
         print("  (first run: migrating a private Airflow metadata database, a few seconds)", flush=True)
         result = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, capture_output=True, text=True)
@@ -104,6 +121,24 @@ def _airflow_env(args, url: str) -> dict:
             raise SystemExit(f"airflow db migrate failed:\n{result.stderr[-2000:]}")
         (home / ".migrated").touch()
     return env
+
+
+def _spark_cluster_env(settings: dict) -> dict:
+    """Sweep with Spark jobs on the local standalone master (scripts/spark.sh): the connection, and the
+    driver's properties (master, executors' Python, driver host) as the spark-defaults.conf of a private
+    SPARK_CONF_DIR, which spark-submit reads."""
+    conf = subprocess.run([str(SPARK_SCRIPT), "conf"], capture_output=True, text=True, check=True).stdout
+    props = dict(line.split(" ", 1) for line in conf.splitlines() if line.strip())
+    conf_dir = WORK_DIR / "spark-conf"
+    conf_dir.mkdir(parents=True, exist_ok=True)
+    (conf_dir / "spark-defaults.conf").write_text(conf + "spark.ui.enabled false\n")
+    host, port = props["spark.master"].removeprefix("spark://").split(":")
+    settings.update({"execution_mode": "spark", "spark_conn_id": "atlas_spark"})
+    return {
+        "AIRFLOW_CONN_ATLAS_SPARK": json.dumps({"conn_type": "spark", "host": f"spark://{host}", "port": int(port)}),
+        "SPARK_CONF_DIR": str(conf_dir),
+        "SPARK_LOCAL_IP": props["spark.driver.host"],
+    }
 
 
 def _run_dag(env: dict) -> dict:
@@ -135,10 +170,16 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/demo.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cassandra", action="store_true", help="use the local Cassandra node instead of the embedded store")
     parser.add_argument("--cassandra-host", default="127.0.0.1")
+    parser.add_argument(
+        "--cluster", action="store_true",
+        help="RF 3 keyspace on the local 3-node cluster (127.0.0.2-4), swept by Spark jobs on the local standalone "
+        "master (127.0.0.5:7077); scripts/demo.sh --cluster starts both",
+    )
     parser.add_argument("--keyspace", default="atlas_demo")
     parser.add_argument("--transactions", type=int, default=400, help="committed/dead/aborted transactions to write")
     parser.add_argument("--engine-only", action="store_true", help="sweep in-process instead of running the Airflow DAG")
     args = parser.parse_args(argv)
+    args.cassandra = args.cassandra or args.cluster
 
     from .config import StoreConfig
     from .kvs.api import SWEEPABLE_STRATEGY_NAMES

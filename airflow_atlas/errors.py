@@ -99,3 +99,18 @@ class CorruptQueueDataError(AtlasError):
 class RollbackRefusedError(AtlasError):
     """Sweep refused to roll back transactions it found no commit entry for: they have one in the other
     schema's transactions table, or far more of them than the rollback guard allows (nothing was changed)."""
+
+
+class ExecutorEnvironmentError(AtlasError):
+    """A Spark executor's Python cannot run the engine: a module is missing there (e.g. cassandra-driver),
+    or its Python minor version differs from the driver's. Fix the deployment; retrying cannot help."""
+
+
+NOT_RETRIABLE = (InvalidInputError, TableNotFoundError, ExecutorEnvironmentError)
+"""Errors a retry cannot fix: bad input and a broken executor environment. Everything else (a store
+that is down, a lost lease, a crash) may pass on a retry."""
+
+
+def is_retriable(exc: BaseException) -> bool:
+    """Whether retrying the operation that raised ``exc`` may succeed (see :data:`NOT_RETRIABLE`)."""
+    return not isinstance(exc, NOT_RETRIABLE)

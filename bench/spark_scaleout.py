@@ -97,7 +97,7 @@ class _Runner:
 
         from pyspark.sql import SparkSession
 
-        from airflow_atlas.spark_runtime import run_targeted_sweep
+        from airflow_atlas.spark import run_targeted_sweep
 
         logging.getLogger("py4j").setLevel(logging.WARNING)
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -119,7 +119,7 @@ class _Runner:
                 pairs=[(s, "CONSERVATIVE") for s in range(SHARDS)],
                 settings=dict(SETTINGS),
                 engine_zip=self.zip,
-            )
+            ).to_json()
         finally:
             spark.stop()
         return self._summary(doc, time.perf_counter() - started)

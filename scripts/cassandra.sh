@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# A single local Apache Cassandra 5.0 node for airflow-atlas: tests, CI and users.
+# Local Apache Cassandra 5.0 nodes for airflow-atlas: tests, CI and users.
 #
-#   scripts/cassandra.sh fetch          resolve cassandra-all + runtime deps from Maven Central (cached)
-#   scripts/cassandra.sh start [--fresh] start the node on 127.0.0.1 (9042 CQL, 7199 JMX), wait for CQL
-#   scripts/cassandra.sh status         exit 0 when the node answers CQL
-#   scripts/cassandra.sh stop           stop the node
-#   scripts/cassandra.sh nodetool ARGS  run nodetool against the node
-#   scripts/cassandra.sh log            print the tail of the node's system.log
+#   scripts/cassandra.sh fetch            resolve cassandra-all + runtime deps from Maven Central (cached)
+#   scripts/cassandra.sh start [--fresh] [--adopt]
+#                                         start the node (default 127.0.0.1: 9042 CQL, 7199 JMX), wait for CQL
+#   scripts/cassandra.sh status           exit 0 when the node answers CQL
+#   scripts/cassandra.sh stop             stop the node (only a node this script started)
+#   scripts/cassandra.sh nodetool ARGS    run nodetool against the node
+#   scripts/cassandra.sh log              print the tail of the node's system.log
+#   scripts/cassandra.sh config           print the cassandra.yaml the node runs on (writes nothing)
+#   scripts/cassandra.sh cluster start [--fresh] | stop | status | start-node I | stop-node I |
+#                                status-node I | nodetool I ARGS | log I | config I
+#                                         an N-node cluster on 127.0.0.2 .. 127.0.0.(N+1), see below
 #
-# Environment (all optional):
+# Environment of one node (all optional):
 #   ATLAS_CACHE_DIR          cache for jars (default ~/.cache/airflow-atlas)
 #   ATLAS_CASSANDRA_DIR      node directory: data, logs, pid (default ${TMPDIR:-/tmp}/airflow-atlas-cassandra)
 #   ATLAS_CASSANDRA_HEAP     heap size (default 1G)
@@ -19,12 +24,36 @@
 #   ATLAS_CASSANDRA_PORT_OFFSET  run a second, private node: adds N to every port (CQL 9042, storage 7000,
 #                                JMX 7199); use it with its own ATLAS_CASSANDRA_DIR
 #   ATLAS_CASSANDRA_CQL_PORT / ATLAS_CASSANDRA_STORAGE_PORT / ATLAS_CASSANDRA_JMX_PORT  one port explicitly
-# With any port variable set, the node runs on a copy of cassandra.yaml rendered into its node directory
-# (ports, seed and cluster name changed, so it never joins another local node); without, nothing changes.
+#   ATLAS_CASSANDRA_HOST     the node's address: listen_address and rpc_address (default 127.0.0.1; any
+#                            127.x.y.z works on Linux). JMX always listens on 127.0.0.1 (its port must differ
+#                            per node); nodetool targets 127.0.0.1:<JMX port>.
+#   ATLAS_CASSANDRA_SEEDS    seed list, e.g. "127.0.0.2:7000" (default: the node itself, HOST:STORAGE_PORT)
+#   ATLAS_CASSANDRA_CLUSTER_NAME  cluster_name (default airflow-atlas-local; with a moved port or another
+#                            address airflow-atlas-local-<address>-<CQL port>, so such a node never joins
+#                            another local node unless both name and seeds say so)
+#   ATLAS_CASSANDRA_INITIAL_TOKEN  the node's token (initial_token) and auto_bootstrap: false: a node of a
+#                            new, empty cluster joins the ring at once with a balanced token instead of
+#                            bootstrapping (the cluster command sets it; set it only for an empty cluster)
+#   ATLAS_CASSANDRA_ADOPT=1  (or `start --adopt`) accept a CQL server that already answers on HOST:CQL port
+#                            although this script did not start it (no live pid of ours in the node
+#                            directory). Without it `start` refuses: it would otherwise report success for a
+#                            node of another cluster, version or configuration.
+# With any of the port/address/seed/name variables set, the node runs on a copy of cassandra.yaml rendered
+# into its node directory; without, the node runs on scripts/cassandra/conf/cassandra.yaml unchanged.
+#
+# Cluster (`cluster ...`): node I (1..N) has address 127.0.0.(I+1), default ports (CQL 9042, storage 7000),
+# JMX port 7200+I, directory $ATLAS_CLUSTER_DIR/nodeI, seed 127.0.0.2:7000, cluster_name airflow-atlas-cluster.
+# Nodes start one after another (each waits for CQL); `cluster start` then waits until every node sees N
+# nodes Up/Normal. Environment:
+#   ATLAS_CLUSTER_NODES      N (default 3)
+#   ATLAS_CLUSTER_DIR        parent of the node directories (default ${TMPDIR:-/tmp}/airflow-atlas-cluster)
+#   ATLAS_CLUSTER_HEAP       heap per node (default 768M)
+# The cluster never touches the single node on 127.0.0.1.
 set -euo pipefail
 
 CASSANDRA_VERSION=5.0.7
-HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+HERE="$(dirname "$SELF")"
 CONF_SRC="$HERE/cassandra/conf"
 CACHE_DIR="${ATLAS_CACHE_DIR:-$HOME/.cache/airflow-atlas}"
 LIB_DIR="$CACHE_DIR/cassandra-$CASSANDRA_VERSION/lib"
@@ -34,21 +63,44 @@ LOG_DIR="$NODE_DIR/logs"
 HEAP="${ATLAS_CASSANDRA_HEAP:-1G}"
 JIT="${ATLAS_CASSANDRA_JIT:-c1}"
 TIMEOUT="${ATLAS_CASSANDRA_TIMEOUT:-240}"
-CQL_HOST=127.0.0.1
+ADOPT="${ATLAS_CASSANDRA_ADOPT:-0}"
+JMX_HOST=127.0.0.1  # -Dcassandra.jmx.local.port binds JMX to the loopback address only
+
+say() { echo "[cassandra${ATLAS_CASSANDRA_NODE_LABEL:+ $ATLAS_CASSANDRA_NODE_LABEL}] $*" >&2; }
+die() { echo "[cassandra${ATLAS_CASSANDRA_NODE_LABEL:+ $ATLAS_CASSANDRA_NODE_LABEL}] ERROR: $*" >&2; exit 1; }
+usage() { echo "[cassandra] ERROR: $*" >&2; exit 64; }
+
+case "$JIT" in c1 | full) ;; *) die "ATLAS_CASSANDRA_JIT must be c1 or full, got '$JIT'" ;; esac
+case "$ADOPT" in 0 | 1) ;; *) usage "ATLAS_CASSANDRA_ADOPT must be 0 or 1, got '$ADOPT'" ;; esac
 PORT_OFFSET="${ATLAS_CASSANDRA_PORT_OFFSET:-0}"
-[[ "$PORT_OFFSET" =~ ^[0-9]+$ ]] || { echo "[cassandra] ERROR: ATLAS_CASSANDRA_PORT_OFFSET must be a number" >&2; exit 64; }
+[[ "$PORT_OFFSET" =~ ^[0-9]+$ ]] || usage "ATLAS_CASSANDRA_PORT_OFFSET must be a number"
+CQL_HOST="${ATLAS_CASSANDRA_HOST:-127.0.0.1}"
+[[ "$CQL_HOST" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] \
+  || usage "ATLAS_CASSANDRA_HOST must be a loopback address 127.x.y.z, got '$CQL_HOST'"
 CQL_PORT="${ATLAS_CASSANDRA_CQL_PORT:-$((9042 + PORT_OFFSET))}"
 STORAGE_PORT="${ATLAS_CASSANDRA_STORAGE_PORT:-$((7000 + PORT_OFFSET))}"
 JMX_PORT="${ATLAS_CASSANDRA_JMX_PORT:-$((7199 + PORT_OFFSET))}"
+for port in "$CQL_PORT" "$STORAGE_PORT" "$JMX_PORT"; do
+  [[ "$port" =~ ^[0-9]+$ ]] && (( port > 0 && port < 65536 )) || usage "ports must be numbers in 1..65535, got '$port'"
+done
+SEEDS="${ATLAS_CASSANDRA_SEEDS:-$CQL_HOST:$STORAGE_PORT}"
+[[ "$SEEDS" =~ ^[0-9.:,]+$ ]] || usage "ATLAS_CASSANDRA_SEEDS must be a comma-separated list of address:port, got '$SEEDS'"
+INITIAL_TOKEN="${ATLAS_CASSANDRA_INITIAL_TOKEN:-}"
+[[ -z "$INITIAL_TOKEN" || "$INITIAL_TOKEN" =~ ^-?[0-9]+$ ]] || usage "ATLAS_CASSANDRA_INITIAL_TOKEN must be an integer token, got '$INITIAL_TOKEN'"
+DEFAULT_NODE=0
+[[ "$CQL_HOST:$CQL_PORT:$STORAGE_PORT:$JMX_PORT:$SEEDS" == "127.0.0.1:9042:7000:7199:127.0.0.1:7000" ]] && DEFAULT_NODE=1
+if (( DEFAULT_NODE )); then
+  CLUSTER_NAME="${ATLAS_CASSANDRA_CLUSTER_NAME:-airflow-atlas-local}"
+elif [[ "$CQL_HOST" == 127.0.0.1 ]]; then
+  CLUSTER_NAME="${ATLAS_CASSANDRA_CLUSTER_NAME:-airflow-atlas-local-$CQL_PORT}"
+else
+  CLUSTER_NAME="${ATLAS_CASSANDRA_CLUSTER_NAME:-airflow-atlas-local-$CQL_HOST-$CQL_PORT}"
+fi
+[[ "$CLUSTER_NAME" =~ ^[A-Za-z0-9._-]+$ ]] || usage "ATLAS_CASSANDRA_CLUSTER_NAME may hold letters, digits, '.', '_' and '-' only"
 CONFIG_FILE="$CONF_SRC/cassandra.yaml"
-if [[ "$CQL_PORT:$STORAGE_PORT:$JMX_PORT" != "9042:7000:7199" ]]; then
+if (( ! DEFAULT_NODE )) || [[ "$CLUSTER_NAME" != airflow-atlas-local || -n "$INITIAL_TOKEN" ]]; then
   CONFIG_FILE="$NODE_DIR/cassandra.yaml"
 fi
-
-say() { echo "[cassandra] $*" >&2; }
-die() { echo "[cassandra] ERROR: $*" >&2; exit 1; }
-
-case "$JIT" in c1 | full) ;; *) die "ATLAS_CASSANDRA_JIT must be c1 or full, got '$JIT'" ;; esac
 
 read_options() {
   case "$JIT" in
@@ -93,11 +145,17 @@ except OSError:
 PY
 }
 
+# The pid in the node directory, when that process is alive AND is the Cassandra of this node directory
+# (a recycled pid of another process is not ours).
 running_pid() {
   [[ -f "$PID_FILE" ]] || return 1
   local pid
   pid="$(cat "$PID_FILE")"
-  [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+  [[ "$pid" =~ ^[0-9]+$ ]] && kill -0 "$pid" 2>/dev/null || return 1
+  if [[ -r "/proc/$pid/cmdline" ]]; then
+    tr '\0' '\n' <"/proc/$pid/cmdline" | grep -qxF -- "-Dcassandra.storagedir=$NODE_DIR/data" || return 1
+  fi
+  echo "$pid"
 }
 
 log_tail() {
@@ -111,37 +169,60 @@ log_tail() {
   fi
 }
 
+# Renders the node's cassandra.yaml into $1 (default: the node directory's copy).
+render_config() {
+  local out="${1:-$CONFIG_FILE}"
+  sed -e "s/^cluster_name: airflow-atlas-local\$/cluster_name: $CLUSTER_NAME/" \
+    -e "s/^listen_address: 127.0.0.1\$/listen_address: $CQL_HOST/" \
+    -e "s/^rpc_address: 127.0.0.1\$/rpc_address: $CQL_HOST/" \
+    -e "s/^native_transport_port: 9042\$/native_transport_port: $CQL_PORT/" \
+    -e "s/^storage_port: 7000\$/storage_port: $STORAGE_PORT/" \
+    -e "s/seeds: \"127.0.0.1:7000\"/seeds: \"$SEEDS\"/" \
+    "$CONF_SRC/cassandra.yaml" >"$out.tmp"
+  grep -qxF "cluster_name: $CLUSTER_NAME" "$out.tmp" \
+    && grep -qxF "listen_address: $CQL_HOST" "$out.tmp" \
+    && grep -qxF "rpc_address: $CQL_HOST" "$out.tmp" \
+    && grep -qxF "native_transport_port: $CQL_PORT" "$out.tmp" \
+    && grep -qxF "storage_port: $STORAGE_PORT" "$out.tmp" \
+    && grep -qF "seeds: \"$SEEDS\"" "$out.tmp" \
+    || die "could not render the node's settings into $out (did $CONF_SRC/cassandra.yaml change?)"
+  if [[ -n "$INITIAL_TOKEN" ]]; then
+    printf 'initial_token: %s\nauto_bootstrap: false\n' "$INITIAL_TOKEN" >>"$out.tmp"
+  fi
+  mv "$out.tmp" "$out"
+}
+
 start() {
-  local fresh=0
-  [[ "${1:-}" == "--fresh" ]] && fresh=1
+  local fresh=0 arg
+  for arg in "$@"; do
+    case "$arg" in
+      --fresh) fresh=1 ;;
+      --adopt) ADOPT=1 ;;
+      *) usage "start takes --fresh and --adopt, got '$arg'" ;;
+    esac
+  done
   if running_pid >/dev/null && cql_answers; then
-    say "already running (pid $(cat "$PID_FILE")), CQL on $CQL_HOST:$CQL_PORT"
+    say "already running (pid $(running_pid)), CQL on $CQL_HOST:$CQL_PORT"
     return 0
   fi
   if cql_answers; then
-    say "a CQL server already answers on $CQL_HOST:$CQL_PORT (not started by this script); using it"
-    return 0
+    if (( ADOPT )); then
+      say "a CQL server already answers on $CQL_HOST:$CQL_PORT (not started by this script); adopting it (ATLAS_CASSANDRA_ADOPT=1)"
+      return 0
+    fi
+    die "a CQL server already answers on $CQL_HOST:$CQL_PORT but this script did not start it (no live pid in $NODE_DIR); refusing to adopt it. Use it anyway with ATLAS_CASSANDRA_ADOPT=1 (or start --adopt), or choose another address/port/ATLAS_CASSANDRA_DIR"
   fi
   fetch
   if running_pid >/dev/null; then
-    say "pid $(cat "$PID_FILE") exists but CQL does not answer; stopping it first"
+    say "pid $(running_pid) exists but CQL does not answer; stopping it first"
     stop
   fi
   (( fresh )) && rm -rf "$NODE_DIR"
   mkdir -p "$NODE_DIR/data" "$LOG_DIR"
-  if [[ "$CONFIG_FILE" != "$CONF_SRC/cassandra.yaml" ]]; then
-    sed -e "s/^native_transport_port: 9042\$/native_transport_port: $CQL_PORT/" \
-      -e "s/^storage_port: 7000\$/storage_port: $STORAGE_PORT/" \
-      -e "s/seeds: \"127.0.0.1:7000\"/seeds: \"127.0.0.1:$STORAGE_PORT\"/" \
-      -e "s/^cluster_name: airflow-atlas-local\$/cluster_name: airflow-atlas-local-$CQL_PORT/" \
-      "$CONF_SRC/cassandra.yaml" >"$CONFIG_FILE"
-    grep -q "^native_transport_port: $CQL_PORT\$" "$CONFIG_FILE" && grep -q "^storage_port: $STORAGE_PORT\$" "$CONFIG_FILE" \
-      && grep -q "seeds: \"127.0.0.1:$STORAGE_PORT\"" "$CONFIG_FILE" \
-      || die "could not render the ports into $CONFIG_FILE (did $CONF_SRC/cassandra.yaml change?)"
-  fi
+  [[ "$CONFIG_FILE" == "$CONF_SRC/cassandra.yaml" ]] || render_config
   local jamm
   jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n 1)"
-  say "starting Cassandra $CASSANDRA_VERSION (heap $HEAP, JIT $JIT) in $NODE_DIR"
+  say "starting Cassandra $CASSANDRA_VERSION on $CQL_HOST (cluster $CLUSTER_NAME, seeds $SEEDS, heap $HEAP, JIT $JIT) in $NODE_DIR"
   # shellcheck disable=SC2046
   nohup java $(read_options "$CONF_SRC/jvm17-server.options") \
     -Xms"$HEAP" -Xmx"$HEAP" \
@@ -166,7 +247,7 @@ start() {
       die "Cassandra exited during startup (see above; node dir $NODE_DIR)"
     fi
     if grep -q "Starting listening for CQL clients" "$LOG_DIR/system.log" 2>/dev/null && cql_answers; then
-      say "up after ${waited}s: CQL on $CQL_HOST:$CQL_PORT, JMX on $JMX_PORT (pid $pid)"
+      say "up after ${waited}s: CQL on $CQL_HOST:$CQL_PORT, JMX on $JMX_HOST:$JMX_PORT (pid $pid)"
       return 0
     fi
     sleep 1
@@ -180,7 +261,11 @@ status() {
   local pid=""
   pid="$(running_pid || true)"
   if cql_answers; then
-    say "running${pid:+ (pid $pid)}: CQL answers on $CQL_HOST:$CQL_PORT"
+    if [[ -n "$pid" ]]; then
+      say "running (pid $pid): CQL answers on $CQL_HOST:$CQL_PORT"
+    else
+      say "CQL answers on $CQL_HOST:$CQL_PORT, but not a node this script started (no live pid in $NODE_DIR)"
+    fi
     return 0
   fi
   if [[ -n "$pid" ]]; then
@@ -194,7 +279,7 @@ status() {
 stop() {
   local pid
   if ! pid="$(running_pid)"; then
-    say "not running"
+    say "not running (no live pid of this node directory: $NODE_DIR)"
     rm -f "$PID_FILE"
     return 0
   fi
@@ -214,12 +299,118 @@ stop() {
   say "stopped"
 }
 
+# Prints the cassandra.yaml the node runs on (rendered to a temporary file; nothing else is written).
+print_config() {
+  if [[ "$CONFIG_FILE" == "$CONF_SRC/cassandra.yaml" ]]; then
+    cat "$CONFIG_FILE"
+    return 0
+  fi
+  local tmp
+  tmp="$(mktemp)"
+  render_config "$tmp"
+  cat "$tmp"
+  rm -f "$tmp" "$tmp.tmp"
+}
+
 nodetool() {
   fetch
   # shellcheck disable=SC2046
   java $(read_options "$CONF_SRC/jvm17-clients.options") \
     -Dlogback.configurationFile="file://$CONF_SRC/logback-tools.xml" \
-    -cp "$LIB_DIR/*" org.apache.cassandra.tools.NodeTool -h "$CQL_HOST" -p "$JMX_PORT" "$@"
+    -cp "$LIB_DIR/*" org.apache.cassandra.tools.NodeTool -h "$JMX_HOST" -p "$JMX_PORT" "$@"
+}
+
+# ----- cluster of N nodes on 127.0.0.2 .. 127.0.0.(N+1) ---------------------------------------------------
+CLUSTER_NODES="${ATLAS_CLUSTER_NODES:-3}"
+CLUSTER_DIR="${ATLAS_CLUSTER_DIR:-${TMPDIR:-/tmp}/airflow-atlas-cluster}"
+CLUSTER_HEAP="${ATLAS_CLUSTER_HEAP:-768M}"
+CLUSTER_NAME_OF_CLUSTER=airflow-atlas-cluster
+CLUSTER_SEED=127.0.0.2:7000
+
+# Balanced Murmur3 token of node $1 of N: -2^63 + (i-1) * 2^64 / N.
+node_token() {
+  python3 -c 'import sys; i, n = int(sys.argv[1]), int(sys.argv[2]); print(-2**63 + (i - 1) * 2**64 // n)' "$1" "$CLUSTER_NODES"
+}
+
+# Runs this script for cluster node $1 with that node's environment.
+node_cmd() {
+  local i="$1"
+  shift
+  env ATLAS_CASSANDRA_DIR="$CLUSTER_DIR/node$i" \
+    ATLAS_CASSANDRA_HOST="127.0.0.$((i + 1))" \
+    ATLAS_CASSANDRA_CQL_PORT=9042 ATLAS_CASSANDRA_STORAGE_PORT=7000 \
+    ATLAS_CASSANDRA_JMX_PORT="$((7200 + i))" \
+    ATLAS_CASSANDRA_SEEDS="$CLUSTER_SEED" \
+    ATLAS_CASSANDRA_CLUSTER_NAME="$CLUSTER_NAME_OF_CLUSTER" \
+    ATLAS_CASSANDRA_HEAP="$CLUSTER_HEAP" \
+    ATLAS_CASSANDRA_PORT_OFFSET=0 \
+    ATLAS_CASSANDRA_INITIAL_TOKEN="$(node_token "$i")" \
+    ATLAS_CASSANDRA_NODE_LABEL="node$i" \
+    "$SELF" "$@"
+}
+
+node_index() {
+  [[ "${1:-}" =~ ^[0-9]+$ ]] && (( $1 >= 1 && $1 <= CLUSTER_NODES )) \
+    || usage "node index must be in 1..$CLUSTER_NODES, got '${1:-}'"
+}
+
+# Exit 0 when node $1 sees every node of the cluster Up/Normal.
+ring_complete() {
+  local out
+  out="$(node_cmd "$1" nodetool status 2>/dev/null)" || return 1
+  (( $(grep -cE '^UN ' <<<"$out") == CLUSTER_NODES ))
+}
+
+wait_for_ring() {
+  local waited=0 i
+  for i in "$@"; do
+    until ring_complete "$i"; do
+      (( waited < TIMEOUT )) || die "node$i does not see $CLUSTER_NODES nodes Up/Normal within ${TIMEOUT}s"
+      sleep 2
+      waited=$((waited + 2))
+    done
+  done
+}
+
+cluster() {
+  [[ "$CLUSTER_NODES" =~ ^[0-9]+$ ]] && (( CLUSTER_NODES >= 1 && CLUSTER_NODES <= 250 )) \
+    || usage "ATLAS_CLUSTER_NODES must be a number in 1..250, got '$CLUSTER_NODES'"
+  local sub="${1:-}" i
+  shift || true
+  case "$sub" in
+    start)
+      fetch
+      for ((i = 1; i <= CLUSTER_NODES; i++)); do node_cmd "$i" start "$@"; done
+      wait_for_ring $(seq 1 "$CLUSTER_NODES")
+      say "cluster $CLUSTER_NAME_OF_CLUSTER: $CLUSTER_NODES nodes Up/Normal on 127.0.0.2..127.0.0.$((CLUSTER_NODES + 1)) (CQL 9042, JMX 7201..$((7200 + CLUSTER_NODES)))"
+      ;;
+    stop)
+      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" stop; done
+      ;;
+    status)
+      local rc=0
+      for ((i = 1; i <= CLUSTER_NODES; i++)); do node_cmd "$i" status || rc=1; done
+      return "$rc"
+      ;;
+    start-node)
+      node_index "${1:-}"
+      i="$1"
+      shift
+      node_cmd "$i" start "$@"
+      wait_for_ring $(seq 1 "$CLUSTER_NODES")
+      ;;
+    stop-node | status-node | log | config)
+      node_index "${1:-}"
+      node_cmd "$1" "${sub%-node}"
+      ;;
+    nodetool)
+      node_index "${1:-}"
+      i="$1"
+      shift
+      node_cmd "$i" nodetool "$@"
+      ;;
+    *) usage "usage: $0 cluster {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|config I}" ;;
+  esac
 }
 
 cmd="${1:-}"
@@ -232,5 +423,7 @@ case "$cmd" in
   restart) stop; start "$@" ;;
   nodetool) nodetool "$@" ;;
   log) log_tail ;;
-  *) echo "usage: $0 {fetch|start [--fresh]|status|stop|restart|nodetool ARGS...|log}" >&2; exit 64 ;;
+  config) print_config ;;
+  cluster) cluster "$@" ;;
+  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|config|cluster ...}" ;;
 esac

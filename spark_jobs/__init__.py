@@ -1,1 +1,1 @@
-"""PySpark job scripts (submitted with spark-submit; logic in :mod:`airflow_atlas.spark_runtime`)."""
+"""PySpark job scripts (submitted with spark-submit; logic in :mod:`airflow_atlas.spark`)."""

@@ -12,7 +12,7 @@ targeted job (same markers and exit codes). See docs/SPARK.md.
 """
 import sys
 
-from airflow_atlas.spark_runtime import main
+from airflow_atlas.spark import FullSweepJob, main
 
 if __name__ == "__main__":
-    sys.exit(main("full", sys.argv[1:]))
+    sys.exit(main(FullSweepJob, sys.argv[1:]))

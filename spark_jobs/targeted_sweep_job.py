@@ -15,7 +15,7 @@ Executors import only the engine (airflow_atlas without airflow_atlas.airflow), 
 """
 import sys
 
-from airflow_atlas.spark_runtime import main
+from airflow_atlas.spark import TargetedSweepJob, main
 
 if __name__ == "__main__":
-    sys.exit(main("targeted", sys.argv[1:]))
+    sys.exit(main(TargetedSweepJob, sys.argv[1:]))

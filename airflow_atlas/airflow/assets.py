@@ -1,7 +1,8 @@
 """Assets: one per swept table, ``atlas://<store_conn_id>/<table>``, reached through one alias.
 
-Every task that wrote tombstones into tables (targeted sweep, full sweep, scrub) ends with an
-:class:`EmitSweptTablesOperator` that adds one asset event per table through the alias
+Every task that writes tombstones into tables (targeted sweep, full sweep, scrub) lists them in its
+result under ``"swept_tables"`` (:class:`TableTombstones`, one format for all three). An
+:class:`EmitSweptTablesOperator` after them adds one asset event per table through the alias
 :data:`SWEPT_TABLES`, its ``extra`` carrying the counts::
 
     {"store_conn_id": "atlas_default", "table": "orders", "tombstones": 1234,
@@ -14,11 +15,15 @@ Every task that wrote tombstones into tables (targeted sweep, full sweep, scrub)
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.reports import TableTombstones, swept_tables, tombstones_by_table
+
+__all__ = ["SWEPT_TABLES", "EmitSweptTablesOperator", "TableTombstones", "swept_tables", "table_asset",
+           "tombstones_by_table", "tombstones_from_events"]
 
 SWEPT_TABLES = AssetAlias("atlas_swept_tables")
 """Alias through which every per-table "tombstones were written" event is emitted."""
@@ -26,41 +31,6 @@ SWEPT_TABLES = AssetAlias("atlas_swept_tables")
 
 def table_asset(store_conn_id: str, table: str) -> Asset:
     return Asset(uri=f"atlas://{store_conn_id}/{table}", name=f"atlas_{store_conn_id}_{table}", group="atlas")
-
-
-def _walk(reports: Any) -> Iterable[Mapping]:
-    """Every dict in a nest of lists (mapped task outputs are lists of lists)."""
-    if isinstance(reports, Mapping):
-        yield reports
-    elif isinstance(reports, (list, tuple)) or (hasattr(reports, "__iter__") and not isinstance(reports, (str, bytes))):
-        for item in reports:
-            if item is not None:
-                yield from _walk(item)
-
-
-def tombstones_by_table(reports: Any) -> dict[str, dict[str, int]]:
-    """Per-table counts from any mix of sweep, full-sweep and scrub reports:
-
-    * targeted sweep targets ``{"result": {"tables": {table: cells}, "status": ...}}`` (dry runs ignored)
-    * legacy sweep results ``{"table": t, "versions_deleted": n, "dry_run": false}``
-    * scrub results ``{"tables": {table: cells}}``
-    """
-    out: dict[str, dict[str, int]] = defaultdict(lambda: {"tombstones": 0, "cells_tombstoned": 0, "versions_deleted": 0})
-    for report in _walk(reports):
-        body = report.get("result") if isinstance(report.get("result"), Mapping) else report
-        if body.get("dry_run") is True or body.get("status") == "dry_run":
-            continue
-        if isinstance(body.get("tables"), Mapping):
-            for table, cells in body["tables"].items():
-                if cells:
-                    out[table]["cells_tombstoned"] += int(cells)
-                    out[table]["tombstones"] += int(cells)
-        elif isinstance(body.get("table"), str) and "versions_deleted" in body:
-            deleted = int(body.get("versions_deleted") or 0)
-            if deleted:
-                out[body["table"]]["versions_deleted"] += deleted
-                out[body["table"]]["tombstones"] += deleted
-    return dict(out)
 
 
 class EmitSweptTablesOperator(AtlasBaseOperator):

@@ -5,6 +5,8 @@
                              -> publish_swept_tables (asset events) -> summary (fails if a pair failed)
 
 * The sweep timestamps are computed once per run; every pair of the run uses them.
+* Where each group is swept (in the task or as one Spark application; ``auto`` by its backlog) is
+  decided once, by ``plan``, and recorded in the targets; the sweep task follows it.
 * ``release_lock`` runs with ``trigger_rule="all_done"``: after a failed sweep too.
 * A failing pair fails only its own group; the others sweep on. ``publish_swept_tables`` and ``summary``
   run whatever happened (``all_done``); ``summary`` fails the run when a pair did not finish.
@@ -62,7 +64,6 @@ def targeted_sweep_pipeline(
             dry_run=dry_run,
             max_iterations=max_iterations,
             tables=tables,
-            execution_mode=execution_mode,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
             execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
             map_index_template=_LABEL,

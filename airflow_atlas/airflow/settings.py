@@ -16,8 +16,6 @@ or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SE
 
 Settings that shape the DAGs (schedules, retries, parallelism) are read when the DAG files are parsed;
 all others are read when a task runs, so a change applies to the next task without a redeploy.
-
-Fault injection (tests and drills only) is not a setting: see :mod:`airflow_atlas.airflow.faults`.
 """
 from __future__ import annotations
 
@@ -99,6 +97,48 @@ class Strategies(Kind):
 
 SCHEDULE = Nullable(Text("a cron expression or a preset like `@hourly`"))
 
+SPARK_CONF_OWNED = {
+    "spark.pyspark.python": "spark_executor_python",
+    "spark.driver.host": "spark_driver_host",
+    "spark.submit.deployMode": "nothing (the sweep jobs run in client mode only)",
+}
+"""Spark conf keys that ``spark_conf`` may not set, and what sets them instead."""
+
+
+@dataclass(frozen=True)
+class SparkConf(Kind):
+    """Spark conf: ``spark.*`` keys with non-empty string, number or boolean values (stored as strings),
+    none that another setting owns (:data:`SPARK_CONF_OWNED`) or that is an engine setting."""
+
+    def check(self, value: Any) -> dict:
+        if not isinstance(value, Mapping):
+            raise ValueError(f"must be a JSON object of Spark conf, got {value!r}")
+        out = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not key.startswith("spark."):
+                raise ValueError(f"{key!r} is not a Spark conf key (they start with 'spark.')")
+            if key.startswith("spark.atlas.store."):
+                raise ValueError(f"{key} is an engine setting: set it as one (top level or store_config)")
+            if key in SPARK_CONF_OWNED:
+                raise ValueError(f"set {key} through {SPARK_CONF_OWNED[key]}, not spark_conf")
+            if isinstance(item, bool):
+                item = "true" if item else "false"
+            elif isinstance(item, (int, float)) and item == item and item not in (float("inf"), float("-inf")):
+                item = str(item)
+            if not isinstance(item, str) or not item:
+                raise ValueError(f"{key} must be a non-empty string, number or boolean, got {item!r}")
+            out[key] = item
+        return out
+
+    def parse(self, text: str) -> dict:
+        try:
+            return json.loads(text)
+        except ValueError:
+            raise ValueError(f"must be a JSON object of Spark conf, got {text!r}") from None
+
+    def describe(self) -> str:
+        return "JSON object of `spark.*` conf"
+
 
 @dataclass(frozen=True)
 class AtlasSettings:
@@ -137,6 +177,25 @@ class AtlasSettings:
         "(bench/results: 2 x a submission's fixed cost x the in-task rate, for executors with cores of "
         "their own)",
         read="operators/sweep.py",
+    )
+    spark_conf: Mapping[str, str] = setting(
+        {}, SparkConf(),
+        "extra Spark conf of every sweep application, e.g. `{\"spark.cores.max\": \"8\"}`; not "
+        "`spark.atlas.store.*` (engine settings), `spark.submit.deployMode` (client mode only), "
+        "`spark.pyspark.python` / `spark.driver.host` (the two settings below); see docs/SPARK.md",
+        read="airflow/spark_submit.py (cluster_options, submit_conf)",
+    )
+    spark_executor_python: str | None = setting(
+        None, Nullable(Text("a path (or `./env/bin/python` with `spark.archives`)")),
+        "the executors' Python (`spark.pyspark.python`), with the driver's Python minor version and "
+        "cassandra-driver; `null` = the Airflow worker's interpreter path, for every master",
+        read="airflow/spark_submit.py (cluster_options, submit_conf)",
+    )
+    spark_driver_host: str | None = setting(
+        None, Nullable(Text("a host name or address")),
+        "address the driver (on the Airflow worker) advertises to executors (`spark.driver.host`), e.g. "
+        "`127.0.0.1`; `null` = Spark's choice (the machine's external interface)",
+        read="airflow/spark_submit.py (cluster_options, submit_conf)",
     )
     max_parallel_groups: int = setting(
         16, Int(1, 1024),
@@ -213,6 +272,13 @@ class AtlasSettings:
     nodetool_ssh_conn_ids: tuple[str, ...] = setting(
         (), TextList(),
         "SSH connections, one per Cassandra node: run nodetool on each node over SSH instead of locally",
+        read="hooks/nodetool.py",
+    )
+    nodetool_jmx_targets: tuple[str, ...] = setting(
+        (), TextList(),
+        "`host:port` of each Cassandra node's JMX: the local nodetool command runs once per node with "
+        "`-h host -p port` (e.g. the local cluster: `[\"127.0.0.1:7201\", \"127.0.0.1:7202\", \"127.0.0.1:7203\"]`); "
+        "empty: one run against nodetool's own target",
         read="hooks/nodetool.py",
     )
     nodetool_timeout_seconds: float = setting(

@@ -1,7 +1,7 @@
 """Submitting the sweep PySpark jobs from Airflow tasks (Spark provider's ``SparkSubmitHook``).
 
 Two functions, called from operators (``execution_mode="spark"``) and the targeted-sweep DAG's shard
-groups; each runs ONE Spark application and returns its JSON result document (a dict for XCom)::
+groups; each runs ONE Spark application and returns its result document (a :class:`~airflow_atlas.spark.JobDocument`)::
 
     doc = submit_targeted_sweep(context, spark_conn_id="spark_default", store_url=url,
                                 pairs=[(0, "CONSERVATIVE"), (1, "THOROUGH")], batch_limit=10_000,
@@ -25,9 +25,18 @@ What they do:
 * exit code 3 (some pair/range failed) raises :class:`SparkSweepFailed` with the document attached, so
   Airflow retries the task while the document stays available to the caller.
 
-The driver uses this interpreter (``spark.pyspark.driver.python``), and for local masters the Python
-workers too (``spark.pyspark.python``), unless ``extra_conf`` says otherwise. Local mode retries failed tasks only with a ``local[N,F]`` master
-(e.g. connection host ``local[*,4]``); see docs/SPARK.md.
+Spark conf of an application, from lowest to highest precedence (:func:`submit_conf`): the driver's
+Python is this interpreter (``spark.pyspark.driver.python``), and so is the executors' for every master
+(``spark.pyspark.python``); the settings ``spark_conf``, ``spark_executor_python``
+(``spark.pyspark.python``) and ``spark_driver_host`` (``spark.driver.host``), passed as
+:func:`cluster_options`; the engine settings (``settings``, sent as ``spark.atlas.store.*``); the
+caller's ``extra_conf``.
+Local mode retries failed tasks only with a ``local[N,F]`` master (e.g. connection host
+``local[*,4]``); see docs/SPARK.md.
+
+An application whose failures retrying cannot fix (bad input, or executors whose Python lacks a module
+or has another minor version than the driver's) raises :class:`SparkSweepRefused`, an
+``AirflowFailException``: the task fails without retries and the message says what to fix.
 """
 from __future__ import annotations
 
@@ -42,15 +51,10 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from airflow.sdk.exceptions import AirflowException
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.spark_artifact import build_engine_zip
-from airflow_atlas.spark_runtime import (
-    STORE_SETTING_CONF_PREFIX,
-    parse_pairs,
-    redact,
-    scrub,
-)
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs, redact, scrub
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +69,49 @@ _RUNNING_LOCK = threading.Lock()
 class SparkSweepFailed(AirflowException):
     """The Spark application ran but some shard/range failed (or it produced no document).
 
-    ``document`` is the job's JSON document when there is one (secrets redacted)."""
+    ``document`` is the job's :class:`~airflow_atlas.spark.JobDocument` when there is one (secrets redacted)."""
 
-    def __init__(self, message: str, document: dict | None = None):
+    def __init__(self, message: str, document: JobDocument | None = None):
         super().__init__(message)
         self.document = document
+
+
+class SparkSweepRefused(SparkSweepFailed, AirflowFailException):
+    """The application failed in a way retrying cannot fix (bad input, an executor environment that
+    cannot run the engine): an ``AirflowFailException``, so Airflow does not retry the task.
+    ``document`` as in :class:`SparkSweepFailed`."""
+
+
+def cluster_options(settings) -> dict:
+    """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments of the submit functions."""
+    return {
+        "spark_conf": dict(settings.spark_conf),
+        "executor_python": settings.spark_executor_python,
+        "driver_host": settings.spark_driver_host,
+    }
+
+
+def submit_conf(
+    *,
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
+    extra_conf: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """The Spark conf of one application (precedence in the module doc). The executors' Python is set for
+    every master, not only local ones: without it a cluster's workers run their system ``python3``."""
+    conf: dict[str, str] = {
+        # Client mode: the driver runs here, with this interpreter (it has the engine's dependencies).
+        "spark.pyspark.driver.python": sys.executable,
+        "spark.pyspark.python": sys.executable,
+    }
+    conf.update({str(k): str(v) for k, v in (spark_conf or {}).items()})
+    if executor_python:
+        conf["spark.pyspark.python"] = executor_python
+    if driver_host:
+        conf["spark.driver.host"] = driver_host
+    conf.update({str(k): str(v) for k, v in (extra_conf or {}).items()})
+    return conf
 
 
 # ----- helpers --------------------------------------------------------------------------------------
@@ -187,7 +229,10 @@ def _run(
     script: str,
     job_args: list[str],
     extra_conf: Mapping[str, Any] | None,
-) -> dict:
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
+) -> JobDocument:
     if not isinstance(store_url, str) or not store_url.strip():
         raise ValueError("store_url is required")
     started = time.monotonic()
@@ -200,11 +245,7 @@ def _run(
             f"Spark connection {spark_conn_id!r} uses deploy-mode cluster: the sweep jobs return their result "
             "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
         )
-    conf: dict[str, Any] = {str(k): str(v) for k, v in (extra_conf or {}).items()}
-    # Client mode: the driver runs here, with this interpreter (it has the engine's dependencies).
-    conf.setdefault("spark.pyspark.driver.python", sys.executable)
-    if master.startswith("local"):  # executors too, in local mode
-        conf.setdefault("spark.pyspark.python", sys.executable)
+    conf = submit_conf(spark_conf=spark_conf, executor_python=executor_python, driver_host=driver_host, extra_conf=extra_conf)
     application = job_script(script)
     zip_path = build_engine_zip(artifact_dir())
     workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
@@ -237,20 +278,22 @@ def _run(
             hook.submit(application, **popen_kwargs)
         except Exception as exc:  # the hook's message masks password-like values; we add our scrub
             submit_error = exc
-        document = json.loads(output.read_text(encoding="utf-8")) if output.exists() else None
-        if document is None:
+        if not output.exists():
             message = scrub(str(submit_error) if submit_error else "no result document", store_url)
             raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
-        document["spark_submit"] = {
+        document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
+        document.spark_submit = {
             "conn_id": spark_conn_id,
             "master": master,
             "engine_zip": os.path.basename(zip_path),
             "submit_seconds": round(time.monotonic() - started, 3),
         }
-        if submit_error is not None or not document.get("ok", False):
-            failed = document.get("failed") or []
-            reason = document.get("error") or f"{len(failed)} task(s) failed: {json.dumps(failed)[:1500]}"
-            raise SparkSweepFailed(scrub(f"Spark {kind} application failed: {reason}", store_url), document)
+        if submit_error is not None or not document.ok:
+            reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
+            message = scrub(f"Spark {kind} application failed: {reason}", store_url)
+            if document.retriable is False:
+                raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
+            raise SparkSweepFailed(message, document)
         return document
     finally:
         with _RUNNING_LOCK:
@@ -291,7 +334,10 @@ def submit_targeted_sweep(
     extra_conf: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
     sweep_timestamps: Mapping[str, int] | None = None,
-) -> dict:
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
+) -> JobDocument:
     """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
 
     ``sweep_timestamps`` ({"CONSERVATIVE": ts, "THOROUGH": ts}) keeps the run's sweep timestamps (computed
@@ -319,6 +365,9 @@ def submit_targeted_sweep(
         script="targeted_sweep_job.py",
         job_args=args,
         extra_conf={**_setting_conf(settings), **(extra_conf or {})},
+        spark_conf=spark_conf,
+        executor_python=executor_python,
+        driver_host=driver_host,
     )
 
 
@@ -333,7 +382,10 @@ def submit_full_sweep(
     dry_run: bool,
     extra_conf: Mapping[str, Any] | None = None,
     settings: Mapping[str, Any] | None = None,
-) -> dict:
+    spark_conf: Mapping[str, Any] | None = None,
+    executor_python: str | None = None,
+    driver_host: str | None = None,
+) -> JobDocument:
     """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
     its result document."""
     if int(parts) < 1:
@@ -351,6 +403,9 @@ def submit_full_sweep(
         script="full_sweep_job.py",
         job_args=args,
         extra_conf={**_setting_conf(settings), **(extra_conf or {})},
+        spark_conf=spark_conf,
+        executor_python=executor_python,
+        driver_host=driver_host,
     )
 
 
@@ -359,6 +414,9 @@ __all__ = [
     "submit_full_sweep",
     "kill_submission",
     "SparkSweepFailed",
+    "SparkSweepRefused",
+    "cluster_options",
+    "submit_conf",
     "build_engine_zip",
     "DEFAULT_LOCAL_MASTER",
 ]

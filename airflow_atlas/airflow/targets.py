@@ -1,17 +1,21 @@
-"""Sweep *targets*: the small JSON dicts that flow between the tasks of one shard group.
+"""Sweep *targets*: one (shard, strategy) pair as it flows between the tasks of one shard group.
 
-A target names one (shard, strategy) pair and picks up fields as it goes through the group::
+A :class:`SweepTarget` picks up fields as it goes through the group::
 
-    plan    -> {"shard": 3, "strategy": "THOROUGH", "sweep_ts": 1234}
-    acquire -> + {"lock": "sweep/thorough/3", "holder": "airflow:...", "acquired": true, "token": 7, "expires_at": ...}
-    sweep   -> + {"result": {...ShardSweepResult.to_json()...}}
-    reconcile -> + {"reconciled": {...}}
+    plan      -> shard, strategy, sweep_ts, execution_mode ("in_task" | "spark": chosen once, by the plan)
+    acquire   -> + lock, holder, acquired, token, expires_at (or held_by when someone else holds the lock)
+    sweep     -> + result (the engine's ShardSweepResult.to_json(), plus the Spark task's fields in spark mode),
+                 swept_tables (the tombstones per table, for the asset events)
+    reconcile -> + reconciled
 
+It crosses XCom as JSON exactly once per task: ``SweepTarget.from_json`` on the way in (validating: bad
+input fails the task without retries), ``to_json`` on the way out (every field, None stays None).
 Operators accept a list of targets (``targets=``) or one pair (``shard=``, ``strategy=``). Lease tokens are
 fencing tokens, not credentials; nothing secret ever goes into a target.
 """
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
 from airflow_atlas.errors import InvalidInputError
@@ -20,6 +24,9 @@ from airflow_atlas.locks import Lease
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
+SKIPPED = "skipped_locked"
+SWEEP_MODES = ("in_task", "spark")
+"""Where a group is swept; the setting's third value, ``auto``, is resolved to one of these by the plan."""
 
 
 def _strategy(value: Any) -> str:
@@ -45,7 +52,72 @@ def _shard(value: Any) -> int:
     return value
 
 
-def normalize_targets(targets: Any = None, shard: Any = None, strategy: Any = None) -> list[dict]:
+@dataclass(frozen=True)
+class SweepTarget:
+    shard: int
+    strategy: str
+    sweep_ts: int | None = None
+    execution_mode: str | None = None
+    lock: str | None = None
+    holder: str | None = None
+    acquired: bool | None = None
+    token: int | None = None
+    expires_at: float | None = None
+    held_by: str | None = None
+    result: dict | None = None
+    swept_tables: list | None = None  # assets.TableTombstones JSON, from the result (none for a dry run)
+    reconciled: dict | None = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "shard", _shard(self.shard))
+        object.__setattr__(self, "strategy", _strategy(self.strategy))
+        if self.sweep_ts is not None and (isinstance(self.sweep_ts, bool) or not isinstance(self.sweep_ts, int)):
+            raise InvalidInputError(f"sweep_ts must be an integer, got {self.sweep_ts!r}")
+        if self.execution_mode is not None and self.execution_mode not in SWEEP_MODES:
+            raise InvalidInputError(f"a target's execution_mode must be one of {', '.join(SWEEP_MODES)}, got {self.execution_mode!r}")
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> "SweepTarget":
+        if isinstance(data, SweepTarget):
+            return data
+        if not isinstance(data, Mapping) or "shard" not in data or "strategy" not in data:
+            raise InvalidInputError(f"each target needs 'shard' and 'strategy', got {data!r}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise InvalidInputError(f"unknown target field(s) {', '.join(unknown)}; a target has {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    def with_(self, **changes) -> "SweepTarget":
+        return replace(self, **changes)
+
+    @property
+    def label(self) -> str:
+        return f"{self.strategy}/{self.shard}"
+
+    @property
+    def lock_name(self) -> str:
+        return TargetedSweeper.lock_name(self.shard, self.strategy)
+
+    @property
+    def status(self) -> str | None:
+        return (self.result or {}).get("status")
+
+    def lease(self) -> Lease | None:
+        """The lease an acquire task recorded (None if it holds none)."""
+        if not self.acquired or self.token is None:
+            return None
+        return Lease(name=self.lock, holder=self.holder, token=int(self.token), expires_at=float(self.expires_at))
+
+    def with_lease(self, lease: Lease) -> "SweepTarget":
+        return replace(self, lock=lease.name, holder=lease.holder, token=lease.token, expires_at=lease.expires_at,
+                       acquired=True, held_by=None)
+
+
+def normalize_targets(targets: Any = None, shard: Any = None, strategy: Any = None) -> list[SweepTarget]:
     """Validated targets from ``targets`` (a list of dicts, or one dict) or from ``shard`` + ``strategy``."""
     if targets is not None and (shard is not None or strategy is not None):
         raise InvalidInputError("pass either targets or shard and strategy, not both")
@@ -53,48 +125,33 @@ def normalize_targets(targets: Any = None, shard: Any = None, strategy: Any = No
         if shard is None or strategy is None:
             raise InvalidInputError("name what to sweep: targets=[{'shard': 0, 'strategy': 'THOROUGH'}] or shard= and strategy=")
         targets = [{"shard": shard, "strategy": strategy}]
-    if isinstance(targets, Mapping):
+    if isinstance(targets, (Mapping, SweepTarget)):
         targets = [targets]
     if isinstance(targets, (str, bytes)) or not isinstance(targets, Iterable):
         raise InvalidInputError(f"targets must be a list of {{'shard', 'strategy'}} dicts, got {type(targets).__name__}")
-    out = []
-    for target in targets:
-        if not isinstance(target, Mapping) or "shard" not in target or "strategy" not in target:
-            raise InvalidInputError(f"each target needs 'shard' and 'strategy', got {target!r}")
-        item = dict(target)
-        item["shard"] = _shard(item["shard"])
-        item["strategy"] = _strategy(item["strategy"])
-        if item.get("sweep_ts") is not None and (isinstance(item["sweep_ts"], bool) or not isinstance(item["sweep_ts"], int)):
-            raise InvalidInputError(f"sweep_ts must be an integer, got {item['sweep_ts']!r}")
-        out.append(item)
+    return [SweepTarget.from_json(t) for t in targets]
+
+
+def flat_targets(groups: Any) -> list[SweepTarget]:
+    """Targets from a list of groups. (Pulled from outside a mapped task group, the outputs of its task
+    come as a list per instance, except with a single instance, whose output comes alone.)"""
+    out: list[SweepTarget] = []
+    for item in groups or []:
+        if isinstance(item, Mapping):
+            out.append(SweepTarget.from_json(item))
+        elif item is not None:
+            out.extend(SweepTarget.from_json(t) for t in item if isinstance(t, Mapping))
     return out
 
 
-def lock_name(target: Mapping) -> str:
-    return TargetedSweeper.lock_name(target["shard"], target["strategy"])
-
-
-def holder_for(context: Mapping, target: Mapping) -> str:
+def holder_for(context: Mapping, target: SweepTarget) -> str:
     """The lock holder of a pair within one DAG run: stable across the group's tasks and their retries,
     distinct between runs, DAGs and pairs."""
     ti = context["ti"]
-    return f"airflow:{ti.dag_id}:{ti.run_id}:{target['strategy']}:{target['shard']}"
+    return f"airflow:{ti.dag_id}:{ti.run_id}:{target.strategy}:{target.shard}"
 
 
-def lease_to_json(lease: Lease) -> dict:
-    return {"lock": lease.name, "holder": lease.holder, "token": lease.token, "expires_at": lease.expires_at}
-
-
-def lease_from(target: Mapping) -> Lease | None:
-    """The lease an acquire task recorded in the target (None if it holds none)."""
-    if not target.get("acquired") or target.get("token") is None:
-        return None
-    return Lease(
-        name=target["lock"], holder=target["holder"], token=int(target["token"]), expires_at=float(target["expires_at"])
-    )
-
-
-def batches(targets: list[dict], size: int) -> list[list[dict]]:
+def batches(targets: list, size: int) -> list[list]:
     """Split targets into groups of at most ``size`` (one mapped task group each)."""
     if size < 1:
         raise InvalidInputError("group size must be at least 1")
@@ -108,5 +165,5 @@ def label(targets: Any) -> str:
     except InvalidInputError:
         return "?"
     if len(items) == 1:
-        return f"{items[0]['strategy']}/{items[0]['shard']}"
-    return f"{len(items)} pairs from {items[0]['strategy']}/{items[0]['shard']}"
+        return items[0].label
+    return f"{len(items)} pairs from {items[0].label}"

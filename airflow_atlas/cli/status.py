@@ -65,6 +65,15 @@ def render_status(status: dict) -> str:
         ])
     out.append(table(["SHARD", "STRATEGY", "SWEEP_TS", "PROGRESS", "LAG_TS", "LAG", "BACKLOG", "SWEEPABLE", "PINNED",
                       "LAST RUN", "TOMBSTONES", "LOCK", "LOCK EXPIRES IN"], rows).rstrip("\n"))
+    graces = [g for g in status.get("gc_grace") or [] if g["gc_grace_seconds"] is not None]
+    if graces:
+        out.append("")
+        out.append("Swept tables: gc_grace_seconds against repair_interval_seconds")
+        out.append(table(["TABLE", "STRATEGY", "GC_GRACE", "REPAIR_INTERVAL", ""], [
+            [g["table"], g["strategy"], dur(g["gc_grace_seconds"]), dur(g["repair_interval_seconds"]),
+             "BELOW THE REPAIR INTERVAL" if g["below_repair_interval"] else "ok"]
+            for g in graces
+        ]).rstrip("\n"))
     failing = [r for r in status["shards"] if r.get("failing")]
     if failing:
         out.append("")
@@ -91,9 +100,11 @@ def render_status(status: dict) -> str:
             "INGEST OUTPACES SWEEP" if f["ingest_outpaces_sweep"] else "",
         ])
     out.append(table(["SHARD", "STRATEGY", "BACKLOG", "INGEST", "SWEEP", "DRAIN IN", "STATE", ""], rows).rstrip("\n"))
-    if status["warnings"] or status["quarantined_cells"]:
+    if status["warnings"] or status["quarantined_cells"] or status.get("table_warnings"):
         out.append("")
         out.append("Warnings")
+        for w in status.get("table_warnings") or []:
+            out.append(f"  table {w['table']}: {w['message']}")
         for w in status["warnings"]:
             out.append(f"  shard {w['shard']} {w['strategy']}: {w['message']}")
         if status["quarantined_cells"]:

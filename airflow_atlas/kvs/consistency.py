@@ -92,7 +92,6 @@ DEFAULT_REPAIR_INTERVAL_SECONDS = 864_000
 CASSANDRA_DEFAULT_GC_GRACE_SECONDS = 864_000
 """``gc_grace_seconds`` of a table created without the option (Cassandra 5.0's default)."""
 MAX_REPAIR_INTERVAL_SECONDS = 10 * 365 * 86_400
-SWEPT_STRATEGY_NAMES = ("CONSERVATIVE", "THOROUGH")
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -102,14 +101,18 @@ def setting_name(operation: Operation) -> str:
     return f"consistency_{operation.value}"
 
 
+def allowed_levels(operation: "Operation | str") -> tuple:
+    """The level names ``operation`` accepts."""
+    operation = Operation(operation)
+    if operation is Operation.SERIAL:
+        return SERIAL_LEVELS
+    return LWT_COMMIT_LEVELS if operation is Operation.LWT_COMMIT else REPLICATED_LEVELS
+
+
 def parse_level(operation: "Operation | str", value: object) -> str:
     """The canonical (upper-case) level name for ``operation``, or InvalidInputError naming the setting."""
     operation = Operation(operation)
-    allowed = (
-        SERIAL_LEVELS if operation is Operation.SERIAL
-        else LWT_COMMIT_LEVELS if operation is Operation.LWT_COMMIT
-        else REPLICATED_LEVELS
-    )
+    allowed = allowed_levels(operation)
     name = value.strip().upper() if isinstance(value, str) else None
     if name not in allowed:
         extra = ""
@@ -222,7 +225,9 @@ class GcGraceGuard:
     def check(self, table: str, strategy: str, gc_grace_seconds: int | None) -> None:
         """Raise InvalidInputError when a table swept with ``strategy`` would have ``gc_grace_seconds``
         below the repair interval (unless allowed). ``None`` (unknown) passes."""
-        if strategy not in SWEPT_STRATEGY_NAMES or gc_grace_seconds is None:
+        from .api import SWEEPABLE_STRATEGY_NAMES  # api imports this module: no import at module level
+
+        if strategy not in SWEEPABLE_STRATEGY_NAMES or gc_grace_seconds is None:
             return
         if gc_grace_seconds >= self.repair_interval_seconds or self.allow_gc_grace_below_repair_interval:
             return

@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 from ..errors import InvalidInputError
-from ..kvs.api import SweepStrategy
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from ..sweep.constants import MAX_SHARDS
 from ..sweep.results import holder_process_gone
 from .clock import TimestampClock
-from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, Warning
+from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .text import format_duration, round_or_none
 from .why import explain_why
@@ -129,12 +129,14 @@ def build_status(
     except Exception:  # an old store without the history table: the status is still useful
         quarantined = 0
     any_explain = next(iter(explains.values()))
+    tables = {name: strategy.value for name, strategy in sorted(store.user_tables().items())}
+    gc_grace, table_warnings = _gc_grace(store, tables)
     return StatusDocument(
         generated_at=round_or_none(now),
         store=store.describe(),
         number_of_shards=number_of_shards,
         strategies=[s.value for s in strategy_list],
-        tables={name: strategy.value for name, strategy in sorted(store.user_tables().items())},
+        tables=tables,
         settings={
             "window_seconds": window_seconds,
             "history_limit": history_limit,
@@ -154,7 +156,38 @@ def build_status(
         totals=totals,
         warnings=warnings,
         quarantined_cells=quarantined,
+        gc_grace=gc_grace,
+        table_warnings=table_warnings,
     )
+
+
+def _gc_grace(store, tables: dict[str, str]) -> tuple[list[TableGcGrace], list[TableWarning]]:
+    """Each swept table's live ``gc_grace_seconds`` against ``repair_interval_seconds`` (the key-value
+    service's effective guard: the URL or connection may override the engine setting), with a warning
+    for each table below it: a sweep tombstone may be purged before repair copies it to a replica that
+    missed it, and the deleted data comes back."""
+    guard = getattr(store.kvs, "gc_grace_guard", None)
+    repair = guard.repair_interval_seconds if guard is not None else store.config.repair_interval_seconds
+    allowed = (guard.allow_gc_grace_below_repair_interval if guard is not None
+               else store.config.allow_gc_grace_below_repair_interval)
+    rows, warnings = [], []
+    for name, strategy in tables.items():
+        if strategy not in SWEEPABLE_STRATEGY_NAMES:
+            continue
+        grace = store.kvs.gc_grace_seconds(name)
+        below = grace is not None and grace < repair
+        rows.append(TableGcGrace(name, strategy, grace, repair, below, allowed))
+        if below:
+            warnings.append(TableWarning(
+                name,
+                "gc_grace_below_repair_interval",
+                f"table {name} ({strategy}) has gc_grace_seconds={grace}, below repair_interval_seconds={repair}"
+                f"{' (allowed by allow_gc_grace_below_repair_interval)' if allowed else ''}: a sweep tombstone may "
+                "be purged by compaction before repair copies it to a replica that missed it, and the deleted data "
+                "comes back. Raise the table's gc_grace_seconds to at least the repair interval (or, if repair "
+                "really runs more often, lower repair_interval_seconds)",
+            ))
+    return rows, warnings
 
 
 # ----- the clock's anchors --------------------------------------------------------------------------------

@@ -158,6 +158,26 @@ class Why:
 
 
 @dataclass
+class TableGcGrace:
+    """A swept table's live ``gc_grace_seconds`` against the repair interval (Cassandra; on the embedded
+    store ``gc_grace_seconds`` is None: one copy, nothing purged by grace period)."""
+
+    table: str
+    strategy: str
+    gc_grace_seconds: int | None
+    repair_interval_seconds: int
+    below_repair_interval: bool
+    allowed_below: bool  # allow_gc_grace_below_repair_interval
+
+
+@dataclass
+class TableWarning:
+    table: str
+    kind: str
+    message: str
+
+
+@dataclass
 class StatusDocument:
     generated_at: float | None
     store: str
@@ -172,6 +192,8 @@ class StatusDocument:
     totals: dict
     warnings: list[PairWarning]
     quarantined_cells: int
+    gc_grace: list[TableGcGrace] = field(default_factory=list)
+    table_warnings: list[TableWarning] = field(default_factory=list)
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict:

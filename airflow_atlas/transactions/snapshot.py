@@ -61,6 +61,7 @@ from ..errors import (
     InvalidInputError,
     KeyAlreadyExistsError,
     LockNotHeldError,
+    RollbackRefusedError,
     ReadOnlyNotAllowedError,
     StoreUnavailableError,
     SweptVersionReadError,
@@ -332,7 +333,16 @@ class TransactionManager:
                 return known
 
     def roll_back(self, start: int) -> int:
-        """Mark ``start`` aborted unless it already has an outcome; return the outcome (ABORTED or commit)."""
+        """Mark ``start`` aborted unless it already has an outcome; return the outcome (ABORTED or commit).
+        Refuses (RollbackRefusedError) when the other schema version's table has an entry for it: the
+        transaction may have committed there, and must not be rolled back on this table's silence."""
+        other_table, elsewhere = self.transaction_service.other_schema_entries([start])
+        if elsewhere:
+            raise RollbackRefusedError(
+                f"transaction {start} has no entry in {self.transaction_service.table} but has one in {other_table} "
+                f"({elsewhere[start]}): some process uses the other transactions schema version; not rolling it back. "
+                "Run 'atlas-sweep verify' and stop that process"
+            )
         try:
             self.transaction_service.put_unless_exists(start, ABORTED)
             return ABORTED

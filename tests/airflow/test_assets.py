@@ -6,14 +6,16 @@ from types import SimpleNamespace
 from airflow_atlas.airflow.assets import table_asset, tombstones_by_table, tombstones_from_events
 
 
-def test_counts_from_sweep_full_sweep_and_scrub_reports():
+def test_counts_are_summed_from_the_one_report_format_in_any_nesting():
+    from airflow_atlas.airflow.assets import swept_tables
+
     reports = [
-        [{"shard": 0, "strategy": "THOROUGH", "result": {"status": "caught_up", "tables": {"a": 3, "b": 0}}}],
-        [{"shard": 1, "strategy": "THOROUGH", "result": {"status": "caught_up", "tables": {"a": 2}}}],
-        [{"shard": 2, "strategy": "THOROUGH", "result": {"status": "dry_run", "tables": {"a": 100}}}],
-        {"table": "c", "versions_deleted": 5, "dry_run": False},
-        {"table": "c", "versions_deleted": 7, "dry_run": True},
-        {"tables": {"b": 4}, "entries_scrubbed": 4},
+        [{"shard": 0, "strategy": "THOROUGH", "swept_tables": swept_tables(cells={"a": 3, "b": 0})}],
+        [{"shard": 1, "strategy": "THOROUGH", "swept_tables": swept_tables(cells={"a": 2})}],
+        [{"shard": 2, "strategy": "THOROUGH", "swept_tables": []}],  # a dry run reports nothing
+        {"table": "c", "swept_tables": swept_tables(versions={"c": 5})},
+        {"tables": {"b": 4}, "swept_tables": swept_tables(cells={"b": 4})},
+        {"tables": {"z": 9}},  # no swept_tables: not a tombstone report
         None,
     ]
     counts = tombstones_by_table(reports)
@@ -22,6 +24,16 @@ def test_counts_from_sweep_full_sweep_and_scrub_reports():
         "b": {"tombstones": 4, "cells_tombstoned": 4, "versions_deleted": 0},
         "c": {"tombstones": 5, "cells_tombstoned": 0, "versions_deleted": 5},
     }
+
+
+def test_sweep_results_report_their_tables_except_dry_runs_and_skips():
+    from airflow_atlas.airflow.operators.sweep import _swept_tables
+
+    assert _swept_tables({"status": "caught_up", "tables": {"a": 3, "b": 0}}) == [
+        {"table": "a", "cells_tombstoned": 3, "versions_deleted": 0}
+    ]
+    assert _swept_tables({"status": "dry_run", "tables": {"a": 100}}) == []
+    assert _swept_tables({"status": "skipped_locked"}) == [] and _swept_tables(None) == []
 
 
 def test_events_of_one_store_are_summed_per_table():

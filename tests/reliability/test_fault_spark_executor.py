@@ -1,7 +1,8 @@
 """Fault: a Spark executor (the Python worker running a shard's task) is SIGKILLed in the middle of its shard.
 
 The real targeted-sweep job runs through ``spark-submit --master local[2,4]`` (local mode retries a task
-only with ``local[N,F]``), with one change (``spark_kill_job.py``): the first task attempt to claim a
+only with ``local[N,F]``), with one change made through the job's store-opener seam
+(``tests/spark/faulty_job.py`` with ``tests.faults.FaultyKvs``): the first task attempt to claim a
 marker file kills its own Python worker with SIGKILL after one iteration persisted progress, right after
 a ranged delete of the next iteration reached the store, while it holds the shard's lease. Spark sees a
 crashed worker ("Python worker exited unexpectedly") and retries the task.
@@ -17,7 +18,7 @@ What holds (``test_spark_executor_killed_mid_shard``):
   no queue row below progress is left.
 
 ``test_spark_retry_of_a_killed_task_sweeps_its_shard``: the retry itself sweeps the shard - the lock holder
-of a pair is the same for every attempt of its task (``spark_runtime._holder``), so the retry re-acquires
+of a pair is the same for every attempt of its task (``airflow_atlas.spark.holder``), so the retry re-acquires
 (and fences off) the lease its dead predecessor left instead of waiting for it to expire.
 
 The long variant (``-m reliability``) kills two executors (two different tasks) of one job, on a larger
@@ -74,7 +75,7 @@ def _run_job(store, url: str, workdir: Path, *, shards: int, kills: int, batch_l
         f.write(url)
     output = workdir / "result.json"
     markers = [workdir / f"kill-{i}.marker" for i in range(kills)]
-    env = dict(os.environ, ATLAS_KILL_MARKER=os.pathsep.join(map(str, markers)),
+    env = dict(os.environ, ATLAS_TEST_FAULT="kill", ATLAS_TEST_FAULT_MARKER=os.pathsep.join(map(str, markers)),
                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     command = [
         str(Path(sys.executable).parent / "spark-submit"),
@@ -83,7 +84,7 @@ def _run_job(store, url: str, workdir: Path, *, shards: int, kills: int, batch_l
         "--conf", f"spark.pyspark.python={sys.executable}",
         "--conf", f"spark.pyspark.driver.python={sys.executable}",
         "--py-files", build_engine_zip(workdir / "engine"),
-        str(REPO_ROOT / "tests" / "reliability" / "spark_kill_job.py"),
+        str(REPO_ROOT / "tests" / "spark" / "faulty_job.py"),
         "--store-url-file", str(url_file),
         "--output", str(output),
         "--pairs", pairs,

@@ -9,9 +9,14 @@ import zipfile
 
 import pytest
 
+from airflow_atlas.spark.args import pairs_from_shards
 from airflow_atlas.spark_artifact import build_engine_zip, engine_files
-from airflow_atlas.spark_runtime import (
+from airflow_atlas.spark import (
     EXIT_USAGE,
+    FullSweepJob,
+    ItemResult,
+    JobDocument,
+    TargetedSweepJob,
     RESULT_BEGIN,
     RESULT_END,
     STORE_URL_ENV,
@@ -19,7 +24,6 @@ from airflow_atlas.spark_runtime import (
     emit_document,
     extract_document,
     main,
-    pairs_from_shards,
     parse_pairs,
     read_store_url,
     redact,
@@ -121,10 +125,10 @@ def test_document_round_trip_through_decorated_log_lines(tmp_path):
 
 def test_job_refuses_missing_arguments_before_starting_spark(monkeypatch, capsys):
     monkeypatch.delenv(STORE_URL_ENV, raising=False)
-    assert main("targeted", ["--pairs", "0:THOROUGH"]) == EXIT_USAGE
+    assert main(TargetedSweepJob, ["--pairs", "0:THOROUGH"]) == EXIT_USAGE
     assert STORE_URL_ENV in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_:
-        main("targeted", ["--store-url-file", "/nonexistent"])  # neither --pairs nor --shards
+        main(TargetedSweepJob, ["--store-url-file", "/nonexistent"])  # neither --pairs nor --shards
     assert exit_.value.code == 2
 
 
@@ -132,7 +136,7 @@ def test_engine_zip_excludes_airflow_glue_and_is_cached(tmp_path):
     path = build_engine_zip(tmp_path)
     names = zipfile.ZipFile(path).namelist()
     assert "airflow_atlas/__init__.py" in names
-    assert "airflow_atlas/store.py" in names and "airflow_atlas/spark_runtime.py" in names
+    assert "airflow_atlas/store.py" in names and "airflow_atlas/spark/driver.py" in names
     assert "airflow_atlas/sweep/targeted.py" in names
     assert not [n for n in names if n.startswith("airflow_atlas/airflow/")]
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
@@ -165,7 +169,8 @@ def test_every_engine_module_imports_from_the_zip_alone_without_airflow(tmp_path
 
     path = build_engine_zip(tmp_path / "zip")
     modules = sorted(
-        n[:-3].replace("/", ".").removesuffix(".__init__") for n in zipfile.ZipFile(path).namelist() if n.endswith(".py")
+        n[:-3].replace("/", ".").removesuffix(".__init__") for n in zipfile.ZipFile(path).namelist()
+        if n.endswith(".py") and not n.endswith("__main__.py")  # entry points run a command when imported
     )
     code = (
         "import importlib, json, sys\n"
@@ -182,4 +187,32 @@ def test_every_engine_module_imports_from_the_zip_alone_without_airflow(tmp_path
     seen = json.loads(run.stdout.strip().splitlines()[-1])
     assert seen["file"].startswith(path)
     assert seen["airflow"] == []
-    assert "airflow_atlas.spark_runtime" in modules and "airflow_atlas.store" in modules
+    assert "airflow_atlas.spark.executor" in modules and "airflow_atlas.store" in modules
+
+
+def test_document_dataclasses_round_trip_through_json_and_keep_none():
+    ok = ItemResult(item={"shard": 0, "strategy": "THOROUGH"}, status="caught_up", attempt=1,
+                    engine={"status": "caught_up", "iterations": 2, "sweep_ts": None}, partition=0)
+    bad = ItemResult(item={"shard": 9, "strategy": "CONSERVATIVE"}, status="failed", error_type="InvalidInputError",
+                     error="shard 9 out of range", retriable=False)
+    doc = JobDocument(job="targeted_sweep", ok=False, store="sqlite:////x.db", retriable=False,
+                      params={"pairs": ["0:THOROUGH", "9:CONSERVATIVE"], "batch_limit": None}, results=[ok, bad],
+                      failed=[{"shard": 9, "strategy": "CONSERVATIVE", "error": bad.error}])
+    data = json.loads(json.dumps(doc.to_json()))
+    assert data["batch_limit"] is None and data["results"][0]["sweep_ts"] is None  # None stays None
+    assert data["results"][0]["iterations"] == 2 and data["results"][1]["retriable"] is False
+    back = JobDocument.from_json(data)
+    assert back == doc
+    assert back.result_for(shard=9).error_type == "InvalidInputError"
+
+
+def test_job_strategies_validate_their_input_before_spark():
+    assert TargetedSweepJob(pairs="1:thorough,1:THOROUGH").pairs == ((1, "THOROUGH"),)
+    with pytest.raises(ValueError):
+        TargetedSweepJob(pairs="0:NOTHING")
+    with pytest.raises(ValueError):
+        TargetedSweepJob(pairs="0:THOROUGH", sweep_timestamps="THOROUGH=x")
+    with pytest.raises(ValueError):
+        FullSweepJob(table="t", parts=0)
+    with pytest.raises(ValueError):
+        FullSweepJob(table="_internal", parts=2)

@@ -30,7 +30,7 @@ def test_bad_store_setting_in_spark_conf_fails_the_job_naming_the_key(make_store
             dry_run=False,
             extra_conf={"spark.atlas.store.lock_lease_seconds": "NaN", "spark.ui.enabled": "false"},
         )
-    doc = err.value.document
+    doc = err.value.document.to_json()
     assert doc["error_type"] == "InvalidInputError" and doc["results"] == []
     assert "setting lock_lease_seconds must be a finite number" in doc["error"]
     assert cell_versions(handle.reopen()) == before

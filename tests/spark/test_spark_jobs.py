@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_atlas.spark_runtime import run_full_sweep, run_targeted_sweep
+from airflow_atlas.spark import run_full_sweep, run_targeted_sweep
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 from .conftest import LEGACY_TABLES, SETTINGS, SHARDS, STRATEGIES, cell_versions, end_state, version_count
@@ -66,7 +66,7 @@ def test_targeted_job_matches_in_task_engine(spark, engine_zip, twin_stores, bac
         max_iterations=2,
         settings=SETTINGS,
         engine_zip=engine_zip,
-    )
+    ).to_json()
     in_task = _in_task(task_store, batch_limit=15, max_iterations=2)
     assert doc["ok"] and doc["job"] == "targeted_sweep" and not doc["failed"]
     assert len(doc["results"]) == len(ALL_PAIRS)
@@ -79,7 +79,7 @@ def test_targeted_job_matches_in_task_engine(spark, engine_zip, twin_stores, bac
     # 2. Run to completion: the job resumes from persisted progress, exactly like the engine.
     doc = run_targeted_sweep(
         spark, store_url=spark_store.url, pairs=ALL_PAIRS, batch_limit=15, settings=SETTINGS, engine_zip=engine_zip
-    )
+    ).to_json()
     in_task = _in_task(task_store, batch_limit=15)
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
     _compare_results(doc, in_task)
@@ -109,7 +109,7 @@ def test_locked_shard_is_skipped_and_bad_pair_fails_alone(spark, engine_zip, mak
             pairs="0:THOROUGH,1:THOROUGH,9:CONSERVATIVE",  # the store has 4 shards: 9 is bad input
             settings=SETTINGS,
             engine_zip=engine_zip,
-        )
+        ).to_json()
     finally:
         locks.release(lease)
     results = _by_pair(doc)
@@ -141,7 +141,7 @@ def test_full_sweep_job_removes_what_in_task_legacy_sweep_removes(spark, engine_
             batch_size=10,
             settings=SETTINGS,
             engine_zip=engine_zip,
-        )
+        ).to_json()
         expected = task_store.store.legacy_sweeper.sweep_table(table, batch_size=10).to_json()
         assert doc["ok"] and doc["strategy"] == strategy
         assert len(doc["ranges"]) == len(doc["results"]) >= 2, "the table must really be split"
@@ -162,13 +162,13 @@ def test_dry_runs_change_nothing(spark, engine_zip, make_store):
     before = end_state(handle)
     doc = run_targeted_sweep(
         spark, store_url=handle.url, pairs=ALL_PAIRS, dry_run=True, settings=SETTINGS, engine_zip=engine_zip
-    )
+    ).to_json()
     assert doc["ok"] and doc["dry_run"] is True
     assert {r["status"] for r in doc["results"]} == {"dry_run"}
     assert doc["summary"]["cells_tombstoned"] > 0  # what it would do
     table = "orders_t"
     full = run_full_sweep(
         spark, store_url=handle.url, table=table, parts=2, dry_run=True, settings=SETTINGS, engine_zip=engine_zip
-    )
+    ).to_json()
     assert full["ok"] and full["summary"]["versions_deleted"] > 0
     assert end_state(handle) == before

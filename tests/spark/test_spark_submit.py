@@ -5,9 +5,10 @@ SparkSubmitHook (two JVM starts: keep this module small).
   here, appears neither in the spark-submit command, nor in its output, nor in the returned document; the
   URL file is 0600 while the job runs and gone afterwards; executors run the engine from the zip and
   never import Airflow.
-* a connection to local[2,4] (local mode retries tasks only with local[N,F]) and the fault-injection knob
-  (embedded store): one task fails mid-shard after doing work, Spark retries it, and the end state equals
-  the in-task engine's on an identical store.
+* spark-submit on local[2,4] (local mode retries tasks only with local[N,F]) of the job with a faulty
+  store under it (``faulty_job.py``: the job's store-opener seam, embedded store): one task fails
+  mid-shard after doing work, Spark retries it, and the end state equals the in-task engine's on an
+  identical store.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def test_spark_submit_through_hook_returns_document_without_secrets(make_store, 
         max_iterations=20,
         dry_run=False,
         extra_conf={"spark.atlas.store.unreadable_window_seconds": "0", "spark.ui.enabled": "false"},
-    )
+    ).to_json()
 
     # The document (what goes to XCom): JSON, complete, every shard swept, the store redacted.
     text = json.dumps(doc)
@@ -103,39 +104,48 @@ def test_spark_submit_through_hook_returns_document_without_secrets(make_store, 
     assert not os.path.exists(url_file) and not os.path.exists(os.path.dirname(url_file))
 
 
-def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, captured, monkeypatch, tmp_path):
-    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_SPARK_RETRY", json.dumps({"conn_type": "spark", "host": "local[2,4]"}))
-    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    from airflow_atlas.spark_artifact import build_engine_zip
+    from tests.conftest import REPO_ROOT
+
     # The embedded store: retries are the engine's and Spark's business, not the backend's, and the
     # Cassandra path of the same comparison runs in test_spark_jobs.py (keyspace DDL is slow).
     spark_store = make_store("sqlite", seed=17)
     task_store = make_store("sqlite", seed=17)
     marker = tmp_path / "fail-once.marker"
-
-    doc = submit_targeted_sweep(
-        None,
-        spark_conn_id="atlas_spark_retry",
-        store_url=spark_store.url,
-        pairs=ALL_PAIRS,
-        batch_limit=8,
-        max_iterations=None,
-        dry_run=False,
-        extra_conf={"spark.atlas.failOnceMarker": str(marker), "spark.ui.enabled": "false"},
-        settings=SETTINGS,
-    )
+    url_file = tmp_path / "store-url"
+    url_file.write_text(spark_store.url)
+    url_file.chmod(0o600)
+    output = tmp_path / "result.json"
+    bin_dir = Path(sys.executable).parent
+    env = dict(os.environ, ATLAS_TEST_FAULT="raise", ATLAS_TEST_FAULT_MARKER=str(marker),
+               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    command = [
+        str(bin_dir / "spark-submit"), "--master", "local[2,4]", "--conf", "spark.ui.enabled=false",
+        "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
+        "--py-files", build_engine_zip(tmp_path / "engine"), str(REPO_ROOT / "tests" / "spark" / "faulty_job.py"),
+        "--store-url-file", str(url_file), "--output", str(output),
+        "--pairs", ",".join(f"{shard}:{strategy}" for shard, strategy in ALL_PAIRS), "--batch-limit", "8",
+        *[arg for name, value in SETTINGS.items() for arg in ("--setting", f"{name}={json.dumps(value)}")],
+    ]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    doc = json.loads(output.read_text())
     for shard, strategy in ALL_PAIRS:
         assert task_store.store.sweeper.sweep_shard(shard, strategy, batch_limit=8).status == "caught_up"
 
     assert marker.exists(), "the fault was injected"
-    assert doc["ok"] and doc["max_task_attempts"] == 4 and doc["fault_injection"] is True
+    assert doc["ok"] and doc["max_task_attempts"] == 4
     retried = [r for r in doc["results"] if r["attempt"] > 0]
     assert len(retried) == 1 and retried[0]["attempt"] == 1
     assert doc["summary"]["retried_tasks"] == 1
     # The failed attempt did real work (one iteration persisted progress); the retry resumed from it.
     assert retried[0]["old_progress"] > -1
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
-    assert any("injected failure" in line for line in captured["lines"]), "Spark logged the failed attempt"
+    assert "injected failure after" in done.stderr, "Spark logged the failed attempt"
 
     assert end_state(spark_store) == end_state(task_store)

@@ -82,3 +82,44 @@ def test_bad_arguments_fail_before_submitting(glue):
     with pytest.raises(ValueError):
         glue.submit_full_sweep({}, store_url="sqlite:////tmp/x.db", table="t", parts=0, batch_size=1, dry_run=False)
     assert not os.path.exists("/tmp/x.db")
+
+
+def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
+    import sys
+
+    from airflow_atlas.airflow.settings import AtlasSettings
+
+    default = glue.submit_conf()
+    assert default["spark.pyspark.python"] == default["spark.pyspark.driver.python"] == sys.executable
+    settings = AtlasSettings.from_mapping({
+        "spark_conf": {"spark.executor.cores": 1, "spark.dynamicAllocation.enabled": False, "spark.archives": "env.tgz#env"},
+        "spark_executor_python": "./env/bin/python",
+        "spark_driver_host": "127.0.0.1",
+    })
+    conf = glue.submit_conf(**glue.cluster_options(settings), extra_conf={"spark.executor.cores": "2"})
+    assert conf["spark.pyspark.python"] == "./env/bin/python" and conf["spark.driver.host"] == "127.0.0.1"
+    assert conf["spark.dynamicAllocation.enabled"] == "false" and conf["spark.archives"] == "env.tgz#env"
+    assert conf["spark.executor.cores"] == "2"  # the caller's extra_conf wins over the setting
+    assert conf["spark.pyspark.driver.python"] == sys.executable
+
+
+@pytest.mark.parametrize(
+    "values, message",
+    [
+        ({"spark_conf": ["spark.x=1"]}, "spark_conf must be a JSON object"),
+        ({"spark_conf": {"executor.cores": "1"}}, "not a Spark conf key"),
+        ({"spark_conf": {"spark.atlas.store.batch_limit": "5"}}, "store_config"),
+        ({"spark_conf": {"spark.pyspark.python": "/x"}}, "spark_executor_python"),
+        ({"spark_conf": {"spark.driver.host": "h"}}, "spark_driver_host"),
+        ({"spark_conf": {"spark.submit.deployMode": "cluster"}}, "client mode"),
+        ({"spark_conf": {"spark.executor.cores": None}}, "spark.executor.cores must be"),
+        ({"spark_executor_python": ""}, "spark_executor_python must be a path"),
+        ({"spark_driver_host": 127}, "spark_driver_host must be a host name"),
+    ],
+)
+def test_spark_cluster_settings_are_validated(values, message):
+    from airflow_atlas.airflow.settings import AtlasSettings
+    from airflow_atlas.errors import InvalidInputError
+
+    with pytest.raises(InvalidInputError, match=message):
+        AtlasSettings.from_mapping(values)

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.spark_runtime import EXIT_USAGE, main, settings_from_spark_conf
+from airflow_atlas.spark import EXIT_USAGE, TargetedSweepJob, main, settings_from_spark_conf
 
 PREFIX = "spark.atlas.store."
 
@@ -52,7 +52,7 @@ def test_job_script_exits_2_on_a_bad_setting_before_starting_spark(tmp_path, cap
     url_file = tmp_path / "url"
     url_file.write_text(f"sqlite:///{tmp_path / 'a.db'}")
     url_file.chmod(0o600)
-    code = main("targeted", ["--store-url-file", str(url_file), "--pairs", "0:THOROUGH", "--setting", setting])
+    code = main(TargetedSweepJob, ["--store-url-file", str(url_file), "--pairs", "0:THOROUGH", "--setting", setting])
     err = capsys.readouterr().err
     assert code == EXIT_USAGE
     assert setting.split("=")[0] in err and "(from --setting)" in err

@@ -9,7 +9,9 @@ digits, underscores) before any command is started, whatever the caller validate
 * :class:`LocalNodetoolRunner` - ``command`` is how nodetool is started on the Airflow worker, e.g.
   ``["nodetool", "-h", "10.0.0.1"]`` or, for the project's local node, ``["scripts/cassandra.sh", "nodetool"]``.
   Node-local operations (flush, compact, garbagecollect, tablestats) then apply to the node that nodetool
-  talks to.
+  talks to. With ``targets`` (``host:port`` of each node's JMX, setting ``nodetool_jmx_targets``) every
+  operation runs once per node, one after the other, as ``[*command, "-h", host, "-p", port, *args]``
+  (nodetool takes the last ``-h``/``-p``), e.g. the local cluster's ``127.0.0.1:7201..7203``.
 * :class:`SSHNodetoolRunner` - one Airflow SSH connection per Cassandra node; ``command`` is how nodetool is
   started there (``["nodetool"]``). Each operation runs on every node, one after the other.
 
@@ -55,32 +57,53 @@ def _tail(text: str, limit: int = 2000) -> str:
     return text if len(text) <= limit else "..." + text[-limit:]
 
 
-class LocalNodetoolRunner:
-    """Runs ``[*command, *args]`` on the Airflow worker (no shell)."""
+_TARGET = re.compile(r"(?P<host>[A-Za-z0-9][A-Za-z0-9.\-]*|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})", re.ASCII)
 
-    def __init__(self, command: Sequence[str] = ("nodetool",), timeout_seconds: float = 3600.0):
+
+def parse_target(target: str) -> tuple[str, str]:
+    """``"host:port"`` -> ``(host, port)``; InvalidInputError naming the value otherwise."""
+    match = _TARGET.fullmatch(target) if isinstance(target, str) else None
+    if match is None or not 0 < int(match["port"]) < 65536:
+        raise InvalidInputError(f"nodetool JMX target must be host:port, got {target!r}")
+    return match["host"].strip("[]"), match["port"]
+
+
+class LocalNodetoolRunner:
+    """Runs ``[*command, *args]`` on the Airflow worker (no shell); with ``targets``, once per node."""
+
+    def __init__(self, command: Sequence[str] = ("nodetool",), timeout_seconds: float = 3600.0, targets: Sequence[str] = ()):
         if isinstance(command, str) or not command or not all(isinstance(c, str) and c for c in command):
             raise ValueError("nodetool command must be a non-empty list of arguments, not a shell string")
+        if isinstance(targets, str):
+            raise ValueError("nodetool targets must be a list of host:port strings")
         self.command = tuple(command)
         self.timeout_seconds = float(timeout_seconds)
+        self.targets = tuple(targets)
+        self._target_args = [parse_target(t) for t in self.targets]
 
     def describe(self) -> str:
-        return "local:" + " ".join(self.command)
+        return "local:" + " ".join(self.command) + (f" on {','.join(self.targets)}" if self.targets else "")
 
     def run(self, args: Sequence[str]) -> list[NodetoolOutput]:
-        argv = [*self.command, *args]
-        log.info("nodetool (local): %s", argv)
+        if not self._target_args:
+            return [self._run_one("local", [*self.command, *args], args)]
+        return [
+            self._run_one(target, [*self.command, "-h", host, "-p", port, *args], args)
+            for target, (host, port) in zip(self.targets, self._target_args)
+        ]
+
+    def _run_one(self, node: str, argv: list[str], args: Sequence[str]) -> NodetoolOutput:
+        log.info("nodetool (local, %s): %s", node, argv)
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_seconds, check=False)
         except FileNotFoundError as exc:
             raise NodetoolError(f"nodetool command not found: {self.command[0]!r} ({exc})") from exc
         except subprocess.TimeoutExpired as exc:
-            raise NodetoolError(f"nodetool {list(args)} timed out after {self.timeout_seconds:.0f}s") from exc
+            raise NodetoolError(f"nodetool {list(args)} timed out after {self.timeout_seconds:.0f}s on {node}") from exc
         if done.returncode != 0:
-            raise NodetoolError(
-                f"nodetool {list(args)} exited {done.returncode} on the local node: {_tail(done.stderr or done.stdout)}"
-            )
-        return [NodetoolOutput("local", tuple(args), done.stdout)]
+            where = "the local node" if node == "local" else node
+            raise NodetoolError(f"nodetool {list(args)} exited {done.returncode} on {where}: {_tail(done.stderr or done.stdout)}")
+        return NodetoolOutput(node, tuple(args), done.stdout)
 
 
 class SSHNodetoolRunner:
@@ -122,7 +145,7 @@ def runner_from_settings(settings) -> LocalNodetoolRunner | SSHNodetoolRunner:
     """SSH when ``nodetool_ssh_conn_ids`` is set, else the local command."""
     if settings.nodetool_ssh_conn_ids:
         return SSHNodetoolRunner(settings.nodetool_ssh_conn_ids, settings.nodetool_command, settings.nodetool_timeout_seconds)
-    return LocalNodetoolRunner(settings.nodetool_command, settings.nodetool_timeout_seconds)
+    return LocalNodetoolRunner(settings.nodetool_command, settings.nodetool_timeout_seconds, settings.nodetool_jmx_targets)
 
 
 # ----- operations ----------------------------------------------------------------------------------
@@ -146,8 +169,20 @@ def compact(runner, keyspace: str, table: str, method: str = "compact") -> None:
     runner.run([method, "--", keyspace, table])
 
 
+STAT_KEYS = ("space_used_live", "space_used_total", "sstable_count")
+
+
 def table_stats(runner, keyspace: str, table: str) -> dict:
-    """Live and total bytes and sstable count of one table, summed over the runner's nodes.
+    """Live and total bytes and sstable count of one table, summed over the runner's nodes."""
+    totals = dict.fromkeys(STAT_KEYS, 0)
+    for stats in table_stats_per_node(runner, keyspace, table).values():
+        for key in totals:
+            totals[key] += stats[key]
+    return totals
+
+
+def table_stats_per_node(runner, keyspace: str, table: str) -> dict[str, dict]:
+    """``{node: {space_used_live, space_used_total, sstable_count}}`` of one table, per node of the runner.
 
     ``tablestats`` is read-only, so it is retried (a few times, briefly) when it hit the MBean race above.
     """
@@ -162,12 +197,7 @@ def table_stats(runner, keyspace: str, table: str) -> dict:
                 raise
             log.warning("nodetool tablestats of %s.%s hit a concurrent schema change (attempt %d), retrying", keyspace, table, attempt)
             time.sleep(0.5 * attempt)
-    totals = {"space_used_live": 0, "space_used_total": 0, "sstable_count": 0}
-    for output in outputs:
-        stats = parse_tablestats(output.stdout, keyspace, table)
-        for key in totals:
-            totals[key] += stats[key]
-    return totals
+    return {output.node: parse_tablestats(output.stdout, keyspace, table) for output in outputs}
 
 
 def parse_tablestats(text: str, keyspace: str, table: str) -> dict:
@@ -180,4 +210,4 @@ def parse_tablestats(text: str, keyspace: str, table: str) -> dict:
         entry = data[keyspace]["tables"][table]
     except (ValueError, KeyError, TypeError) as exc:
         raise NodetoolError(f"unexpected nodetool tablestats output for {keyspace}.{table}: {exc}") from exc
-    return {key: int(float(entry.get(key) or 0)) for key in ("space_used_live", "space_used_total", "sstable_count")}
+    return {key: int(float(entry.get(key) or 0)) for key in STAT_KEYS}

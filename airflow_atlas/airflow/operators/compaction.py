@@ -5,6 +5,13 @@ tombstones) when the sstables holding them are compacted together. Compacting af
 waste I/O, so :class:`CompactionOperator` keeps, per table, the number of tombstones written since the
 table's last compaction (in the Airflow Variable named by setting ``compaction_state_variable``) and
 compacts a table only when that number reaches ``compaction_threshold_tombstones``.
+
+On Cassandra a due table is compacted only when the repair guard
+(:func:`airflow_atlas.airflow.hooks.repair.check_table`) allows it: with more than one replica, compaction
+must not purge a sweep tombstone that may not have reached every replica, so the table needs a complete
+repair (whole ring, every replica) that started less than ``gc_grace_seconds`` (minus a margin) ago.
+Otherwise the table is skipped - its count is kept, the reason is logged as a warning and returned under
+``skipped`` - and the next run tries again.
 """
 from __future__ import annotations
 
@@ -12,8 +19,7 @@ import json
 import time
 from typing import Any
 
-from airflow_atlas.airflow.faults import maybe_fail
-from airflow_atlas.airflow.hooks import nodetool
+from airflow_atlas.airflow.hooks import nodetool, repair
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.errors import InvalidInputError
 
@@ -60,7 +66,8 @@ class CompactionOperator(AtlasBaseOperator):
         :mod:`airflow_atlas.airflow.hooks.nodetool`); default built from the settings.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
-    Returns ``{"compacted": {table: {...space before/after...}}, "pending": {table: count}, ...}``.
+    Returns ``{"compacted": {table: {...space before/after, per node under "nodes"...}}, "skipped": {table:
+    reason}, "pending": {table: count}, ...}``.
     Idempotent: each table's count is reset (and the state saved) right after its own compaction.
     """
 
@@ -115,6 +122,9 @@ class CompactionOperator(AtlasBaseOperator):
         pending = {t: int(e.get("pending_tombstones", 0)) for t, e in tables_state.items()}
         self.log.info("tombstones since last compaction: %s; threshold %d; due: %s", pending, threshold, due)
         report: dict = {}
+        skipped: dict = {}
+        if due and store.kvs.backend != "sqlite":
+            due, skipped = self._repair_guard(store, due)
         if due:
             if store.kvs.backend == "sqlite":
                 report = self._vacuum(store, due)
@@ -131,8 +141,24 @@ class CompactionOperator(AtlasBaseOperator):
             "threshold": threshold,
             "method": method if store.kvs.backend != "sqlite" else "vacuum",
             "compacted": report,
+            "skipped": skipped,
             "pending": {t: int(e.get("pending_tombstones", 0)) for t, e in tables_state.items()},
         }
+
+    def _repair_guard(self, store, tables) -> tuple[list[str], dict]:
+        """Split due tables into those compaction may purge now and ``{table: reason}`` of the others."""
+        from airflow_atlas.kvs.cassandra import physical_table_name
+
+        allowed, skipped = [], {}
+        for table in tables:
+            decision = repair.check_table(store.kvs.session, store.kvs.keyspace, physical_table_name(table))
+            if decision.allowed:
+                self.log.info("%s: compaction allowed: %s", table, decision.reason)
+                allowed.append(table)
+            else:
+                self.log.warning("%s: NOT compacted: %s", table, decision.reason)
+                skipped[table] = decision.reason
+        return allowed, skipped
 
     def _compact_cassandra(self, context, store, tables, method, settings) -> dict:
         from airflow_atlas.kvs.cassandra import physical_table_name
@@ -141,21 +167,31 @@ class CompactionOperator(AtlasBaseOperator):
         keyspace = store.kvs.keyspace
         report = {}
         for table in tables:
-            maybe_fail("compaction", context["ti"].try_number, table=table)
             physical = physical_table_name(table)
             nodetool.flush(runner, keyspace, physical)
-            before = nodetool.table_stats(runner, keyspace, physical)
+            before = nodetool.table_stats_per_node(runner, keyspace, physical)
             started = time.monotonic()
             nodetool.compact(runner, keyspace, physical, method)
-            after = nodetool.table_stats(runner, keyspace, physical)
+            after = nodetool.table_stats_per_node(runner, keyspace, physical)
+            total = {
+                when: {key: sum(node[key] for node in stats.values()) for key in nodetool.STAT_KEYS}
+                for when, stats in (("before", before), ("after", after))
+            }
             report[table] = {
-                "space_before_bytes": before["space_used_live"],
-                "space_after_bytes": after["space_used_live"],
-                "sstables_before": before["sstable_count"],
-                "sstables_after": after["sstable_count"],
-                "reclaimed_bytes": before["space_used_live"] - after["space_used_live"],
+                "space_before_bytes": total["before"]["space_used_live"],
+                "space_after_bytes": total["after"]["space_used_live"],
+                "sstables_before": total["before"]["sstable_count"],
+                "sstables_after": total["after"]["sstable_count"],
+                "reclaimed_bytes": total["before"]["space_used_live"] - total["after"]["space_used_live"],
                 "duration_seconds": round(time.monotonic() - started, 3),
                 "runner": runner.describe(),
+                "nodes": {
+                    node: {
+                        "space_before_bytes": before[node]["space_used_live"],
+                        "space_after_bytes": after.get(node, {}).get("space_used_live"),
+                    }
+                    for node in before
+                },
             }
             self.log.info("%s.%s: %s", keyspace, physical, report[table])
         return report

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_atlas.airflow.faults import maybe_fail
+from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.settings import EXECUTION_MODES
 from airflow_atlas.errors import InvalidInputError
@@ -131,7 +131,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
     ):
         super().__init__(**kwargs)
         self.parts = parts
-        self._spark_context = None
+        self._submission = SparkSubmission()
         self.table = table
         self.scan_ranges = scan_ranges
         self.sweep_ts = sweep_ts
@@ -151,7 +151,6 @@ class FullTableSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
         sweep_ts = int(self.sweep_ts) if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
         batch_size = int(self.batch_size or settings.full_sweep_batch_size)
-        maybe_fail("full_sweep", context["ti"].try_number, table=self.table)
         if mode == "spark":
             return self._sweep_spark(context, settings, strategy, batch_size)
         if self.scan_ranges:
@@ -169,52 +168,49 @@ class FullTableSweepOperator(AtlasBaseOperator):
             for key in self._SUMMED:
                 totals[key] += result.get(key) or 0
         totals["duration_seconds"] = round(totals["duration_seconds"], 6)
-        return {
+        return _report(self.table, bool(self.dry_run), {
             "table": self.table,
             "strategy": strategy.value,
             "sweep_ts": sweep_ts,
             "ranges": len(ranges),
             "dry_run": bool(self.dry_run),
             **totals,
-        }
+        })
 
     def _sweep_spark(self, context, settings, strategy, batch_size) -> dict:
-        from airflow_atlas.airflow.hooks.atlas import AtlasHook
         from airflow_atlas.airflow.spark_submit import submit_full_sweep
 
-        with AtlasHook(self.resolved_conn_id(settings)) as hook:
-            url = hook.get_store_url()  # holds the password: goes to the Spark helper only
-        self._spark_context = context
-        try:
-            document = submit_full_sweep(
-                context,
-                spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
-                store_url=url,
-                table=self.table,
-                parts=int(self.parts or settings.full_sweep_parts),
-                batch_size=batch_size,
-                dry_run=bool(self.dry_run),
-                settings=self.engine_config(settings).to_json(),
-            )
-        except Exception:
-            self._spark_context = None
-            raise
-        self._spark_context = None  # left set on a timeout/termination (BaseException): on_kill needs it
-        summary = document.get("summary") or {}
-        self.log.info("Spark job %s: %s", document.get("app_id"), summary)
-        return {
+        document = self._submission.run(
+            context,
+            submit_full_sweep,
+            store_conn_id=self.resolved_conn_id(settings),
+            spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
+            settings=settings,
+            engine_config=self.engine_config(settings),
+            table=self.table,
+            parts=int(self.parts or settings.full_sweep_parts),
+            batch_size=batch_size,
+            dry_run=bool(self.dry_run),
+        )
+        self.log.info("Spark job %s: %s", document.app_id, document.summary)
+        return _report(self.table, bool(self.dry_run), {
             "table": self.table,
             "strategy": strategy.value,
-            "sweep_ts": document.get("sweep_ts"),
-            "ranges": len(document.get("ranges") or []),
+            "sweep_ts": document.params.get("sweep_ts"),
+            "ranges": len(document.params.get("ranges") or []),
             "dry_run": bool(self.dry_run),
-            **{k: int(summary.get(k) or 0) for k in self._SUMMED if k != "duration_seconds"},
-            "duration_seconds": document.get("duration_seconds"),
-            "spark": {"app_id": document.get("app_id"), "master": document.get("master")},
-        }
+            **{k: int(document.summary.get(k) or 0) for k in self._SUMMED if k != "duration_seconds"},
+            "duration_seconds": document.duration_seconds,
+            "spark": {"app_id": document.app_id, "master": document.master},
+        })
 
     def on_kill(self) -> None:
-        if self._spark_context is not None:
-            from airflow_atlas.airflow.spark_submit import kill_submission
+        self._submission.kill()
 
-            kill_submission(self._spark_context)
+
+def _report(table: str, dry_run: bool, result: dict) -> dict:
+    """The operator's result with its ``swept_tables`` (see :mod:`airflow_atlas.airflow.assets`)."""
+    from airflow_atlas.airflow.reports import swept_tables
+
+    result["swept_tables"] = [] if dry_run else swept_tables(versions={table: result["versions_deleted"]})
+    return result

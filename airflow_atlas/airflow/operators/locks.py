@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.airflow.targets import holder_for, lease_to_json, lock_name, normalize_targets
+from airflow_atlas.airflow.targets import holder_for, normalize_targets
 from airflow_atlas.locks import Lease
 
 
@@ -62,17 +62,17 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
         taken: list[Lease] = []
         try:
             for target in targets:
-                name = lock_name(target)
+                name = target.lock_name
                 holder = self.holder or holder_for(context, target)
                 lease = _acquire(store, name, holder, lease_seconds, wait)
                 if lease is not None:
                     taken.append(lease)
-                    out.append({**target, **lease_to_json(lease), "acquired": True})
+                    out.append(target.with_lease(lease).to_json())
                     self.log.info("acquired %s as %s (token %d)", name, holder, lease.token)
                 else:
                     state = store.locks.describe(name)
                     held_by = state.holder if state is not None else None
-                    out.append({**target, "lock": name, "holder": holder, "acquired": False, "held_by": held_by})
+                    out.append(target.with_(lock=name, holder=holder, acquired=False, held_by=held_by).to_json())
                     self.log.warning("%s is held by %s: this pair is skipped in this run", name, held_by)
         except BaseException:
             for lease in taken:  # do not leave half a group locked when this task fails
@@ -118,11 +118,11 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
     def execute_with_store(self, context, store, settings):
         out = []
         for target in normalize_targets(self.targets, self.shard, self.strategy):
-            name = lock_name(target)
+            name = target.lock_name
             holder = self.holder or holder_for(context, target)
             released = release_own(store, name, holder)
             self.log.info("%s: %s", name, "released" if released else f"not held by {holder}")
-            out.append({"shard": target["shard"], "strategy": target["strategy"], "lock": name, "released": released})
+            out.append({"shard": target.shard, "strategy": target.strategy, "lock": name, "released": released})
         return out
 
 

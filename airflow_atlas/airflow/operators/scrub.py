@@ -1,7 +1,7 @@
 """Scrub: physically remove hard-deleted data (spec 003) once no open transaction can still read it."""
 from __future__ import annotations
 
-from airflow_atlas.airflow.faults import maybe_fail
+from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 
 
@@ -26,9 +26,9 @@ class ScrubOperator(AtlasBaseOperator):
         self.dry_run = dry_run
 
     def execute_with_store(self, context, store, settings):
-        maybe_fail("scrub", context["ti"].try_number)
         limit = self.max_entries if self.max_entries is not None else settings.scrub_max_entries
         result = store.scrubber.scrub(max_entries=int(limit) if limit else None, dry_run=bool(self.dry_run)).to_json()
         result["dry_run"] = bool(self.dry_run)
+        result["swept_tables"] = [] if self.dry_run else swept_tables(cells=result.get("tables"))
         self.log.info("scrub: %s", result)
         return result

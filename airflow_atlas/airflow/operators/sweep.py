@@ -1,4 +1,5 @@
-"""Sweep shards (targeted sweep), in the task itself or as a Spark job, and reconcile the sweep queue."""
+"""Sweep shards (targeted sweep) - in the task or as a Spark job, see :mod:`airflow_atlas.airflow.execution` -
+reconcile the sweep queue, and summarise a run."""
 from __future__ import annotations
 
 from dataclasses import asdict
@@ -7,38 +8,41 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_atlas.airflow.faults import maybe_fail
+from airflow_atlas.airflow.reports import swept_tables
+from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
+from airflow_atlas.airflow.execution.spark import SparkSubmission, sweep_on_spark
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.locks import release_own
-from airflow_atlas.airflow.settings import EXECUTION_MODES
-from airflow_atlas.airflow.targets import as_int, holder_for, lease_from, lock_name, normalize_targets
-from airflow_atlas.errors import InvalidInputError, LockNotHeldError, TableNotFoundError
-from airflow_atlas.sweep.lease_keeper import LeaseKeeper
-
-SKIPPED = "skipped_locked"
+from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
+from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
 class SweepShardOperator(AtlasBaseOperator):
     """Run targeted sweep on (shard, strategy) pairs until each is caught up to its sweep timestamp,
     blocked by a transaction that committed too late, or ``max_iterations`` is reached.
 
-    Returns the targets, each with ``"result"``: the engine's ``ShardSweepResult.to_json()`` (status
-    ``caught_up | blocked | iteration_limit | skipped_locked | dry_run``, iterations, progress before and
-    after, cells tombstoned, aborted writes deleted, per-table counts, duration).
+    The operator resolves its arguments and calls one execution mode: in the task
+    (:func:`~airflow_atlas.airflow.execution.in_task.sweep_in_task`) or as one Spark application for all
+    its targets (:func:`~airflow_atlas.airflow.execution.spark.sweep_on_spark`). Both end in the engine
+    entry point ``TargetedSweeper.sweep_shard``.
 
-    Locks: a target carrying a lease from :class:`~airflow_atlas.airflow.operators.locks.AcquireSweepLockOperator`
-    is swept under that lease, refreshed in the background every third of the lease while the sweep runs
-    (in Spark mode too, for the whole job). A lease that expired meanwhile (e.g. during a retry delay) is
-    re-acquired by the same holder when free; a target whose lock another holder has is reported
-    ``skipped_locked``. A target without lease fields (standalone use) is swept under a lock the engine
-    takes and releases itself. ``on_kill`` releases the leases in use; if the process dies outright, the
-    lease expires after ``lock_lease_seconds``.
+    Returns the targets (:class:`~airflow_atlas.airflow.targets.SweepTarget` JSON), each with ``result``:
+    the engine's ``ShardSweepResult.to_json()`` (status ``caught_up | blocked | iteration_limit |
+    skipped_locked | dry_run``, iterations, progress before and after, cells tombstoned, aborted writes
+    deleted, per-table counts, duration) and ``execution_mode``.
 
-    Isolation: within one task the pairs are swept one after the other; a failing pair does not stop the
-    others, and the task fails at the end naming every failed pair (so its retry re-runs them; pairs
-    already caught up cost one read). Bad input (shard out of range, strategy NOTHING) fails without
-    retries.
+    Locks: in the task, a target's lease from
+    :class:`~airflow_atlas.airflow.operators.locks.AcquireSweepLockOperator` is kept refreshed while it is
+    swept and re-acquired if it expired (see :mod:`~airflow_atlas.airflow.execution.in_task`); ``on_kill``
+    releases the leases in use; if the process dies outright, a lease expires after
+    ``lock_lease_seconds``. In Spark mode the leases are **handed over**: released right before the
+    submission, each Spark task then holds its pair's lock itself (see
+    :mod:`~airflow_atlas.airflow.execution.spark`); ``on_kill`` stops the submission.
+
+    Isolation (in the task): a failing pair does not stop the others; the task fails at the end naming
+    every failed pair (so its retry re-runs them; pairs already caught up cost one read). Bad input (shard
+    out of range, strategy NOTHING, unknown table) fails without retries.
 
     :param targets: list of targets (templated), e.g. a planning or acquire task's output; or one pair with
         ``shard`` and ``strategy``.
@@ -50,10 +54,9 @@ class SweepShardOperator(AtlasBaseOperator):
     :param dry_run: read and decide, but write nothing to tables, queue or progress (templated).
     :param tables: accepted for forward compatibility and passed to the engine; the queue is shared by all
         tables of a shard, so a pair's progress always covers every table (templated).
-    :param execution_mode: ``"in_task"`` (the engine runs here), ``"spark"`` (one Spark job for all the
-        targets of this task, via ``airflow_atlas.airflow.spark_submit.submit_targeted_sweep``) or ``"auto"``
-        (``"spark"`` when the targets' sweepable backlog is at least the setting ``spark_min_backlog``, else
-        ``"in_task"``); default setting ``execution_mode`` (templated).
+    :param execution_mode: ``"in_task"`` or ``"spark"``; default: what the plan task recorded in the
+        targets (it resolves the setting's ``"auto"`` once, per group), else the setting
+        ``execution_mode``, where ``"auto"`` without a plan means ``"in_task"`` (templated).
     :param spark_conn_id: Spark connection for ``"spark"`` mode; default setting ``spark_conn_id``.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
@@ -100,173 +103,75 @@ class SweepShardOperator(AtlasBaseOperator):
         self.spark_conn_id = spark_conn_id
         self._in_use: dict[str, Any] = {}
         self._kill_conn: tuple[str, Any] | None = None
-        self._spark_context = None
+        self._submission = SparkSubmission()
 
-    # ----- execution -------------------------------------------------------------------------------
     def execute_with_store(self, context, store, settings):
         targets = normalize_targets(self.targets, self.shard, self.strategy)
+        if self.sweep_ts is not None:
+            sweep_ts = as_int(self.sweep_ts, "sweep_ts")
+            targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=sweep_ts) for t in targets]
         for target in targets:
-            if target.get("sweep_ts") is None and self.sweep_ts is not None:
-                target["sweep_ts"] = as_int(self.sweep_ts, "sweep_ts")
-        for target in targets:
-            store.sweeper.check_sweep_ts(target.get("sweep_ts"))  # never one from the future
-        mode = self.execution_mode or settings.execution_mode
-        if mode not in EXECUTION_MODES:
-            raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
-        if self.tables:
-            known = store.user_tables()
-            unknown = sorted(set(self.tables) - set(known))
+            store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
+        mode = self._mode(targets, settings)
+        options = self._options(settings)
+        if options.tables:
+            unknown = sorted(set(options.tables) - set(store.user_tables()))
             if unknown:
                 raise TableNotFoundError(f"unknown table(s): {', '.join(unknown)}")
-        self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
-        self._in_use.clear()  # the operator object may be reused by a retry in the same process
-        if mode == "auto":
-            mode, backlog = choose_execution_mode(store, targets, settings.spark_min_backlog)
-            self.log.info(
-                "execution_mode auto: sweepable backlog %s%d entries, threshold spark_min_backlog %d -> %s",
-                ">= " if mode == "spark" else "", backlog, settings.spark_min_backlog, mode,
-            )
         if mode == "spark":
-            out = self._sweep_spark(context, store, settings, targets)
-        else:
-            out = self._sweep_in_task(context, store, settings, targets)
-        for entry in out:
-            entry["execution_mode"] = mode
-        return out
-
-    def _options(self, settings) -> dict:
-        options = {
-            # None or 0 (what a form pushes to XCom for "empty") means: the setting.
-            "batch_limit": as_int(self.batch_limit, "batch_limit") if self.batch_limit not in (None, 0, "0", "") else settings.batch_limit,
-            "max_iterations": as_int(self.max_iterations, "max_iterations")
-            if self.max_iterations not in (None, 0, "0", "")
-            else settings.max_iterations_per_shard,
-            "dry_run": bool(self.dry_run),
-            "tables": list(self.tables) if self.tables else None,
-        }
-        if not 1 <= options["batch_limit"] <= 100_000:
-            raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {options['batch_limit']}")
-        if options["max_iterations"] < 1:
-            raise InvalidInputError(f"max_iterations must be at least 1, got {options['max_iterations']}")
-        return options
-
-    def _sweep_in_task(self, context, store, settings, targets):
-        options = self._options(settings)
-        lease_seconds = float(settings.lock_lease_seconds)
-        out, failed = [], []
-        for target in targets:
-            label = f"{target['strategy']}/{target['shard']}"
-            try:
-                result = self._sweep_one(context, store, target, options, lease_seconds)
-            except (InvalidInputError, TableNotFoundError):
-                raise
-            except Exception as exc:
-                self.log.exception("sweeping %s failed", label)
-                failed.append(f"{label}: {type(exc).__name__}: {exc}")
-                continue
-            self.log.info(
-                "%s: %s after %d iteration(s), progress %s -> %s, %d cell(s) tombstoned, %d aborted write(s) deleted",
-                label, result["status"], result.get("iterations", 0), result.get("old_progress"),
-                result.get("new_progress"), result.get("cells_tombstoned", 0), result.get("aborted_writes_deleted", 0),
+            swept, document = sweep_on_spark(
+                self._submission, context, store, targets, options,
+                store_conn_id=self.resolved_conn_id(settings), spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
+                settings=settings, engine_config=self.engine_config(settings),
             )
-            out.append({**target, "result": result})
-            emit_shard_metrics(store, target, result)
+            if document is not None:
+                self.log.info("Spark job %s: %s", document.app_id, document.summary)
+            failed = []
+        else:
+            self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
+            self._in_use.clear()  # the operator object may be reused by a retry in the same process
+            swept, failed = sweep_in_task(
+                store, targets, options, lease_seconds=float(settings.lock_lease_seconds),
+                holder_of=lambda target: holder_for(context, target), in_use=self._in_use,
+            )
+        for target in swept:
+            emit_shard_metrics(store, target.to_json(), target.result)
         if failed:
             raise AirflowException(f"{len(failed)} of {len(targets)} pair(s) failed: " + "; ".join(failed))
-        return out
+        return [target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)).to_json() for target in swept]
 
-    def _sweep_one(self, context, store, target, options, lease_seconds) -> dict:
-        shard, strategy = target["shard"], target["strategy"]
-        if target.get("acquired") is False:
-            return {"shard": shard, "strategy": strategy, "status": SKIPPED, "lock_holder": target.get("held_by")}
-        lease = lease_from(target)
-        if lease is None:  # standalone: the engine takes and releases the lock itself
-            maybe_fail("sweep_shard", context["ti"].try_number, shard=shard, strategy=strategy)
-            return store.sweeper.sweep_shard(
-                shard, strategy, sweep_ts=target.get("sweep_ts"), holder=holder_for(context, target), **_engine(options)
-            ).to_json()
-        lease = _ensure_lease(store, lease, lease_seconds)
-        if lease is None:
-            state = store.locks.describe(lock_name(target))
-            return {"shard": shard, "strategy": strategy, "status": SKIPPED, "lock_holder": getattr(state, "holder", None)}
-        # Known to on_kill while in use. Kept there when a timeout or termination (BaseException, not
-        # Exception) interrupts the sweep: Airflow calls on_kill after this frame has unwound.
-        self._in_use[lease.name] = lease
-        try:
-            with LeaseKeeper(store.locks, lease, lease_seconds):
-                maybe_fail("sweep_shard", context["ti"].try_number, shard=shard, strategy=strategy)
-                result = store.sweeper.sweep_shard(
-                    shard, strategy, sweep_ts=target.get("sweep_ts"), lease=lease, **_engine(options)
-                )
-        except Exception:
-            self._in_use.pop(lease.name, None)
-            raise
-        self._in_use.pop(lease.name, None)
-        return result.to_json()
-
-    def _sweep_spark(self, context, store, settings, targets):
-        """One Spark application for all the targets (``submit_targeted_sweep``).
-
-        The Spark job takes each pair's lock itself (as its own holder) and computes the sweep timestamp
-        in the executor, so the group's leases are handed over: released right before the submission. A
-        pair whose lock someone else takes in between comes back ``skipped_locked``."""
-        from airflow_atlas.airflow.hooks.atlas import AtlasHook
-        from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
-
-        options = self._options(settings)
-        out: list[dict] = []
-        pairs: list[dict] = []
-        for target in targets:
-            if target.get("acquired") is False:
-                out.append({**target, "result": {"shard": target["shard"], "strategy": target["strategy"], "status": SKIPPED}})
-                continue
-            maybe_fail("sweep_shard", context["ti"].try_number, shard=target["shard"], strategy=target["strategy"])
-            pairs.append(target)
-        if not pairs:
-            return out
-        for target in pairs:
-            if lease_from(target) is not None:
-                release_own(store, lock_name(target), target["holder"])
-        with AtlasHook(self.resolved_conn_id(settings)) as hook:
-            url = hook.get_store_url()  # holds the password: goes to the Spark helper only
-        # Known to on_kill while the job runs; left set when a timeout or termination (BaseException)
-        # interrupts it, because Airflow calls on_kill after this frame has unwound.
-        self._spark_context = context
-        try:
-            document = submit_targeted_sweep(
-                context,
-                spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
-                store_url=url,
-                pairs=[{"shard": t["shard"], "strategy": t["strategy"]} for t in pairs],
-                batch_limit=options["batch_limit"],
-                max_iterations=options["max_iterations"],
-                dry_run=options["dry_run"],
-                settings=self.engine_config(settings).to_json(),
-                sweep_timestamps={
-                    t["strategy"]: t["sweep_ts"] for t in pairs if t.get("sweep_ts") is not None
-                }
-                or None,
+    def _mode(self, targets, settings) -> str:
+        planned = {t.execution_mode for t in targets if t.execution_mode is not None}
+        if len(planned) > 1:
+            raise InvalidInputError(f"the targets of one task were planned for different execution modes: {sorted(planned)}")
+        mode = self.execution_mode or next(iter(planned), None) or settings.execution_mode
+        if mode == "auto" and self.execution_mode is None:
+            return "in_task"  # auto is decided by the plan task; without one a group sweeps in the task
+        if mode not in SWEEP_MODES:
+            raise InvalidInputError(
+                f"execution_mode must be one of {', '.join(SWEEP_MODES)}, got {mode!r} "
+                "(auto is decided once per group by the plan task, PlanTargetedSweepOperator)"
             )
-        except Exception:
-            self._spark_context = None
-            raise
-        self._spark_context = None
-        results = {(r["shard"], r["strategy"]): r for r in document.get("results", [])}
-        self.log.info("Spark job %s: %s", document.get("app_id"), document.get("summary"))
-        for target in pairs:
-            result = results.get((target["shard"], target["strategy"]))
-            out.append({**target, "result": result})
-            emit_shard_metrics(store, target, result)
-        return out
+        return mode
 
-    # ----- kill ------------------------------------------------------------------------------------
+    def _options(self, settings) -> SweepOptions:
+        # None or 0 (what a form pushes to XCom for "empty") means: the setting.
+        empty = (None, 0, "0", "")
+        batch_limit = settings.batch_limit if self.batch_limit in empty else as_int(self.batch_limit, "batch_limit")
+        max_iterations = (
+            settings.max_iterations_per_shard if self.max_iterations in empty else as_int(self.max_iterations, "max_iterations")
+        )
+        if not 1 <= batch_limit <= 100_000:
+            raise InvalidInputError(f"batch_limit must be between 1 and 100000, got {batch_limit}")
+        if max_iterations < 1:
+            raise InvalidInputError(f"max_iterations must be at least 1, got {max_iterations}")
+        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.dry_run),
+                            tables=list(self.tables) if self.tables else None)
+
     def on_kill(self) -> None:
         """Stop the Spark submission if one runs; release the leases in use (with a fresh connection:
         the task's own may be mid-request)."""
-        if self._spark_context is not None:
-            from airflow_atlas.airflow.spark_submit import kill_submission
-
-            kill_submission(self._spark_context)
+        self._submission.kill()
         leases = list(self._in_use.values())
         if not leases or self._kill_conn is None:
             return
@@ -283,17 +188,10 @@ class SweepShardOperator(AtlasBaseOperator):
             self.log.warning("task killed: could not release %d lease(s), they expire on their own: %s", len(leases), exc)
 
 
-def _engine(options: dict) -> dict:
-    return {k: options[k] for k in ("batch_limit", "max_iterations", "dry_run", "tables")}
-
-
-def _ensure_lease(store, lease, lease_seconds: float):
-    """Refresh ``lease``; if it was lost (expired, e.g. during a retry delay, or released by ``on_kill``),
-    take the lock again as the same holder when it is free. None when someone else holds it."""
-    try:
-        return store.locks.refresh(lease, lease_seconds)
-    except LockNotHeldError:
-        return store.locks.acquire(lease.name, lease.holder, lease_seconds)
+def _swept_tables(result: dict | None) -> list[dict]:
+    if not result or result.get("status") in (SKIPPED, "dry_run") or result.get("dry_run"):
+        return []
+    return swept_tables(cells=result.get("tables"))
 
 
 class ReconcileSweepQueueOperator(AtlasBaseOperator):
@@ -318,15 +216,14 @@ class ReconcileSweepQueueOperator(AtlasBaseOperator):
     def execute_with_store(self, context, store, settings):
         out = []
         for target in normalize_targets(self.targets, self.shard, self.strategy):
-            status = (target.get("result") or {}).get("status")
-            if status in (SKIPPED, "dry_run"):
-                out.append({**target, "reconciled": None})
+            if target.status in (SKIPPED, "dry_run"):
+                out.append(target.with_(reconciled=None).to_json())
                 continue
-            progress = store.queue.progress.get_progress(target["shard"], target["strategy"])
-            cleaned = store.queue.cleaner.reconcile(target["shard"], target["strategy"], progress)
+            progress = store.queue.progress.get_progress(target.shard, target.strategy)
+            cleaned = store.queue.cleaner.reconcile(target.shard, target.strategy, progress)
             report = {**asdict(cleaned), "rows_deleted": cleaned.rows_deleted, "progress": progress}
-            self.log.info("%s/%s: reconciled below progress %d: %s", target["strategy"], target["shard"], progress, report)
-            out.append({**target, "reconciled": report})
+            self.log.info("%s: reconciled below progress %d: %s", target.label, progress, report)
+            out.append(target.with_(reconciled=report).to_json())
         return out
 
 
@@ -357,19 +254,19 @@ class SweepSummaryOperator(BaseOperator):
     def execute(self, context):
         if self.planned is None:
             raise AirflowFailException("nothing was planned: an upstream task failed (see the validate and plan tasks)")
-        planned = {(t["shard"], t["strategy"]) for t in _flat(self.planned)}
-        done = {(t["shard"], t["strategy"]): t for t in _flat(self.finished)}
+        planned = {(t.shard, t.strategy) for t in flat_targets(self.planned)}
+        done = {(t.shard, t.strategy): t for t in flat_targets(self.finished)}
         summary: dict[str, Any] = {"pairs": len(planned), "by_status": {}, "tables": {}, "reclaimed_queue_rows": 0}
         summary.update({k: 0 for k in self._SUMMED})
         for target in done.values():
-            result = target.get("result") or {}
+            result = target.result or {}
             status = result.get("status", "unknown")
             summary["by_status"][status] = summary["by_status"].get(status, 0) + 1
             for key in self._SUMMED:
                 summary[key] += int(result.get(key) or 0)
             for table, n in (result.get("tables") or {}).items():
                 summary["tables"][table] = summary["tables"].get(table, 0) + int(n)
-            summary["reclaimed_queue_rows"] += int((target.get("reconciled") or {}).get("rows_deleted") or 0)
+            summary["reclaimed_queue_rows"] += int((target.reconciled or {}).get("rows_deleted") or 0)
         missing = sorted(planned - set(done))
         summary["failed_pairs"] = [f"{strategy}/{shard}" for shard, strategy in missing]
         self.log.info("sweep summary: %s", summary)
@@ -380,34 +277,3 @@ class SweepSummaryOperator(BaseOperator):
             )
         return summary
 
-
-def _flat(groups: Any) -> list[dict]:
-    """Targets from a list of groups. (Pulled from outside a mapped task group, the outputs of its task
-    come as a list per instance, except with a single instance, whose output comes alone.)"""
-    out: list[dict] = []
-    for item in groups or []:
-        if isinstance(item, dict):
-            out.append(item)
-        elif item is not None:
-            out.extend(t for t in item if isinstance(t, dict))
-    return out
-
-
-def choose_execution_mode(store, targets: list[dict], threshold: int) -> tuple[str, int]:
-    """``("spark", n)`` when the targets' sweepable queue entries (below each pair's sweep timestamp, after
-    its progress) add up to at least ``threshold``, else ``("in_task", n)``. Counting stops at the
-    threshold, so a large backlog is not read to the end just to decide."""
-    total = 0
-    for target in targets:
-        if target.get("acquired") is False:
-            continue
-        remaining = threshold - total
-        if remaining <= 0:
-            break
-        shard, strategy = target["shard"], target["strategy"]
-        sweep_ts = target.get("sweep_ts")
-        if sweep_ts is None:
-            sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
-        progress = store.queue.progress.get_progress(shard, strategy)
-        total += store.queue.reader.count_entries(shard, strategy, progress, max_exclusive=sweep_ts, cap=remaining)
-    return ("spark" if total >= threshold else "in_task"), total

@@ -4,8 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.airflow.settings import SWEEPABLE
-from airflow_atlas.airflow.targets import as_int, batches
+from airflow_atlas.airflow.settings import EXECUTION_MODES, SWEEPABLE
+from airflow_atlas.airflow.targets import SweepTarget, as_int, batches
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SweepStrategy
 
@@ -44,8 +44,14 @@ class ComputeSweepTimestampsOperator(AtlasBaseOperator):
 class PlanTargetedSweepOperator(AtlasBaseOperator):
     """List the (shard, strategy) pairs to sweep in this run, grouped for a mapped task group.
 
-    Returns a list of groups, each a list of targets ``{"shard", "strategy", "sweep_ts"}``; expand a task
-    group over it. When setting ``shard_count`` is above the store's shard count, the store is grown first
+    Returns a list of groups, each a list of targets (:class:`~airflow_atlas.airflow.targets.SweepTarget`
+    JSON: ``shard``, ``strategy``, ``sweep_ts``, ``execution_mode``); expand a task group over it.
+
+    **Where each group is swept is decided here, once:** ``execution_mode`` ``"in_task"`` or ``"spark"``
+    applies to every group; ``"auto"`` counts each group's sweepable queue entries
+    (:func:`choose_execution_mode`, stopping at the threshold) and picks ``"spark"`` when they reach the
+    setting ``spark_min_backlog``, else ``"in_task"``. The choice is logged and recorded in each target,
+    and the sweep task follows it. When setting ``shard_count`` is above the store's shard count, the store is grown first
     (shards can only grow).
 
     :param sweep_timestamps: ``{"CONSERVATIVE": ts, "THOROUGH": ts}``, e.g. the output of
@@ -56,8 +62,8 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
     :param skip_idle: leave out pairs with nothing sweepable below their sweep timestamp; default setting
         ``skip_idle_shards``.
     :param group_size: pairs per group; default from the settings for the execution mode.
-    :param execution_mode: ``"in_task"``, ``"spark"`` or ``"auto"`` (chooses the default group size; ``"auto"``
-        uses the in-task size and decides per group when it sweeps).
+    :param execution_mode: ``"in_task"``, ``"spark"`` or ``"auto"``; default setting ``execution_mode`` (also
+        chooses the default group size; ``"auto"`` uses the in-task size) (templated).
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
@@ -115,11 +121,42 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
                 if skip_idle and not store.sweeper.has_sweepable_work(shard, strategy, sweep_ts):
                     idle += 1
                     continue
-                targets.append({"shard": shard, "strategy": strategy, "sweep_ts": sweep_ts})
-        size = self.group_size or settings.group_size(self.execution_mode)
-        groups = batches(targets, int(size))
+                targets.append(SweepTarget(shard=shard, strategy=strategy, sweep_ts=sweep_ts))
+        mode = self.execution_mode or settings.execution_mode
+        if mode not in EXECUTION_MODES:
+            raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
+        size = self.group_size or settings.group_size(mode)
+        groups = []
+        for group in batches(targets, int(size)):
+            group_mode = mode
+            if mode == "auto":
+                group_mode, backlog = choose_execution_mode(store, group, settings.spark_min_backlog)
+                self.log.info(
+                    "execution_mode auto, group from %s: sweepable backlog %s%d entries, threshold "
+                    "spark_min_backlog %d -> %s", group[0].label, ">= " if group_mode == "spark" else "", backlog,
+                    settings.spark_min_backlog, group_mode,
+                )
+            groups.append([t.with_(execution_mode=group_mode).to_json() for t in group])
         self.log.info(
             "%d pair(s) to sweep in %d group(s) (%d idle pair(s) left out) of %d shard(s) x %s",
             len(targets), len(groups), idle, len(shards), strategies,
         )
         return groups
+
+
+def choose_execution_mode(store, targets: list, threshold: int) -> tuple[str, int]:
+    """``("spark", n)`` when the targets' sweepable queue entries (below each pair's sweep timestamp, after
+    its progress) add up to at least ``threshold``, else ``("in_task", n)``. Counting stops at the
+    threshold, so a large backlog is not read to the end just to decide."""
+    total = 0
+    for target in targets:
+        target = SweepTarget.from_json(target)
+        remaining = threshold - total
+        if remaining <= 0:
+            break
+        sweep_ts = target.sweep_ts
+        if sweep_ts is None:
+            sweep_ts = store.sweep_timestamps.sweep_timestamp(target.strategy)
+        progress = store.queue.progress.get_progress(target.shard, target.strategy)
+        total += store.queue.reader.count_entries(target.shard, target.strategy, progress, max_exclusive=sweep_ts, cap=remaining)
+    return ("spark" if total >= threshold else "in_task"), total

@@ -22,7 +22,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.airflow.targets import lock_name
+from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.airflow.triggers.atlas import (
     LockFreeTrigger,
     SweepableWorkTrigger,
@@ -166,7 +166,7 @@ class LockFreeSensor(AtlasBaseSensor):
         self.strategy = strategy
 
     def _name(self) -> str:
-        return self.lock or lock_name({"shard": int(self.shard), "strategy": self.strategy})
+        return self.lock or TargetedSweeper.lock_name(int(self.shard), self.strategy)
 
     def check(self, store):
         return check_lock_free(store, self._name())

@@ -164,6 +164,11 @@ def render_warnings(status: dict) -> str:
         f'<b>shard {esc(w.get("shard"))} {esc(w.get("strategy"))}</b>: {esc(w.get("message"))}</li>'
         for w in status.get("warnings") or []
     ]
+    items += [
+        f'<li data-table="{esc(w.get("table"))}" data-kind="{esc(w.get("kind"))}">'
+        f'<b>table {esc(w.get("table"))}</b>: {esc(w.get("message"))}</li>'
+        for w in status.get("table_warnings") or []
+    ]
     if status.get("quarantined_cells"):
         items.append(f'<li data-kind="quarantined">{fmt_int(status["quarantined_cells"])} corrupt queue cell(s) quarantined recently</li>')
     if not items:

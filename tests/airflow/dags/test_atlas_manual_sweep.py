@@ -95,7 +95,10 @@ def test_a_chosen_pair_is_swept_alone_and_reconcile_removes_queue_leftovers(embe
     dag = load_dag("atlas_manual_sweep")
     run = dag.test(run_conf={"shards": [shard], "strategy": "THOROUGH"})
     assert str(run.state) == "success", task_states(run)
-    assert xcom(run, "plan") == [[{"shard": shard, "strategy": "THOROUGH", "sweep_ts": xcom(run, "compute_sweep_timestamps")["THOROUGH"]}]]
+    from airflow_atlas.airflow.targets import SweepTarget
+
+    sweep_ts = xcom(run, "compute_sweep_timestamps")["THOROUGH"]
+    assert xcom(run, "plan") == [[SweepTarget(shard, "THOROUGH", sweep_ts=sweep_ts, execution_mode="in_task").to_json()]]
     (reconciled,) = xcom(run, "shard.reconcile_queue", map_index=0)
     assert reconciled["reconciled"]["rows_deleted"] > 0
     progress = store.queue.progress.get_progress(shard, "THOROUGH")

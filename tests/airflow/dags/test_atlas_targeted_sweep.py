@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 
 from tests.airflow.conftest import SHARDS, load_dag, settle, task_states, xcom
+from tests.faults import FaultyKvs, hang, raise_fault
 
 pytestmark = pytest.mark.airflow
 
@@ -67,27 +69,42 @@ def test_targeted_sweep_run_sweeps_obsolete_versions_and_keeps_visible_data(atla
     open_txn.abort()
 
 
-def test_a_shard_task_that_fails_once_is_retried_and_the_run_succeeds(embedded_store, monkeypatch):
+def _faulty_stores(monkeypatch, marker, action) -> None:
+    """Every store the tasks open (they run in this process under dag.test()) sits on a FaultyKvs: the
+    first ranged delete of the run is followed by ``action`` (once: the marker is claimed)."""
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+
+    open_kvs = AtlasHook._open_kvs
+    monkeypatch.setattr(AtlasHook, "_open_kvs", lambda self: FaultyKvs(open_kvs(self), str(marker), action, after_progress=False))
+
+
+def _retried_sweep(run) -> int:
+    """The map index of the one sweep task that needed a second try (the others needed one)."""
+    tries = {ti.map_index: ti.try_number for ti in run.get_task_instances() if ti.task_id == "shard.sweep"}
+    retried = [index for index, n in tries.items() if n == 2]
+    assert len(retried) == 1 and len(tries) > 1 and all(n == 1 for i, n in tries.items() if i not in retried), tries
+    return retried[0]
+
+
+def test_a_shard_task_that_fails_once_is_retried_and_the_run_succeeds(embedded_store, monkeypatch, tmp_path):
     from airflow_atlas.workload import WorkloadSpec, run_workload
+    from tests.airflow.conftest import FAST, set_settings
 
     store, _ = embedded_store
     run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=3))
     settle(store)
-    monkeypatch.setenv("ATLAS_FAULT_INJECT", "sweep_shard:shard=1:strategy=THOROUGH:tries=1")
-    from tests.airflow.conftest import FAST, set_settings
-
     set_settings(monkeypatch, **FAST, skip_idle_shards=False)
+    marker = tmp_path / "fault.marker"
+    _faulty_stores(monkeypatch, marker, raise_fault)
     dag = load_dag("atlas_targeted_sweep")
     run = dag.test()
     assert str(run.state) == "success", task_states(run)
 
-    groups = xcom(run, "plan")
-    index = next(i for i, group in enumerate(groups) if group[0]["shard"] == 1 and group[0]["strategy"] == "THOROUGH")
-    tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
-    assert tis[("shard.sweep", index)].try_number == 2  # failed once (injected), then succeeded
-    others = [ti.try_number for (task_id, i), ti in tis.items() if task_id == "shard.sweep" and i != index]
-    assert others and all(n == 1 for n in others)  # the other pairs were not disturbed
-    assert store.queue.progress.get_progress(1, "THOROUGH") > -1
+    assert marker.exists(), "the fault was injected"
+    index = _retried_sweep(run)  # failed once (after a real ranged delete), then succeeded; others undisturbed
+    (target,) = xcom(run, "plan")[index]
+    assert xcom(run, "shard.sweep", map_index=index)[0]["result"]["status"] == "caught_up"
+    assert store.queue.progress.get_progress(target["shard"], target["strategy"]) > -1
     assert all(lock.holder is None for lock in store.locks.list_locks("sweep/"))
 
 
@@ -148,7 +165,7 @@ with AtlasHook({CONN_ID!r}) as hook:
     assert state.holder is None and state.token == acquired["token"]  # released by this run
 
 
-def test_a_stuck_sweep_times_out_its_on_kill_releases_the_lease_and_the_retry_succeeds(embedded_store, monkeypatch):
+def test_a_stuck_sweep_times_out_its_on_kill_releases_the_lease_and_the_retry_succeeds(embedded_store, monkeypatch, tmp_path):
     """execution_timeout stops a hanging sweep task; Airflow calls on_kill, which releases the lease the
     task held (so the retry must take the lock again: a new fencing token); the retry then sweeps."""
     from airflow_atlas.workload import WorkloadSpec, run_workload
@@ -157,16 +174,14 @@ def test_a_stuck_sweep_times_out_its_on_kill_releases_the_lease_and_the_retry_su
     store, _ = embedded_store
     run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=9))
     settle(store)
-    monkeypatch.setenv("ATLAS_FAULT_INJECT", "sweep_shard:shard=0:strategy=THOROUGH:tries=1:hang=60")
     set_settings(monkeypatch, **FAST, sweep_timeout_seconds=3)
+    _faulty_stores(monkeypatch, tmp_path / "fault.marker", partial(hang, 60))  # the first sweep hangs mid-way
     run = load_dag("atlas_targeted_sweep").test()
     assert str(run.state) == "success", task_states(run)
-    groups = xcom(run, "plan")
-    index = next(i for i, g in enumerate(groups) if g[0]["shard"] == 0 and g[0]["strategy"] == "THOROUGH")
-    tis = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
-    assert tis[("shard.sweep", index)].try_number == 2
+    index = _retried_sweep(run)
+    (target,) = xcom(run, "plan")[index]
     acquired = xcom(run, "shard.acquire_lock", map_index=index)[0]
-    state = store.locks.describe(store.sweeper.lock_name(0, "THOROUGH"))
+    state = store.locks.describe(store.sweeper.lock_name(target["shard"], target["strategy"]))
     # on_kill released the lease, so the retry re-acquired it (token + 1) before sweeping and releasing
     assert state.holder is None and state.token == acquired["token"] + 1
     assert xcom(run, "shard.sweep", map_index=index)[0]["result"]["status"] == "caught_up"

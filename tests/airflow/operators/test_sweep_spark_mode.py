@@ -64,7 +64,7 @@ def test_full_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
 
 def test_auto_mode_sweeps_in_the_task_below_the_threshold_and_in_spark_at_it(embedded_store, monkeypatch):
     """execution_mode="auto": the same DAG decides per group from the sweepable backlog."""
-    from airflow_atlas.airflow.operators.sweep import choose_execution_mode
+    from airflow_atlas.airflow.operators.sweep_timestamps import choose_execution_mode
     from airflow_atlas.oracle import obsolete_versions
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
@@ -81,6 +81,7 @@ def test_auto_mode_sweeps_in_the_task_below_the_threshold_and_in_spark_at_it(emb
     set_settings(monkeypatch, **FAST, execution_mode="auto", spark_min_backlog=10**9, spark_conn_id="spark_test")
     run = load_dag("atlas_targeted_sweep").test()
     assert str(run.state) == "success", task_states(run)
+    assert {t["execution_mode"] for g in xcom(run, "plan") for t in g} == {"in_task"}  # decided by the plan
     swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
     assert swept and {t["execution_mode"] for t in swept} == {"in_task"}
     assert obsolete_versions(store, xcom(run, "compute_sweep_timestamps")) == []

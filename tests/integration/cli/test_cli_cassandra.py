@@ -127,3 +127,34 @@ def test_init_validation_failed_runs_and_dead_holders_on_cassandra(cassandra_nod
     assert f"skipped, locked by {holder}" in run.stdout and "its process is gone" in run.stdout
     row = cli.json("status", "--shard", "0", "--strategy", "THOROUGH")["shards"][0]
     assert row["lock_holder"] == holder and row["lock_holder_process_gone"] is True and row["lock_expires_in_seconds"] > 500
+
+
+def test_status_shows_gc_grace_against_the_repair_interval(cassandra_node, cassandra_session, fresh_keyspace, tmp_path):
+    """AGREED #1 / issue 13: each swept table's live gc_grace_seconds against repair_interval_seconds, with a
+    warning when below (here: lowered out of band, as an operator's ALTER TABLE would)."""
+    from airflow_atlas.kvs.cassandra import physical_table_name
+
+    url = f"cassandra://{CASSANDRA_HOST}:{CASSANDRA_PORT}/{fresh_keyspace}"
+    cli = Cli(url, tmp_path)
+    cli.ok("init", "--table", "orders:THOROUGH", "--table", "audit:NOTHING")
+    first = cli.json("status")
+    assert [(g["table"], g["gc_grace_seconds"], g["below_repair_interval"]) for g in first["gc_grace"]] == [
+        ("orders", 864000, False)
+    ]  # a NOTHING table is not swept: not listed
+    assert first["gc_grace"][0]["repair_interval_seconds"] == 864000 and first["table_warnings"] == []
+
+    cassandra_session.execute(f'ALTER TABLE "{fresh_keyspace}"."{physical_table_name("orders")}" WITH gc_grace_seconds = 3600')
+    second = cli.json("status")
+    (row,) = second["gc_grace"]
+    assert row["gc_grace_seconds"] == 3600 and row["below_repair_interval"] is True
+    (warning,) = second["table_warnings"]
+    assert warning["table"] == "orders" and warning["kind"] == "gc_grace_below_repair_interval"
+    assert "gc_grace_seconds=3600" in warning["message"] and "repair_interval_seconds=864000" in warning["message"]
+    text = cli.ok("status").stdout
+    assert "BELOW THE REPAIR INTERVAL" in text and "table orders: " in text
+
+    # A repair interval that really is shorter (the engine setting, or the URL's) clears the warning.
+    relaxed = Cli(url, tmp_path, ("repair_interval_seconds=3600",)).json("status")
+    assert relaxed["gc_grace"][0]["repair_interval_seconds"] == 3600 and relaxed["table_warnings"] == []
+    by_url = Cli(url + "?repair_interval_seconds=1800", tmp_path).json("status")
+    assert by_url["gc_grace"][0]["repair_interval_seconds"] == 1800 and by_url["table_warnings"] == []

@@ -136,3 +136,17 @@ def test_bad_selection_is_refused(store):
         compute_status(store, shards=[5])
     with pytest.raises(InvalidInputError, match="NOTHING"):
         compute_status(store, strategies=["NOTHING"])
+
+
+def test_embedded_store_has_no_grace_period(tmp_path):
+    from airflow_atlas.store import AtlasStore as _Store
+
+    with _Store.open(f"sqlite:///{tmp_path / 'g.db'}") as store:
+        store.initialize()
+        store.create_table("t", "THOROUGH")
+        store.create_table("n", "NOTHING")
+        document = compute_status(store)
+    assert [(g["table"], g["gc_grace_seconds"], g["below_repair_interval"]) for g in document["gc_grace"]] == [
+        ("t", None, False)
+    ]
+    assert document["table_warnings"] == []

@@ -110,3 +110,12 @@ def test_guard_arithmetic():
     with pytest.raises(RollbackRefusedError):
         guard.check([1, 2, 3], 5, "_t")
     RollbackGuard(3, 1.0).check([1, 2, 3], 3, "_t")  # 1 disables
+
+
+def test_a_reader_does_not_roll_back_a_writer_committed_in_the_other_table(url):
+    with _store(url) as store:
+        dead = _dead(store, 1)[0]
+        make_transaction_service(store.kvs, 1).put_unless_exists(dead, dead + 1)
+        with pytest.raises(RollbackRefusedError, match="other transactions schema version"):
+            store.transactions.run(lambda txn: txn.get("t", [Cell(b"d0", b"v")]), retries=0)
+        assert store.transaction_service.get(dead) is None

@@ -1,0 +1,99 @@
+"""Targeted sweep inside the Airflow task: each pair through the engine entry point
+:meth:`TargetedSweeper.sweep_shard`, under the lease the group's acquire task took.
+
+Leases: a target carrying a lease is swept under it, refreshed in the background (``LeaseKeeper``) every
+third of the lease while the engine runs. A lease that expired meanwhile (e.g. during a retry delay, or
+released by ``on_kill``) is re-acquired by the same holder when free; a target whose lock another holder
+has comes back ``skipped_locked``. A target without a lease (standalone use) is swept under a lock the
+engine takes and releases itself. The leases in use are kept in ``in_use`` (a dict the operator owns) so
+its ``on_kill`` can release them.
+
+Isolation: pairs are swept one after the other; a failing pair does not stop the others (its error is
+returned); bad input (``InvalidInputError``, ``TableNotFoundError``) fails the whole call at once.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Callable
+
+from airflow_atlas.airflow.targets import SKIPPED, SweepTarget
+from airflow_atlas.errors import InvalidInputError, LockNotHeldError, TableNotFoundError
+from airflow_atlas.locks import Lease
+from airflow_atlas.sweep.lease_keeper import LeaseKeeper
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """The engine arguments of a targeted sweep task (validated by the operator)."""
+
+    batch_limit: int
+    max_iterations: int
+    dry_run: bool = False
+    tables: list | None = None
+
+
+def sweep_in_task(
+    store,
+    targets: list[SweepTarget],
+    options: SweepOptions,
+    *,
+    lease_seconds: float,
+    holder_of: Callable[[SweepTarget], str],
+    in_use: dict[str, Lease],
+) -> tuple[list[SweepTarget], list[str]]:
+    """Sweep ``targets``; returns (the targets with their ``result``, one error line per failed pair)."""
+    out, failed = [], []
+    for target in targets:
+        try:
+            result = _sweep_one(store, target, options, lease_seconds, holder_of, in_use)
+        except (InvalidInputError, TableNotFoundError):
+            raise
+        except Exception as exc:
+            log.exception("sweeping %s failed", target.label)
+            failed.append(f"{target.label}: {type(exc).__name__}: {exc}")
+            continue
+        log.info(
+            "%s: %s after %s iteration(s), progress %s -> %s, %s cell(s) tombstoned, %s aborted write(s) deleted",
+            target.label, result["status"], result.get("iterations"), result.get("old_progress"),
+            result.get("new_progress"), result.get("cells_tombstoned"), result.get("aborted_writes_deleted"),
+        )
+        out.append(target.with_(result=result))
+    return out, failed
+
+
+def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds, holder_of, in_use) -> dict:
+    engine = {"sweep_ts": target.sweep_ts, "batch_limit": options.batch_limit,
+              "max_iterations": options.max_iterations, "dry_run": options.dry_run, "tables": options.tables}
+    if target.acquired is False:
+        return {"shard": target.shard, "strategy": target.strategy, "status": SKIPPED, "lock_holder": target.held_by}
+    lease = target.lease()
+    if lease is None:  # standalone: the engine takes and releases the lock itself
+        return store.sweeper.sweep_shard(target.shard, target.strategy, holder=holder_of(target), **engine).to_json()
+    lease = _ensure_lease(store, lease, lease_seconds)
+    if lease is None:
+        state = store.locks.describe(target.lock_name)
+        return {"shard": target.shard, "strategy": target.strategy, "status": SKIPPED,
+                "lock_holder": getattr(state, "holder", None)}
+    # Known to on_kill while in use. Kept there when a timeout or termination (BaseException, not
+    # Exception) interrupts the sweep: Airflow calls on_kill after this frame has unwound.
+    in_use[lease.name] = lease
+    try:
+        with LeaseKeeper(store.locks, lease, lease_seconds):
+            result = store.sweeper.sweep_shard(target.shard, target.strategy, lease=lease, **engine)
+    except Exception:
+        in_use.pop(lease.name, None)
+        raise
+    in_use.pop(lease.name, None)
+    return result.to_json()
+
+
+def _ensure_lease(store, lease: Lease, lease_seconds: float) -> Lease | None:
+    """Refresh ``lease``; if it was lost (expired, e.g. during a retry delay, or released by ``on_kill``),
+    take the lock again as the same holder when it is free. None when someone else holds it."""
+    try:
+        return store.locks.refresh(lease, lease_seconds)
+    except LockNotHeldError:
+        return store.locks.acquire(lease.name, lease.holder, lease_seconds)

@@ -1,0 +1,120 @@
+"""Parsing the Spark jobs' inputs: pairs, shard ranges, settings, sweep timestamps, the attempt count."""
+from __future__ import annotations
+
+import json
+from typing import Iterable, Mapping, Sequence
+
+from ..kvs.api import SweepStrategy
+
+STORE_SETTING_CONF_PREFIX = "spark.atlas.store."
+"""Spark conf keys ``spark.atlas.store.<StoreConfig field>=<value>`` override store settings."""
+SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
+
+
+def parse_pairs(text: str | Sequence) -> list[tuple[int, str]]:
+    """``"0:CONSERVATIVE,1:THOROUGH"`` (or a list of ``"s:STRATEGY"``, ``(s, strategy)`` or
+    ``{"shard": s, "strategy": ...}``) -> de-duplicated ``[(shard, STRATEGY), ...]`` in input order."""
+    items = [t for t in (x.strip() for x in text.split(",")) if t] if isinstance(text, str) else list(text)
+    out: list[tuple[int, str]] = []
+    for item in items:
+        if isinstance(item, str):
+            shard_text, sep, strategy = item.partition(":")
+            if not sep:
+                raise ValueError(f"pair {item!r} is not SHARD:STRATEGY")
+        elif isinstance(item, Mapping):
+            shard_text, strategy = item.get("shard"), item.get("strategy")
+        else:
+            shard_text, strategy = item
+        try:
+            shard = int(shard_text)
+        except (TypeError, ValueError):
+            raise ValueError(f"pair {item!r}: shard {shard_text!r} is not an integer") from None
+        strategy = str(getattr(strategy, "value", strategy)).strip().upper()  # SweepStrategy members too
+        if strategy not in SWEEPABLE:
+            raise ValueError(f"pair {item!r}: strategy must be CONSERVATIVE or THOROUGH")
+        if shard < 0:
+            raise ValueError(f"pair {item!r}: shard must be >= 0")
+        if (shard, strategy) not in out:
+            out.append((shard, strategy))
+    if not out:
+        raise ValueError("no (shard, strategy) pairs given")
+    return out
+
+
+def pairs_from_shards(shards: str, strategies: str) -> list[tuple[int, str]]:
+    """``--shards "0-3,7" --strategies CONSERVATIVE,THOROUGH`` -> the cross product as pairs."""
+    numbers: list[int] = []
+    for part in (p.strip() for p in shards.split(",")):
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            numbers.extend(range(int(lo), int(hi) + 1))
+        else:
+            numbers.append(int(part))
+    names = [s.strip() for s in strategies.split(",") if s.strip()]
+    return parse_pairs([f"{n}:{s}" for n in numbers for s in names])
+
+
+def _setting_value(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_settings(items: Iterable[str]) -> dict:
+    """``["NAME=VALUE", ...]`` (values JSON where they parse) -> StoreConfig overrides."""
+    out = {}
+    for item in items or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(f"setting {item!r} is not NAME=VALUE")
+        out[name.strip()] = _setting_value(value.strip())
+    return out
+
+
+def settings_from_spark_conf(conf_items: Iterable[tuple[str, str]]) -> dict:
+    """``spark.atlas.store.<name>=<value>`` Spark conf entries as StoreConfig overrides."""
+    return {
+        key[len(STORE_SETTING_CONF_PREFIX):]: _setting_value(value)
+        for key, value in conf_items
+        if key.startswith(STORE_SETTING_CONF_PREFIX)
+    }
+
+
+def parse_sweep_timestamps(value) -> dict | None:
+    """``"CONSERVATIVE=12,THOROUGH=15"`` or a mapping -> {"CONSERVATIVE": 12, ...}; ValueError naming the problem."""
+    if value in (None, "", {}):
+        return None
+    items = value.items() if isinstance(value, Mapping) else (part.split("=", 1) for part in str(value).split(","))
+    out = {}
+    for item in items:
+        if len(item) != 2:
+            raise ValueError(f"sweep timestamps: expected STRATEGY=TIMESTAMP, got {item!r}")
+        name, ts = item
+        name = str(name).strip().upper()
+        if name not in SWEEPABLE:
+            raise ValueError(f"sweep timestamps: unknown strategy {name!r} (CONSERVATIVE or THOROUGH)")
+        try:
+            ts = int(str(ts).strip())
+        except ValueError:
+            raise ValueError(f"sweep timestamps: {name} timestamp {ts!r} is not an integer") from None
+        if ts < 0:
+            raise ValueError(f"sweep timestamps: {name} timestamp must be >= 0, got {ts}")
+        out[name] = ts
+    return out
+
+
+def effective_max_failures(master: str, conf_value: str | None) -> int:
+    """How many attempts Spark gives a task: ``local``/``local[N]`` never retry (1), ``local[N,F]`` gives F,
+    other masters honour ``spark.task.maxFailures`` (default 4)."""
+    master = (master or "").strip()
+    if master.startswith("local-cluster"):
+        return int(conf_value or 4)
+    if master == "local" or master.startswith("local["):
+        inner = master[len("local["):-1] if master.startswith("local[") else ""
+        if "," in inner:
+            return max(1, int(inner.split(",", 1)[1]))
+        return 1
+    return max(1, int(conf_value or 4))

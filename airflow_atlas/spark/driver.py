@@ -1,0 +1,125 @@
+"""The driver side of every Spark job: one body (:func:`run_job`) that plans the job's items, runs one
+Spark task per item with :func:`~airflow_atlas.spark.executor.run_partition`, and collects the results into
+one :class:`~airflow_atlas.spark.document.JobDocument`."""
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from typing import Callable, Sequence
+
+from ..errors import is_retriable
+from .args import effective_max_failures, settings_from_spark_conf
+from .document import JobDocument, summarize
+from .executor import TaskSpec, classify_job_error, open_store as default_open_store, run_partition
+from .jobs import FullSweepJob, TargetedSweepJob
+from .secrets import redact, scrub
+
+
+def validate_settings(settings: dict, source: str = "spark.atlas.store.* conf / settings") -> None:
+    from ..config import StoreConfig
+
+    StoreConfig().with_overrides(source, **settings)  # raises InvalidInputError naming the setting and source
+
+
+def run_job(
+    spark,
+    job,
+    *,
+    store_url: str,
+    settings: dict | None = None,
+    engine_zip: str | None = None,
+    open_store: Callable = default_open_store,
+) -> JobDocument:
+    """Run ``job`` (a strategy of :mod:`airflow_atlas.spark.jobs`) as one Spark job and return its document.
+
+    ``settings`` (StoreConfig overrides) are merged over the ``spark.atlas.store.*`` conf entries.
+    ``engine_zip`` is added with addPyFile (spark-submit passes it with ``--py-files`` instead).
+    ``open_store(url, settings)`` opens the store on the driver (if the job plans with it) and in every task.
+    """
+    started = time.time()
+    sc = spark.sparkContext
+    conf = sc.getConf()
+    max_attempts = effective_max_failures(sc.master, conf.get("spark.task.maxFailures", None))
+    merged = {**settings_from_spark_conf(conf.getAll()), **(settings or {})}
+    validate_settings(merged)
+    if engine_zip:
+        sc.addPyFile(engine_zip)
+    job, items = job.plan(lambda: open_store(store_url, merged))
+    spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=sc.applicationId,
+                    job=job, open_store=open_store)
+    sc.setJobDescription(job.description(items))
+    results = (
+        sc.parallelize(items, numSlices=max(1, len(items)))
+        .mapPartitions(functools.partial(run_partition, spec))
+        .collect()
+    )
+    results.sort(key=lambda r: job.sort_key(r.item))
+    failed = [r for r in results if r.failed]
+    return JobDocument(
+        job=job.name,
+        ok=not failed and len(results) == len(items),
+        retriable=any(r.retriable for r in failed) if failed else None,
+        app_id=sc.applicationId,
+        master=sc.master,
+        store=redact(store_url),
+        max_task_attempts=max_attempts,
+        params=job.params(),
+        summary=summarize(results, job.SUMMED),
+        failed=[{**r.item, "error": r.error} for r in failed],
+        results=results,
+        started_at=round(started, 3),
+        duration_seconds=round(time.time() - started, 3),
+    )
+
+
+def failure_document(job_name: str, store_url: str | None, exc: BaseException, started: float) -> JobDocument:
+    """The document of a job that failed as a whole (classified: see ``classify_job_error``)."""
+    exc = classify_job_error(exc)
+    text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    return JobDocument(
+        job=job_name,
+        ok=False,
+        store=redact(store_url) if store_url else None,
+        retriable=is_retriable(exc),
+        error_type=type(exc).__name__,
+        error=scrub(text, store_url)[-4000:],
+        started_at=round(started, 3),
+        duration_seconds=round(time.time() - started, 3),
+    )
+
+
+def run_targeted_sweep(
+    spark,
+    *,
+    store_url: str,
+    pairs: Sequence,
+    batch_limit: int | None = None,
+    max_iterations: int | None = None,
+    dry_run: bool = False,
+    settings: dict | None = None,
+    engine_zip: str | None = None,
+    sweep_timestamps: dict | None = None,
+    open_store: Callable = default_open_store,
+) -> JobDocument:
+    """Sweep ``pairs`` with one Spark task each (:class:`TargetedSweepJob`)."""
+    job = TargetedSweepJob(pairs=pairs, batch_limit=batch_limit, max_iterations=max_iterations,
+                           dry_run=bool(dry_run), sweep_timestamps=sweep_timestamps)
+    return run_job(spark, job, store_url=store_url, settings=settings, engine_zip=engine_zip, open_store=open_store)
+
+
+def run_full_sweep(
+    spark,
+    *,
+    store_url: str,
+    table: str,
+    parts: int,
+    batch_size: int = 1000,
+    dry_run: bool = False,
+    settings: dict | None = None,
+    engine_zip: str | None = None,
+    open_store: Callable = default_open_store,
+) -> JobDocument:
+    """Legacy-sweep ``table`` split into about ``parts`` ranges, one Spark task each (:class:`FullSweepJob`)."""
+    job = FullSweepJob(table=table, parts=int(parts), batch_size=int(batch_size), dry_run=bool(dry_run))
+    return run_job(spark, job, store_url=store_url, settings=settings, engine_zip=engine_zip, open_store=open_store)

@@ -1,0 +1,57 @@
+"""The store URL of a Spark job: read from a 0600 file or the environment, never shown unredacted."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from ..kvs.url import redact_url
+
+STORE_URL_ENV = "ATLAS_STORE_URL"
+"""Environment variable holding the store URL when no ``--store-url-file`` is given."""
+
+
+def redact(url: str) -> str:
+    """The URL without its password."""
+    return redact_url(url)
+
+
+def scrub(text: str, url: str | None) -> str:
+    """``text`` with the URL, and its password in any spelling, replaced by ``***``."""
+    if not text or not url:
+        return text
+    out = text.replace(url, redact(url))
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if password:
+        for secret in {password, unquote(password)}:
+            if secret:
+                out = out.replace(secret, "***")
+    return out
+
+
+def read_store_url(path: str | None = None, environ=None) -> str:
+    """The store URL from ``path`` (first line, stripped) or from :data:`STORE_URL_ENV`.
+
+    A file readable by group or others is refused (it may hold a password). Raises ValueError with a
+    message that never contains the URL.
+    """
+    environ = os.environ if environ is None else environ
+    if path:
+        p = Path(path)
+        if not p.exists():
+            raise ValueError(f"store URL file {path} does not exist")
+        mode = p.stat().st_mode & 0o777
+        if mode & 0o077:
+            raise ValueError(f"store URL file {path} has mode {mode:o}: it must not be readable by group/others (use 0600)")
+        text = p.read_text(encoding="utf-8").strip()
+        url = text.splitlines()[0].strip() if text else ""
+        if not url:
+            raise ValueError(f"store URL file {path} is empty")
+        return url
+    url = (environ.get(STORE_URL_ENV) or "").strip()
+    if not url:
+        raise ValueError(f"no store location: pass --store-url-file or set {STORE_URL_ENV}")
+    return url

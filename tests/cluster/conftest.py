@@ -1,0 +1,183 @@
+"""Fixtures of the cluster tests: the local 3-node Cassandra cluster (127.0.0.2-4, ``scripts/cassandra.sh
+cluster``) and the Spark standalone master with two workers (127.0.0.5, ``scripts/spark.sh``).
+
+* ``cassandra_cluster`` (session): starts the cluster unless it runs (``scripts/test.sh`` starts it first;
+  the start is idempotent) and returns a :class:`LocalCluster`: per-node nodetool, ``node_down(i)`` (a
+  context manager that stops node i and always restarts it), flush/compact/repair helpers, store URLs.
+* after every test the autouse ``_all_nodes_up`` fixture restarts any node a test left down, so a failing
+  test never leaves the next one a 2-node cluster. Nothing here ever touches the shared node on 127.0.0.1.
+* ``cluster_stores``: stores in fresh RF 3 keyspaces of the cluster, closed and dropped after the test.
+* ``spark_master`` (session): starts the Spark master and workers unless they run; returns the driver's
+  properties (``scripts/spark.sh conf``) as a dict.
+"""
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import pytest
+
+from airflow_atlas.config import StoreConfig
+from airflow_atlas.store import AtlasStore
+from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT
+
+SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
+NODES = 3
+HOSTS = tuple(f"127.0.0.{i + 1}" for i in range(1, NODES + 1))
+START_TIMEOUT = 600
+NODETOOL_TIMEOUT = 300
+
+# unreadable window 0 (CONSERVATIVE tables sweepable at once), long transaction leases, quick lock expiry.
+CONFIG = dict(
+    unreadable_window_seconds=0.0,
+    punch_interval_seconds=0.2,
+    lock_lease_seconds=10.0,
+    transaction_lease_seconds=600.0,
+    running_writer_wait_seconds=2.0,
+)
+
+
+def _script(script, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=timeout)
+
+
+@dataclass
+class LocalCluster:
+    """The 3-node cluster of ``scripts/cassandra.sh cluster``; node i (1-based) is ``HOSTS[i - 1]``."""
+
+    hosts: tuple = HOSTS
+
+    def run(self, *args: str, timeout: float = NODETOOL_TIMEOUT) -> str:
+        done = _script(CASSANDRA_SCRIPT, "cluster", *args, timeout=timeout)
+        if done.returncode != 0:
+            raise RuntimeError(f"cassandra.sh cluster {' '.join(args)} failed:\n{done.stdout}\n{done.stderr[-3000:]}")
+        return done.stdout
+
+    def nodetool(self, node: int, *args: str) -> str:
+        return self.run("nodetool", str(node), *args)
+
+    def up(self, node: int) -> bool:
+        return _script(CASSANDRA_SCRIPT, "cluster", "status-node", str(node), timeout=60).returncode == 0
+
+    def stop_node(self, node: int) -> None:
+        self.run("stop-node", str(node), timeout=180)
+
+    def start_node(self, node: int) -> None:
+        """Start node i and wait until every node sees every node Up/Normal."""
+        self.run("start-node", str(node), timeout=START_TIMEOUT)
+
+    @contextmanager
+    def node_down(self, node: int):
+        """Node i stopped (SIGTERM, as a restart or a lost replica) inside the block; restarted after it,
+        whatever happens inside."""
+        self.stop_node(node)
+        try:
+            yield
+        finally:
+            self.start_node(node)
+
+    def live(self, down: int | None = None) -> list[int]:
+        return [i for i in range(1, NODES + 1) if i != down]
+
+    def flush(self, keyspace: str, *nodes: int) -> None:
+        for node in nodes or self.live():
+            self.nodetool(node, "flush", keyspace)
+
+    def compact(self, keyspace: str, table: str, *nodes: int) -> None:
+        for node in nodes or self.live():
+            self.nodetool(node, "compact", keyspace, table)
+
+    def repair(self, keyspace: str, node: int = 1, *, full: bool = True) -> str:
+        return self.nodetool(node, "repair", *(["--full"] if full else []), keyspace)
+
+    def url(self, keyspace: str, **query) -> str:
+        options = "&".join(f"{k}={v}" for k, v in {"replication_factor": NODES, **query}.items())
+        return f"cassandra://{','.join(self.hosts)}:9042/{keyspace}?{options}"
+
+
+@pytest.fixture(scope="session")
+def cassandra_cluster() -> LocalCluster:
+    done = _script(CASSANDRA_SCRIPT, "cluster", "start", timeout=START_TIMEOUT)
+    if done.returncode != 0:
+        pytest.fail(f"could not start the local Cassandra cluster:\n{done.stdout}\n{done.stderr[-4000:]}")
+    return LocalCluster()
+
+
+@pytest.fixture(autouse=True)
+def _all_nodes_up(request):
+    yield
+    if "cassandra_cluster" not in request.fixturenames:
+        return
+    cluster: LocalCluster = request.getfixturevalue("cassandra_cluster")
+    for node in range(1, NODES + 1):
+        if not cluster.up(node):
+            cluster.start_node(node)
+
+
+@pytest.fixture(scope="session")
+def cluster_session(cassandra_cluster):
+    """A raw driver session on the cluster (schema checks, keyspace drops)."""
+    from cassandra.cluster import Cluster
+    from cassandra.policies import RoundRobinPolicy
+
+    cluster = Cluster(list(HOSTS), port=9042, protocol_version=5, load_balancing_policy=RoundRobinPolicy())
+    session = cluster.connect()
+    yield session
+    cluster.shutdown()
+
+
+class ClusterStores:
+    """``make(config=None, shards=1, **url_query) -> store`` in a new RF 3 keyspace of the cluster."""
+
+    def __init__(self, cluster: LocalCluster, session):
+        self.cluster, self.session = cluster, session
+        self.made: list = []
+        self.keyspaces: list[str] = []
+
+    def __call__(self, config: dict | None = None, shards: int = 1, **query) -> AtlasStore:
+        keyspace = f"atlas_cl_{uuid.uuid4().hex[:12]}"
+        self.keyspaces.append(keyspace)
+        store = AtlasStore.open(self.cluster.url(keyspace, **query), config=StoreConfig(**{**CONFIG, **(config or {})}))
+        self.made.append(store)
+        store.initialize(shards=shards)
+        return store
+
+    def close(self) -> None:
+        for store in self.made:
+            try:
+                store.close()
+            except Exception:
+                pass
+        pending = []
+        for keyspace in self.keyspaces:
+            done = threading.Event()
+            try:
+                future = self.session.execute_async(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+                future.add_callbacks(lambda _, d=done: d.set(), lambda _, d=done: d.set())
+                pending.append(done)
+            except Exception:
+                pass
+        deadline = time.monotonic() + 5
+        for done in pending:
+            done.wait(max(0.0, deadline - time.monotonic()))
+
+
+@pytest.fixture
+def cluster_stores(cassandra_cluster, cluster_session):
+    stores = ClusterStores(cassandra_cluster, cluster_session)
+    yield stores
+    stores.close()
+
+
+@pytest.fixture(scope="session")
+def spark_master() -> dict[str, str]:
+    done = _script(SPARK_SCRIPT, "start", timeout=START_TIMEOUT)
+    if done.returncode != 0:
+        pytest.fail(f"could not start the Spark standalone master:\n{done.stdout}\n{done.stderr[-4000:]}")
+    conf = _script(SPARK_SCRIPT, "conf", timeout=60)
+    assert conf.returncode == 0, conf.stderr
+    return dict(line.split(" ", 1) for line in conf.stdout.splitlines() if line.strip())

@@ -1,0 +1,119 @@
+"""Fault injection for tests, through real seams: a key-value service wrapper (:class:`FaultyKvs`) that a
+test puts under a real store - by passing a store opener to the Spark jobs (``open_store=``), or by
+wrapping the store an Airflow hook opens. Nothing of this ships in ``airflow_atlas/``.
+
+The fault fires right after a ranged delete (THOROUGH ``delete_all_timestamps``; CONSERVATIVE
+``add_gc_sentinels_and_delete_all_timestamps``, sentinels included) reached the real store - optionally
+only once a progress write succeeded first (``after_progress``: one complete iteration persisted, the
+next one mid-way) - and only for the caller that claims the marker file (once per test, across processes
+and attempts).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import time
+from functools import partial
+
+from airflow_atlas.sweep.queue_tables import SWEEP_PROGRESS, decode_progress_value, progress_cell
+
+
+class InjectedFailure(RuntimeError):
+    """The fault a :class:`FaultyKvs` raises."""
+
+
+def claim(markers: str | None) -> str | None:
+    """The first of the ``os.pathsep``-separated marker files this caller created (each is created by
+    exactly one caller), or None."""
+    for marker in (markers or "").split(os.pathsep):
+        if marker and _claim_one(marker):
+            return marker
+    return None
+
+
+def _claim_one(marker: str) -> bool:
+    try:
+        fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"claimed by pid {os.getpid()}\n")
+    return True
+
+
+def raise_fault(marker: str, what: str) -> None:
+    raise InjectedFailure(f"injected failure after {what}")
+
+
+def kill_self(marker: str, what: str) -> None:
+    with open(marker, "a") as f:
+        f.write(f"killed pid {os.getpid()} {what}\n")
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def hang(seconds: float, marker: str, what: str) -> None:
+    time.sleep(seconds)
+
+
+class FaultyKvs:
+    """A KeyValueService that delegates to ``kvs`` and runs ``action(marker, what)`` once per marker (for
+    the process that claims it) right after a ranged delete reached the store. ``what`` is
+    ``"pair SHARD:STRATEGY progress N"`` (the last progress this store wrote) or ``"a ranged delete in T"``."""
+
+    def __init__(self, kvs, marker: str, action=raise_fault, *, after_progress: bool = True):
+        self._kvs = kvs
+        self._marker = marker
+        self._action = action
+        self._after_progress = after_progress
+        self.progress_writes = []
+
+    def __getattr__(self, name):
+        return getattr(self._kvs, name)
+
+    def check_and_set(self, table, cell, expected, new):
+        ok = self._kvs.check_and_set(table, cell, expected, new)
+        if ok and table == SWEEP_PROGRESS:
+            self.progress_writes.append((cell, new))
+        return ok
+
+    def delete_all_timestamps(self, table, ranges, **kw):
+        self._kvs.delete_all_timestamps(table, ranges, **kw)
+        self._after_delete(f"a ranged delete in {table}")
+
+    def add_gc_sentinels_and_delete_all_timestamps(self, table, cells, ranges):
+        self._kvs.add_gc_sentinels_and_delete_all_timestamps(table, cells, ranges)
+        self._after_delete(f"sentinels and a ranged delete in {table}")
+
+    def _after_delete(self, what: str) -> None:
+        if self._after_progress and not self.progress_writes:
+            return
+        marker = claim(self._marker)
+        if marker is None:
+            return
+        if self.progress_writes:
+            cell, value = self.progress_writes[-1]
+            shard, strategy = _pair_of(cell)
+            what = f"pair {shard}:{strategy} progress {decode_progress_value(value)}"
+        self._action(marker, what)
+
+
+def _pair_of(cell) -> tuple[int, str]:
+    for shard in range(256):
+        for strategy, conservative in (("CONSERVATIVE", True), ("THOROUGH", False)):
+            if progress_cell(shard, conservative) == cell:
+                return shard, strategy
+    raise AssertionError(f"not a shard progress cell: {cell}")
+
+
+def open_faulty_store(marker: str, action, url: str, settings: dict):
+    """A store opener for the Spark jobs (``open_store=partial(open_faulty_store, marker, action)``)."""
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.kvs.url import open_kvs
+    from airflow_atlas.store import AtlasStore
+
+    config = StoreConfig().with_overrides(**settings) if settings else StoreConfig()
+    return AtlasStore(FaultyKvs(open_kvs(url), marker, action), config)
+
+
+def faulty_opener(marker: str, action=raise_fault):
+    return partial(open_faulty_store, str(marker), action)
