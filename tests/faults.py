@@ -70,8 +70,8 @@ class FaultyKvs:
     def __getattr__(self, name):
         return getattr(self._kvs, name)
 
-    def check_and_set(self, table, cell, expected, new):
-        ok = self._kvs.check_and_set(table, cell, expected, new)
+    def check_and_set(self, table, cell, expected, new, **kw):
+        ok = self._kvs.check_and_set(table, cell, expected, new, **kw)
         if ok and table == SWEEP_PROGRESS:
             self.progress_writes.append((cell, new))
         return ok

@@ -279,6 +279,17 @@ def check_setting(name: str, value: object) -> object:
     raise InvalidInputError(f"unknown replica-safety setting {name!r}; known: {', '.join(SETTING_NAMES)}")
 
 
+def check_policies(consistency: object, gc_grace_guard: object) -> tuple[ConsistencyPolicy, GcGraceGuard]:
+    """A backend's ``consistency`` / ``gc_grace_guard`` arguments: the defaults for None, else the right types."""
+    consistency = ConsistencyPolicy() if consistency is None else consistency
+    gc_grace_guard = GcGraceGuard() if gc_grace_guard is None else gc_grace_guard
+    if not isinstance(consistency, ConsistencyPolicy):
+        raise InvalidInputError("consistency must be a ConsistencyPolicy (airflow_atlas.kvs.consistency)")
+    if not isinstance(gc_grace_guard, GcGraceGuard):
+        raise InvalidInputError("gc_grace_guard must be a GcGraceGuard (airflow_atlas.kvs.consistency)")
+    return consistency, gc_grace_guard
+
+
 def replica_settings(settings: Mapping[str, object]) -> tuple[ConsistencyPolicy, GcGraceGuard]:
     """Both policies from flat settings (unknown keys ignored); raises InvalidInputError naming a bad one."""
     return ConsistencyPolicy.from_settings(settings), GcGraceGuard.from_settings(settings)

@@ -8,6 +8,14 @@ documented, public driver API: "BoundStatements may be created directly", ``valu
 values that were bound"), then added to the batch like any bound statement (which also gives the batch its
 routing key). Values go through ``bind`` whenever a statement binds any other type, and always when the
 cluster has a column-encryption policy (values must then pass through it).
+
+Measured (2026-11-23, 2 shared cores, 20,000 ranged deletes, interleaved in one process, median of 9):
+building the batches costs 5.1 us per statement with the former private driver call
+(``BatchStatement._add_statement_and_params``), 15.6 us with this public path and 28.6 us through
+``bind``; the end-to-end ``delete_all_timestamps`` time was not slower (0.82x, Cassandra dominates), and
+``bench delete_rate`` sweep / raw-driver ratios before -> after were THOROUGH 4.56, 5.33 -> 4.34, 7.75 and
+CONSERVATIVE 7.15, 6.49 -> 7.53, 7.86 (two runs each; absolute rates moved 2x with the machine's load, so
+only same-run ratios compare). So the public API does not cost sweep throughput here: no private adapter.
 """
 from __future__ import annotations
 

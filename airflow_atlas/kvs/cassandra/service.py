@@ -16,7 +16,7 @@ from cassandra.concurrent import execute_concurrent
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, KeyValueService, TableMetadata, WriteMode
-from ..consistency import WRITE_OPERATIONS, ConsistencyPolicy, GcGraceGuard, Operation, resolve_operation
+from ..consistency import WRITE_OPERATIONS, ConsistencyPolicy, GcGraceGuard, Operation, check_policies, resolve_operation
 from .batching import Statement, WriteItem, plan_batches, single
 from .connection import cluster_factory, ensure_tcp_nodelay, fork_lock
 from .errors import translate
@@ -74,17 +74,8 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         self._page_size = C.check_page_size(page_size)
         self._batch_partitions = C.check_int(batch_partitions, "batch_partitions", 1, 1000)
         self._batch_bytes = C.check_int(batch_bytes, "batch_bytes", 64, 1 << 20)
-        if consistency is None:
-            consistency = ConsistencyPolicy()
-        if not isinstance(consistency, ConsistencyPolicy):
-            raise InvalidInputError("consistency must be a ConsistencyPolicy (airflow_atlas.kvs.consistency)")
-        if gc_grace_guard is None:
-            gc_grace_guard = GcGraceGuard()
-        if not isinstance(gc_grace_guard, GcGraceGuard):
-            raise InvalidInputError("gc_grace_guard must be a GcGraceGuard (airflow_atlas.kvs.consistency)")
-        self.consistency = consistency
-        self.gc_grace_guard = gc_grace_guard
-        self._levels = {op: ConsistencyLevel.name_to_value[consistency.level(op)] for op in Operation}
+        self.consistency, self.gc_grace_guard = check_policies(consistency, gc_grace_guard)
+        self._levels = {op: ConsistencyLevel.name_to_value[self.consistency.level(op)] for op in Operation}
         self._request_timeout = float(request_timeout)
         self._ddl_timeout = float(ddl_timeout)
         self._meta_ttl = float(metadata_cache_seconds)
