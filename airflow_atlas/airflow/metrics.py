@@ -39,10 +39,11 @@ import logging
 import time
 from typing import Any, Mapping
 
+from airflow_atlas.sweep.reader import DEFAULT_COUNT_CAP as BACKLOG_CAP
+
 log = logging.getLogger(__name__)
 
 PREFIX = "atlas.sweep"
-BACKLOG_CAP = 100_000
 COUNTERS = (
     # (metric, key of the engine's ShardSweepResult)
     ("iterations", "iterations"),

@@ -5,6 +5,8 @@ import argparse
 
 from .. import __version__
 from ..errors import InvalidInputError
+from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
+from ..sweep.reader import DEFAULT_COUNT_CAP
 from .output import ENV_STORE_URL, EXIT_CODES_HELP, EXIT_USAGE, PROG, STRATEGIES, CliError
 
 
@@ -163,8 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how far back rates are measured (default 3600)")
     p.add_argument("--history", type=_int_in(1, 10_000), default=100, metavar="N",
                    help="history records read per shard and strategy (default 100)")
-    p.add_argument("--backlog-cap", type=_int_in(1), default=100_000, metavar="N",
-                   help="stop counting queued entries at N per shard and strategy (default 100000)")
+    p.add_argument("--backlog-cap", type=_int_in(1), default=DEFAULT_COUNT_CAP, metavar="N",
+                   help=f"stop counting queued entries at N per shard and strategy (default {DEFAULT_COUNT_CAP})")
 
     p = add("sweep", "run sweep iterations locally",
             "Sweep the chosen shards and strategies (default: all), each pair under one lease for the whole run "
@@ -174,8 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
             "Exit 1 if a pair failed, 4 if nothing failed but pairs were skipped.")
     _selection_args(p)
     p.add_argument("--dry-run", action="store_true", help="read and report one batch per shard; change nothing")
-    p.add_argument("--batch-limit", type=_int_in(1, 100_000), default=None, metavar="N",
-                   help="queue entries per iteration (default: the batch_limit setting, 10000)")
+    p.add_argument("--batch-limit", type=_int_in(1, MAX_BATCH_LIMIT), default=None, metavar="N",
+                   help=f"queue entries per iteration (default: the batch_limit setting, {DEFAULT_BATCH_LIMIT})")
     p.add_argument("--max-iterations", type=_int_in(1), default=None, metavar="N",
                    help="iterations per shard and strategy (default: max_iterations_per_shard, 100)")
     _progress_args(p)

@@ -6,6 +6,8 @@ import json
 import sys
 import time
 
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -15,7 +17,6 @@ EXIT_SKIPPED = 4
 EXIT_INTERRUPTED = 130
 PROG = "atlas-sweep"
 ENV_STORE_URL = "ATLAS_STORE_URL"
-STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 
 EXIT_CODES_HELP = """\
 exit codes:

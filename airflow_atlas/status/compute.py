@@ -20,10 +20,10 @@ from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, T
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .text import format_duration, round_or_none
 from .why import explain_why
+from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100
-DEFAULT_BACKLOG_CAP = 100_000
 RUN_RECORDS_READ = 20
 """Run records read per pair (the last run, and how many consecutive runs failed)."""
 RUN_GAP_SECONDS = 30.0

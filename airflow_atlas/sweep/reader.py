@@ -322,6 +322,7 @@ class SweepQueueReader:
     # many writes its dedicated rows hold, so counting never opens a dedicated row.
 
     DEFAULT_COUNT_CAP = 100_000
+    """Where backlog counts stop by default (THE home of this cap: status, metrics and the CLI use it)."""
     """Default ``cap`` of :meth:`count_entries`."""
 
     def _count_range(self, shard: int, strategy: SweepStrategy | str, min_exclusive: int, max_exclusive: int | None):
