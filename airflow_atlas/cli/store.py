@@ -45,7 +45,7 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         raise CliError(EXIT_USAGE, "give either --store or --conn-id, not both")
     config = engine_config(getattr(args, "settings", None))
     if conn_id is not None:
-        store, label, secrets = _open_from_connection(conn_id, config), f"Airflow connection {conn_id!r}", []
+        store, label, secrets = _open_from_connection(conn_id, config, must_exist), f"Airflow connection {conn_id!r}", []
     else:
         if url is None:
             url = os.environ.get(ENV_STORE_URL)
@@ -80,7 +80,7 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
     return StoreHandle(store, label, secrets)
 
 
-def _open_from_connection(conn_id: str, config):
+def _open_from_connection(conn_id: str, config, must_exist: bool):
     """The store of an Airflow connection, opened by the Airflow hook (which applies the connection's own
     create_keyspace extra; the internal tables are checked afterwards)."""
     # Airflow may log to stdout while it loads its configuration and resolves the connection; keep stdout
@@ -91,7 +91,7 @@ def _open_from_connection(conn_id: str, config):
         except ImportError as exc:
             raise CliError(EXIT_USAGE, f"--conn-id needs Apache Airflow and this package's Airflow hook: {exc}") from None
         try:
-            return AtlasHook(atlas_conn_id=conn_id, config=config).get_store()
+            return AtlasHook(atlas_conn_id=conn_id, config=config, must_exist=must_exist).get_store()
         except StoreNotInitializedError as exc:
             raise CliError(EXIT_USAGE, f"Airflow connection {conn_id!r}: {exc}: run '{PROG} init' first") from None
         except (AtlasError, CliError):

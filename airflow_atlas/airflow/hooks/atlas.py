@@ -210,10 +210,19 @@ class AtlasHook(BaseHook):
     conn_type = EMBEDDED_CONN_TYPE
     hook_name = "Atlas embedded store"
 
-    def __init__(self, atlas_conn_id: str = default_conn_name, config: "StoreConfig | None" = None, **kwargs):
+    def __init__(
+        self,
+        atlas_conn_id: str = default_conn_name,
+        config: "StoreConfig | None" = None,
+        must_exist: bool = False,
+        **kwargs,
+    ):
+        """``must_exist``: open an existing store only and write nothing to find out (no SQLite file, no
+        keyspace, no registry table is created; a store that is not there is StoreNotInitializedError)."""
         super().__init__(**kwargs)
         self.atlas_conn_id = atlas_conn_id
         self.config = config
+        self.must_exist = must_exist
         self._store: "AtlasStore | None" = None
 
     # ----- store -----------------------------------------------------------------------------------
@@ -245,7 +254,7 @@ class AtlasHook(BaseHook):
         if info["backend"] == "sqlite":
             from airflow_atlas.kvs.sqlite import SqliteKeyValueService
 
-            return SqliteKeyValueService(info["path"])
+            return SqliteKeyValueService(info["path"], **({"create": False} if self.must_exist else {}))
 
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
@@ -270,7 +279,8 @@ class AtlasHook(BaseHook):
         return CassandraKeyValueService(
             cluster_factory,
             keyspace=info["keyspace"],
-            create_keyspace=info["create_keyspace"],
+            create_keyspace=info["create_keyspace"] and not self.must_exist,
+            create_registry=not self.must_exist,
             replication_factor=info["replication_factor"],
             datacenter=info["datacenter"],
             consistency=policy,

@@ -19,3 +19,27 @@ def test_status_through_an_airflow_connection(sqlite_cli, tmp_path):
     assert result.returncode == 0, result.stderr
     shown = json.loads(result.stdout)
     assert shown["number_of_shards"] == 2 and shown["store"] == f"sqlite {path}"
+
+
+def test_conn_id_to_a_store_that_is_not_there_creates_nothing(sqlite_cli, tmp_path):
+    """Issue 16 item 4 through the Airflow hook: only ``init`` creates anything."""
+    path = tmp_path / "never-initialised.db"
+    conn = json.dumps({"conn_type": "atlas_embedded", "host": str(path)})
+    result = sqlite_cli.run("status", "--conn-id", "atlas_cli_missing", store=False,
+                            env={"AIRFLOW_CONN_ATLAS_CLI_MISSING": conn})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "init" in result.stderr and not path.exists()
+
+
+@pytest.mark.cassandra
+def test_conn_id_to_an_empty_keyspace_creates_no_table(sqlite_cli, cassandra_node, fresh_keyspace, cassandra_session):
+    host, port = cassandra_node
+    conn = json.dumps({"conn_type": "cassandra", "host": host, "port": port, "schema": fresh_keyspace})
+    result = sqlite_cli.run("status", "--conn-id", "atlas_cli_empty_ks", store=False,
+                            env={"AIRFLOW_CONN_ATLAS_CLI_EMPTY_KS": conn})
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "holds no Atlas store" in result.stderr
+    tables = cassandra_session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (fresh_keyspace,)
+    ).all()
+    assert tables == []
