@@ -7,7 +7,9 @@ what Airflow's metrics backend already collects (and the dashboards built on it)
 name (after ``[metrics] statsd_prefix``)  type     meaning
 =====================================  =======  =============================================================
 ``atlas.sweep.shard_runs``             counter  pairs swept, tag ``status`` (``caught_up``, ``blocked``,
-                                                ``iteration_limit``, ``skipped_locked``, ``dry_run``)
+                                                ``iteration_limit``, ``skipped_locked``, ``dry_run``,
+                                                ``failed``; a failed run also has the tag ``error``, the
+                                                error's class, e.g. ``StoreUnavailableError``)
 ``atlas.sweep.iterations``             counter  sweep iterations (batches)
 ``atlas.sweep.entries_swept``          counter  queue entries (writes) swept
 ``atlas.sweep.tombstones_written``     counter  cells tombstoned (old versions deleted)
@@ -30,7 +32,8 @@ case; ``shard_runs`` adds ``.<status>``), e.g. ``airflow.atlas.sweep.thorough.3.
 tagged names then still carry the totals over all pairs for the counters and timers, and the gauges are
 sent only per pair (a gauge shared by all pairs would just show whichever pair reported last).
 
-Dry runs and pairs skipped because another sweeper holds the lock count in ``shard_runs`` only. Nothing
+Dry runs, failed runs and pairs skipped because another sweeper holds the lock count in ``shard_runs``
+only (the reason of a failure is in the sweep history: ``atlas-sweep status`` and the dashboard show it). Nothing
 here can fail a sweep: a metrics error is logged and dropped. Documented in docs/METRICS.md.
 """
 from __future__ import annotations
@@ -53,7 +56,7 @@ COUNTERS = (
     ("aborted_writes_deleted", "aborted_writes_deleted"),
     ("transactions_aborted", "transactions_aborted"),
 )
-NOT_SWEPT = ("skipped_locked", "dry_run")
+NOT_SWEPT = ("skipped_locked", "dry_run", "failed")
 
 
 def tags_dropped() -> bool:
@@ -113,7 +116,10 @@ def _emit(store, target: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     tags = {"shard": str(shard), "strategy": strategy}
     dotted = f"{PREFIX}.{strategy.lower()}.{shard}" if tags_dropped() else None
 
-    stats.incr(f"{PREFIX}.shard_runs", tags={**tags, "status": status})
+    run_tags = {**tags, "status": status}
+    if status == "failed":
+        run_tags["error"] = str(result.get("error") or "unknown").split(":", 1)[0]
+    stats.incr(f"{PREFIX}.shard_runs", tags=run_tags)
     if dotted:
         stats.incr(f"{dotted}.shard_runs.{status}")
     if status in NOT_SWEPT:

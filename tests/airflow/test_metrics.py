@@ -137,3 +137,18 @@ def test_dry_runs_and_skipped_pairs_count_as_runs_only_and_errors_never_raise(em
     with caplog.at_level("WARNING"):
         emit_shard_metrics(Broken(), {"shard": 0, "strategy": "THOROUGH"}, {"shard": 0, "strategy": "THOROUGH", "status": "caught_up"})
     assert "could not emit sweep metrics for THOROUGH/0: store unreachable" in caplog.text
+
+
+def test_a_failed_pair_counts_as_a_failed_run_with_its_error_class(embedded_store, statsd, monkeypatch):
+    from airflow.sdk.observability import stats
+    from airflow.sdk.observability.metrics.stats_utils import get_stats_factory
+
+    from airflow_atlas.airflow.metrics import emit_shard_metrics
+
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED", "True")
+    stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
+    store, _ = embedded_store
+    failed = {"status": "failed", "error": "StoreUnavailableError: Cannot achieve consistency level ALL"}
+    emit_shard_metrics(store, {"shard": 2, "strategy": "THOROUGH"}, failed)
+    got = _metrics(statsd(), "airflow.atlas.sweep.")
+    assert got == {"airflow.atlas.sweep.shard_runs,shard=2,strategy=THOROUGH,status=failed,error=StoreUnavailableError": (1, "c")}

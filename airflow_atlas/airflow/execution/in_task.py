@@ -43,8 +43,9 @@ def sweep_in_task(
     lease_seconds: float,
     holder_of: Callable[[SweepTarget], str],
     in_use: dict[str, Lease],
-) -> tuple[list[SweepTarget], list[str]]:
-    """Sweep ``targets``; returns (the targets with their ``result``, one error line per failed pair)."""
+) -> tuple[list[SweepTarget], list[SweepTarget]]:
+    """Sweep ``targets``; returns (the swept targets with their ``result``, the failed targets with the result
+    ``{"status": "failed", "error": ...}``)."""
     out, failed = [], []
     for target in targets:
         try:
@@ -53,7 +54,7 @@ def sweep_in_task(
             raise
         except Exception as exc:
             log.exception("sweeping %s failed", target.label)
-            failed.append(f"{target.label}: {type(exc).__name__}: {exc}")
+            failed.append(target.with_(result={"status": "failed", "error": f"{type(exc).__name__}: {exc}"}))
             continue
         log.info(
             "%s: %s after %s iteration(s), progress %s -> %s, %s cell(s) tombstoned, %s aborted write(s) deleted",

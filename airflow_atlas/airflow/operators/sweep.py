@@ -135,10 +135,13 @@ class SweepShardOperator(AtlasBaseOperator):
                 store, targets, options, lease_seconds=float(settings.lock_lease_seconds),
                 holder_of=lambda target: holder_for(context, target), in_use=self._in_use,
             )
-        for target in swept:
+        for target in swept + failed:
             emit_shard_metrics(store, target.to_json(), target.result)
         if failed:
-            raise AirflowException(f"{len(failed)} of {len(targets)} pair(s) failed: " + "; ".join(failed))
+            raise AirflowException(
+                f"{len(failed)} of {len(targets)} pair(s) failed: "
+                + "; ".join(f"{t.label}: {t.result['error']}" for t in failed)
+            )
         return [target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)).to_json() for target in swept]
 
     def _mode(self, targets, settings) -> str:
