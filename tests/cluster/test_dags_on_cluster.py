@@ -71,7 +71,8 @@ def _progress(store) -> dict:
     }
 
 
-def _run_and_check(store, readers):
+def _run_and_check(store, readers, *, mode: str = "in_task"):
+    """Run ``atlas_targeted_sweep``; the oracle holds, no pair failed, every pair was swept in ``mode``."""
     from airflow_atlas.oracle import compare, obsolete_versions, observe
 
     before = observe(store, readers)
@@ -82,6 +83,8 @@ def _run_and_check(store, readers):
     assert obsolete_versions(store, sweep_ts) == []
     summary = xcom(run, "summary")
     assert summary["failed_pairs"] == []
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    assert swept and {t["execution_mode"] for t in swept} == {mode}, swept
     return summary
 
 
@@ -196,3 +199,40 @@ def test_compaction_names_the_cause_when_a_user_forces_gc_grace_zero(cluster_air
     reason = report["skipped"][TABLE]
     assert "gc_grace_seconds = 0" in reason and "bring the deleted data back" in reason, reason
     assert report["pending"][TABLE] >= 60
+
+
+def test_targeted_sweep_dag_in_spark_mode_on_the_standalone_master(
+    cluster_airflow_store, spark_master, monkeypatch, tmp_path
+):
+    """Issue 13 item 5: ``atlas_targeted_sweep`` end to end with ``execution_mode: spark``, each group one
+    Spark application on the standalone master with two workers, configured only through the settings a
+    deployment uses (``spark_conf``, ``spark_executor_python``, ``spark_driver_host``) and a ``spark``
+    connection; the oracle holds and the tasks record the Spark mode."""
+    from airflow_atlas.oracle import Reader
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    store, _ = cluster_airflow_store
+    run_workload(store, WorkloadSpec(transactions=60, rows=30, columns=3, seed=29))
+    settle(store)
+    master = spark_master["spark.master"]
+    host, port = master.removeprefix("spark://").split(":")
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_SPARK_CLUSTER", json.dumps({"conn_type": "spark", "host": f"spark://{host}", "port": int(port)})
+    )
+    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    monkeypatch.setenv("SPARK_LOCAL_IP", spark_master["spark.driver.host"])
+    owned = {"spark.master", "spark.pyspark.python", "spark.driver.host"}  # set by the connection and settings
+    set_settings(
+        monkeypatch,
+        **CLUSTER_SETTINGS,
+        execution_mode="spark",
+        spark_conn_id="spark_cluster",
+        spark_group_size=SHARDS * 2,  # one Spark application for every pair
+        spark_executor_python=spark_master["spark.pyspark.python"],
+        spark_driver_host=spark_master["spark.driver.host"],
+        spark_conf={**{k: v for k, v in spark_master.items() if k not in owned}, "spark.ui.enabled": "false"},
+    )
+    fresh = store.timestamps.fresh_timestamp()
+    summary = _run_and_check(store, [Reader(fresh), Reader(fresh, read_only=True)], mode="spark")
+    assert summary["cells_tombstoned"] > 0
+    assert sum(_progress(store).values()) > 0
