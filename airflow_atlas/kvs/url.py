@@ -29,8 +29,6 @@ from .api import KeyValueService
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
 _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
 
 
 def _userinfo_end(rest: str) -> int:
@@ -89,12 +87,12 @@ def redact_url(url: str) -> str:
 
 
 def _bool(name: str, value: str) -> bool:
-    v = value.strip().lower()
-    if v in _TRUE:
-        return True
-    if v in _FALSE:
-        return False
-    raise InvalidInputError(f"URL option {name} must be true or false, got {value!r}")
+    from ..settings_model import Bool  # the one list of true/false words (imports kvs: not at module level)
+
+    try:
+        return Bool().parse(value)
+    except ValueError:
+        raise InvalidInputError(f"URL option {name} must be true or false, got {value!r}") from None
 
 
 def _int(name: str, value: str) -> int:
