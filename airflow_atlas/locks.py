@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import InvalidInputError, KeyAlreadyExistsError, LockNotHeldError, StoreUnavailableError
+from .kvs._common import check_float
 from .kvs.api import MAX_CELL_NAME_BYTES, Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 
 LOCKS_TABLE = "_locks"
@@ -97,9 +98,7 @@ def _check_holder(holder: str) -> str:
 
 
 def _check_lease_seconds(lease_seconds: float) -> float:
-    if isinstance(lease_seconds, bool) or not isinstance(lease_seconds, (int, float)) or not lease_seconds > 0:
-        raise InvalidInputError(f"lease_seconds must be a positive number, got {lease_seconds!r}")
-    return float(lease_seconds)
+    return check_float(lease_seconds, "lease_seconds", 0.0, finite=False)
 
 
 class LockService:

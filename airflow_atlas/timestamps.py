@@ -17,8 +17,9 @@ import random
 import time
 
 from .encoding import LONG_MAX, fixed_long, from_fixed_long
-from .errors import AtlasError, InvalidInputError, StoreUnavailableError
+from .errors import AtlasError, StoreUnavailableError
 from .kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from .kvs._common import check_int
 
 TIMESTAMP_TABLE = "_timestamp"
 _BOUND_CELL = Cell(b"ts", b"upper")
@@ -58,8 +59,7 @@ class TimestampService:
 
     def fresh_timestamps(self, n: int) -> range:
         """A contiguous block of ``n`` fresh timestamps, reserved in one check-and-set."""
-        if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-            raise InvalidInputError(f"the number of timestamps to draw must be a positive integer, got {n!r}")
+        check_int(n, "the number of timestamps to draw", 1)
         store_errors = 0
         for attempt in range(self._max_attempts):
             try:

@@ -98,10 +98,9 @@ class _Collector:
 
 def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
     """Run every check on ``store`` (an :class:`~airflow_atlas.store.AtlasStore`)."""
-    from .errors import InvalidInputError
+    from .kvs._common import check_int
 
-    if isinstance(max_examples, bool) or not isinstance(max_examples, int) or max_examples < 1:
-        raise InvalidInputError(f"max_examples must be an integer >= 1, got {max_examples!r}")
+    check_int(max_examples, "max_examples", 1)
     out = _Collector(max_examples)
     version = store.transactions_schema_version
     _check_schema_tables(store, out)

@@ -19,8 +19,10 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.kvs._common import check_int
 from airflow_atlas.kvs.api import SweepStrategy
 from airflow_atlas.locks import Lease
+from airflow_atlas.sweep.constants import MAX_SHARDS
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
@@ -47,9 +49,7 @@ def as_int(value: Any, what: str) -> int:
 
 
 def _shard(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 256:
-        raise InvalidInputError(f"shard must be an integer in 0..255, got {value!r}")
-    return value
+    return check_int(value, "shard", 0, MAX_SHARDS - 1)
 
 
 @dataclass(frozen=True)
@@ -71,8 +71,8 @@ class SweepTarget:
     def __post_init__(self):
         object.__setattr__(self, "shard", _shard(self.shard))
         object.__setattr__(self, "strategy", _strategy(self.strategy))
-        if self.sweep_ts is not None and (isinstance(self.sweep_ts, bool) or not isinstance(self.sweep_ts, int)):
-            raise InvalidInputError(f"sweep_ts must be an integer, got {self.sweep_ts!r}")
+        if self.sweep_ts is not None:
+            check_int(self.sweep_ts, "sweep_ts")
         if self.execution_mode is not None and self.execution_mode not in SWEEP_MODES:
             raise InvalidInputError(f"a target's execution_mode must be one of {', '.join(SWEEP_MODES)}, got {self.execution_mode!r}")
 

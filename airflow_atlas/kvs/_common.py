@@ -53,7 +53,17 @@ def check_int(value: object, what: str, lo: int = LONG_MIN, hi: int = LONG_MAX) 
     if not isinstance(value, int) or isinstance(value, bool):
         raise InvalidInputError(f"{what} must be an integer, got {type(value).__name__}")
     if not lo <= value <= hi:
-        raise InvalidInputError(f"{what} {value} is outside [{lo}, {hi}]")
+        raise InvalidInputError(f"{what} must be an integer in {lo}..{hi}, got {value!r}")
+    return value
+
+
+def check_float(value: object, what: str, lo: float, hi: float = math.inf, *, finite: bool = True) -> float:
+    """A number (int or float, never bool) with ``lo < value <= hi``; ``finite=False`` also accepts inf."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidInputError(f"{what} must be a number, got {type(value).__name__}")
+    value = float(value)
+    if (finite and not math.isfinite(value)) or not lo < value <= hi:
+        raise InvalidInputError(f"{what} must be a number in ({lo}, {hi}], got {value!r}")
     return value
 
 
@@ -236,20 +246,11 @@ ALLOWED_OPTIONS = (
 
 
 def _float_option(name: str, value: object, lo: float, hi: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError(f"cassandra option {name} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if not math.isfinite(value) or not lo < value <= hi:
-        raise InvalidInputError(f"cassandra option {name} = {value} is outside ({lo}, {hi}]")
-    return value
+    return check_float(value, f"cassandra option {name}", lo, hi)
 
 
 def _int_option(name: str, value: object, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidInputError(f"cassandra option {name} must be an integer, got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise InvalidInputError(f"cassandra option {name} = {value} is outside [{lo}, {hi}]")
-    return value
+    return check_int(value, f"cassandra option {name}", lo, hi)
 
 
 def _chunk_kb(value: object) -> int:

@@ -13,6 +13,7 @@ from typing import Iterable, Sequence
 
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from ..kvs._common import check_int
 from ..sweep.constants import MAX_SHARDS
 from ..sweep.results import holder_process_gone
 from .clock import TimestampClock
@@ -61,10 +62,8 @@ def build_status(
     ``window_seconds``: how far back rates are measured; ``history_limit``: history records read per shard
     and strategy; ``backlog_cap``: counting stops there (``*_capped`` flags say "at least"). The fields
     are documented in docs/CLI.md ("Status document")."""
-    if isinstance(history_limit, bool) or not isinstance(history_limit, int) or history_limit < 1:
-        raise InvalidInputError(f"history_limit must be a positive integer, got {history_limit!r}")
-    if isinstance(backlog_cap, bool) or not isinstance(backlog_cap, int) or backlog_cap < 1:
-        raise InvalidInputError(f"backlog_cap must be a positive integer, got {backlog_cap!r}")
+    check_int(history_limit, "history_limit", 1)
+    check_int(backlog_cap, "backlog_cap", 1)
     if not isinstance(window_seconds, (int, float)) or not 0 < window_seconds < float("inf"):
         raise InvalidInputError(f"window_seconds must be a positive number, got {window_seconds!r}")
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < float("inf"):
@@ -246,8 +245,7 @@ def _shards(shards, number_of_shards: int) -> list[int]:
         return list(range(number_of_shards))
     out = []
     for shard in shards:
-        if isinstance(shard, bool) or not isinstance(shard, int):
-            raise InvalidInputError(f"shard must be an integer, got {shard!r}")
+        check_int(shard, "shard")
         if not 0 <= shard < min(number_of_shards, MAX_SHARDS):
             raise InvalidInputError(
                 f"shard {shard} is out of range: this store has {number_of_shards} shard(s) (0..{number_of_shards - 1})"

@@ -30,9 +30,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..errors import CorruptQueueDataError, InvalidInputError
+from ..errors import CorruptQueueDataError
 from ..encoding import LONG_MAX
 from ..kvs.api import KeyValueService, SweepStrategy
+from ..kvs._common import check_int
 from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, INITIAL_PROGRESS, MAX_SHARDS
 from .partitions import coarse, fine
@@ -92,10 +93,8 @@ class QueueRows:
 
 
 def _check(shard: object, progress: object, what: str) -> None:
-    if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < MAX_SHARDS:
-        raise InvalidInputError(f"shard must be an integer in 0..{MAX_SHARDS - 1}, got {shard!r}")
-    if not isinstance(progress, int) or isinstance(progress, bool) or not INITIAL_PROGRESS <= progress < LONG_MAX:
-        raise InvalidInputError(f"{what} must be an integer in {INITIAL_PROGRESS}..{LONG_MAX - 1}, got {progress!r}")
+    check_int(shard, "shard", 0, MAX_SHARDS - 1)
+    check_int(progress, what, INITIAL_PROGRESS, LONG_MAX - 1)
 
 
 class SweepQueueCleaner:

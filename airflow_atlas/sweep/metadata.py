@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import CorruptQueueDataError, InvalidInputError
+from ..kvs._common import check_int
 from .constants import MAX_DEDICATED_ROWS, MAX_SHARDS
 
 METADATA_SIZE = 4
@@ -43,8 +44,7 @@ class TargetedSweepMetadata:
             ("shard", self.shard, MAX_SHARDS),
             ("dedicated_row_number", self.dedicated_row_number, MAX_DEDICATED_ROWS),
         ):
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < bound:
-                raise InvalidInputError(f"{name} must be an integer in 0..{bound - 1}, got {value!r}")
+            check_int(value, name, 0, bound - 1)
         if not self.dedicated_row and self.dedicated_row_number != 0:
             raise InvalidInputError(
                 f"a non-dedicated row has dedicated_row_number 0, got {self.dedicated_row_number}"

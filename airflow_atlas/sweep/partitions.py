@@ -7,18 +7,14 @@ argument is a caller bug and raises :class:`~airflow_atlas.errors.InvalidInputEr
 from __future__ import annotations
 
 from ..encoding import LONG_MAX
-from ..errors import InvalidInputError
+from ..kvs._common import check_int
 from .constants import COARSE_PARTITION, FINE_PARTITION
 
 FINE_PER_COARSE = COARSE_PARTITION // FINE_PARTITION
 
 
 def _check_ts(ts: int, what: str = "timestamp") -> int:
-    if not isinstance(ts, int) or isinstance(ts, bool):
-        raise InvalidInputError(f"{what} must be an integer, got {type(ts).__name__}")
-    if ts < 0 or ts > LONG_MAX:
-        raise InvalidInputError(f"{what} {ts} is not a non-negative 64-bit timestamp")
-    return ts
+    return check_int(ts, what, 0, LONG_MAX)
 
 
 def fine(ts: int) -> int:

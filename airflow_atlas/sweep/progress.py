@@ -13,6 +13,7 @@ from __future__ import annotations
 from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError, StoreUnavailableError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy
+from ..kvs._common import check_int
 from ..kvs.consistency import Operation
 from .constants import INITIAL_PROGRESS, MAX_SHARDS
 from .queue_tables import (
@@ -31,9 +32,7 @@ so each lost race means another writer advanced the value; 64 in a row means som
 
 
 def _check_shard(shard: object) -> int:
-    if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < MAX_SHARDS:
-        raise InvalidInputError(f"shard must be an integer in 0..{MAX_SHARDS - 1}, got {shard!r}")
-    return shard
+    return check_int(shard, "shard", 0, MAX_SHARDS - 1)
 
 
 class ShardProgress:
@@ -55,8 +54,7 @@ class ShardProgress:
 
         Returns the persisted progress after the call (``>= value``). Raises InvalidInputError for a value
         below -1 or above the largest long."""
-        if not isinstance(value, int) or isinstance(value, bool) or not INITIAL_PROGRESS <= value <= LONG_MAX:
-            raise InvalidInputError(f"progress must be an integer in {INITIAL_PROGRESS}..{LONG_MAX}, got {value!r}")
+        check_int(value, "progress", INITIAL_PROGRESS, LONG_MAX)
         cell = progress_cell(_check_shard(shard), conservative_flag(strategy))
         return self._increase(cell, value, default=INITIAL_PROGRESS, what=f"progress of shard {shard}")
 
@@ -71,12 +69,7 @@ class ShardProgress:
     def update_number_of_shards(self, number_of_shards: int) -> int:
         """Raise the shard count to ``number_of_shards`` (1..256); it is never lowered. Returns the
         persisted count after the call."""
-        if (
-            not isinstance(number_of_shards, int)
-            or isinstance(number_of_shards, bool)
-            or not 1 <= number_of_shards <= MAX_SHARDS
-        ):
-            raise InvalidInputError(f"number of shards must be an integer in 1..{MAX_SHARDS}, got {number_of_shards!r}")
+        check_int(number_of_shards, "number of shards", 1, MAX_SHARDS)
         result = self._increase(
             NUMBER_OF_SHARDS_CELL, number_of_shards, default=DEFAULT_NUMBER_OF_SHARDS, what="number of shards"
         )

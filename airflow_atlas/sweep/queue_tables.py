@@ -44,6 +44,7 @@ from typing import NamedTuple
 from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..kvs.api import Cell, SweepStrategy, TableMetadata, WriteMode
+from ..kvs._common import check_int
 from ._varint import read_var_long, read_var_signed_long, var_long, var_signed_long
 from .constants import (
     FINE_PARTITION,
@@ -96,12 +97,6 @@ def _bytes(data: object, what: str) -> bytes:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise InvalidInputError(f"{what} must be bytes, got {type(data).__name__}")
     return bytes(data)
-
-
-def _int(value: object, what: str, lo: int, hi: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise InvalidInputError(f"{what} must be an integer in {lo}..{hi}, got {value!r}")
-    return value
 
 
 _var_long = read_var_long  # canonical decoders: (data, offset, what) -> (value, next offset)
@@ -157,7 +152,7 @@ def cells_row(timestamp_partition: int, metadata: TargetedSweepMetadata) -> byte
     if not isinstance(metadata, TargetedSweepMetadata):
         raise InvalidInputError(f"metadata must be a TargetedSweepMetadata, got {type(metadata).__name__}")
     hi = LONG_MAX if metadata.dedicated_row else _MAX_FINE_PARTITION
-    _int(timestamp_partition, "timestamp_partition", 0, hi)
+    check_int(timestamp_partition, "timestamp_partition", 0, hi)
     return hashed_row(var_long(timestamp_partition) + metadata.to_bytes())
 
 
@@ -189,8 +184,8 @@ def decode_cells_row(row: bytes) -> CellsRow:
 
 def cells_column(timestamp_modulus: int, write_index: int) -> bytes:
     """Column of ``_sweep_cells``: ``VAR_LONG(start_ts % 50_000) + VAR_SIGNED_LONG(write_index)``."""
-    _int(timestamp_modulus, "timestamp_modulus", 0, FINE_PARTITION - 1)
-    _int(write_index, "write_index", -MAX_DEDICATED_ROWS, MAX_CELLS_DEDICATED - 1)
+    check_int(timestamp_modulus, "timestamp_modulus", 0, FINE_PARTITION - 1)
+    check_int(write_index, "write_index", -MAX_DEDICATED_ROWS, MAX_CELLS_DEDICATED - 1)
     return var_long(timestamp_modulus) + var_signed_long(write_index)
 
 
@@ -198,7 +193,7 @@ def cells_column_start(timestamp_modulus: int) -> bytes:
     """Byte string that sorts before every column of ``timestamp_modulus`` and after every column of a
     smaller modulus: the inclusive start / exclusive end of a column range. ``timestamp_modulus`` may be
     50_000 (an end bound past the whole row)."""
-    _int(timestamp_modulus, "timestamp_modulus", 0, FINE_PARTITION)
+    check_int(timestamp_modulus, "timestamp_modulus", 0, FINE_PARTITION)
     return var_long(timestamp_modulus)
 
 
@@ -244,7 +239,7 @@ def encode_dedicated_reference(total_writes: int) -> bytes:
 
     The spec leaves the value of a reference cell free (the reference stored a dummy WriteReference);
     storing the count lets the reader notice dedicated rows that are shorter than written."""
-    _int(total_writes, "total_writes", 1, MAX_WRITES_PER_PARTITION)
+    check_int(total_writes, "total_writes", 1, MAX_WRITES_PER_PARTITION)
     return bytes((DEDICATED_REFERENCE_VERSION,)) + var_long(total_writes)
 
 
@@ -269,8 +264,8 @@ class TimestampsRow(NamedTuple):
 
 def timestamps_row(shard: int, coarse_partition: int, conservative: bool) -> bytes:
     """Row key of ``_sweep_timestamps`` for a shard, coarse partition and strategy."""
-    _int(shard, "shard", 0, MAX_SHARDS - 1)
-    _int(coarse_partition, "coarse partition", 0, LONG_MAX)
+    check_int(shard, "shard", 0, MAX_SHARDS - 1)
+    check_int(coarse_partition, "coarse partition", 0, LONG_MAX)
     if not isinstance(conservative, bool):
         raise InvalidInputError("conservative must be a bool")
     return hashed_row(var_long(shard) + var_long(coarse_partition) + (_TRUE if conservative else _FALSE))
@@ -291,7 +286,7 @@ def decode_timestamps_row(row: bytes) -> TimestampsRow:
 
 def timestamps_column(fine_partition: int) -> bytes:
     """Column of ``_sweep_timestamps``: ``VAR_LONG(fine partition)``."""
-    _int(fine_partition, "fine partition", 0, _MAX_FINE_PARTITION)
+    check_int(fine_partition, "fine partition", 0, _MAX_FINE_PARTITION)
     return var_long(fine_partition)
 
 
@@ -319,7 +314,7 @@ class ProgressRow(NamedTuple):
 
 
 def progress_row(shard: int, conservative: bool) -> bytes:
-    _int(shard, "shard", NUMBER_OF_SHARDS_SHARD, MAX_SHARDS - 1)
+    check_int(shard, "shard", NUMBER_OF_SHARDS_SHARD, MAX_SHARDS - 1)
     if not isinstance(conservative, bool):
         raise InvalidInputError("conservative must be a bool")
     return hashed_row(var_signed_long(shard) + (_TRUE if conservative else _FALSE))
@@ -342,7 +337,7 @@ def decode_progress_row(row: bytes) -> ProgressRow:
 
 def encode_progress_value(value: int) -> bytes:
     """``VAR_LONG(value)``; values are progress timestamps (>= -1) or the shard count."""
-    _int(value, "progress value", INITIAL_PROGRESS, LONG_MAX)
+    check_int(value, "progress value", INITIAL_PROGRESS, LONG_MAX)
     return var_long(value)
 
 

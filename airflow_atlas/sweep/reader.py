@@ -42,6 +42,7 @@ from typing import NamedTuple
 from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..kvs.api import KeyValueService, SweepStrategy
+from ..kvs._common import check_int
 from .constants import (
     DEFAULT_BATCH_LIMIT,
     FINE_PARTITION,
@@ -146,12 +147,10 @@ class SweepBatch:
 
 def _check_args(shard: object, strategy: object, min_exclusive: object, max_exclusive: object) -> bool:
     """Validate the common arguments; returns the conservative flag of the strategy."""
-    if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < MAX_SHARDS:
-        raise InvalidInputError(f"shard must be an integer in 0..{MAX_SHARDS - 1}, got {shard!r}")
+    check_int(shard, "shard", 0, MAX_SHARDS - 1)
     conservative = conservative_flag(strategy)  # type: ignore[arg-type]
     for name, value, lo in (("min_exclusive", min_exclusive, INITIAL_PROGRESS), ("max_exclusive", max_exclusive, 0)):
-        if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= LONG_MAX:
-            raise InvalidInputError(f"{name} must be an integer in {lo}..{LONG_MAX}, got {value!r}")
+        check_int(value, name, lo, LONG_MAX)
     return conservative
 
 
@@ -189,8 +188,7 @@ class SweepQueueReader:
         """Read the next batch of the shard and strategy with start timestamps in
         ``(min_exclusive, max_exclusive)``; see the module docstring."""
         conservative = _check_args(shard, strategy, min_exclusive, max_exclusive)
-        if not isinstance(batch_limit, int) or isinstance(batch_limit, bool) or not 1 <= batch_limit <= MAX_BATCH_LIMIT:
-            raise InvalidInputError(f"batch_limit must be an integer in 1..{MAX_BATCH_LIMIT}, got {batch_limit!r}")
+        check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
 
         batch = SweepBatch(shard, SweepStrategy.CONSERVATIVE if conservative else SweepStrategy.THOROUGH,
                            min_exclusive, max_exclusive)
@@ -328,14 +326,12 @@ class SweepQueueReader:
     def _count_range(self, shard: int, strategy: SweepStrategy | str, min_exclusive: int, max_exclusive: int | None):
         """Validated ``(conservative, lo, hi)`` for the start timestamps ``(min_exclusive, max_exclusive)``
         (``max_exclusive=None``: no upper bound)."""
-        if not isinstance(shard, int) or isinstance(shard, bool) or not 0 <= shard < MAX_SHARDS:
-            raise InvalidInputError(f"shard must be an integer in 0..{MAX_SHARDS - 1}, got {shard!r}")
+        check_int(shard, "shard", 0, MAX_SHARDS - 1)
         conservative = conservative_flag(strategy)
         if max_exclusive is None:
             max_exclusive = LONG_MAX
         for name, value, lo in (("min_exclusive", min_exclusive, INITIAL_PROGRESS), ("max_exclusive", max_exclusive, 0)):
-            if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= LONG_MAX:
-                raise InvalidInputError(f"{name} must be an integer in {lo}..{LONG_MAX}, got {value!r}")
+            check_int(value, name, lo, LONG_MAX)
         return conservative, min_exclusive + 1, max_exclusive - 1
 
     @staticmethod
@@ -374,8 +370,7 @@ class SweepQueueReader:
 
         An inline cell counts 1, a reference cell the number of writes it records; an undecodable cell
         counts 1 (the sweeper will quarantine it, but it is work still queued)."""
-        if not isinstance(cap, int) or isinstance(cap, bool) or cap < 1:
-            raise InvalidInputError(f"cap must be a positive integer, got {cap!r}")
+        check_int(cap, "cap", 1)
         conservative, lo, hi = self._count_range(shard, strategy, min_exclusive, max_exclusive)
         if hi < lo:
             return 0

@@ -15,6 +15,7 @@ import struct
 
 from ..errors import InvalidInputError
 from ..kvs.api import Cell
+from ..kvs._common import check_int
 from .constants import MAX_SHARDS
 
 _PERSON = b"atlas-sweep-shd1"  # 16 bytes max for blake2b personalisation
@@ -36,8 +37,7 @@ def write_hash(table: str, cell: Cell) -> int:
 
 def shard_for(table: str, cell: Cell, num_shards: int) -> int:
     """The shard (``0 .. num_shards - 1``) of a write to ``cell`` of ``table``."""
-    if not isinstance(num_shards, int) or isinstance(num_shards, bool) or not 1 <= num_shards <= MAX_SHARDS:
-        raise InvalidInputError(f"number of shards must be in 1..{MAX_SHARDS}, got {num_shards!r}")
+    check_int(num_shards, "number of shards", 1, MAX_SHARDS)
     if num_shards == 1:
         return 0
     return write_hash(table, cell) % num_shards

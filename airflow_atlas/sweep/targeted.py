@@ -32,6 +32,7 @@ from ..config import check_setting
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
+from ..kvs._common import check_int
 from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
@@ -70,8 +71,7 @@ class TargetedSweeper:
         strategy = SweepStrategy.parse(strategy)
         if strategy is SweepStrategy.NOTHING:
             raise InvalidInputError("strategy NOTHING is never swept: choose CONSERVATIVE or THOROUGH")
-        if isinstance(shard, bool) or not isinstance(shard, int):
-            raise InvalidInputError(f"shard must be an integer, got {shard!r}")
+        check_int(shard, "shard")
         shards = self._queue.progress.get_number_of_shards()
         if not 0 <= shard < shards:
             raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
@@ -85,8 +85,7 @@ class TargetedSweeper:
         transaction registers.)"""
         if sweep_ts is None:
             return
-        if isinstance(sweep_ts, bool) or not isinstance(sweep_ts, int) or not 0 <= sweep_ts <= LONG_MAX:
-            raise InvalidInputError(f"sweep_ts must be an integer in 0..{LONG_MAX}, got {sweep_ts!r}")
+        check_int(sweep_ts, "sweep_ts", 0, LONG_MAX)
         issued = self._store.timestamps.current_bound()
         if sweep_ts > issued:
             raise InvalidInputError(
@@ -151,8 +150,7 @@ class TargetedSweeper:
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
             max_iterations = self._store.config.max_iterations_per_shard
-        if isinstance(max_iterations, bool) or not isinstance(max_iterations, int) or max_iterations < 1:
-            raise InvalidInputError("max_iterations must be at least 1")
+        check_int(max_iterations, "max_iterations", 1)
         started = time.monotonic()
         summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up", sweep_ts=sweep_ts)
         own = lease is None

@@ -23,6 +23,7 @@ from ..encoding import (
     var_long,
 )
 from ..errors import InvalidInputError
+from ..kvs._common import check_int
 from ..kvs.api import Cell
 
 ABORTED = -1
@@ -40,17 +41,12 @@ ROWS_PER_QUANTUM = 16
 
 def check_start_timestamp(start: int) -> int:
     """Start timestamps are non-negative longs (the tickets encoding is defined for them only)."""
-    if not isinstance(start, int) or isinstance(start, bool):
-        raise InvalidInputError(f"a start timestamp is an integer, got {type(start).__name__}")
-    if not 0 <= start <= LONG_MAX:
-        raise InvalidInputError(f"start timestamp {start} is outside 0..{LONG_MAX}")
-    return start
+    return check_int(start, "start timestamp", 0, LONG_MAX)
 
 
 def check_commit_timestamp(start: int, commit: int) -> int:
     """A commit timestamp is ABORTED (-1) or a long at or above the start timestamp."""
-    if not isinstance(commit, int) or isinstance(commit, bool):
-        raise InvalidInputError(f"a commit timestamp is an integer, got {type(commit).__name__}")
+    check_int(commit, "commit timestamp")
     if commit != ABORTED and not start <= commit <= LONG_MAX:
         raise InvalidInputError(
             f"commit timestamp {commit} of transaction {start} must be -1 (aborted) or in {start}..{LONG_MAX}"

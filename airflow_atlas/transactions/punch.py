@@ -20,6 +20,7 @@ from typing import Callable
 
 from ..encoding import LONG_MAX, fixed_long, from_fixed_long
 from ..errors import InvalidInputError
+from ..kvs._common import check_int
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
 from .encoding import check_start_timestamp
 
@@ -44,9 +45,7 @@ def _millis_of(column: bytes) -> int:
 
 
 def _check_millis(wall_millis: int) -> int:
-    if isinstance(wall_millis, bool) or not isinstance(wall_millis, int) or not 0 <= wall_millis <= LONG_MAX:
-        raise InvalidInputError(f"wall-clock millis must be an integer in 0..{LONG_MAX}, got {wall_millis!r}")
-    return wall_millis
+    return check_int(wall_millis, "wall-clock millis", 0, LONG_MAX)
 
 
 class PunchTable:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ..encoding import from_var_long, var_long
 from ..errors import InvalidInputError, KeyAlreadyExistsError
+from ..kvs._common import check_int
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 
 SCHEMA_TABLE = "_transactions_schema"
@@ -44,9 +45,7 @@ def _tables() -> dict[int, str]:
 def check_version(version) -> int | None:
     if version is None:
         return None
-    if isinstance(version, bool) or not isinstance(version, int) or version not in VERSIONS:
-        raise InvalidInputError(f"transactions_schema_version must be 1 or 2, got {version!r}")
-    return version
+    return check_int(version, "transactions_schema_version", min(VERSIONS), max(VERSIONS))
 
 
 def persisted_version(kvs: KeyValueService) -> int | None:

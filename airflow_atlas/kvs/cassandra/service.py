@@ -324,9 +324,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
                 "call set_fresh_timestamp_supplier() with the timestamp service first"
             )
         ts = self._supplier()
-        if not isinstance(ts, int) or isinstance(ts, bool) or not 0 < ts < MAX_TIMESTAMP:
-            raise InvalidInputError(f"the fresh timestamp supplier returned {ts!r}, not a positive 64-bit integer")
-        return ts
+        return C.check_int(ts, "the fresh timestamp supplier's value", 1, MAX_TIMESTAMP - 1)
 
     # ----- lifecycle -------------------------------------------------------------------------------
     def set_fresh_timestamp_supplier(self, supplier: Callable[[], int]) -> None:
