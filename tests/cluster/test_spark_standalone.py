@@ -51,7 +51,7 @@ def test_targeted_sweep_job_on_the_standalone_master_sweeps_the_rf3_store(
             "spark.atlas.store.unreadable_window_seconds": "0",
             "spark.ui.enabled": "false",
         },
-    )
+    ).to_json()
     assert doc["ok"], doc
     assert doc["master"] == master
     assert {(r["shard"], r["strategy"]) for r in doc["results"]} == set(pairs)
