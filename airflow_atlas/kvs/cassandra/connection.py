@@ -18,6 +18,8 @@ from .statements import validate_datacenter, validate_keyspace
 
 _NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY)
 _FORK_LOCK = threading.Lock()
+SCHEMA_AGREEMENT_WAIT_SECONDS = 60
+"""How long the driver waits for schema agreement after DDL (the driver's default is 10 s)."""
 
 
 def _reset_fork_lock() -> None:
@@ -92,6 +94,10 @@ def cluster_factory(
             # Without TCP_NODELAY a request larger than one segment (a batch of ~40 cells) waits for
             # the delayed ACK of the previous segment: ~40 ms per call (Nagle's algorithm).
             sockopts=[(*_NODELAY, 1)],
+            # After a CREATE/ALTER the driver waits until every node reports the same schema version before
+            # the next request; the default 10 s is too short for a loaded replicated cluster, and a table
+            # used before its schema reached the coordinator fails ("table ... does not exist").
+            max_schema_agreement_wait=SCHEMA_AGREEMENT_WAIT_SECONDS,
         )
         if ssl_context is not None:
             kwargs["ssl_context"] = ssl_context
