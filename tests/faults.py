@@ -117,3 +117,17 @@ def open_faulty_store(marker: str, action, url: str, settings: dict):
 
 def faulty_opener(marker: str, action=raise_fault):
     return partial(open_faulty_store, str(marker), action)
+
+
+def faulty_job_env(action: str, markers: str) -> dict:
+    """The environment for ``spark-submit tests/spark/faulty_job.py``: the fault to inject, the marker
+    file(s) to claim, the venv's ``spark-submit`` first on PATH, and the repository on PYTHONPATH so the
+    driver and the Python workers it starts (which inherit this environment) can import ``tests.faults``
+    - the engine zip carries ``airflow_atlas`` only."""
+    import sys
+    from pathlib import Path
+
+    repo_root = str(Path(__file__).resolve().parent.parent)
+    python_path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
+    return dict(os.environ, ATLAS_TEST_FAULT=action, ATLAS_TEST_FAULT_MARKER=markers, PYTHONPATH=python_path,
+                PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")

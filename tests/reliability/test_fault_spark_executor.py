@@ -36,6 +36,7 @@ import pytest
 
 from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
 from tests.conftest import REPO_ROOT
+from tests.faults import faulty_job_env
 
 from .helpers import (
     CONFIG,
@@ -75,8 +76,7 @@ def _run_job(store, url: str, workdir: Path, *, shards: int, kills: int, batch_l
         f.write(url)
     output = workdir / "result.json"
     markers = [workdir / f"kill-{i}.marker" for i in range(kills)]
-    env = dict(os.environ, ATLAS_TEST_FAULT="kill", ATLAS_TEST_FAULT_MARKER=os.pathsep.join(map(str, markers)),
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    env = faulty_job_env("kill", os.pathsep.join(map(str, markers)))
     command = [
         str(Path(sys.executable).parent / "spark-submit"),
         "--master", "local[2,4]",
@@ -93,6 +93,7 @@ def _run_job(store, url: str, workdir: Path, *, shards: int, kills: int, batch_l
         "--setting", f"lock_lease_seconds={LEASE}",
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=workdir, timeout=900)
+    assert output.exists(), f"the job wrote no result (exit {done.returncode}):\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     document = json.loads(output.read_text())
     killed = []
     for marker in markers:

@@ -111,6 +111,7 @@ def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, 
 
     from airflow_atlas.spark_artifact import build_engine_zip
     from tests.conftest import REPO_ROOT
+    from tests.faults import faulty_job_env
 
     # The embedded store: retries are the engine's and Spark's business, not the backend's, and the
     # Cassandra path of the same comparison runs in test_spark_jobs.py (keyspace DDL is slow).
@@ -122,8 +123,7 @@ def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, 
     url_file.chmod(0o600)
     output = tmp_path / "result.json"
     bin_dir = Path(sys.executable).parent
-    env = dict(os.environ, ATLAS_TEST_FAULT="raise", ATLAS_TEST_FAULT_MARKER=str(marker),
-               PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    env = faulty_job_env("raise", str(marker))
     command = [
         str(bin_dir / "spark-submit"), "--master", "local[2,4]", "--conf", "spark.ui.enabled=false",
         "--conf", f"spark.pyspark.python={sys.executable}", "--conf", f"spark.pyspark.driver.python={sys.executable}",
@@ -133,7 +133,7 @@ def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, 
         *[arg for name, value in SETTINGS.items() for arg in ("--setting", f"{name}={json.dumps(value)}")],
     ]
     done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=tmp_path, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     doc = json.loads(output.read_text())
     for shard, strategy in ALL_PAIRS:
         assert task_store.store.sweeper.sweep_shard(shard, strategy, batch_limit=8).status == "caught_up"
