@@ -46,6 +46,8 @@ KINDS: dict[str, StatementKind] = {
         " ORDER BY column1 DESC, column2 DESC LIMIT 1",
         READ, False, True),
     "get_ts": StatementKind("SELECT column2 FROM {t} WHERE key = ? AND column1 = ? AND column2 < ?", READ, False, True),
+    "get_ts_in": StatementKind(
+        "SELECT key, column2 FROM {t} WHERE key IN ? AND column1 = ? AND column2 < ?", READ, False, True),
     "rc": StatementKind("SELECT column1, column2, value FROM {t} WHERE key = ?", READ, False, True),
     "rc_s": StatementKind("SELECT column1, column2, value FROM {t} WHERE key = ? AND column1 >= ?", READ, False, True),
     "rc_e": StatementKind("SELECT column1, column2, value FROM {t} WHERE key = ? AND column1 < ?", READ, False, True),

@@ -333,6 +333,52 @@ def test_get_all_timestamps(kvs, make_table):
     assert kvs.get_all_timestamps(name, [a, b], -1) == {}
 
 
+# Many cells of one column are read many rows per request on Cassandra (reads.IN_READ_PARTITIONS); these
+# cases pin that the answers are those of one read per cell.
+MANY_ROWS = 257  # more than two multi-row reads' worth, with a remainder
+
+
+def test_get_all_timestamps_many_rows_of_one_column(kvs, make_table):
+    name = make_table()
+    cells = [cell(b"row%04d" % i, "c") for i in range(MANY_ROWS)]
+    kvs.put(name, {c: b"x" for c in cells}, 10)
+    kvs.put(name, {c: b"y" for c in cells[::2]}, 20)
+    kvs.add_gc_sentinels(name, cells[::5])
+    expected = {c: ([-1] if i % 5 == 0 else []) + [10] + ([20] if i % 2 == 0 else []) for i, c in enumerate(cells)}
+    got = kvs.get_all_timestamps(name, cells)
+    assert got == expected and list(got) == cells  # in the order asked
+    assert kvs.get_all_timestamps(name, cells, 20) == {c: v[:-1] if v[-1] == 20 else v for c, v in expected.items()}
+    assert kvs.get_all_timestamps(name, cells, 10) == {c: [-1] for c in cells[::5]}
+    assert kvs.get_all_timestamps(name, list(reversed(cells)) + cells[:3]) == expected  # duplicates read once
+
+
+def test_get_all_timestamps_mixed_columns_and_absent_cells(kvs, make_table):
+    name = make_table()
+    written = {cell(b"r%03d" % i, b"c%d" % (i % 3)): b"v" for i in range(60)}
+    written[cell("r000", "lonely")] = b"v"  # a column asked for one row alone
+    written[cell("r001", "c0")] = b"v"  # a row with several of the asked columns
+    kvs.put(name, written, 10)
+    absent = [cell(b"r%03d" % i, b"c%d" % ((i + 1) % 3)) for i in range(60)]  # the rows exist, the cells not
+    absent += [cell(b"nobody%03d" % i, "c0") for i in range(40)] + [cell("nobody", "alone")]
+    asked = [c for pair in zip(written, absent) for c in pair] + absent[len(written):]
+    assert kvs.get_all_timestamps(name, asked) == {c: [10] for c in written}
+    assert kvs.get_all_timestamps(name, absent) == {}
+
+
+def test_get_all_timestamps_pages_through_many_versions_of_many_rows(kvs, make_table):
+    name = make_table()
+    versions = page_size_of(kvs) + 11  # every cell alone needs more than a page; a multi-row read many pages
+    cells = [cell(b"deep%02d" % i, "c") for i in range(12)]
+    for ts in range(1, versions + 1):
+        kvs.put(name, {c: b"v" for c in cells}, ts * 10)
+    shallow = cell("shallow", "c")
+    kvs.put(name, {shallow: b"v"}, 5)
+    got = kvs.get_all_timestamps(name, cells + [shallow, cell("none", "c")])
+    assert got == {**{c: [ts * 10 for ts in range(1, versions + 1)] for c in cells}, shallow: [5]}
+    bound = (versions // 2) * 10
+    assert kvs.get_all_timestamps(name, cells, bound) == {c: [ts * 10 for ts in range(1, versions // 2)] for c in cells}
+
+
 def test_get_row_columns_ranges_limit_and_timestamp(kvs, make_table):
     name = make_table()
     row = b"row"
