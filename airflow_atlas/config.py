@@ -53,18 +53,18 @@ class StoreConfig:
         60.0, Float(0, DAY, lo_open=True),
         "lease of a read-write transaction's registration (holds the immutable timestamp back); a "
         "transaction whose registration expired aborts at commit",
-        read="store.py -> transactions/snapshot.py (TransactionConfig.lease_seconds)",
+        read="store.py -> transactions/manager.py (TransactionConfig.lease_seconds)",
     )
     punch_interval_seconds: float = setting(
         60.0, Float(0, DAY),
         "a transaction manager punches the punch table (wall clock -> timestamp) at most this often (0: on "
         "every begin)",
-        read="store.py -> transactions/snapshot.py (TransactionConfig.punch_interval_seconds)",
+        read="store.py -> transactions/manager.py (TransactionConfig.punch_interval_seconds)",
     )
     running_writer_wait_seconds: float = setting(
         5.0, Float(0, DAY),
         "how long a reader waits for a still-running writer before failing with a retriable error",
-        read="store.py -> transactions/snapshot.py (TransactionConfig.running_writer_wait_seconds)",
+        read="store.py -> transactions/manager.py (TransactionConfig.running_writer_wait_seconds)",
     )
     # ----- sweep ----------------------------------------------------------------------------------------
     unreadable_window_seconds: float = setting(

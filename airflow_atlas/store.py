@@ -98,7 +98,7 @@ class AtlasStore:
 
     @cached_property
     def transactions(self):
-        from .transactions.snapshot import TransactionConfig, TransactionManager
+        from .transactions.manager import TransactionConfig, TransactionManager
 
         return TransactionManager(
             self.kvs,

@@ -228,7 +228,7 @@ def drop_store(store) -> None:
 
 def queueless_manager(store):
     """A TransactionManager on the same services as ``store.transactions`` but without the sweep queue."""
-    from airflow_atlas.transactions.snapshot import TransactionConfig, TransactionManager
+    from airflow_atlas.transactions.manager import TransactionConfig, TransactionManager
 
     cfg = store.config
     return TransactionManager(

@@ -227,7 +227,12 @@ def write_report(out: Path) -> Path:
         rows = [[_f(r["cells"]), r["shape"], _f(r["commit_s"]), _f(r["conflict_checks_s"]), _f(r["enqueue_s"]),
                  _f(r["writes_s"]), _f(r["cells_per_s"])] for r in d["results"].values()]
         lines += _table(["cells", "shape", "commit s", "conflict checks s", "enqueue s", "writes s", "cells/s"], rows) + [""]
-        lines += [f"- new cells each repetition; load averages: {_load_text(d)}; {d['params']['repetitions']} repetitions", ""]
+        lines += [f"- new cells each repetition; load averages: {_load_text(d)}; {d['params']['repetitions']} repetitions"]
+        if d.get("check_reads"):
+            r = d["check_reads"]
+            lines += [f"- check reads of {_f(r['cells'])} one-per-row cells, same run: one query per cell {_f(r['per_cell_s'])} s, "
+                      f"multi-row reads {_f(r['multi_row_s'])} s ({_f(r['speedup'])}x)"]
+        lines += [""]
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

@@ -1,7 +1,7 @@
 """Reading the versions a commit's conflict checks walk, fast for large transactions.
 
 The write-write checks of :meth:`SnapshotTransaction.commit` (before and after writing, see
-``snapshot.py``) walk each written cell's versions from the newest down; every step reads "the latest
+``commit.py``) walk each written cell's versions from the newest down; every step reads "the latest
 version below a bound" for many cells. Asked cell by cell that is one query per cell per step - on
 Cassandra about 1 ms each on a busy node, so a 30,000-cell commit spent over a minute in them, more than
 in its writes (issue 16, item 3).

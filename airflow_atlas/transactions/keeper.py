@@ -2,7 +2,7 @@
 
 A transaction's registration is a lease (``TransactionConfig.lease_seconds``) that holds sweep below its
 start timestamp. A transaction may run longer than the lease - a large commit writes and checks for
-minutes - so one daemon thread per :class:`~airflow_atlas.transactions.snapshot.TransactionManager`
+minutes - so one daemon thread per :class:`~airflow_atlas.transactions.manager.TransactionManager`
 refreshes each open transaction's registration once a third of its lease is used (it wakes every sixth),
 for as long as the transaction is open. The thread exits when no transaction is open and is started again
 by the next one.

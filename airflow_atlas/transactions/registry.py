@@ -28,7 +28,7 @@ Take any registrant T and a computation that returned I:
 
 Either way I <= S: sweep never removes a version T can read. Drawing S *before* registering would break the
 second case: T could draw S, a sweeper could draw F > S and read the registry, and only then T's
-registration lands. :class:`~airflow_atlas.transactions.snapshot.TransactionManager` follows the rule by
+registration lands. :class:`~airflow_atlas.transactions.manager.TransactionManager` follows the rule by
 registering under a timestamp it already owns before drawing the start timestamp, then re-keying the
 registration to the start timestamp.
 

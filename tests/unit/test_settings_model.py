@@ -199,7 +199,7 @@ def test_the_engine_model_does_not_import_airflow():
 
 def test_transaction_config_takes_the_models_values():
     """TransactionConfig is built from StoreConfig (store.py); its defaults must not drift from the model."""
-    from airflow_atlas.transactions.snapshot import TransactionConfig
+    from airflow_atlas.transactions.manager import TransactionConfig
 
     defaults, model = TransactionConfig(), StoreConfig()
     assert defaults.lease_seconds == model.transaction_lease_seconds

@@ -8,7 +8,7 @@ import pytest
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import MAX_VALUE_BYTES
 from airflow_atlas.transactions.service import _LruCache
-from airflow_atlas.transactions.snapshot import TransactionConfig
+from airflow_atlas.transactions.manager import TransactionConfig
 
 
 def test_config_defaults():

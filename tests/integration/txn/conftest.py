@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from airflow_atlas.kvs.api import SweepStrategy, TableMetadata, WriteMode
-from airflow_atlas.transactions.snapshot import TransactionConfig, TransactionManager
+from airflow_atlas.transactions.manager import TransactionConfig, TransactionManager
 from tests.conftest import CASSANDRA_HOST, CASSANDRA_PORT
 
 BACKENDS = ["sqlite", pytest.param("cassandra", marks=pytest.mark.cassandra)]
