@@ -43,25 +43,26 @@ class VersionWalk:
         self._history: dict[Cell, list[int]] = {}
 
     def latest(self, bounds: Mapping[Cell, int]) -> dict[Cell, int]:
-        groups: dict[tuple[int, bytes], list[bytes]] = defaultdict(list)
+        groups: dict[tuple[int, bytes], list[Cell]] = defaultdict(list)
+        history_of = self._history
         for cell, bound in bounds.items():
-            if cell not in self._history:
-                groups[(bound, cell.row)].append(cell.col)
+            if cell not in history_of:
+                groups[(bound, cell.row)].append(cell)
         by_bound: dict[int, list[bytes]] = defaultdict(list)
         sparse: list[Cell] = []
-        for (bound, row), cols in groups.items():
-            if len(cols) >= ROW_SLICE_MIN_CELLS:
+        for (bound, row), cells in groups.items():
+            if len(cells) >= ROW_SLICE_MIN_CELLS:
                 by_bound[bound].append(row)
             else:
-                sparse.extend(Cell(row, col) for col in cols)
+                sparse.extend(cells)
         if sparse:
             found_all = self._kvs.get_all_timestamps(self._table, sparse)
             for cell in sparse:
-                self._history[cell] = found_all.get(cell, [])
+                history_of[cell] = found_all.get(cell, [])
         found: dict[Cell, int] = {}
         for cell, bound in bounds.items():
-            history = self._history.get(cell)
-            if history is not None:
+            history = history_of.get(cell)
+            if history:
                 below = [ts for ts in history if ts < bound]
                 if below:
                     found[cell] = max(below)
@@ -70,12 +71,12 @@ class VersionWalk:
             # same span (dense loads) share one concurrent call.
             by_span: dict[tuple[bytes, bytes], list[bytes]] = defaultdict(list)
             for row in rows:
-                cols = groups[(bound, row)]
+                cols = [cell.col for cell in groups[(bound, row)]]
                 by_span[(min(cols), max(cols))].append(row)
             for (lo, hi), span_rows in by_span.items():
                 result = self._kvs.get_rows_columns(self._table, span_rows, start_col=lo, end_col=hi + b"\x00", timestamp=bound)
                 for row in span_rows:
-                    wanted = set(groups[(bound, row)])
+                    wanted = {cell.col for cell in groups[(bound, row)]}
                     for col, value in result.get(row, ()):
                         if col in wanted:
                             found[Cell(row, col)] = value.timestamp
