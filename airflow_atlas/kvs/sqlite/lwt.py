@@ -1,0 +1,152 @@
+"""LWT and WALLCLOCK tables of the embedded store: put_unless_exists and check_and_set are atomic across
+processes because every write is one BEGIN IMMEDIATE transaction; WALLCLOCK cells may carry a TTL."""
+from __future__ import annotations
+
+import time
+from typing import Iterable, Mapping
+
+from ...errors import KeyAlreadyExistsError
+from .. import _common as C
+from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
+from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
+from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, physical_name
+
+
+class LwtMixin:
+    """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
+
+    # ----- LWT tables ------------------------------------------------------------------------------
+    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None) -> None:
+        """Per row all-or-nothing (as one Cassandra LWT batch per row): a row with any existing cell gets
+        none of its cells written; other rows are written. Raises KeyAlreadyExistsError naming the cells
+        that existed, with their values in ``existing``."""
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "put_unless_exists")
+        self._require(table, "put_unless_exists", WriteMode.LWT)
+        values = C.check_values(values)
+        if not values:
+            return
+        existing: dict[Cell, bytes] = {}
+        select = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ?"
+        insert = f"INSERT INTO {physical_name(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, NULL)"
+        with self._write("put_unless_exists", table) as conn:
+            for row, cells in C.group_by_row(values).items():
+                found = {}
+                for cell in cells:
+                    hit = conn.execute(select, (cell.row, cell.col, LWT_TIMESTAMP)).fetchone()
+                    if hit is not None:
+                        found[cell] = hit[0]
+                if found:
+                    existing.update(found)
+                    continue
+                conn.executemany(insert, [(c.row, c.col, LWT_TIMESTAMP, values[c]) for c in cells])
+        if existing:
+            raise KeyAlreadyExistsError(
+                f"put_unless_exists into table {table!r}: {len(existing)} cell(s) already exist: "
+                f"{C.describe_cells(existing)}",
+                existing,
+            )
+
+    def check_and_set(
+        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
+    ) -> bool:
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
+        self._require(table, "check_and_set", WriteMode.LWT)
+        cell = validate_cell(cell)
+        expected = None if expected is None else validate_value(expected, what="expected value")
+        new = None if new is None else validate_value(new, what="new value")
+        phys = physical_name(table)
+        with self._write("check_and_set", table) as conn:
+            hit = conn.execute(
+                f"SELECT v FROM {phys} WHERE r = ? AND c = ? AND ts = ?", (cell.row, cell.col, LWT_TIMESTAMP)
+            ).fetchone()
+            current = None if hit is None else hit[0]
+            if current != expected:
+                return False
+            if new is None:
+                if current is not None:
+                    conn.execute(
+                        f"DELETE FROM {phys} WHERE r = ? AND c = ? AND ts = ?", (cell.row, cell.col, LWT_TIMESTAMP)
+                    )
+            else:
+                conn.execute(
+                    f"INSERT OR REPLACE INTO {phys} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, NULL)",
+                    (cell.row, cell.col, LWT_TIMESTAMP, new),
+                )
+            return True
+
+    def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
+        """``serial`` is accepted for the contract; every SQLite read is already linearizable."""
+        self._require(table, "get_lwt", WriteMode.LWT, WriteMode.WALLCLOCK)
+        cells = C.check_cells(cells)
+        sql = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ? AND {NOT_EXPIRED}"
+        now = now_ms()
+        out: dict[Cell, bytes] = {}
+        with self._read("get_lwt", table) as conn:
+            for cell in cells:
+                hit = conn.execute(sql, (cell.row, cell.col, LWT_TIMESTAMP, now)).fetchone()
+                if hit is not None:
+                    out[cell] = hit[0]
+        return out
+
+    def get_lwt_row(self, table: str, row: bytes, serial: bool = False) -> dict[bytes, bytes]:
+        self._require(table, "get_lwt_row", WriteMode.LWT, WriteMode.WALLCLOCK)
+        row = C.check_row(row)
+        sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED} ORDER BY c"
+        with self._read("get_lwt_row", table) as conn:
+            return {c: v for c, v in conn.execute(sql, (row, LWT_TIMESTAMP, now_ms()))}
+
+    # ----- WALLCLOCK tables ------------------------------------------------------------------------
+    def put_wallclock(self, table: str, values: Mapping[Cell, bytes], ttl_seconds: int | None = None) -> None:
+        self._require(table, "put_wallclock", WriteMode.WALLCLOCK)
+        values = C.check_values(values)
+        ttl_seconds = C.check_ttl(ttl_seconds)
+        if not values:
+            return
+        exp = None if ttl_seconds is None else now_ms() + ttl_seconds * 1000
+        with self._write("put_wallclock", table) as conn:
+            self._exec_many(
+                conn,
+                f"INSERT OR REPLACE INTO {physical_name(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, ?)",
+                [(c.row, c.col, LWT_TIMESTAMP, v, exp) for c, v in values.items()],
+                "put_wallclock",
+                table,
+            )
+            now = time.monotonic()
+            if now - self._last_purge.get(table, 0.0) > PURGE_INTERVAL_S:
+                self._last_purge[table] = now
+                conn.execute(f"DELETE FROM {physical_name(table)} WHERE exp IS NOT NULL AND exp <= ?", (now_ms(),))
+
+    def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None:
+        self._require(table, "delete_wallclock", WriteMode.WALLCLOCK)
+        cells = C.check_cells(cells)
+        if not cells:
+            return
+        with self._write("delete_wallclock", table) as conn:
+            self._exec_many(
+                conn,
+                f"DELETE FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ?",
+                [(c.row, c.col, LWT_TIMESTAMP) for c in cells],
+                "delete_wallclock",
+                table,
+            )
+
+    def get_wallclock_row(
+        self, table: str, row: bytes, start_col: bytes | None = None, limit: int | None = None
+    ) -> list[tuple[bytes, bytes]]:
+        self._require(table, "get_wallclock_row", WriteMode.WALLCLOCK, WriteMode.LWT)
+        row = C.check_row(row)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        limit = C.check_limit(limit)
+        if limit == 0:
+            return []
+        sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED}"
+        params: list = [row, LWT_TIMESTAMP, now_ms()]
+        if start_col is not None:
+            sql += " AND c >= ?"
+            params.append(start_col)
+        sql += " ORDER BY c"
+        if limit is not None:
+            sql += " LIMIT ?"
+            params.append(limit)
+        with self._read("get_wallclock_row", table) as conn:
+            return [(c, v) for c, v in conn.execute(sql, params)]

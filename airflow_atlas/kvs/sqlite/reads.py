@@ -1,0 +1,181 @@
+"""Reads of the embedded store: point reads, version lists, row slices, range scans (multi-statement
+reads in one read transaction)."""
+from __future__ import annotations
+
+import sqlite3
+from typing import Iterable, Iterator, Mapping, Sequence
+
+from ...errors import InvalidInputError
+from .. import _common as C
+from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
+from .files import NOT_EXPIRED, now_ms, physical_name
+
+
+class ReadsMixin:
+    """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
+
+    # ----- reads -----------------------------------------------------------------------------------
+    def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
+        self._meta(table, "get")
+        cells = C.check_cell_timestamps(cells)
+        out: dict[Cell, Value] = {}
+        if not cells:
+            return out
+        sql = (
+            f"SELECT ts, v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts < ? AND {NOT_EXPIRED}"
+            " ORDER BY ts DESC LIMIT 1"
+        )
+        now = now_ms()
+        with self._read("get", table) as conn:
+            for cell, ts in cells.items():
+                row = conn.execute(sql, (cell.row, cell.col, ts, now)).fetchone()
+                if row is not None:
+                    out[cell] = Value(row[0], row[1])
+        return out
+
+    def get_all_timestamps(
+        self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP
+    ) -> dict[Cell, list[int]]:
+        self._meta(table, "get_all_timestamps")
+        cells = C.check_cells(cells)
+        timestamp = C.check_read_timestamp(timestamp)
+        out: dict[Cell, list[int]] = {}
+        sql = f"SELECT ts FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts < ? AND {NOT_EXPIRED} ORDER BY ts"
+        now = now_ms()
+        with self._read("get_all_timestamps", table) as conn:
+            for cell in cells:
+                found = [r[0] for r in conn.execute(sql, (cell.row, cell.col, timestamp, now))]
+                if found:
+                    out[cell] = found
+        return out
+
+    def _row_columns_sql(self, table: str, start_col, end_col, limit) -> tuple[str, list]:
+        # SQLite: bare columns next to MAX() come from the row holding the maximum.
+        sql = f"SELECT c, MAX(ts), v FROM {physical_name(table)} WHERE r = ? AND ts < ? AND {NOT_EXPIRED}"
+        extra: list = []
+        if start_col is not None:
+            sql += " AND c >= ?"
+            extra.append(start_col)
+        if end_col is not None:
+            sql += " AND c < ?"
+            extra.append(end_col)
+        sql += " GROUP BY c ORDER BY c"
+        if limit is not None:
+            sql += " LIMIT ?"
+        return sql, extra
+
+    def get_row_columns(
+        self,
+        table: str,
+        row: bytes,
+        start_col: bytes | None = None,
+        end_col: bytes | None = None,
+        limit: int | None = None,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> list[tuple[bytes, Value]]:
+        self._meta(table, "get_row_columns")
+        row = C.check_row(row)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        end_col = C.check_optional_bytes(end_col, "end_col")
+        limit = C.check_limit(limit)
+        timestamp = C.check_read_timestamp(timestamp)
+        if limit == 0:
+            return []
+        sql, extra = self._row_columns_sql(table, start_col, end_col, limit)
+        params = [row, timestamp, now_ms(), *extra] + ([limit] if limit is not None else [])
+        with self._read("get_row_columns", table) as conn:
+            return [(c, Value(ts, v)) for c, ts, v in conn.execute(sql, params)]
+
+    def get_rows_columns(
+        self,
+        table: str,
+        rows: Sequence[bytes],
+        start_col: bytes | None = None,
+        end_col: bytes | None = None,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> dict[bytes, list[tuple[bytes, Value]]]:
+        self._meta(table, "get_rows_columns")
+        rows = C.check_rows(rows)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        end_col = C.check_optional_bytes(end_col, "end_col")
+        timestamp = C.check_read_timestamp(timestamp)
+        sql, extra = self._row_columns_sql(table, start_col, end_col, None)
+        now = now_ms()
+        out: dict[bytes, list[tuple[bytes, Value]]] = {}
+        with self._read("get_rows_columns", table) as conn:
+            for row in rows:
+                cols = [(c, Value(ts, v)) for c, ts, v in conn.execute(sql, [row, timestamp, now, *extra])]
+                if cols:
+                    out[row] = cols
+        return out
+
+    def full_range(self, table: str) -> ScanRange:
+        self._meta(table, "full_range")
+        return ScanRange("key", None, None)
+
+    def split_ranges(self, table: str, parts: int) -> list[ScanRange]:
+        """Key ranges with about the same number of rows each (boundaries are existing row keys)."""
+        self._meta(table, "split_ranges")
+        parts = C.check_parts(parts)
+        if parts == 1:
+            return [ScanRange("key", None, None)]
+        with self._read("split_ranges", table) as conn:
+            rows = [r[0] for r in conn.execute(f"SELECT DISTINCT r FROM {physical_name(table)} ORDER BY r")]
+        if len(rows) < 2:
+            return [ScanRange("key", None, None)]
+        parts = min(parts, len(rows))
+        bounds = sorted({rows[(i * len(rows)) // parts] for i in range(1, parts)})
+        edges: list[bytes | None] = [None, *bounds, None]
+        return [ScanRange("key", edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
+
+    def scan(
+        self,
+        table: str,
+        scan_range: ScanRange | None = None,
+        start_after_row: bytes | None = None,
+        page_size: int = 1000,
+        timestamp: int = MAX_TIMESTAMP,
+    ) -> Iterator[tuple[Cell, int, bytes]]:
+        """Key order (unsigned bytes), keyset-paged: no cursor stays open between pages, so the caller may
+        write to the store from the same thread while iterating."""
+        self._meta(table, "scan")
+        if scan_range is None:
+            scan_range = ScanRange("key", None, None)
+        if not isinstance(scan_range, ScanRange) or scan_range.kind != "key":
+            raise InvalidInputError(f"the sqlite store scans key ranges (ScanRange kind 'key'), got {scan_range!r}")
+        start = C.check_optional_bytes(scan_range.start, "scan range start")
+        end = C.check_optional_bytes(scan_range.end, "scan range end")
+        after = None if start_after_row is None else C.check_row(start_after_row)
+        page_size = C.check_page_size(page_size)
+        timestamp = C.check_read_timestamp(timestamp)
+        return self._scan(table, start, end, after, page_size, timestamp)
+
+    def _scan(self, table, start, end, after, page_size, timestamp) -> Iterator[tuple[Cell, int, bytes]]:
+        # First page: the range's lower bounds. Later pages: only the keyset position (r, c, ts) > last,
+        # which SQLite turns into one index seek (extra lower bounds on r would make it seek by row only,
+        # re-reading a wide row for every page).
+        common = f"SELECT r, c, ts, v FROM {physical_name(table)} WHERE ts < ? AND {NOT_EXPIRED}"
+        upper, upper_args = ("", []) if end is None else (" AND r < ?", [end])
+        first, first_args = common + upper, [timestamp, now_ms(), *upper_args]
+        if start is not None:
+            first += " AND r >= ?"
+            first_args.append(start)
+        if after is not None:
+            first += " AND r > ?"
+            first_args.append(after)
+        last = None
+        while True:
+            if last is None:
+                sql, args = first + " ORDER BY r, c, ts LIMIT ?", [*first_args, page_size]
+            else:
+                sql = common + upper + " AND (r, c, ts) > (?, ?, ?) ORDER BY r, c, ts LIMIT ?"
+                args = [timestamp, now_ms(), *upper_args, *last, page_size]
+            try:
+                page = self._conn().execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise self._translate(exc, "scan", table) from exc
+            for r, c, ts, v in page:
+                yield Cell(r, c), ts, v
+            if len(page) < page_size:
+                return
+            last = page[-1][:3]
