@@ -25,6 +25,13 @@ In every case at most one of A and B commits (both may abort, and retry). Pendin
 it "resolves against us" is unsafe, because that writer's own (d) may have run before our version landed.
 (a) is only an early exit that saves writing cells that would conflict anyway.
 
+Crash safety (a process dying at any step): before (g) there is no commit entry, so whatever cells (c)
+wrote are versions of a transaction without an entry, which readers and sweep roll back (put-unless-exists
+(S, ABORTED)) once the registration lapses, and sweep finds every one of them because (b) put them in the
+sweep queue before (c) wrote any. After (g) the transaction is committed whatever happens next; an
+unregistration (h) that never ran lapses with the lease. A failure of (g) itself is resolved by a serial
+read of the entry before anything is reported (``_record_commit``).
+
 Timestamps ordering (start below commit, "committed after our start" = C > S) comes from the timestamp
 service being strictly increasing across processes.
 
