@@ -65,6 +65,7 @@ def targeted_sweep_pipeline(
             max_iterations=max_iterations,
             tables=tables,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
+            **({"pool": settings.sweep_pool} if settings.sweep_pool else {}),
             execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
             map_index_template=_LABEL,
             **common,
