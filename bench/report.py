@@ -10,7 +10,8 @@ import statistics
 from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
-ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit")
+ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
+         "foreground_impact")
 
 
 def load(out: Path) -> dict[str, dict]:
@@ -228,6 +229,11 @@ def write_report(out: Path) -> Path:
                  _f(r["writes_s"]), _f(r["cells_per_s"])] for r in d["results"].values()]
         lines += _table(["cells", "shape", "commit s", "conflict checks s", "enqueue s", "writes s", "cells/s"], rows) + [""]
         lines += [f"- new cells each repetition; load averages: {_load_text(d)}; {d['params']['repetitions']} repetitions", ""]
+    if "foreground_impact" in docs:
+        from . import foreground_impact
+
+        lines += foreground_impact.report_lines(docs["foreground_impact"])
+        foreground_impact.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

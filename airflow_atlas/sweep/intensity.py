@@ -19,6 +19,9 @@ Invariants:
   the next iteration's fencing check (``keeper.check()``) runs at most that long after the previous
   iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
+* Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
+  so a paced sweep alternates short bursts with short waits instead of a 10,000-entry burst and a long
+  wait (a batch never splits a start timestamp, so a batch can still be one transaction's writes).
 * The clock is monotonic (wall-clock jumps do not pace); clock and sleep are constructor arguments, so the
   pacing logic is unit-tested without sleeping.
 """
@@ -29,12 +32,19 @@ from typing import Callable
 
 from ..kvs._common import check_float, check_int
 
+PACING_INTERVAL_SECONDS = 0.25
+"""A paced run takes at most ``rate x`` this many entries per batch: its bursts of full-speed work last a
+fraction of this and alternate with waits, so the load the store sees is smooth at the scale of a
+foreground request (bench/foreground_impact.py; docs/INTENSITY.md). Unlimited runs keep batch_limit."""
+
 
 class SweepPacer:
     """Paces one run of one pair to at most ``max_entries_per_second`` queue entries per second.
 
     :param max_entries_per_second: the limit; 0 = unlimited (:meth:`pace` never waits).
     :param max_wait_seconds: the longest single wait.
+    :param interval_seconds: pacing granularity: one batch holds at most this many seconds' worth of
+        entries (default :data:`PACING_INTERVAL_SECONDS`; never above ``max_wait_seconds``).
     :param clock: monotonic seconds (default :func:`time.monotonic`).
     :param sleep: sleeps the given seconds (default :func:`time.sleep`).
     """
@@ -44,11 +54,13 @@ class SweepPacer:
         max_entries_per_second: int,
         *,
         max_wait_seconds: float,
+        interval_seconds: float = PACING_INTERVAL_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ):
         self.max_entries_per_second = check_int(max_entries_per_second, "max_entries_per_second", 0)
         self.max_wait_seconds = check_float(max_wait_seconds, "max_wait_seconds", 0)
+        self.interval_seconds = min(check_float(interval_seconds, "interval_seconds", 0), self.max_wait_seconds)
         self._clock = clock
         self._sleep = sleep
         self._due = clock()  # when the entries taken so far are paid for
@@ -62,10 +74,11 @@ class SweepPacer:
         return self.max_entries_per_second == 0
 
     def batch_cap(self, batch_limit: int) -> int:
-        """The batch limit to use under this pacer: at most what one bounded wait pays for (never below 1)."""
+        """The batch limit to use under this pacer: at most ``interval_seconds`` worth of entries (so at most
+        what one bounded wait pays for; never below 1)."""
         if self.unlimited:
             return batch_limit
-        return max(1, min(batch_limit, int(self.max_entries_per_second * self.max_wait_seconds)))
+        return max(1, min(batch_limit, int(self.max_entries_per_second * self.interval_seconds)))
 
     def wait_for(self, entries: int) -> float:
         """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the

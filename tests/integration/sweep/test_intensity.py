@@ -57,13 +57,13 @@ def test_the_setting_is_the_default_and_zero_is_unlimited(harness):
 
 
 def test_a_rate_below_one_batch_per_wait_shrinks_the_batch_and_still_finishes(harness):
-    """lock_lease_seconds is 10 s here: one wait is at most 10/3 s, so at 1 entry/s a batch holds at most
-    3 entries' worth (whole transactions: a batch never splits a start timestamp)."""
+    """At 1 entry/s a batch holds 1 entry (a quarter second's worth, never below one; whole transactions:
+    a batch never splits a start timestamp), and one wait is at most a third of the lease (10 s here)."""
     h = harness
     t, entries = _backlog(h, transactions=2, cells_each=1)
     ts = h.sweep_timestamps()
     r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], max_entries_per_second=1)
-    assert r.status == "caught_up" and r.entries_read == entries
+    assert r.status == "caught_up" and r.entries_read == entries and r.iterations == 2
     assert r.seconds_paced <= h.store.config.lock_lease_seconds / 3.0 + 1e-6
     h.assert_no_obsolete(ts, [t])
     h.assert_no_leaks()

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.sweep.intensity import SweepPacer
+from airflow_atlas.sweep.intensity import PACING_INTERVAL_SECONDS, SweepPacer
 
 
 class FakeTime:
@@ -67,9 +67,11 @@ def test_one_wait_is_bounded_and_the_rest_of_the_debt_is_carried():
     assert p.seconds_paced == pytest.approx(5.0) and max(t.slept) == 2.0
 
 
-def test_batch_cap_keeps_one_batch_within_one_wait():
+def test_batch_cap_keeps_one_batch_within_the_pacing_interval_and_one_wait():
     t = FakeTime()
-    assert pacer(100, t, max_wait=2.0).batch_cap(10_000) == 200
+    assert pacer(100, t, max_wait=2.0).batch_cap(10_000) == int(100 * PACING_INTERVAL_SECONDS)
+    assert SweepPacer(100, max_wait_seconds=2.0, interval_seconds=5.0).batch_cap(10_000) == 200  # never above one wait
+    assert SweepPacer(8_000, max_wait_seconds=40.0, interval_seconds=1.0).batch_cap(10_000) == 8_000
     assert pacer(1_000_000, t, max_wait=40.0).batch_cap(10_000) == 10_000
     assert pacer(1, t, max_wait=0.5).batch_cap(10_000) == 1  # never 0
 
@@ -88,9 +90,11 @@ def test_bad_rates_are_refused(rate):
 
 
 @pytest.mark.parametrize("wait", [0, -1, float("nan"), float("inf"), True])
-def test_bad_max_waits_are_refused(wait):
+def test_bad_max_waits_and_intervals_are_refused(wait):
     with pytest.raises(InvalidInputError, match="max_wait_seconds"):
         SweepPacer(10, max_wait_seconds=wait)
+    with pytest.raises(InvalidInputError, match="interval_seconds"):
+        SweepPacer(10, max_wait_seconds=1.0, interval_seconds=wait)
 
 
 def test_bad_entry_counts_are_refused():
