@@ -12,10 +12,10 @@ Per repetition, in rotating order, one phase per limit (0 = unlimited) plus one 
 * **sweep**: in a separate process (as an Airflow worker or a Spark executor is; started and connected
   before the window opens), the engine's
   ``TargetedSweeper.sweep_shard`` works through a THOROUGH backlog loaded before the phase, at the
-  phase's limit; the backlog is sized to last about ``PHASE_SECONDS`` at the phase's expected rate
+  phase's limit; the backlog (transactions of ``TXN_WRITES`` writes, loaded fast) is sized to last the phase (5 s) at the phase's expected rate
   (the limit, or the unthrottled rate measured in a calibration sweep first). Foreground latencies are
   counted only while the sweep process is sweeping (its own start and end instants).
-* **no sweep**: the foreground alone for ``PHASE_SECONDS`` (the baseline of every ratio).
+* **no sweep**: the foreground alone for the same time (the baseline of every ratio).
 
 Reported per phase: foreground p50 / p99 latency (median over repetitions of each repetition's figure,
 and pooled over all repetitions), p99 / no-sweep p99 (per repetition against the same repetition's
@@ -37,10 +37,11 @@ from concurrent.futures import ThreadPoolExecutor
 from . import common as C
 
 NAME = "foreground_impact"
-TXN_WRITES = 50
+TXN_WRITES = 500
+"""Writes per backlog transaction (bulk-load shaped: dedicated queue rows; loads the backlog fast)."""
 READS = 4
 FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
-LIMITS_FULL = (0, 20_000, 10_000, 5_000)
+LIMITS_FULL = (0, 10_000, 5_000)
 LIMITS_QUICK = (0, 2_000)
 UNLIMITED = 0
 
@@ -49,8 +50,8 @@ def _shape(quick: bool) -> dict:
     if quick:
         return {"phase_seconds": 2.0, "fg_rate": 10, "fg_cells": 1_000, "calibration_entries": 2_000,
                 "limits": LIMITS_QUICK, "max_backlog": 20_000}
-    return {"phase_seconds": 10.0, "fg_rate": 25, "fg_cells": 20_000, "calibration_entries": 40_000,
-            "limits": LIMITS_FULL, "max_backlog": 400_000}
+    return {"phase_seconds": 5.0, "fg_rate": 25, "fg_cells": 10_000, "calibration_entries": 30_000,
+            "limits": LIMITS_FULL, "max_backlog": 150_000}
 
 
 # ----- the sweep process ----------------------------------------------------------------------------
@@ -266,6 +267,9 @@ def run(*, quick: bool, reps: int) -> dict:
                            p50_ms=_ms(percentile(lat, 50)), p99_ms=_ms(percentile(lat, 99)),
                            latencies_ms=[round(x * 1000, 3) for x in lat])
                 runs.append(rec)
+                C.log(f"{NAME}:   p50 {rec['p50_ms']} ms, p99 {rec['p99_ms']} ms over {len(lat)} transactions;"
+                      f" sweep {rec.get('sweep_entries_per_second')} entries/s; machine {rec['cpu']['machine_busy_cores']:.2f}"
+                      f" cores busy, load {rec['load_avg_1m']}")
     finally:
         C.drop_store(store)
     results = _summarise(runs, shape, calibration_rate)

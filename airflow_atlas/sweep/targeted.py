@@ -168,7 +168,7 @@ class TargetedSweeper:
         own = lease is None
         lease_seconds = self._store.config.lock_lease_seconds
         pacer = SweepPacer(max_entries_per_second, max_wait_seconds=lease_seconds / 3.0)
-        if not pacer.unlimited:
+        if not pacer.unlimited and not dry_run:  # a dry run is one iteration: it reports a whole batch
             limit = self._store.config.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
             batch_limit = pacer.batch_cap(limit)
         try:
