@@ -12,7 +12,7 @@ Per repetition, in rotating order, one phase per limit (0 = unlimited) plus one 
 * **sweep**: in a separate process (as an Airflow worker or a Spark executor is; started and connected
   before the window opens), the engine's
   ``TargetedSweeper.sweep_shard`` works through a THOROUGH backlog loaded before the phase, at the
-  phase's limit; the backlog (transactions of ``TXN_WRITES`` writes, loaded fast) is sized to last the phase (5 s) at the phase's expected rate
+  phase's limit; the backlog (transactions of ``TXN_WRITES`` writes, loaded fast) is sized to last the phase (8 s) at the phase's expected rate
   (the limit, or the unthrottled rate measured in a calibration sweep first). Foreground latencies are
   counted only while the sweep process is sweeping (its own start and end instants).
 * **no sweep**: the foreground alone for the same time (the baseline of every ratio).
@@ -41,17 +41,17 @@ TXN_WRITES = 500
 """Writes per backlog transaction (bulk-load shaped: dedicated queue rows; loads the backlog fast)."""
 READS = 4
 FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
-LIMITS_FULL = (0, 10_000, 5_000)
+LIMITS_FULL = (0, 4_000, 2_000, 1_000)
 LIMITS_QUICK = (0, 2_000)
 UNLIMITED = 0
 
 
 def _shape(quick: bool) -> dict:
     if quick:
-        return {"phase_seconds": 2.0, "fg_rate": 10, "fg_cells": 1_000, "calibration_entries": 2_000,
+        return {"phase_seconds": 2.0, "fg_rate": 5, "fg_cells": 1_000, "calibration_entries": 2_000,
                 "limits": LIMITS_QUICK, "max_backlog": 20_000}
-    return {"phase_seconds": 5.0, "fg_rate": 25, "fg_cells": 10_000, "calibration_entries": 30_000,
-            "limits": LIMITS_FULL, "max_backlog": 150_000}
+    return {"phase_seconds": 8.0, "fg_rate": 5, "fg_cells": 10_000, "calibration_entries": 20_000,
+            "limits": LIMITS_FULL, "max_backlog": 100_000}
 
 
 # ----- the sweep process ----------------------------------------------------------------------------
