@@ -37,6 +37,10 @@ YEAR = 365 * DAY
 """Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
 MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
+DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 2_000
+"""Default of ``sweep_max_entries_per_second`` (chosen from bench/foreground_impact.py; docs/INTENSITY.md)."""
+MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
+"""Largest ``sweep_max_entries_per_second`` (far above what one process sweeps)."""
 
 
 @dataclass(frozen=True)
@@ -90,6 +94,13 @@ class StoreConfig:
         100, Int(1, MAX_ITERATIONS_PER_SHARD),
         "iterations (batches) per (shard, strategy) pair per run",
         read="sweep/targeted.py (sweep_shard, called by the CLI and the operators)",
+    )
+    sweep_max_entries_per_second: int = setting(
+        DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND, Int(0, MAX_SWEEP_ENTRIES_PER_SECOND),
+        "intensity: sweep-queue entries one run of one (shard, strategy) pair takes per second at most (0: "
+        "unlimited); per task, so the total is this times the sweep tasks running at once (cap those with "
+        "the sweep_pool / max_parallel_groups settings; see docs/INTENSITY.md)",
+        read="sweep/targeted.py (sweep_shard -> sweep/intensity.py), so the CLI, operators and Spark executors",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),

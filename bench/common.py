@@ -202,7 +202,9 @@ def open_store(url: str, shards: int = 1, **config):
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
 
-    store = AtlasStore.open(url, StoreConfig().with_overrides(**config) if config else StoreConfig())
+    # Throughput benchmarks measure the unthrottled engine: no intensity limit unless one is asked for.
+    config = {"sweep_max_entries_per_second": 0, **config}
+    store = AtlasStore.open(url, StoreConfig().with_overrides(**config))
     store.initialize(shards)
     return store
 

@@ -10,7 +10,8 @@ import statistics
 from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
-ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit")
+ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
+         "foreground_impact")
 
 
 def load(out: Path) -> dict[str, dict]:
@@ -233,6 +234,11 @@ def write_report(out: Path) -> Path:
             lines += [f"- check reads of {_f(r['cells'])} one-per-row cells, same run: one query per cell {_f(r['per_cell_s'])} s, "
                       f"multi-row reads {_f(r['multi_row_s'])} s ({_f(r['speedup'])}x)"]
         lines += [""]
+    if "foreground_impact" in docs:
+        from . import foreground_impact
+
+        lines += foreground_impact.report_lines(docs["foreground_impact"])
+        foreground_impact.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

@@ -33,7 +33,7 @@ from . import common as C
 NAME = "spark_scaleout"
 SHARDS = 16
 TXN_WRITES = 50
-SETTINGS = {"unreadable_window_seconds": 0}
+SETTINGS = {"unreadable_window_seconds": 0, "sweep_max_entries_per_second": 0}  # unthrottled (docs/INTENSITY.md)
 
 
 def _backlogs(quick: bool) -> list[int]:

@@ -1,7 +1,9 @@
 """
 ### atlas_manual_sweep
 
-Targeted sweep on demand, from the **Trigger** form: tables, shards, strategy, dry run, maximum batches.
+Targeted sweep on demand, from the **Trigger** form: tables, shards, strategy, dry run, maximum batches,
+maximum entries per second (intensity: per sweep task and pair, 0 = unlimited, empty = the setting
+`sweep_max_entries_per_second`; see docs/INTENSITY.md).
 
 `validate_request` checks the form against the store before anything is written: unknown parameters
 (Airflow itself accepts them), shards out of range, unknown tables or tables that are never swept, a
@@ -44,6 +46,7 @@ with DAG(
         skip_idle=False,
         dry_run=request.output["dry_run"],
         max_iterations=request.output["max_batches"],
+        max_entries_per_second=request.output["max_entries_per_second"],
         tables=request.output["tables"],
     )
     request >> tasks["compute_sweep_timestamps"]

@@ -38,6 +38,7 @@ def targeted_sweep_pipeline(
     dry_run: Any = False,
     max_iterations: Any = None,
     tables: Any = None,
+    max_entries_per_second: Any = None,
     execution_mode: str | None = None,
     store_conn_id: str | None = None,
 ) -> dict:
@@ -63,8 +64,10 @@ def targeted_sweep_pipeline(
             targets=acquire.output,
             dry_run=dry_run,
             max_iterations=max_iterations,
+            max_entries_per_second=max_entries_per_second,
             tables=tables,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
+            **({"pool": settings.sweep_pool} if settings.sweep_pool else {}),
             execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
             map_index_template=_LABEL,
             **common,

@@ -14,7 +14,7 @@ from airflow.sdk import Param
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
-from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD
+from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER_SECOND
 from airflow_atlas.kvs._common import check_int
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.sweep.constants import MAX_SHARDS
@@ -52,6 +52,16 @@ def manual_sweep_params() -> dict[str, Param]:
             maximum=MAX_ITERATIONS_PER_SHARD,
             title="Maximum batches",
             description="Iterations (batches of batch_limit queue entries) per shard and strategy (empty: setting max_iterations_per_shard).",
+        ),
+        "max_entries_per_second": Param(
+            None,
+            type=["null", "integer"],
+            minimum=0,
+            maximum=MAX_SWEEP_ENTRIES_PER_SECOND,
+            title="Maximum entries per second",
+            description="Intensity: sweep-queue entries each sweep task takes per second at most, per pair, paced "
+            "between batches (0: unlimited; empty: setting sweep_max_entries_per_second). The total is this times "
+            "the sweep tasks running at once (see docs/INTENSITY.md).",
         ),
     }
 
@@ -104,8 +114,8 @@ def validate_manual_sweep(
     """The sweep request of a manual run, or InvalidInputError listing every problem.
 
     ``conf`` is the run's raw configuration (to find unknown keys), ``params`` the resolved Params.
-    Returns ``{"shards": [...], "strategies": [...], "tables": [...], "dry_run": bool, "max_batches": int|None}``
-    with shards and strategies spelled out.
+    Returns ``{"shards": [...], "strategies": [...], "tables": [...], "dry_run": bool, "max_batches": int|None,
+    "max_entries_per_second": int|None}`` with shards and strategies spelled out.
     """
     allowed = manual_sweep_params()
     problems = _unknown_keys(conf, allowed)
@@ -129,6 +139,11 @@ def validate_manual_sweep(
     max_batches = params.get("max_batches")
     if max_batches is not None and not _is_int_in(max_batches, 1, MAX_ITERATIONS_PER_SHARD):
         problems.append(f"max_batches must be an integer in 1..{MAX_ITERATIONS_PER_SHARD} or empty, got {max_batches!r}")
+    rate = params.get("max_entries_per_second")
+    if rate is not None and not _is_int_in(rate, 0, MAX_SWEEP_ENTRIES_PER_SECOND):
+        problems.append(
+            f"max_entries_per_second must be an integer in 0..{MAX_SWEEP_ENTRIES_PER_SECOND} (0: unlimited) or empty, got {rate!r}"
+        )
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         problems.append(f"dry_run must be true or false, got {dry_run!r}")
@@ -140,6 +155,7 @@ def validate_manual_sweep(
         "tables": tables,
         "dry_run": dry_run,
         "max_batches": max_batches,
+        "max_entries_per_second": rate,
     }
 
 
@@ -169,7 +185,9 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
     Returns the validated request and also pushes each of its keys as its own XCom, so later tasks can
-    take ``validate.output["shards"]`` (unset numbers are pushed as 0: "use the setting").
+    take ``validate.output["shards"]`` (unset numbers are pushed as 0: "use the setting"; an unset
+    ``max_entries_per_second``, where 0 means unlimited, is resolved to the setting
+    ``sweep_max_entries_per_second`` instead).
     """
 
     def __init__(self, *, request: str, **kwargs):
@@ -185,6 +203,10 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
             out = validate_manual_sweep(conf, params, number_of_shards=store.number_of_shards(), user_tables=store.user_tables())
         else:
             out = validate_full_sweep(conf, params, user_tables=store.user_tables())
+        if self.request == "targeted" and out["max_entries_per_second"] is None:
+            # 0 means "unlimited" here, so "unset" cannot be pushed as 0: it is resolved now to the
+            # setting this run's tasks use (the Variable, read seconds before the sweep tasks read it).
+            out["max_entries_per_second"] = store.config.sweep_max_entries_per_second
         for key, value in out.items():
             # An XCom of None reads as missing downstream: push 0 for "unset" (max_batches, parts), which
             # the operators read as "use the setting".

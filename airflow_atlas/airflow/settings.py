@@ -202,6 +202,13 @@ class AtlasSettings:
         "mapped groups running at once in one DAG run",
         read="groups.py, dags/atlas_full_sweep.py (parse time)",
     )
+    sweep_pool: str | None = setting(
+        None, Nullable(Text("an Airflow pool name")),
+        "Airflow pool of the targeted sweep tasks of `atlas_targeted_sweep` and `atlas_manual_sweep` (`null`: "
+        "`default_pool`); its slots cap the sweep tasks running at once across all runs, so the total sweep "
+        "intensity is at most slots x sweep_max_entries_per_second (create the pool first; see docs/INTENSITY.md)",
+        read="groups.py (parse time)",
+    )
     targeted_sweep_schedule: str | None = setting(
         "*/5 * * * *", SCHEDULE,
         "cron (or preset) of `atlas_targeted_sweep`; `null` = only triggered by hand",

@@ -46,7 +46,7 @@ def cmd_sweep(args, h) -> int:
             try:
                 summary = store.sweeper.sweep_shard(
                     shard, s, sweep_ts=sweep_ts[s], holder=holder, max_iterations=args.max_iterations,
-                    batch_limit=args.batch_limit, dry_run=args.dry_run,
+                    batch_limit=args.batch_limit, dry_run=args.dry_run, max_entries_per_second=args.max_entries_per_second,
                     on_iteration=lambda it: bar.advance(it.entries_read),
                 )
             except StoreUnavailableError:
@@ -60,6 +60,7 @@ def cmd_sweep(args, h) -> int:
             results.append(row)
     totals = {k: sum(r[k] for r in results) for k in ("entries_read", "cells_tombstoned", "sentinels_written",
                                                       "aborted_writes_deleted", "transactions_aborted", "iterations")}
+    totals["seconds_paced"] = round(sum(r.get("seconds_paced") or 0.0 for r in results), 6)
     failures = [{"shard": r["shard"], "strategy": r["strategy"], "error": r["error"]} for r in results if r["status"] == "failed"]
     skipped = [r for r in results if r["status"] == "skipped_locked"]
     out = {"dry_run": args.dry_run, "sweep_timestamps": sweep_ts, "results": results, "totals": totals,
@@ -107,6 +108,8 @@ def describe_run(r: dict, dry_run: bool, now: float) -> str:
             f"{r['old_progress']} -> {r['new_progress']} (sweep ts {r['sweep_ts']}), {r['entries_read']} entries read, "
             f"{r['cells_tombstoned']} cells tombstoned, {r['sentinels_written']} sentinels, "
             f"{r['aborted_writes_deleted']} aborted writes deleted")
+    if r.get("seconds_paced"):
+        line += f"; paced {r['seconds_paced']:.2f}s to {r['max_entries_per_second']} entries/s"
     if r["status"] == "blocked" and r.get("blocked_by"):
         line += f"; blocked by transaction {r['blocked_by'].get('start_ts')} committed at {r['blocked_by'].get('commit_ts')}"
     return line

@@ -142,6 +142,7 @@ def build_status(
             "backlog_cap": backlog_cap,
             "tolerance": tolerance,
             "unreadable_window_seconds": store.config.unreadable_window_seconds,
+            "sweep_max_entries_per_second": store.config.sweep_max_entries_per_second,
         },
         timestamps={
             "fresh_ts": fresh_ts,

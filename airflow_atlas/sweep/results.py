@@ -73,10 +73,14 @@ class ShardSweepResult(_SweepFigures):
     ``status``: one of :data:`RUN_STATUSES`. For ``skipped_locked``: ``lock_holder`` (the other holder),
     ``lock_expires_at`` (Unix seconds) and ``lock_holder_process_gone`` (True / False when the holder runs
     on this host, None when that cannot be known). For ``failed``: ``error`` (exception class and message:
-    the reason the status and dashboard show)."""
+    the reason the status and dashboard show). ``max_entries_per_second``: the intensity limit the run used
+    (0 = unlimited); ``seconds_paced``: how long it waited between iterations to keep to it
+    (:mod:`~airflow_atlas.sweep.intensity`)."""
 
     iterations: int = 0
     error: str | None = None
+    max_entries_per_second: int = 0
+    seconds_paced: float = 0.0
     lock_expires_at: float | None = None
     lock_holder_process_gone: bool | None = None
 

@@ -37,6 +37,7 @@ from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
+from .intensity import SweepPacer
 from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
     LockHolderInfo,
@@ -134,6 +135,7 @@ class TargetedSweeper:
         dry_run: bool = False,
         tables=None,
         on_iteration=None,
+        max_entries_per_second: int | None = None,
     ) -> ShardSweepResult:
         """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
 
@@ -145,16 +147,30 @@ class TargetedSweeper:
         process is gone). Every run that is not a dry run is recorded in the sweep history
         (:meth:`SweepHistory.record_run`) - completed, partial, skipped and failed; a failure is recorded
         with its reason and then raised. ``on_iteration(result)`` is called after each iteration (e.g. a
-        progress bar)."""
+        progress bar).
+
+        Intensity: at most ``max_entries_per_second`` queue entries per second (default: setting
+        ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
+        :class:`~airflow_atlas.sweep.intensity.SweepPacer` (never after the last one; one wait at most a
+        third of the lease, while the lease keeper keeps the lease; a batch at most one second's worth of
+        entries, so a paced run alternates short bursts with short waits)."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
             max_iterations = self._store.config.max_iterations_per_shard
         check_int(max_iterations, "max_iterations", 1)
+        if max_entries_per_second is None:
+            max_entries_per_second = self._store.config.sweep_max_entries_per_second
+        max_entries_per_second = check_setting("sweep_max_entries_per_second", max_entries_per_second)
         started = time.monotonic()
-        summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up", sweep_ts=sweep_ts)
+        summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up", sweep_ts=sweep_ts,
+                                   max_entries_per_second=max_entries_per_second)
         own = lease is None
         lease_seconds = self._store.config.lock_lease_seconds
+        pacer = SweepPacer(max_entries_per_second, max_wait_seconds=lease_seconds / 3.0)
+        if not pacer.unlimited and not dry_run:  # a dry run is one iteration: it reports a whole batch
+            limit = self._store.config.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
+            batch_limit = pacer.batch_cap(limit)
         try:
             if sweep_ts is None:
                 sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
@@ -172,7 +188,7 @@ class TargetedSweeper:
             try:
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
-                    for _ in range(max_iterations):
+                    for n in range(max_iterations):
                         it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
                         summary.add(it)
                         if on_iteration is not None:
@@ -180,6 +196,9 @@ class TargetedSweeper:
                         if it.status in ("caught_up", "blocked", "dry_run"):
                             summary.status = it.status
                             break
+                        if n + 1 < max_iterations:
+                            # Between iterations only: this one's progress is persisted; the keeper runs on.
+                            pacer.pace(it.entries_read)
                     else:
                         summary.status = "iteration_limit"
             finally:
@@ -190,6 +209,7 @@ class TargetedSweeper:
             summary.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
+            summary.seconds_paced = round(pacer.seconds_paced, 6)
             summary.duration_seconds = round(time.monotonic() - started, 6)
             if not dry_run:
                 self._record_run(summary)

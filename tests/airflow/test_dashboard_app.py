@@ -163,3 +163,17 @@ def test_links_into_the_ui_follow_the_base_url(monkeypatch, base_url, root):
 
     monkeypatch.setenv("AIRFLOW__API__BASE_URL", base_url)
     assert airflow_root() == root
+
+
+def test_the_intensity_setting_is_shown_and_follows_the_variable(dashboard, monkeypatch):
+    from tests.airflow.conftest import FAST, set_settings
+
+    client, token, _ = dashboard
+    set_settings(monkeypatch, **FAST, sweep_max_entries_per_second=1234)
+    got = client.get("/atlas/api/status", headers=_auth(token)).json()
+    assert got["settings"]["sweep_max_entries_per_second"] == 1234
+    page = client.get("/atlas/", headers={"Cookie": f"_token={token}"}).text
+    assert 'data-field="sweep_max_entries_per_second" data-value="1234">1,234 entries/s' in page
+    set_settings(monkeypatch, **FAST, sweep_max_entries_per_second=0)
+    page = client.get("/atlas/", headers={"Cookie": f"_token={token}"}).text
+    assert 'data-field="sweep_max_entries_per_second" data-value="0">unlimited<' in page

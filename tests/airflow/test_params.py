@@ -8,7 +8,7 @@ from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SweepStrategy as S
 
 TABLES = {"orders": S.CONSERVATIVE, "events": S.THOROUGH, "audit": S.NOTHING}
-DEFAULTS = {"tables": [], "shards": [], "strategy": "ALL", "dry_run": False, "max_batches": None}
+DEFAULTS = {"tables": [], "shards": [], "strategy": "ALL", "dry_run": False, "max_batches": None, "max_entries_per_second": None}
 
 
 def manual(conf=None, **params):
@@ -22,7 +22,23 @@ def test_defaults_mean_every_shard_and_both_strategies():
         "tables": [],
         "dry_run": False,
         "max_batches": None,
+        "max_entries_per_second": None,
     }
+
+
+def test_the_intensity_is_kept_and_zero_means_unlimited():
+    assert manual(max_entries_per_second=2500)["max_entries_per_second"] == 2500
+    assert manual(max_entries_per_second=0)["max_entries_per_second"] == 0
+
+
+def test_the_forms_intensity_field_follows_the_settings_limits():
+    from airflow_atlas.airflow.params import manual_sweep_params
+    from airflow_atlas.config import MAX_SWEEP_ENTRIES_PER_SECOND, StoreConfig
+
+    schema = manual_sweep_params()["max_entries_per_second"].schema
+    assert schema["minimum"] == 0 and schema["maximum"] == MAX_SWEEP_ENTRIES_PER_SECOND
+    assert "null" in schema["type"] and manual_sweep_params()["max_entries_per_second"].value is None
+    StoreConfig(sweep_max_entries_per_second=schema["maximum"])  # the form's largest value is a valid setting
 
 
 def test_tables_choose_the_strategies_and_shards_are_kept():
@@ -33,7 +49,7 @@ def test_tables_choose_the_strategies_and_shards_are_kept():
 @pytest.mark.parametrize(
     "conf, params, message",
     [
-        ({"shard": [1]}, {}, "unknown parameter(s) 'shard'; allowed: dry_run, max_batches, shards, strategy, tables"),
+        ({"shard": [1]}, {}, "unknown parameter(s) 'shard'; allowed: dry_run, max_batches, max_entries_per_second, shards, strategy, tables"),
         ({}, {"shards": [4]}, "shard(s) [4] out of range: the store has 4 shard(s) (0..3)"),
         ({}, {"tables": ["nope"]}, "unknown table(s) 'nope'; the store has: audit, events, orders"),
         ({}, {"tables": ["audit"]}, "'audit' have sweep strategy NOTHING"),
@@ -46,6 +62,10 @@ def test_tables_choose_the_strategies_and_shards_are_kept():
         ({}, {"shards": [True]}, "shard(s) [True] out of range"),
         ({}, {"shards": [-1]}, "shard(s) [-1] out of range"),
         ({}, {"dry_run": "yes"}, "dry_run must be true or false"),
+        ({}, {"max_entries_per_second": -1}, "max_entries_per_second must be an integer in 0..10000000 (0: unlimited) or empty, got -1"),
+        ({}, {"max_entries_per_second": 10_000_001}, "max_entries_per_second must be an integer in 0..10000000"),
+        ({}, {"max_entries_per_second": 1.5}, "max_entries_per_second must be an integer"),
+        ({}, {"max_entries_per_second": True}, "max_entries_per_second must be an integer"),
     ],
 )
 def test_bad_requests_are_rejected_with_a_clear_message(conf, params, message):

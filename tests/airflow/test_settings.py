@@ -61,6 +61,10 @@ def test_defaults_are_valid_and_every_key_is_in_the_one_table():
         ({"compaction_method": "major"}, "compaction_method must be one of compact, garbagecollect"),
         ({"targeted_sweep_schedule": ""}, "targeted_sweep_schedule must be a cron expression"),
         ({"scrub_schedule": 5}, "scrub_schedule"),
+        ({"sweep_pool": ""}, "sweep_pool"),
+        ({"sweep_pool": 5}, "sweep_pool"),
+        ({"sweep_max_entries_per_second": -1}, "sweep_max_entries_per_second"),
+        ({"store_config": {"sweep_max_entries_per_second": 2.5}}, "sweep_max_entries_per_second"),
     ],
 )
 def test_bad_settings_are_rejected_naming_the_setting_and_the_variable(overrides, message):

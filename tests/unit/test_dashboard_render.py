@@ -141,3 +141,13 @@ def test_a_failing_pair_shows_the_reason_and_a_dead_lock_holder_is_flagged():
     assert "3 failed runs in a row" in row0
     row1 = re.search(r'<tr data-shard="1" data-strategy="THOROUGH"[^>]*>(.*?)</tr>', page, re.S).group(1)
     assert "its process is gone" in row1 and "lease expires in 30s" in row1
+
+
+def test_the_intensity_limit_is_shown_with_its_value():
+    status = _status([_row(0, "THOROUGH")])
+    assert 'id="intensity"' not in render_page(status)  # an older status without the setting
+    status["settings"]["sweep_max_entries_per_second"] = 25_000
+    page = render_page(status)
+    assert 'data-field="sweep_max_entries_per_second" data-value="25000">25,000 entries/s per sweep task and pair<' in page
+    status["settings"]["sweep_max_entries_per_second"] = 0
+    assert 'data-value="0">unlimited<' in render_page(status)

@@ -52,6 +52,9 @@ class SweepShardOperator(AtlasBaseOperator):
     :param sweep_ts: sweep timestamp for targets that carry none (templated); default computed per pair.
     :param batch_limit: queue entries per iteration; default setting ``batch_limit`` (templated).
     :param max_iterations: iterations per pair; default setting ``max_iterations_per_shard`` (templated).
+    :param max_entries_per_second: intensity, queue entries per second per pair at most (0: unlimited);
+        default setting ``sweep_max_entries_per_second``. Applied as that engine setting of this task (in the
+        task and on Spark executors alike; see docs/INTENSITY.md) (templated).
     :param dry_run: read and decide, but write nothing to tables, queue or progress (templated).
     :param tables: accepted for forward compatibility and passed to the engine; the queue is shared by all
         tables of a shard, so a pair's progress always covers every table (templated).
@@ -70,6 +73,7 @@ class SweepShardOperator(AtlasBaseOperator):
         "sweep_ts",
         "batch_limit",
         "max_iterations",
+        "max_entries_per_second",
         "dry_run",
         "tables",
         "execution_mode",
@@ -89,6 +93,7 @@ class SweepShardOperator(AtlasBaseOperator):
         tables: list[str] | None = None,
         execution_mode: str | None = None,
         spark_conn_id: str | None = None,
+        max_entries_per_second: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -98,6 +103,7 @@ class SweepShardOperator(AtlasBaseOperator):
         self.sweep_ts = sweep_ts
         self.batch_limit = batch_limit
         self.max_iterations = max_iterations
+        self.max_entries_per_second = max_entries_per_second
         self.dry_run = dry_run
         self.tables = tables
         self.execution_mode = execution_mode
@@ -143,6 +149,17 @@ class SweepShardOperator(AtlasBaseOperator):
                 + "; ".join(f"{t.label}: {t.result['error']}" for t in failed)
             )
         return [target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)).to_json() for target in swept]
+
+    def engine_config(self, settings):
+        """The task's engine settings; ``max_entries_per_second`` (when given) is the task's
+        ``sweep_max_entries_per_second``, so the in-task sweep and the Spark executors both follow it."""
+        overrides = dict(self.store_config or {})
+        if self.max_entries_per_second not in (None, ""):
+            rate = as_int(self.max_entries_per_second, "max_entries_per_second")
+            overrides["sweep_max_entries_per_second"] = check_setting(
+                "sweep_max_entries_per_second", rate, "the operator's max_entries_per_second"
+            )
+        return settings.engine_config(**overrides)
 
     def _mode(self, targets, settings) -> str:
         planned = {t.execution_mode for t in targets if t.execution_mode is not None}

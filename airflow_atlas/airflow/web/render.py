@@ -369,6 +369,7 @@ def render_why(status: dict) -> str:
 
 def render_forecast(status: dict) -> str:
     window = (status.get("settings") or {}).get("window_seconds")
+    limit = (status.get("settings") or {}).get("sweep_max_entries_per_second")
     head = (
         "<thead><tr><th class=\"num\">Shard</th><th>Strategy</th><th class=\"num\">Backlog</th><th class=\"num\">Ingest rate</th>"
         "<th class=\"num\">Sweep rate</th><th class=\"num\">Net drain</th><th class=\"num\">Time to drain</th>"
@@ -406,6 +407,19 @@ def render_forecast(status: dict) -> str:
         f'<table id="forecast">{head}<tbody>{body}</tbody></table>'
         f'<div class="sub">Ingest: writes enqueued per second; sweep: writes swept per second; measured over the recent runs '
         f"within the last {esc(format_duration(window))}. Time to drain = backlog / (sweep rate - ingest rate).</div>"
+        + render_intensity(limit)
+    )
+
+
+def render_intensity(limit) -> str:
+    """The intensity limit the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited)."""
+    if limit is None:
+        return ""
+    shown = "unlimited" if limit == 0 else f"{fmt_int(limit)} entries/s per sweep task and pair"
+    return (
+        f'<div class="sub" id="intensity">Sweep intensity limit: <b data-field="sweep_max_entries_per_second" '
+        f'data-value="{esc(limit)}">{shown}</b> (setting sweep_max_entries_per_second; the total is this times the '
+        "sweep tasks running at once).</div>"
     )
 
 

@@ -62,7 +62,7 @@ def test_dagbag_owners_retries_and_shape(airflow_home):
     from airflow.sdk import AssetAlias
 
     assert isinstance(bag.dags["atlas_compaction"].timetable.asset_condition, AssetAlias)
-    assert set(bag.dags["atlas_manual_sweep"].params) == {"tables", "shards", "strategy", "dry_run", "max_batches"}
+    assert set(bag.dags["atlas_manual_sweep"].params) == {"tables", "shards", "strategy", "dry_run", "max_batches", "max_entries_per_second"}
 
 
 def test_settings_variable_changes_the_dags(airflow_home, monkeypatch):

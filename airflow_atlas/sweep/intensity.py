@@ -1,0 +1,106 @@
+"""Sweep intensity: how fast one run of a pair may take entries off the sweep queue.
+
+Setting ``sweep_max_entries_per_second`` (:class:`~airflow_atlas.config.StoreConfig`; 0 = unlimited) limits
+each :meth:`~airflow_atlas.sweep.targeted.TargetedSweeper.sweep_shard` call: the CLI, the operators and the
+Spark executors all go through it, so all honour it. :class:`SweepPacer` is the one implementation.
+
+How it paces (a token bucket that holds no burst beyond one batch): every iteration "costs"
+``entries / rate`` seconds; the run owes the sum of those costs since it started. After an iteration the
+pacer sleeps until the run has paid what it owes. An iteration that itself took longer than its cost
+needs no wait and earns no credit (a slow store is never followed by a burst).
+
+Invariants:
+
+* The pacer sleeps only *between* iterations, after an iteration has persisted its progress and cleaned
+  the queue (everything it did is durable; a process killed while pacing loses nothing), and never after
+  the last iteration of a run (a caught-up, blocked or finished pair is not held idle).
+* One wait is bounded by ``max_wait_seconds`` (sweep_shard passes a third of the lock lease, the lease
+  keeper's refresh interval), so a paced run holds its lock only while the lease keeper keeps it alive, and
+  the next iteration's fencing check (``keeper.check()``) runs at most that long after the previous
+  iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
+  :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
+* Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
+  so a paced sweep alternates short bursts with short waits instead of a 10,000-entry burst and a long
+  wait (a batch never splits a start timestamp, so a batch can still be one transaction's writes).
+* The clock is monotonic (wall-clock jumps do not pace); clock and sleep are constructor arguments, so the
+  pacing logic is unit-tested without sleeping.
+"""
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+from ..kvs._common import check_float, check_int
+
+PACING_INTERVAL_SECONDS = 1.0
+"""A paced run takes at most ``rate x`` this many entries per batch: its bursts of full-speed work last a
+fraction of this and alternate with waits (bench/foreground_impact.py; docs/INTENSITY.md: 0.25 s cost a
+loaded node's sweep 40% of its limit in per-iteration work, with no measurable gain in foreground p99).
+Unlimited runs keep batch_limit."""
+
+
+class SweepPacer:
+    """Paces one run of one pair to at most ``max_entries_per_second`` queue entries per second.
+
+    :param max_entries_per_second: the limit; 0 = unlimited (:meth:`pace` never waits).
+    :param max_wait_seconds: the longest single wait.
+    :param interval_seconds: pacing granularity: one batch holds at most this many seconds' worth of
+        entries (default :data:`PACING_INTERVAL_SECONDS`; never above ``max_wait_seconds``).
+    :param clock: monotonic seconds (default :func:`time.monotonic`).
+    :param sleep: sleeps the given seconds (default :func:`time.sleep`).
+    """
+
+    def __init__(
+        self,
+        max_entries_per_second: int,
+        *,
+        max_wait_seconds: float,
+        interval_seconds: float = PACING_INTERVAL_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        self.max_entries_per_second = check_int(max_entries_per_second, "max_entries_per_second", 0)
+        self.max_wait_seconds = check_float(max_wait_seconds, "max_wait_seconds", 0)
+        self.interval_seconds = min(check_float(interval_seconds, "interval_seconds", 0), self.max_wait_seconds)
+        self._clock = clock
+        self._sleep = sleep
+        self._due = clock()  # when the entries taken so far are paid for
+        self.seconds_paced = 0.0
+        """Total seconds this pacer has slept."""
+        self.waits: list[float] = []
+        """Each wait, in order (what a run reports and tests check)."""
+
+    @property
+    def unlimited(self) -> bool:
+        return self.max_entries_per_second == 0
+
+    def batch_cap(self, batch_limit: int) -> int:
+        """The batch limit to use under this pacer: at most ``interval_seconds`` worth of entries (so at most
+        what one bounded wait pays for; never below 1)."""
+        if self.unlimited:
+            return batch_limit
+        return max(1, min(batch_limit, int(self.max_entries_per_second * self.interval_seconds)))
+
+    def wait_for(self, entries: int) -> float:
+        """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the
+        bookkeeping). Pure arithmetic over the injected clock: :meth:`pace` is this plus the sleep."""
+        check_int(entries, "entries", 0)
+        if self.unlimited:
+            return 0.0
+        now = self._clock()
+        self._due = max(self._due + entries / self.max_entries_per_second, now)
+        return min(self._due - now, self.max_wait_seconds)
+
+    def pace(self, entries: int) -> float:
+        """Account for an iteration that took ``entries`` entries off the queue and sleep as needed;
+        returns the seconds slept (0.0 when the rate is not exceeded or unlimited)."""
+        wait = self.wait_for(entries)
+        if wait <= 0:
+            return 0.0
+        self._sleep(wait)
+        self.seconds_paced += wait
+        self.waits.append(wait)
+        return wait
+
+
+__all__ = ["SweepPacer"]

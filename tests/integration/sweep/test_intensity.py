@@ -1,0 +1,78 @@
+"""Intensity (sweep_max_entries_per_second, sweep/intensity.py) on the real backends: a limited sweep paces
+between iterations and still sweeps everything exactly as an unlimited one (oracle, nothing obsolete left,
+no queue row leaked). No timing assertions: what the pacer did is read from the run's result
+(``seconds_paced``, ``max_entries_per_second``), whose bounds are the pacing arithmetic's, not speed."""
+from __future__ import annotations
+
+import pytest
+
+from airflow_atlas.errors import InvalidInputError
+
+from .helpers import STRATEGIES, THOR
+
+
+def _backlog(h, transactions: int, cells_each: int) -> tuple[str, int]:
+    t = h.table(THOR)
+    cells = h.cells_in_shard(t, 0, cells_each)
+    for i in range(transactions):
+        h.write(t, {c: b"v%d" % i for c in cells})
+    h.settle()
+    return t, transactions * cells_each
+
+
+def test_a_limited_sweep_paces_between_iterations_and_sweeps_everything(harness):
+    h = harness
+    t, entries = _backlog(h, transactions=5, cells_each=4)  # 20 entries, 5 iterations of 4
+    before = h.observe()
+    ts = h.sweep_timestamps()
+    rate = 20  # 4 entries cost 0.2 s: 4 waits between 5 iterations, ~0.8 s in all
+    r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=4, max_entries_per_second=rate)
+    assert r.status == "caught_up" and r.max_entries_per_second == rate
+    assert r.entries_read == entries and r.iterations == 5
+    assert r.cells_tombstoned == entries  # one transaction per batch: each tombstones its 4 cells
+    # The pacer waited (the iterations are far faster than 4 entries per 0.2 s), but never more than the
+    # entries cost, and not after the last iteration.
+    assert 0 < r.seconds_paced <= (entries - 4) / rate + 1e-6
+    assert r.seconds_paced <= r.duration_seconds
+    h.check(before, ts)
+    h.sweep_all()  # the other strategy and shards, unlimited
+    h.assert_no_obsolete(ts, [t])
+    h.assert_no_leaks()
+    for c in h.cells_in_shard(t, 0, 4):
+        assert len(h.versions(t, c)) == 1
+
+
+def test_the_setting_is_the_default_and_zero_is_unlimited(harness):
+    h = harness
+    t, entries = _backlog(h, transactions=3, cells_each=2)
+    ts = h.sweep_timestamps()
+    unlimited = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=2, max_entries_per_second=0)
+    assert unlimited.status == "caught_up" and unlimited.entries_read == entries
+    assert unlimited.seconds_paced == 0.0 and unlimited.max_entries_per_second == 0
+    # No argument: the store's setting (the harness store uses the default).
+    again = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value])
+    assert again.max_entries_per_second == h.store.config.sweep_max_entries_per_second
+    assert again.status == "caught_up" and again.seconds_paced == 0.0  # nothing left: never paced
+    h.assert_no_obsolete(ts, [t])
+
+
+def test_a_rate_below_one_batch_per_wait_shrinks_the_batch_and_still_finishes(harness):
+    """At 1 entry/s a batch holds 1 entry (one second's worth, never below one; whole transactions:
+    a batch never splits a start timestamp), and one wait is at most a third of the lease (10 s here)."""
+    h = harness
+    t, entries = _backlog(h, transactions=2, cells_each=1)
+    ts = h.sweep_timestamps()
+    r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], max_entries_per_second=1)
+    assert r.status == "caught_up" and r.entries_read == entries and r.iterations == 2
+    assert r.seconds_paced <= h.store.config.lock_lease_seconds / 3.0 + 1e-6
+    h.assert_no_obsolete(ts, [t])
+    h.assert_no_leaks()
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "10"])
+def test_a_bad_rate_is_refused_before_anything_is_written(harness, bad):
+    h = harness
+    before = h.progress()
+    with pytest.raises(InvalidInputError, match="sweep_max_entries_per_second"):
+        h.store.sweeper.sweep_shard(0, STRATEGIES[1], max_entries_per_second=bad)
+    assert h.progress() == before

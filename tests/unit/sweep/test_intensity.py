@@ -1,0 +1,103 @@
+"""SweepPacer (sweep/intensity.py): the pacing arithmetic, on an injected clock and sleep (no sleeping)."""
+from __future__ import annotations
+
+import pytest
+
+from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.sweep.intensity import PACING_INTERVAL_SECONDS, SweepPacer
+
+
+class FakeTime:
+    """A monotonic clock that only the test (and the recorded sleeps) move."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def clock(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def pacer(rate, t, max_wait=30.0):
+    return SweepPacer(rate, max_wait_seconds=max_wait, clock=t.clock, sleep=t.sleep)
+
+
+def test_unlimited_never_waits_and_keeps_the_batch_limit():
+    t = FakeTime()
+    p = pacer(0, t)
+    assert p.unlimited
+    assert [p.pace(n) for n in (10_000, 50_000, 0)] == [0.0, 0.0, 0.0]
+    assert t.slept == [] and p.seconds_paced == 0.0 and p.waits == []
+    assert p.batch_cap(10_000) == 10_000
+
+
+def test_instant_iterations_are_paced_to_the_rate():
+    t = FakeTime()
+    p = pacer(1000, t)
+    waits = [p.pace(500) for _ in range(4)]
+    assert waits == [0.5, 0.5, 0.5, 0.5]
+    assert t.slept == waits and p.waits == waits and p.seconds_paced == 2.0
+    # 2,000 entries took 2 s: exactly the rate.
+    assert 2000 / (t.now - 100.0) == 1000
+
+
+def test_time_spent_working_counts_and_a_slow_iteration_earns_no_burst():
+    t = FakeTime()
+    p = pacer(1000, t)
+    t.now += 0.3  # the iteration itself took 0.3 s for 500 entries (cost 0.5 s)
+    assert p.pace(500) == pytest.approx(0.2)
+    t.now += 2.0  # a slow iteration: 500 entries in 2 s, far under the rate
+    assert p.pace(500) == 0.0
+    # ... and the next fast one is paced again at once: no credit was saved up.
+    assert p.pace(500) == pytest.approx(0.5)
+    assert p.seconds_paced == pytest.approx(0.7)
+
+
+def test_one_wait_is_bounded_and_the_rest_of_the_debt_is_carried():
+    t = FakeTime()
+    p = pacer(100, t, max_wait=2.0)
+    assert p.pace(500) == 2.0  # owes 5 s, waits at most 2 s
+    assert p.pace(0) == 2.0
+    assert p.pace(0) == pytest.approx(1.0)
+    assert p.pace(0) == 0.0
+    assert p.seconds_paced == pytest.approx(5.0) and max(t.slept) == 2.0
+
+
+def test_batch_cap_keeps_one_batch_within_the_pacing_interval_and_one_wait():
+    t = FakeTime()
+    assert pacer(100, t, max_wait=2.0).batch_cap(10_000) == int(100 * PACING_INTERVAL_SECONDS)
+    assert SweepPacer(100, max_wait_seconds=2.0, interval_seconds=5.0).batch_cap(10_000) == 200  # never above one wait
+    assert SweepPacer(8_000, max_wait_seconds=40.0, interval_seconds=1.0).batch_cap(10_000) == 8_000
+    assert pacer(1_000_000, t, max_wait=40.0).batch_cap(10_000) == 10_000
+    assert pacer(1, t, max_wait=0.5).batch_cap(10_000) == 1  # never 0
+
+
+def test_wait_for_is_the_bookkeeping_without_sleeping():
+    t = FakeTime()
+    p = pacer(10, t)
+    assert p.wait_for(5) == 0.5
+    assert t.slept == [] and p.seconds_paced == 0.0
+
+
+@pytest.mark.parametrize("rate", [-1, 1.5, True, "10", None])
+def test_bad_rates_are_refused(rate):
+    with pytest.raises(InvalidInputError, match="max_entries_per_second"):
+        SweepPacer(rate, max_wait_seconds=1.0)
+
+
+@pytest.mark.parametrize("wait", [0, -1, float("nan"), float("inf"), True])
+def test_bad_max_waits_and_intervals_are_refused(wait):
+    with pytest.raises(InvalidInputError, match="max_wait_seconds"):
+        SweepPacer(10, max_wait_seconds=wait)
+    with pytest.raises(InvalidInputError, match="interval_seconds"):
+        SweepPacer(10, max_wait_seconds=1.0, interval_seconds=wait)
+
+
+def test_bad_entry_counts_are_refused():
+    p = pacer(10, FakeTime())
+    with pytest.raises(InvalidInputError, match="entries"):
+        p.pace(-1)
