@@ -41,7 +41,7 @@ TXN_WRITES = 500
 """Writes per backlog transaction (bulk-load shaped: dedicated queue rows; loads the backlog fast)."""
 READS = 4
 FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
-LIMITS_FULL = (0, 4_000, 2_000, 1_000)
+LIMITS_FULL = (0, 16_000, 8_000, 4_000, 2_000, 1_000)
 LIMITS_QUICK = (0, 2_000)
 UNLIMITED = 0
 
