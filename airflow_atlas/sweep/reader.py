@@ -36,6 +36,7 @@ were swept already). Neither leaves data that sweeping must reach, so these are 
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -405,3 +406,36 @@ class SweepQueueReader:
 
 
 DEFAULT_COUNT_CAP = SweepQueueReader.DEFAULT_COUNT_CAP
+
+
+class BatchReadAhead:
+    """One :meth:`SweepQueueReader.read_batch` started early in a background thread (read-ahead), so the
+    next batch's queue reads overlap the current batch's deletes.
+
+    ``key`` names the exact read (the caller's identity of the run, shard, strategy, min/max exclusive,
+    batch limit); :meth:`take` returns the batch only for exactly that key, else None (the caller reads
+    normally). A read-ahead that failed is also None: the caller then reads at the usual time and sees any
+    error there, so errors surface exactly as without read-ahead. Nothing is written by a read-ahead."""
+
+    def __init__(self, reader: SweepQueueReader, key: tuple, args: tuple):
+        self.key = key
+        self._reader = reader
+        self._args = args
+        self._batch: SweepBatch | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, name="atlas-sweep-read-ahead", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._batch = self._reader.read_batch(*self._args)
+        except BaseException:  # noqa: BLE001 - the caller reads again in the foreground and sees the error
+            self._batch = None
+        finally:
+            self._done.set()
+
+    def take(self, key: tuple) -> SweepBatch | None:
+        """The batch read ahead when ``key`` is the key it was started with (waits for it), else None."""
+        if key != self.key:
+            return None
+        self._done.wait()
+        return self._batch

@@ -37,6 +37,7 @@ from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
+from .reader import BatchReadAhead
 from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
     LockHolderInfo,
@@ -61,6 +62,8 @@ class TargetedSweeper:
         self._blocked: dict[tuple[int, str], tuple[int, int]] = {}
         self._blocked_lock = threading.Lock()
         self._metadata_cache: dict[str, SweepStrategy | None] = {}
+        # (shard, strategy) -> the next batch read ahead while the current one is deleted (reader.py).
+        self._read_ahead: dict[tuple[int, str], BatchReadAhead] = {}
 
     # ----- naming and validation -------------------------------------------------------------------
     @staticmethod
@@ -231,6 +234,8 @@ class TargetedSweeper:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress
         old = progress.get_progress(shard, strategy)
+        with self._blocked_lock:
+            ahead = self._read_ahead.pop((shard, strategy.value), None)
         result = SweepResult(
             shard=shard,
             strategy=strategy.value,
@@ -262,7 +267,9 @@ class TargetedSweeper:
             result.status = "blocked"
             return self._finish(result, started)
 
-        batch = self._queue.reader.read_batch(shard, strategy, old, max_exclusive, limit)
+        batch = ahead.take((keeper, old, max_exclusive, limit)) if ahead is not None else None
+        if batch is None:
+            batch = self._queue.reader.read_batch(shard, strategy, old, max_exclusive, limit)
         result.entries_read = batch.entries_read
         result.corrupt_entries = len(batch.corrupt)
         if batch.corrupt:
@@ -310,13 +317,21 @@ class TargetedSweeper:
                     result.blocked_by = {"start_ts": s, "commit_ts": c, "reason": "table now CONSERVATIVE"}
                     break
             entries = batch.entries if blocked_at is None else [w for w in batch.entries if w.start_ts < blocked_at]
-            self._sweep_entries(strategy, entries, commits, result, dry_run, current)
             if blocked_at is not None:
                 new = blocked_at - 1
             elif batch.read_to_end:
                 new = min(max_exclusive, (batch.fine_partition + 1) * FINE_PARTITION) - 1
             else:
                 new = batch.last_start_ts
+            if not dry_run and blocked_at is None and max_exclusive == sweep_ts and old < new < sweep_ts - 1:
+                # The next iteration reads (new, sweep_ts) once this one persists progress = new: read it now,
+                # while this batch is deleted. Nothing read there is touched by this iteration (the cleaner
+                # only removes queue rows wholly <= new); used only by this run (keeper) for exactly that read.
+                with self._blocked_lock:
+                    self._read_ahead[key] = BatchReadAhead(
+                        self._queue.reader, (keeper, new, max_exclusive, limit), (shard, strategy, new, max_exclusive, limit)
+                    )
+            self._sweep_entries(strategy, entries, commits, result, dry_run, current)
         new = max(new, old)
         if max_exclusive < sweep_ts and new >= max_exclusive - 1:
             blocked_at = max_exclusive
