@@ -112,7 +112,9 @@ class TargetedSweeper:
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if lease is not None:
-            return self._iterate(shard, strategy, sweep_ts, FixedLease(self._store.locks, lease), batch_limit, dry_run)
+            return self._iterate(
+                shard, strategy, sweep_ts, FixedLease(self._store.locks, lease), batch_limit, dry_run, read_ahead=False
+            )
         holder = holder or default_holder()
         lease_seconds = self._store.config.lock_lease_seconds
         acquired = self._store.locks.acquire(self.lock_name(shard, strategy), holder, lease_seconds)
@@ -120,7 +122,7 @@ class TargetedSweeper:
             return self._skipped(shard, strategy)
         try:
             with LeaseKeeper(self._store.locks, acquired, lease_seconds) as keeper:
-                return self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
+                return self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead=False)
         finally:
             self._release(acquired)
 
@@ -226,7 +228,9 @@ class TargetedSweeper:
             lock_holder=self.lock_holder(shard, strategy).holder,
         )
 
-    def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run) -> SweepResult:
+    def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True) -> SweepResult:
+        """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
+        iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it)."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
@@ -323,7 +327,7 @@ class TargetedSweeper:
                 new = min(max_exclusive, (batch.fine_partition + 1) * FINE_PARTITION) - 1
             else:
                 new = batch.last_start_ts
-            if not dry_run and blocked_at is None and max_exclusive == sweep_ts and old < new < sweep_ts - 1:
+            if read_ahead and not dry_run and blocked_at is None and max_exclusive == sweep_ts and old < new < sweep_ts - 1:
                 # The next iteration reads (new, sweep_ts) once this one persists progress = new: read it now,
                 # while this batch is deleted. Nothing read there is touched by this iteration (the cleaner
                 # only removes queue rows wholly <= new); used only by this run (keeper) for exactly that read.
@@ -389,19 +393,24 @@ class TargetedSweeper:
         table_strategies = table_strategies or {}
         aborted: dict[str, list] = defaultdict(list)
         newest: dict[str, dict] = defaultdict(dict)
-        for w in entries:
-            if commits[w.start_ts] == ABORTED:
-                aborted[w.table].append((w.cell, w.start_ts))
+        last_table, of_table = None, None
+        for table, cell, start_ts, is_tombstone in entries:
+            if commits[start_ts] == ABORTED:
+                aborted[table].append((cell, start_ts))
                 continue
-            current = newest[w.table].get(w.cell)
-            if current is None or w.start_ts > current[0]:
-                newest[w.table][w.cell] = (w.start_ts, w.is_tombstone)
+            if table is not last_table:  # entries come in runs of one table: look its dict up once per run
+                last_table, of_table = table, newest[table]
+            current = of_table.get(cell)
+            if current is None or start_ts > current[0]:
+                of_table[cell] = (start_ts, is_tombstone)
 
         marks = self._store.table_marks
         for table in sorted(set(aborted) | set(newest)):
             cutoff = marks.cutoff(table)
             versions = [(c, s) for c, s in aborted.get(table, []) if s >= cutoff]
-            cells = {c: v for c, v in newest.get(table, {}).items() if v[0] >= cutoff}
+            cells = newest.get(table, {})
+            if cutoff > 0 and cells:  # a truncate mark: entries below it are obsolete
+                cells = {c: v for c, v in cells.items() if v[0] >= cutoff}
             skipped = len(aborted.get(table, [])) - len(versions) + len(newest.get(table, {})) - len(cells)
             if not self._kvs.table_exists(table):
                 result.entries_skipped_dropped_tables += len(aborted.get(table, [])) + len(newest.get(table, {}))
