@@ -15,7 +15,9 @@ THOROUGH is the like-for-like case (one ranged tombstone per swept cell). CONSER
 writes a sentinel per cell; it is compared with a raw run of the same mutations (sentinel + ranged
 tombstone per cell). When the Cassandra backend groups statements into UNLOGGED batches, a third
 variant, **raw_batched**, writes the raw ranged tombstones in the same batches, so the comparison is
-made against the fastest raw rate this store offers too.
+made against the fastest raw rate this store offers too. For CONSERVATIVE, raw_batched writes each
+cell's sentinel and ranged tombstone as one unit, exactly as the sweep batches them (until issue 15 it
+wrote all sentinels, then all tombstones, in separate batches: twice the mutations of the sweep).
 """
 from __future__ import annotations
 
@@ -41,8 +43,11 @@ def _raw_cassandra(store, table: str, cells, hi: int, sentinels: bool, batched: 
     fresh = store.timestamps.fresh_timestamp()
     if batched:
         if sentinels:
-            kvs.add_gc_sentinels(table, cells)
-        kvs.delete_all_timestamps(table, {c: (0 if sentinels else -1, hi) for c in cells})
+            # The sweep's own batching: each cell's sentinel and ranged tombstone as one unit (one
+            # single-partition mutation), units grouped into UNLOGGED batches.
+            kvs.add_gc_sentinels_and_delete_all_timestamps(table, cells, {c: (0, hi) for c in cells})
+        else:
+            kvs.delete_all_timestamps(table, {c: (-1, hi) for c in cells})
         return
     if sentinels:
         ps = kvs._prep(table, "sentinel")

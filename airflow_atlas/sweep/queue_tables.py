@@ -198,8 +198,14 @@ def cells_column_start(timestamp_modulus: int) -> bytes:
 
 
 def decode_cells_column(col: bytes) -> CellsColumn:
-    # Fast path (reader hot loop): a canonical 1-3 byte timestamp modulus and a write index of 0..63 (one
-    # byte). Anything else - dedicated references, longer indices, every malformed column - is checked below.
+    """The decoded column (CorruptQueueDataError when it is not a valid column)."""
+    return CellsColumn(*cells_column_fields(col))
+
+
+def cells_column_fields(col: bytes) -> tuple[int, int]:
+    """``(timestamp_modulus, write_index)`` of a column, as a plain tuple (reader hot loop)."""
+    # Fast path: a canonical 1-3 byte timestamp modulus and a write index of 0..63 (one byte). Anything
+    # else - dedicated references, longer indices, every malformed column - is checked below.
     if type(col) is bytes and col:
         n, b = len(col), col[0]
         if b < 0x80:
@@ -215,11 +221,11 @@ def decode_cells_column(col: bytes) -> CellsColumn:
         else:
             offset = 0
         if offset and offset + 1 == n and col[offset] & 0xC0 == 0x80:
-            return CellsColumn(modulus, col[offset] & 0x3F)
+            return modulus, col[offset] & 0x3F
     return _decode_cells_column_checked(col)
 
 
-def _decode_cells_column_checked(col: bytes) -> CellsColumn:
+def _decode_cells_column_checked(col: bytes) -> tuple[int, int]:
     col = _bytes(col, "sweepableCells column")
     modulus, offset = _var_long(col, 0, "sweepableCells column timestamp_modulus")
     if not 0 <= modulus < FINE_PARTITION:
@@ -231,7 +237,7 @@ def _decode_cells_column_checked(col: bytes) -> CellsColumn:
         raise CorruptQueueDataError(f"sweepableCells column {col.hex()}: {len(col) - offset} trailing bytes")
     if not -MAX_DEDICATED_ROWS <= index < MAX_CELLS_DEDICATED:
         raise CorruptQueueDataError(f"sweepableCells column {col.hex()}: write_index {index} out of range")
-    return CellsColumn(modulus, index)
+    return modulus, index
 
 
 def encode_dedicated_reference(total_writes: int) -> bytes:

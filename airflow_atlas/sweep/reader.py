@@ -36,6 +36,7 @@ were swept already). Neither leaves data that sweeping must reach, so these are 
 """
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -55,6 +56,7 @@ from .constants import (
 from .partitions import fine
 from .queue_tables import (
     SWEEPABLE_CELLS,
+    cells_column_fields,
     cells_column_start,
     conservative_flag,
     decode_cells_column,
@@ -220,34 +222,47 @@ class SweepQueueReader:
         start, end = _column_range(partition, lo, hi)
         base = partition * FINE_PARTITION
         entries = batch.entries
+        append = entries.append
         last_ts: int | None = None
         cursor = start
+        ahead: _Background | None = None
         while True:
             page_size = min(self.page_size, max(limit - len(entries), 0) + MAX_CELLS_GENERIC + 1)
-            page = self.kvs.get_row_columns(SWEEPABLE_CELLS, row, cursor, end, limit=page_size)
+            page = ahead.result() if ahead is not None and ahead.args[2] == cursor and ahead.args[4] == page_size else None
+            if page is None:
+                page = self.kvs.get_row_columns(SWEEPABLE_CELLS, row, cursor, end, limit=page_size)
+            ahead = None
+            if len(page) == page_size and len(entries) + len(page) < limit:
+                # More follows and this page will not fill the batch: fetch the next page while decoding
+                # this one (sized as the next loop would size it if every cell here is one entry).
+                after = page[-1][0] + b"\x00"
+                next_size = min(self.page_size, max(limit - len(entries) - len(page), 0) + MAX_CELLS_GENERIC + 1)
+                ahead = _Background(self.kvs.get_row_columns, (SWEEPABLE_CELLS, row, after, end, next_size))
+            batch.cells_read += len(page)
             for col, value in page:
-                batch.cells_read += 1
                 try:
-                    column = decode_cells_column(col)
+                    modulus, write_index = cells_column_fields(col)
                 except CorruptQueueDataError as exc:
                     batch.corrupt.append(CorruptQueueCell(SWEEPABLE_CELLS, row.hex(), col.hex(), str(exc)))
                     continue
-                ts = base + column.timestamp_modulus
+                ts = base + modulus
                 if not lo <= ts <= hi:  # cannot happen with a correct column range; never return it
                     continue
-                if len(entries) >= limit and ts != last_ts:
-                    batch.read_to_end = False
-                    return
-                last_ts = ts
-                if column.write_index >= 0:
+                if ts != last_ts:
+                    if len(entries) >= limit:
+                        batch.cells_read -= len(page) - 1 - page.index((col, value))  # the cells after this one: unread
+                        batch.read_to_end = False
+                        return
+                    last_ts = ts
+                if write_index >= 0:
                     try:
-                        entries.append(decode_write_info(value.contents, ts))
+                        append(decode_write_info(value.contents, ts))
                     except CorruptQueueDataError as exc:
                         batch.corrupt.append(
                             CorruptQueueCell(SWEEPABLE_CELLS, row.hex(), col.hex(), str(exc), UNDECODABLE, ts)
                         )
                 else:
-                    self._read_dedicated(batch, conservative, ts, -column.write_index, value.contents, row, col)
+                    self._read_dedicated(batch, conservative, ts, -write_index, value.contents, row, col)
             if len(page) < page_size:
                 break
             cursor = page[-1][0] + b"\x00"
@@ -405,3 +420,47 @@ class SweepQueueReader:
 
 
 DEFAULT_COUNT_CAP = SweepQueueReader.DEFAULT_COUNT_CAP
+
+
+class _Background:
+    """``fn(*args)`` run in a daemon thread; :meth:`result` waits and returns its value, or None when it
+    raised (the caller then does the work in the foreground and meets the error there)."""
+
+    def __init__(self, fn, args: tuple):
+        self.args = args
+        self._fn = fn
+        self._value = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, name="atlas-sweep-read-ahead", daemon=True).start()
+
+    def _run(self) -> None:
+        try:
+            self._value = self._fn(*self.args)
+        except BaseException:  # noqa: BLE001 - redone in the foreground, where the error surfaces
+            self._value = None
+        finally:
+            self._done.set()
+
+    def result(self):
+        self._done.wait()
+        return self._value
+
+
+class BatchReadAhead:
+    """One :meth:`SweepQueueReader.read_batch` started early in a background thread (read-ahead), so the
+    next batch's queue reads overlap the current batch's deletes.
+
+    ``key`` names the exact read (the caller's identity of the run, shard, strategy, min/max exclusive,
+    batch limit); :meth:`take` returns the batch only for exactly that key, else None (the caller reads
+    normally). A read-ahead that failed is also None: the caller then reads at the usual time and sees any
+    error there, so errors surface exactly as without read-ahead. Nothing is written by a read-ahead."""
+
+    def __init__(self, reader: SweepQueueReader, key: tuple, args: tuple):
+        self.key = key
+        self._read = _Background(reader.read_batch, args)
+
+    def take(self, key: tuple) -> SweepBatch | None:
+        """The batch read ahead when ``key`` is the key it was started with (waits for it), else None."""
+        if key != self.key:
+            return None
+        return self._read.result()

@@ -38,6 +38,7 @@ from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .intensity import SweepPacer
+from .reader import BatchReadAhead
 from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
     LockHolderInfo,
@@ -62,6 +63,8 @@ class TargetedSweeper:
         self._blocked: dict[tuple[int, str], tuple[int, int]] = {}
         self._blocked_lock = threading.Lock()
         self._metadata_cache: dict[str, SweepStrategy | None] = {}
+        # (shard, strategy) -> the next batch read ahead while the current one is deleted (reader.py).
+        self._read_ahead: dict[tuple[int, str], BatchReadAhead] = {}
 
     # ----- naming and validation -------------------------------------------------------------------
     @staticmethod
@@ -110,7 +113,9 @@ class TargetedSweeper:
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if lease is not None:
-            return self._iterate(shard, strategy, sweep_ts, FixedLease(self._store.locks, lease), batch_limit, dry_run)
+            return self._iterate(
+                shard, strategy, sweep_ts, FixedLease(self._store.locks, lease), batch_limit, dry_run, read_ahead=False
+            )
         holder = holder or default_holder()
         lease_seconds = self._store.config.lock_lease_seconds
         acquired = self._store.locks.acquire(self.lock_name(shard, strategy), holder, lease_seconds)
@@ -118,7 +123,7 @@ class TargetedSweeper:
             return self._skipped(shard, strategy)
         try:
             with LeaseKeeper(self._store.locks, acquired, lease_seconds) as keeper:
-                return self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
+                return self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead=False)
         finally:
             self._release(acquired)
 
@@ -243,7 +248,9 @@ class TargetedSweeper:
             lock_holder=self.lock_holder(shard, strategy).holder,
         )
 
-    def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run) -> SweepResult:
+    def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True) -> SweepResult:
+        """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
+        iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it)."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
@@ -251,6 +258,8 @@ class TargetedSweeper:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress
         old = progress.get_progress(shard, strategy)
+        with self._blocked_lock:
+            ahead = self._read_ahead.pop((shard, strategy.value), None)
         result = SweepResult(
             shard=shard,
             strategy=strategy.value,
@@ -282,7 +291,9 @@ class TargetedSweeper:
             result.status = "blocked"
             return self._finish(result, started)
 
-        batch = self._queue.reader.read_batch(shard, strategy, old, max_exclusive, limit)
+        batch = ahead.take((keeper, old, max_exclusive, limit)) if ahead is not None else None
+        if batch is None:
+            batch = self._queue.reader.read_batch(shard, strategy, old, max_exclusive, limit)
         result.entries_read = batch.entries_read
         result.corrupt_entries = len(batch.corrupt)
         if batch.corrupt:
@@ -330,13 +341,21 @@ class TargetedSweeper:
                     result.blocked_by = {"start_ts": s, "commit_ts": c, "reason": "table now CONSERVATIVE"}
                     break
             entries = batch.entries if blocked_at is None else [w for w in batch.entries if w.start_ts < blocked_at]
-            self._sweep_entries(strategy, entries, commits, result, dry_run, current)
             if blocked_at is not None:
                 new = blocked_at - 1
             elif batch.read_to_end:
                 new = min(max_exclusive, (batch.fine_partition + 1) * FINE_PARTITION) - 1
             else:
                 new = batch.last_start_ts
+            if read_ahead and not dry_run and blocked_at is None and max_exclusive == sweep_ts and old < new < sweep_ts - 1:
+                # The next iteration reads (new, sweep_ts) once this one persists progress = new: read it now,
+                # while this batch is deleted. Nothing read there is touched by this iteration (the cleaner
+                # only removes queue rows wholly <= new); used only by this run (keeper) for exactly that read.
+                with self._blocked_lock:
+                    self._read_ahead[key] = BatchReadAhead(
+                        self._queue.reader, (keeper, new, max_exclusive, limit), (shard, strategy, new, max_exclusive, limit)
+                    )
+            self._sweep_entries(strategy, entries, commits, result, dry_run, current)
         new = max(new, old)
         if max_exclusive < sweep_ts and new >= max_exclusive - 1:
             blocked_at = max_exclusive
@@ -394,19 +413,24 @@ class TargetedSweeper:
         table_strategies = table_strategies or {}
         aborted: dict[str, list] = defaultdict(list)
         newest: dict[str, dict] = defaultdict(dict)
-        for w in entries:
-            if commits[w.start_ts] == ABORTED:
-                aborted[w.table].append((w.cell, w.start_ts))
+        last_table, of_table = None, None
+        for table, cell, start_ts, is_tombstone in entries:
+            if commits[start_ts] == ABORTED:
+                aborted[table].append((cell, start_ts))
                 continue
-            current = newest[w.table].get(w.cell)
-            if current is None or w.start_ts > current[0]:
-                newest[w.table][w.cell] = (w.start_ts, w.is_tombstone)
+            if table is not last_table:  # entries come in runs of one table: look its dict up once per run
+                last_table, of_table = table, newest[table]
+            current = of_table.get(cell)
+            if current is None or start_ts > current[0]:
+                of_table[cell] = (start_ts, is_tombstone)
 
         marks = self._store.table_marks
         for table in sorted(set(aborted) | set(newest)):
             cutoff = marks.cutoff(table)
             versions = [(c, s) for c, s in aborted.get(table, []) if s >= cutoff]
-            cells = {c: v for c, v in newest.get(table, {}).items() if v[0] >= cutoff}
+            cells = newest.get(table, {})
+            if cutoff > 0 and cells:  # a truncate mark: entries below it are obsolete
+                cells = {c: v for c, v in cells.items() if v[0] >= cutoff}
             skipped = len(aborted.get(table, [])) - len(versions) + len(newest.get(table, {})) - len(cells)
             if not self._kvs.table_exists(table):
                 result.entries_skipped_dropped_tables += len(aborted.get(table, [])) + len(newest.get(table, {}))
