@@ -12,10 +12,23 @@ starts from the same state. Runs, interleaved (rotating order) in every repetiti
   JVM launch per run, so its "fixed cost" is smaller than a submission's).
 * ``in-task``: what an Airflow task does in in-task mode: a fresh Python process opens the store and
   sweeps the 16 pairs one after the other, timed from process start to exit.
+* ``connect local[1]`` and ``connect local[2]``: the same job on a long-lived Spark application reached
+  through Spark Connect (two servers started by ``scripts/spark.sh connect-start`` before the runs, one per
+  master): a fresh Python process (like an Airflow task) opens the engine's Connect session (reused:
+  ``airflow_atlas.spark.connect.open_session``; one unmeasured warm-up submission per server creates it and
+  ships the engine once) and runs the job, timed from process start to exit. The first submission of a
+  session (new server or new engine) is recorded separately (``connect_first_session_seconds``).
+
+Every child process (in-task, spark-submit and its Python workers, Connect clients, the Connect servers'
+Python workers) caches Python bytecode in the bench's work directory (``PYTHONPYCACHEPREFIX``), as an
+installed package has its ``.pyc``: without it, each process compiles pyspark/pandas from source (the
+Connect client imports pandas: +2.6 s here), which is a property of the environment, not of the path.
 
 Figures: scale-out = time(local[1]) / time(local[2]) at the largest backlog (whole run, and the job's
-own duration without JVM start-up); fixed cost = time(spark local[2], B=0) - time(in-task, B=0); the
-crossover is where the straight lines fitted through time(B) of in-task and of Spark local[2] meet.
+own duration without JVM start-up); fixed cost = time(spark local[2], B=0) - time(in-task, B=0), for
+spark-submit and for Connect, and their ratio (same repetition, side by side); per-entry time of a path =
+(time(B top) - time(B=0)) / B top, compared with in-task's (local[1]: one executor core, like the task);
+the crossover is where the straight lines fitted through time(B) of in-task and of Spark local[2] meet.
 """
 from __future__ import annotations
 
@@ -40,15 +53,52 @@ def _backlogs(quick: bool) -> list[int]:
     return [0, 1_600] if quick else [0, 32_000, 96_000]
 
 
+_PYCACHE: list[str] = []  # the bytecode cache directory of this run's child processes (module doc)
+
+
 def _env() -> dict:
     bin_dir = os.path.dirname(sys.executable)
-    return {
+    env = {
         **os.environ,
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYSPARK_PYTHON": sys.executable,
         "PYSPARK_DRIVER_PYTHON": sys.executable,
         "PYTHONPATH": str(C.REPO_ROOT),
     }
+    if _PYCACHE:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = _PYCACHE[0]
+    return env
+
+
+class _ConnectServers:
+    """One Spark Connect server per master (scripts/spark.sh connect-start), stopped at the end."""
+
+    def __init__(self, workdir: str, masters: list[str]):
+        import socket
+
+        self.script = str(C.REPO_ROOT / "scripts" / "spark.sh")
+        self.envs: dict[str, dict] = {}
+        self.urls: dict[str, str] = {}
+        self.start_seconds: dict[str, float] = {}
+        for master in masters:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            env = {**_env(), "ATLAS_SPARK_DIR": os.path.join(workdir, f"connect-{port}"),
+                   "ATLAS_SPARK_CONNECT_PORT": str(port), "ATLAS_SPARK_CONNECT_MASTER": master}
+            self.envs[master] = env
+            started = time.perf_counter()
+            proc = subprocess.run([self.script, "connect-start"], env=env, capture_output=True, text=True, timeout=600)
+            if proc.returncode != 0:
+                self.stop()
+                raise RuntimeError(f"connect-start {master} failed:\n{proc.stderr[-3000:]}")
+            self.start_seconds[master] = time.perf_counter() - started
+            self.urls[master] = f"sc://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        for env in self.envs.values():
+            subprocess.run([self.script, "connect-stop"], env=env, capture_output=True, text=True, timeout=120)
 
 
 class _Runner:
@@ -66,6 +116,19 @@ class _Runner:
 
     def spark(self, master: str) -> dict:
         return self._inprocess(master) if self.quick else self._submit(master)
+
+    def connect(self, url: str) -> dict:
+        """One submission to a Connect server from a fresh Python process (like an Airflow task)."""
+        session_file = os.path.join(self.workdir, "sessions", url.rsplit(":", 1)[-1] + ".id")
+        started = time.perf_counter()
+        proc = subprocess.run(
+            [sys.executable, "-m", "bench.spark_scaleout", "--connect", url, self.url_file, self.zip, session_file],
+            capture_output=True, text=True, env=_env(), cwd=str(C.REPO_ROOT), timeout=3600,
+        )
+        seconds = time.perf_counter() - started
+        if proc.returncode != 0:
+            raise RuntimeError(f"Connect run on {url} failed:\n{proc.stderr[-4000:]}")
+        return self._summary(json.loads(proc.stdout.strip().splitlines()[-1]), seconds)
 
     def _submit(self, master: str) -> dict:
         out = os.path.join(self.workdir, f"result-{time.time_ns()}.json")
@@ -170,6 +233,21 @@ def _in_task_child(url_file: str) -> None:
     print(json.dumps({"job_seconds": time.perf_counter() - started, "entries_read": entries, "cells_tombstoned": cells}))
 
 
+def _connect_child(url: str, url_file: str, zip_path: str, session_file: str) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore", category=FutureWarning)  # pyspark's note on pandas 3
+    from airflow_atlas.spark import run_targeted_sweep
+    from airflow_atlas.spark.connect import open_session
+
+    with open(url_file) as f:
+        url_store = f.read().strip()
+    spark = open_session(url, zip_path, session_file)
+    doc = run_targeted_sweep(spark, store_url=url_store, pairs=[(s, "CONSERVATIVE") for s in range(SHARDS)],
+                             settings=dict(SETTINGS))
+    print(json.dumps(doc.to_json()))
+
+
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     """Least-squares line y = a + b x."""
     n = len(points)
@@ -188,11 +266,17 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
     store = C.open_store(C.cassandra_url(C.new_keyspace_name("spark")), shards=SHARDS, **SETTINGS)
     url = C.cassandra_url(store.kvs.keyspace)
     workdir = tempfile.mkdtemp(prefix="atlas-bench-spark-")
+    _PYCACHE[:] = [os.path.join(workdir, "pycache")]
     runs: list[dict] = []
+    servers = None
+    first_session: dict[str, float] = {}
     try:
         machine = C.machine_info(store.kvs.session)
         store.create_table("sp", SweepStrategy.CONSERVATIVE)
         runner = _Runner(url, quick, workdir)
+        servers = _ConnectServers(workdir, ["local[1]", "local[2]"])
+        for master, server_url in servers.urls.items():  # creates the session, ships the engine: unmeasured
+            first_session[master] = runner.connect(server_url)["seconds"]
         rng = random.Random(11)
         offset = [0]
 
@@ -208,20 +292,37 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             return time.perf_counter() - started
 
         top = backlogs[-1]
-        tasks = [("local[1]", top)] + [("local[2]", b) for b in backlogs] + [("in-task", b) for b in backlogs]
+        tasks = (
+            [("local[1]", 0), ("local[1]", top)] + [("local[2]", b) for b in backlogs] + [("in-task", b) for b in backlogs]
+            + [("connect local[1]", 0), ("connect local[1]", top)] + [("connect local[2]", b) for b in backlogs]
+        )
         for rep in range(reps):
             for variant, b in C.rotated(tasks, rep):
                 rec = {"rep": rep, "variant": variant, "backlog": b, "load_avg_1m": C.load_average()["1m"]}
                 rec["load_seconds"] = load(b)
                 C.log(f"{name}: rep {rep} {variant} backlog {b:,}")
-                rec.update(runner.in_task() if variant == "in-task" else runner.spark(variant))
+                if variant == "in-task":
+                    rec.update(runner.in_task())
+                elif variant.startswith("connect "):
+                    rec.update(runner.connect(servers.urls[variant.split(" ", 1)[1]]))
+                else:
+                    rec.update(runner.spark(variant))
                 rec["check"] = rec["entries_read"] == b and rec["cells_tombstoned"] == b
                 runs.append(rec)
     finally:
+        if servers is not None:
+            servers.stop()
         C.drop_store(store)
         shutil.rmtree(workdir, ignore_errors=True)
+        _PYCACHE.clear()
     results = _summarize(runs, backlogs, reps)
+    results["connect_first_session_seconds"] = first_session
+    results["connect_server_start_seconds"] = servers.start_seconds if servers else None
     goals = [
+        C.goal("fixed cost of one Spark Connect submission (local[2], B=0, minus in-task)", results["connect_fixed_cost_seconds"], 3.0, "<=", "s"),
+        C.goal(f"per-entry time, Connect local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_connect_local1"], 1.2, "<=", "x"),
+        C.goal("fixed cost of one spark-submit (local[2], B=0, minus in-task)", results["fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
+        C.goal(f"per-entry time, spark-submit local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_submit_local1"], 1.2, "<=", "x", binding=False),
         C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
         C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
     ]
@@ -232,6 +333,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             "backlogs": backlogs,
             "transaction_writes": TXN_WRITES,
             "spark_mode": "in-process SparkSession" if quick else "spark-submit",
+            "connect_mode": "Spark Connect servers local[1] and local[2] (scripts/spark.sh), a fresh client process per run, the session reused",
+            "bytecode_cache": "PYTHONPYCACHEPREFIX in the work directory for every child process",
             "strategy": "CONSERVATIVE",
             "settings": SETTINGS,
             "repetitions": reps,
@@ -252,17 +355,38 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
     scale_job = [d[("local[1]", top)]["job_seconds"] / d[("local[2]", top)]["job_seconds"] for d in by_rep.values()]
     fixed = [d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
     fixed_ratio = [d[("local[2]", 0)]["seconds"] / d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
+    connect_fixed = [d[("connect local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values()]
+    connect_over_submit = [
+        (d[("connect local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"])
+        / (d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"])
+        for d in by_rep.values()
+    ]
+
+    def per_entry(variant):
+        return C.median((d[(variant, top)]["seconds"] - d[(variant, 0)]["seconds"]) / top for d in by_rep.values()) if top else None
+
+    def per_entry_ratio(variant):
+        return C.median(
+            (d[(variant, top)]["seconds"] - d[(variant, 0)]["seconds"]) / (d[("in-task", top)]["seconds"] - d[("in-task", 0)]["seconds"])
+            for d in by_rep.values()
+        ) if top else None
     table = {
         str(b): {
             "in_task_seconds": med("in-task", b),
             "spark_local2_seconds": med("local[2]", b),
-            **({"spark_local1_seconds": med("local[1]", b)} if b == top else {}),
+            "connect_local2_seconds": med("connect local[2]", b),
+            **({"spark_local1_seconds": med("local[1]", b), "connect_local1_seconds": med("connect local[1]", b)}
+               if b in (0, top) else {}),
         }
         for b in backlogs
     }
     a_in, b_in = _fit([(b, med("in-task", b)) for b in backlogs])
     a_sp, b_sp = _fit([(b, med("local[2]", b)) for b in backlogs])
+    a_cn, b_cn = _fit([(b, med("connect local[2]", b)) for b in backlogs])
     crossover = (a_sp - a_in) / (b_in - b_sp) if b_in > b_sp else None
+    crossover_connect = (a_cn - a_in) / (b_in - b_cn) if b_in > b_cn else None
+    connect_fixed_cost = C.median(connect_fixed)
+    model_connect = 2 * connect_fixed_cost / b_in if b_in > 0 and connect_fixed_cost > 0 else None
     fixed_cost = C.median(fixed)
     # Where Spark would overtake in-task mode if local[2] halved the per-entry time (executors with cores
     # of their own): fixed cost / (per-entry time saved) = 2 F / b_in. A model, not a measurement.
@@ -272,11 +396,20 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
         "scaleout_job": C.median(scale_job),
         "fixed_cost_seconds": fixed_cost,
         "fixed_cost_ratio_spark_over_in_task": C.median(fixed_ratio),
+        "connect_fixed_cost_seconds": connect_fixed_cost,
+        "fixed_cost_ratio_connect_over_submit": C.median(connect_over_submit),
+        "seconds_per_entry": {"in_task": per_entry("in-task"), "submit_local1": per_entry("local[1]"),
+                              "connect_local1": per_entry("connect local[1]"), "connect_local2": per_entry("connect local[2]")},
+        "per_entry_ratio_connect_local1": per_entry_ratio("connect local[1]"),
+        "per_entry_ratio_submit_local1": per_entry_ratio("local[1]"),
         "seconds_by_backlog": table,
         "fit": {
             "in_task": {"intercept_s": a_in, "seconds_per_entry": b_in},
             "spark_local2": {"intercept_s": a_sp, "seconds_per_entry": b_sp},
+            "connect_local2": {"intercept_s": a_cn, "seconds_per_entry": b_cn},
         },
+        "crossover_connect_entries": round(crossover_connect) if crossover_connect is not None else None,
+        "crossover_connect_if_2x_scaleout_entries": round(model_connect) if model_connect is not None else None,
         "crossover_entries": round(crossover) if crossover is not None else None,
         "crossover_entries_per_shard": round(crossover / SHARDS) if crossover is not None else None,
         "crossover_extrapolated": crossover is not None and crossover > top,
@@ -291,6 +424,8 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
 if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--in-task":
         _in_task_child(sys.argv[2])
+    elif len(sys.argv) == 6 and sys.argv[1] == "--connect":
+        _connect_child(*sys.argv[2:])
     else:
         print("usage: python -m bench.spark_scaleout --in-task URL_FILE (internal; run bench.run)", file=sys.stderr)
         sys.exit(2)

@@ -10,6 +10,12 @@
 #                             --properties-file submit.conf app.py (spark-submit wants a regular file)
 #   scripts/spark.sh log      print the tail of the daemons' logs
 #
+# A Spark Connect server (one long-lived Spark application the sweep jobs reach with sc://; docs/SPARK.md):
+#   scripts/spark.sh connect-start    start it (idempotent: a running one is kept); wait until it listens
+#   scripts/spark.sh connect-status   exit 0 when it listens; prints its sc:// URL
+#   scripts/spark.sh connect-stop     stop it (only a server this script started)
+#   scripts/spark.sh connect-url      print its sc:// URL (for a `spark_connect` Airflow connection)
+#
 # Environment (all optional):
 #   ATLAS_PYTHON               the Python whose pyspark runs the daemons and whose interpreter the executors
 #                              use (default: the repository's .venv/bin/python, else python3). Executors must
@@ -24,6 +30,11 @@
 #   ATLAS_SPARK_DIR            logs, pids, worker directories (default ${TMPDIR:-/tmp}/airflow-atlas-spark)
 #   ATLAS_SPARK_DRIVER_HOST    address a driver on this machine advertises to executors (default 127.0.0.1)
 #   ATLAS_SPARK_TIMEOUT        seconds to wait for the master and the workers (default 180)
+#   ATLAS_SPARK_CONNECT_HOST   Connect server's listening address, loopback only (default 127.0.0.1)
+#   ATLAS_SPARK_CONNECT_PORT   its gRPC port (default 15002)
+#   ATLAS_SPARK_CONNECT_MASTER the master of its application (default local[2]; e.g. local[1],
+#                              local[2,4] for task retries, or the standalone master spark://HOST:PORT)
+#   ATLAS_SPARK_CONNECT_MEMORY its driver heap (default 1g)
 #   ATLAS_SPARK_ADOPT=1        accept a master that already answers on HOST:PORT although this script did not
 #                              start it; without it `start` refuses
 set -euo pipefail
@@ -48,6 +59,10 @@ DRIVER_HOST="${ATLAS_SPARK_DRIVER_HOST:-127.0.0.1}"
 TIMEOUT="${ATLAS_SPARK_TIMEOUT:-180}"
 ADOPT="${ATLAS_SPARK_ADOPT:-0}"
 MASTER_URL="spark://$HOST:$PORT"
+CONNECT_HOST="${ATLAS_SPARK_CONNECT_HOST:-127.0.0.1}"
+CONNECT_PORT="${ATLAS_SPARK_CONNECT_PORT:-15002}"
+CONNECT_MASTER="${ATLAS_SPARK_CONNECT_MASTER:-local[2]}"
+CONNECT_MEMORY="${ATLAS_SPARK_CONNECT_MEMORY:-1g}"
 
 say() { echo "[spark] $*" >&2; }
 die() { echo "[spark] ERROR: $*" >&2; exit 1; }
@@ -55,7 +70,10 @@ usage() { echo "[spark] ERROR: $*" >&2; exit 64; }
 
 [[ "$HOST" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || usage "ATLAS_SPARK_HOST must be a loopback address 127.x.y.z, got '$HOST'"
 [[ "$DRIVER_HOST" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || usage "ATLAS_SPARK_DRIVER_HOST must be a loopback address 127.x.y.z, got '$DRIVER_HOST'"
-for n in "$PORT" "$WEBUI_PORT" "$WORKERS" "$WORKER_CORES" "$TIMEOUT"; do
+[[ "$CONNECT_HOST" =~ ^127\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}$ ]] || usage "ATLAS_SPARK_CONNECT_HOST must be a loopback address 127.x.y.z, got '$CONNECT_HOST'"
+[[ "$CONNECT_MASTER" =~ ^(local(\[[0-9*]+(,[0-9]+)?\])?|spark://[^[:space:]]+)$ ]] || usage "ATLAS_SPARK_CONNECT_MASTER must be local, local[N], local[N,F] or spark://HOST:PORT, got '$CONNECT_MASTER'"
+[[ "$CONNECT_MEMORY" =~ ^[0-9]+[mg]$ ]] || usage "ATLAS_SPARK_CONNECT_MEMORY must look like 512m or 1g"
+for n in "$CONNECT_PORT" "$PORT" "$WEBUI_PORT" "$WORKERS" "$WORKER_CORES" "$TIMEOUT"; do
   [[ "$n" =~ ^[0-9]+$ ]] || usage "ports, ATLAS_SPARK_WORKERS, ATLAS_SPARK_WORKER_CORES and ATLAS_SPARK_TIMEOUT must be numbers, got '$n'"
 done
 (( WORKERS >= 1 && WORKERS <= 16 )) || usage "ATLAS_SPARK_WORKERS must be in 1..16, got '$WORKERS'"
@@ -217,6 +235,59 @@ spark.cores.max $((WORKERS * WORKER_CORES))
 EOF
 }
 
+# ----- the Spark Connect server -----------------------------------------------------------------------
+connect_port_open() {
+  "$PYTHON" -c 'import socket, sys; socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2).close()' "$CONNECT_HOST" "$CONNECT_PORT" 2>/dev/null
+}
+
+connect_url() { echo "sc://$CONNECT_HOST:$CONNECT_PORT"; }
+
+connect_start() {
+  local home pid waited=0
+  if pid="$(live_pid "$SPARK_DIR/connect.pid")"; then
+    connect_port_open && { say "Connect server already running (pid $pid) at $(connect_url)"; return 0; }
+  elif connect_port_open; then
+    die "something already listens on $CONNECT_HOST:$CONNECT_PORT but this script did not start it; choose ATLAS_SPARK_CONNECT_PORT"
+  else
+    home="$(spark_home)"
+    mkdir -p "$SPARK_DIR/logs" "$SPARK_DIR/conf" "$SPARK_DIR/connect-pycache"
+    say "starting Spark Connect server $(connect_url) (master $CONNECT_MASTER) from $home"
+    # Python bytecode of the server's Python workers is cached in its own directory (a fresh session
+    # starts fresh workers; without a cache they compile pyspark and the engine every time).
+    env -u PYTHONDONTWRITEBYTECODE PYTHONPYCACHEPREFIX="$SPARK_DIR/connect-pycache" \
+      SPARK_HOME="$home" SPARK_LOCAL_IP="$CONNECT_HOST" SPARK_CONF_DIR="$SPARK_DIR/conf" \
+      SPARK_DAEMON_JAVA_OPTS="-Datlas.spark.dir=$SPARK_DIR" PYSPARK_PYTHON="$PYTHON" PYSPARK_DRIVER_PYTHON="$PYTHON" \
+      nohup "$home/bin/spark-submit" --class org.apache.spark.sql.connect.service.SparkConnectServer \
+        --name "atlas-connect" --master "$CONNECT_MASTER" --driver-memory "$CONNECT_MEMORY" \
+        --conf spark.connect.grpc.binding.address="$CONNECT_HOST" --conf spark.connect.grpc.binding.port="$CONNECT_PORT" \
+        --conf spark.driver.host="$CONNECT_HOST" --conf spark.driver.bindAddress="$CONNECT_HOST" \
+        --conf spark.ui.enabled=false --conf spark.ui.showConsoleProgress=false \
+        --conf spark.pyspark.python="$PYTHON" --conf spark.pyspark.driver.python="$PYTHON" \
+        --conf "spark.driver.extraJavaOptions=-Datlas.spark.dir=$SPARK_DIR" \
+        spark-internal >"$SPARK_DIR/logs/connect.log" 2>&1 </dev/null &
+    echo $! >"$SPARK_DIR/connect.pid"
+  fi
+  until connect_port_open; do
+    live_pid "$SPARK_DIR/connect.pid" >/dev/null || { tail -n 30 "$SPARK_DIR/logs/connect.log" >&2; die "the Connect server exited during startup (see above)"; }
+    (( waited < TIMEOUT )) || { tail -n 30 "$SPARK_DIR/logs/connect.log" >&2; die "the Connect server did not listen within ${TIMEOUT}s"; }
+    sleep 1
+    waited=$((waited + 1))
+  done
+  say "Connect server up after ${waited}s: $(connect_url)"
+}
+
+connect_status() {
+  local pid
+  pid="$(live_pid "$SPARK_DIR/connect.pid" || true)"
+  if connect_port_open; then
+    say "Connect server $(connect_url) listens${pid:+ (pid $pid)}"
+    connect_url
+    return 0
+  fi
+  say "Connect server $(connect_url) does not listen${pid:+ (pid $pid alive)}"
+  return 1
+}
+
 cmd="${1:-}"
 shift || true
 case "$cmd" in
@@ -226,5 +297,9 @@ case "$cmd" in
   restart) stop; start ;;
   conf) conf ;;
   log) log_tail ;;
-  *) usage "usage: $0 {start|status|stop|restart|conf|log}" ;;
+  connect-start) connect_start ;;
+  connect-status) connect_status ;;
+  connect-stop) stop_daemon connect; say "Connect server stopped" ;;
+  connect-url) connect_url ;;
+  *) usage "usage: $0 {start|status|stop|restart|conf|log|connect-start|connect-status|connect-stop|connect-url}" ;;
 esac

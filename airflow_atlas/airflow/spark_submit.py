@@ -288,12 +288,7 @@ def _run(
             "engine_zip": os.path.basename(zip_path),
             "submit_seconds": round(time.monotonic() - started, 3),
         }
-        if submit_error is not None or not document.ok:
-            reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
-            message = scrub(f"Spark {kind} application failed: {reason}", store_url)
-            if document.retriable is False:
-                raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
-            raise SparkSweepFailed(message, document)
+        raise_for_document(kind, document, store_url, failed=submit_error is not None)
         return document
     finally:
         with _RUNNING_LOCK:
@@ -302,8 +297,21 @@ def _run(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def raise_for_document(kind: str, document: JobDocument, store_url: str, *, failed: bool = False) -> None:
+    """The error taxonomy of a finished application (both submission paths): :class:`SparkSweepRefused`
+    when nothing that failed is retriable, :class:`SparkSweepFailed` when something failed (or ``failed``:
+    the submission itself reported an error), else nothing."""
+    if not failed and document.ok:
+        return
+    reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
+    message = scrub(f"Spark {kind} application failed: {reason}", store_url)
+    if document.retriable is False:
+        raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
+    raise SparkSweepFailed(message, document)
+
+
 def kill_submission(context: Mapping | None) -> bool:
-    """Kill the spark-submit started by this task (call from an operator's ``on_kill``)."""
+    """Kill the spark-submit (or the Spark Connect job) started by this task (call from an operator's ``on_kill``)."""
     with _RUNNING_LOCK:
         hook = _RUNNING.get(_task_key(context))
     if hook is None:

@@ -6,9 +6,11 @@ from __future__ import annotations
 import functools
 import time
 import traceback
+import uuid
 from typing import Callable, Sequence
 
 from ..errors import is_retriable
+from .connect import is_connect, run_items, server_facts
 from .args import effective_max_failures, settings_from_spark_conf
 from .document import JobDocument, summarize
 from .executor import TaskSpec, classify_job_error, open_store as default_open_store, run_partition
@@ -34,34 +36,47 @@ def run_job(
     """Run ``job`` (a strategy of :mod:`airflow_atlas.spark.jobs`) as one Spark job and return its document.
 
     ``settings`` (StoreConfig overrides) are merged over the ``spark.atlas.store.*`` conf entries.
-    ``engine_zip`` is added with addPyFile (spark-submit passes it with ``--py-files`` instead).
+    ``spark`` is a classic session (``spark-submit``, items as RDD partitions) or a Spark Connect one
+    (items as ``mapInArrow`` partitions, :mod:`.connect`); both run the same task body.
+    ``engine_zip`` is added with addPyFile on a classic session (spark-submit passes it with ``--py-files``
+    instead; a Connect session holds it as an artifact already).
     ``open_store(url, settings)`` opens the store on the driver (if the job plans with it) and in every task.
     """
     started = time.time()
-    sc = spark.sparkContext
-    conf = sc.getConf()
-    max_attempts = effective_max_failures(sc.master, conf.get("spark.task.maxFailures", None))
-    merged = {**settings_from_spark_conf(conf.getAll()), **(settings or {})}
+    if is_connect(spark):  # a long-lived application reached through Spark Connect (see .connect)
+        master, app_id, max_failures, conf_items = server_facts(spark)
+        # One server application serves many submissions: the run gets its own id, so lock holders
+        # (spark:<app id>:<shard>:<strategy>) of two submissions never coincide.
+        app_id = f"{app_id}/{uuid.uuid4().hex[:12]}"
+    else:
+        sc = spark.sparkContext
+        conf = sc.getConf()
+        master, app_id, max_failures, conf_items = sc.master, sc.applicationId, conf.get("spark.task.maxFailures", None), conf.getAll()
+    max_attempts = effective_max_failures(master, max_failures)
+    merged = {**settings_from_spark_conf(conf_items), **(settings or {})}
     validate_settings(merged)
-    if engine_zip:
-        sc.addPyFile(engine_zip)
     job, items = job.plan(lambda: open_store(store_url, merged))
-    spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=sc.applicationId,
+    spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=app_id,
                     job=job, open_store=open_store)
-    sc.setJobDescription(job.description(items))
-    results = (
-        sc.parallelize(items, numSlices=max(1, len(items)))
-        .mapPartitions(functools.partial(run_partition, spec))
-        .collect()
-    )
+    if is_connect(spark):  # the engine zip is a session artifact (connect.open_session)
+        results = run_items(spark, spec, items)
+    else:
+        if engine_zip:
+            sc.addPyFile(engine_zip)
+        sc.setJobDescription(job.description(items))
+        results = (
+            sc.parallelize(items, numSlices=max(1, len(items)))
+            .mapPartitions(functools.partial(run_partition, spec))
+            .collect()
+        )
     results.sort(key=lambda r: job.sort_key(r.item))
     failed = [r for r in results if r.failed]
     return JobDocument(
         job=job.name,
         ok=not failed and len(results) == len(items),
         retriable=any(r.retriable for r in failed) if failed else None,
-        app_id=sc.applicationId,
-        master=sc.master,
+        app_id=app_id,
+        master=master,
         store=redact(store_url),
         max_task_attempts=max_attempts,
         params=job.params(),

@@ -8,6 +8,11 @@ before the submission, and each Spark task takes its pair's lock itself, as the 
 its dead attempt), and keeps it refreshed while it sweeps (``sweep_shard``'s own ``LeaseKeeper``). The
 Airflow task does not refresh anything while the application runs. A pair whose lock someone else takes
 in between comes back ``skipped_locked``, never swept twice at once.
+
+**Which submission path** (:func:`submit_function`): the Spark connection the settings name
+(``spark_conn_id``) decides. A connection of type ``spark_connect`` runs the job on that long-lived Spark
+Connect server (:mod:`airflow_atlas.airflow.spark_connect`), any other through ``spark-submit``
+(:mod:`airflow_atlas.airflow.spark_submit`). Same job code, same document, same errors.
 """
 from __future__ import annotations
 
@@ -34,6 +39,7 @@ class SparkSubmission:
 
         with AtlasHook(store_conn_id) as hook:
             url = hook.get_store_url()
+        submit = submit_function(submit, spark_conn_id)
         # Known to on_kill while the job runs; left set when a timeout or termination (BaseException)
         # interrupts it, because Airflow calls on_kill after this frame has unwound.
         self._context = context
@@ -52,6 +58,19 @@ class SparkSubmission:
         from airflow_atlas.airflow.spark_submit import kill_submission
 
         return kill_submission(self._context)
+
+
+def submit_function(submit: Callable, spark_conn_id: str) -> Callable:
+    """The submission function of ``submit``'s kind (``spark_submit.submit_targeted_sweep`` /
+    ``submit_full_sweep``) for the path the connection ``spark_conn_id`` selects (module doc)."""
+    from airflow_atlas.airflow import spark_connect, spark_submit
+
+    if spark_submit._resolve_connection(spark_conn_id).conn_type != spark_connect.CONNECT_CONN_TYPE:
+        return submit
+    return {
+        spark_submit.submit_targeted_sweep: spark_connect.submit_targeted_sweep,
+        spark_submit.submit_full_sweep: spark_connect.submit_full_sweep,
+    }.get(submit, submit)
 
 
 def sweep_on_spark(submission: SparkSubmission, context, store, targets: list[SweepTarget], options: SweepOptions,

@@ -1,0 +1,125 @@
+"""The jobs on a long-lived Spark application reached through **Spark Connect** (part of the engine: no
+Airflow; pyspark is imported only inside functions).
+
+A Connect server (``scripts/spark.sh connect-start``, or any Spark 4 Connect server) is one Spark
+application that stays up, so a submission pays neither the JVM start nor the SparkContext start of
+``spark-submit``. What a submission still pays is a Connect *session* and, in a new session, the start of
+its Python workers (each session has its own artifacts, hence its own Python worker environment). So:
+
+* :func:`open_session` reuses ONE server-side session per engine version: its id is kept in a small file
+  (``session_file``) and the engine zip is added to it with ``addArtifacts(..., pyfile=True)`` (adding the
+  same file to the same session again is a no-op on the server; the zip's name is its content hash, so a
+  changed engine never meets a stale one). A session the server has closed (idle timeout, restart: error
+  condition ``INVALID_HANDLE.SESSION_CLOSED``) is replaced by a new one whose id is written back.
+  Never ``stop()`` such a session: that closes it for every later submission.
+* :func:`run_items` runs the job's items as ``spark.range(n, numPartitions=n).mapInArrow(...)``: one
+  partition (= one Spark task) per item, whose body is the same
+  :func:`~airflow_atlas.spark.executor.run_partition` the ``spark-submit`` jobs run in ``mapPartitions``
+  (Connect has no RDD API). Each task returns its pickled ``ItemResult`` list.
+
+The store URL travels inside the pickled task to the server, like the RDD closure of a submitted job does
+to its executors: use a Connect server on loopback, or one reached with ``use_ssl=true`` and a token.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import pickle
+import tempfile
+import uuid
+from pathlib import Path
+
+SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
+"""Spark's error condition for a session id the server has closed (it refuses to reopen it)."""
+
+
+def is_connect(spark) -> bool:
+    """Whether ``spark`` is a Spark Connect session (else a classic one with a SparkContext)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def _with_session(remote: str, session_id: str) -> str:
+    """``sc://host:port/;params`` with ``session_id`` set (any session_id already in it is replaced)."""
+    base, _, params = remote.partition(";")
+    if not base.startswith("sc://"):
+        raise ValueError(f"a Spark Connect URL starts with sc://, got {remote.split(';')[0]!r}")
+    kept = [p for p in params.split(";") if p and not p.startswith("session_id=")]
+    if "/" not in base[len("sc://"):]:
+        base += "/"
+    return ";".join([base, *kept, f"session_id={session_id}"])
+
+
+def _read_session_id(session_file: Path) -> str | None:
+    try:
+        text = session_file.read_text(encoding="utf-8").strip()
+        return str(uuid.UUID(text))
+    except (OSError, ValueError):
+        return None
+
+
+def _write_session_id(session_file: Path, session_id: str) -> None:
+    session_file.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=session_file.parent, prefix=".session-")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(session_id + "\n")
+    os.replace(tmp, session_file)  # atomic: concurrent submitters read one id or the other, never half
+
+
+def _condition(exc: BaseException) -> str | None:
+    get = getattr(exc, "getCondition", None)
+    try:
+        return get() if callable(get) else None
+    except Exception:
+        return None
+
+
+def open_session(remote: str, engine_zip: str, session_file: str | os.PathLike):
+    """A Spark Connect session on ``remote`` (``sc://...``) holding ``engine_zip`` as a Python artifact:
+    the session named in ``session_file`` when the server still has it, else a new one (its id written to
+    ``session_file``). The caller must not ``stop()`` it (module doc)."""
+    from pyspark.sql import SparkSession
+
+    session_file = Path(session_file)
+    session_id = _read_session_id(session_file)
+    for _ in range(2):
+        if session_id is None:
+            session_id = str(uuid.uuid4())
+            _write_session_id(session_file, session_id)
+        spark = SparkSession.builder.remote(_with_session(remote, session_id)).create()
+        try:
+            spark.addArtifacts(str(engine_zip), pyfile=True)
+            return spark
+        except Exception as exc:
+            if _condition(exc) != SESSION_CLOSED:
+                raise
+            session_id = None  # closed on the server: take a new one
+    raise RuntimeError("Spark Connect refused two sessions in a row")  # pragma: no cover - needs a racing server
+
+
+def _arrow_task(spec, items: list, batches):
+    """The ``mapInArrow`` body: the row of this partition names the item it sweeps."""
+    import pyarrow as pa
+
+    from .executor import run_partition
+
+    for batch in batches:
+        for index in batch.column(0).to_pylist():
+            results = run_partition(spec, iter([items[index]]))
+            yield pa.RecordBatch.from_pydict({"results": [pickle.dumps(results)]}, schema=pa.schema([("results", pa.binary())]))
+
+
+def run_items(spark, spec, items: list) -> list:
+    """One Spark task per item on a Connect session; the ``ItemResult`` of every item."""
+    n = max(1, len(items))
+    rows = (
+        spark.range(0, len(items), 1, n)
+        .mapInArrow(functools.partial(_arrow_task, spec, list(items)), "results binary")
+        .collect()
+    )
+    return [result for row in rows for result in pickle.loads(row["results"])]
+
+
+def server_facts(spark) -> tuple[str, str, str | None, list]:
+    """``(master, application id, spark.task.maxFailures, all conf)`` of a Connect session's server."""
+    conf = spark.conf
+    return conf.get("spark.master"), conf.get("spark.app.id"), conf.get("spark.task.maxFailures", None), list(conf.getAll.items())
