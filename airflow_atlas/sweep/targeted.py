@@ -38,6 +38,7 @@ from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .intensity import SweepPacer
+from .quarantine import quarantine_corrupt
 from .reader import BatchReadAhead
 from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
@@ -297,7 +298,7 @@ class TargetedSweeper:
         result.entries_read = batch.entries_read
         result.corrupt_entries = len(batch.corrupt)
         if batch.corrupt:
-            self._quarantine(shard, strategy, batch.corrupt)
+            quarantine_corrupt(self._store.history, shard, strategy, batch.corrupt)
         if batch.incomplete_references:
             # Benign crash states (see reader.py): logged so an operator can tell them from corruption.
             log.warning(
@@ -453,43 +454,6 @@ class TargetedSweeper:
             except TableNotFoundError:
                 # Dropped between the check and the delete: its entries are obsolete, skip them.
                 result.entries_skipped_dropped_tables += len(versions) + len(cells)
-
-    def _quarantine(self, shard: int, strategy: SweepStrategy, corrupt) -> None:
-        """Record and alert corrupt cells once. A cell the reader meets again (an undecodable
-        ``_sweep_timestamps`` column stays until progress leaves its coarse partition; a corrupt cell in a
-        partition the shard is blocked in is re-read every run) is not re-recorded or re-alerted while its
-        quarantine record lives (the history's TTL): a warning says it is still there."""
-        records = [dict(getattr(c, "_asdict", lambda: c)()) if not isinstance(c, dict) else c for c in corrupt]
-        try:
-            seen = {
-                (r.get("shard"), r.get("strategy"), r.get("row_hex"), r.get("col_hex"), r.get("reason"))
-                for r in self._store.history.quarantined(limit=1000)
-            }
-        except Exception as exc:  # cannot tell: alert again rather than stay silent
-            log.warning("could not read earlier quarantine records: %s", exc)
-            seen = set()
-        key = lambda r: (shard, strategy.value, r.get("row_hex"), r.get("col_hex"), r.get("reason"))  # noqa: E731
-        new = [r for r in records if key(r) not in seen]
-        if len(new) < len(records):
-            log.warning(
-                "%d corrupt sweep-queue cell(s) in shard %d (%s) quarantined earlier are still in the queue; skipped again",
-                len(records) - len(new),
-                shard,
-                strategy.value,
-            )
-        if not new:
-            return
-        log.error(
-            "ALERT: %d corrupt sweep-queue cell(s) in shard %d (%s) quarantined and skipped: %s",
-            len(new),
-            shard,
-            strategy.value,
-            new[:5],
-        )
-        try:
-            self._store.history.quarantine(shard, strategy.value, new)
-        except Exception as exc:
-            log.warning("could not persist quarantine records: %s", exc)
 
     # ----- observation -----------------------------------------------------------------------------
     def has_sweepable_work(self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None) -> bool:
