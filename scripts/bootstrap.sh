@@ -33,7 +33,9 @@ if [[ ! -x "$VENV/bin/uv" ]] || [[ "$("$VENV/bin/uv" --version 2>/dev/null | cut
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "uv==$UV_VERSION"
 fi
 echo "[bootstrap] installing locked dependencies (requirements.lock)" >&2
-"$VENV/bin/uv" pip install -q --python "$VENV/bin/python" -r "$ROOT/requirements.lock"
+# --compile-bytecode: the environment may set PYTHONDONTWRITEBYTECODE, and every Python process the
+# suite starts (CLI, Airflow, Spark workers) would otherwise recompile what it imports (Airflow: ~3 s each).
+"$VENV/bin/uv" pip install -q --compile-bytecode --python "$VENV/bin/python" -r "$ROOT/requirements.lock"
 "$VENV/bin/uv" pip install -q --python "$VENV/bin/python" --no-deps -e "$ROOT"
 # pyspark and pyspark-client share the `pyspark` import package: insist they are the same release.
 "$VENV/bin/python" - <<'PY'
