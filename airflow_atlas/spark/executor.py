@@ -1,6 +1,14 @@
 """What runs in a Spark task (executor side): one body for every job. A task opens the store in its Python
-worker (after the fork: no session is ever pickled), sweeps its items with the job's strategy, closes the
-store, and returns one :class:`~airflow_atlas.spark.document.ItemResult` per item.
+worker (after the fork: no session is ever pickled), sweeps its items with the job's strategy, and returns
+one :class:`~airflow_atlas.spark.document.ItemResult` per item.
+
+Stores opened with the default opener are kept by the Python worker for the next task it runs (Spark reuses
+Python workers: ``spark.python.worker.reuse``, on by default): opening a Cassandra store - connecting,
+checking the schema, preparing statements - cost ~0.5 s per task on a loaded node, 16 tasks per
+submission. A kept store is keyed by URL and settings, belongs to the process that opened it (a forked
+worker opens its own), is dropped and closed after any failed item (its connection may be the cause), and
+is closed when the worker exits. It holds no lock or lease between tasks: every item acquires and releases
+its own. A job with its own opener (``open_store=``) gets a store per task, closed at the task's end.
 
 Failures: an item that raises is re-raised for Spark to retry, unless retrying cannot help
 (:func:`airflow_atlas.errors.is_retriable`: bad input, a module missing on the executor) or this is the
@@ -9,8 +17,11 @@ others. Error texts are scrubbed of the store URL and its password.
 """
 from __future__ import annotations
 
+import atexit
+import json
 import os
 import sys
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -32,6 +43,72 @@ def open_store(url: str, settings: dict):
 
     config = StoreConfig().with_overrides("spark.atlas.store.* conf / settings", **settings) if settings else StoreConfig()
     return AtlasStore.open(url, config=config)
+
+
+_KEPT: dict[tuple, tuple[int, Any]] = {}
+"""(url, settings) -> (pid, store): stores the default opener opened in this Python worker, oldest first."""
+KEPT_STORES_MAX = 4
+"""Stores one Python worker keeps at most (a long-lived Connect server's workers serve many stores): the
+least recently used is closed beyond it."""
+_KEPT_LOCK = threading.Lock()
+
+
+def _kept_key(spec: "TaskSpec") -> tuple | None:
+    if spec.open_store is not open_store:
+        return None
+    return spec.store_url, json.dumps(spec.settings, sort_keys=True, default=str)
+
+
+def _acquire_store(spec: "TaskSpec"):
+    """The store for a task: a kept one of this process (default opener), else a new one."""
+    key = _kept_key(spec)
+    if key is None:
+        return spec.open_store(spec.store_url, spec.settings)
+    with _KEPT_LOCK:
+        kept = _KEPT.pop(key, None)
+        if kept is not None and kept[0] == os.getpid():
+            _KEPT[key] = kept  # most recently used last
+            return kept[1]
+        store = open_store(spec.store_url, spec.settings)
+        _KEPT[key] = (os.getpid(), store)
+        evicted = []
+        while len(_KEPT) > KEPT_STORES_MAX:
+            pid, old_store = _KEPT.pop(next(iter(_KEPT)))
+            if pid == os.getpid():
+                evicted.append(old_store)
+    for old_store in evicted:
+        try:
+            old_store.close()
+        except Exception:
+            pass
+    return store
+
+
+def _release_store(spec: "TaskSpec", store, failed: bool) -> None:
+    """Keep a kept store unless an item failed (then drop and close it); close any other store."""
+    key = _kept_key(spec)
+    if key is not None and not failed:
+        return
+    if key is not None:
+        with _KEPT_LOCK:
+            if _KEPT.get(key, (None, None))[1] is store:
+                del _KEPT[key]
+    try:
+        store.close()
+    except Exception:
+        pass
+
+
+@atexit.register
+def _close_kept() -> None:
+    with _KEPT_LOCK:
+        kept = [store for pid, store in _KEPT.values() if pid == os.getpid()]
+        _KEPT.clear()
+    for store in kept:
+        try:
+            store.close()
+        except Exception:
+            pass
 
 
 @dataclass(frozen=True)
@@ -115,24 +192,30 @@ def _failure(item: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> It
 
 
 def run_partition(spec: TaskSpec, items: Iterator) -> list[ItemResult]:
-    """The ``mapPartitions`` body of every job: one store for the partition (opened at the first item,
-    closed at the end), ``spec.job.sweep(store, item, holder)`` for each item."""
+    """The ``mapPartitions`` body of every job: one store for the partition (at the first item; kept by the
+    worker for its next task, see the module docstring), ``spec.job.sweep(store, item, holder)`` for each
+    item."""
     from pyspark import TaskContext
 
     context = TaskContext.get()
     attempt, partition = context.attemptNumber(), context.partitionId()
     out: list[ItemResult] = []
     store = None
+    failed = True  # until the loop ends normally: an item re-raised for Spark's retry drops the store too
     try:
         for item in items:
             described = spec.job.describe(item)
             started = time.monotonic()
             try:
                 if store is None:
-                    store = spec.open_store(spec.store_url, spec.settings)
+                    store = _acquire_store(spec)
                 status, engine = spec.job.sweep(store, item, spec.app_id)
             except Exception as exc:
-                out.append(_failure(described, exc, spec, attempt))
+                outcome = _failure(described, exc, spec, attempt)  # raises when Spark should retry
+                out.append(outcome)
+                if store is not None:
+                    _release_store(spec, store, failed=True)
+                    store = None
                 continue
             out.append(ItemResult(
                 item=described,
@@ -143,10 +226,8 @@ def run_partition(spec: TaskSpec, items: Iterator) -> list[ItemResult]:
                 task_seconds=round(time.monotonic() - started, 3),
                 executor=_executor_info(),
             ))
+        failed = False
     finally:
         if store is not None:
-            try:
-                store.close()
-            except Exception:
-                pass
+            _release_store(spec, store, failed)
     return out

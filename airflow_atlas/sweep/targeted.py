@@ -63,7 +63,6 @@ class TargetedSweeper:
         # (shard, strategy) -> (start_ts, commit_ts) of the first transaction found committed too late.
         self._blocked: dict[tuple[int, str], tuple[int, int]] = {}
         self._blocked_lock = threading.Lock()
-        self._metadata_cache: dict[str, SweepStrategy | None] = {}
         # (shard, strategy) -> the next batch read ahead while the current one is deleted (reader.py).
         self._read_ahead: dict[tuple[int, str], BatchReadAhead] = {}
 
