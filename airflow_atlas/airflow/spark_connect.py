@@ -83,7 +83,7 @@ def _session_file(remote: str, zip_path: str):
 def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_conf, settings,
          spark_conf=None, executor_python=None, driver_host=None) -> JobDocument:
     from airflow_atlas.spark import run_job
-    from airflow_atlas.spark.connect import open_session
+    from airflow_atlas.spark.connect import connect_client_mode, open_session
     from airflow_atlas.spark.driver import failure_document
 
     if not isinstance(store_url, str) or not store_url.strip():
@@ -109,29 +109,30 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
     key = _task_key(context)
     log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s",
              kind, remote.split(";")[0], spark_conn_id, redact(store_url), zip_path.rsplit("/", 1)[-1])
-    try:
-        spark = open_session(remote, zip_path, _session_file(remote, zip_path))
-    except Exception as exc:
-        raise SparkSweepFailed(
-            f"Spark Connect server {remote.split(';')[0]} (connection {spark_conn_id!r}) refused the session: "
-            f"{scrub(str(exc), store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
-        ) from None
-    tag = f"atlas-{uuid.uuid4().hex}"
-    run = _ConnectRun(spark, tag)
-    with _RUNNING_LOCK:
-        _RUNNING[key] = run
-    wall = time.time()
-    spark.addTag(tag)
-    try:
+    with connect_client_mode():  # the Connect client mode must not leak into later spark-submits
         try:
-            document = run_job(spark, job, store_url=store_url.strip(), settings=job_settings)
-        except Exception as exc:  # the job failed as a whole: classified like the job scripts do
-            document = failure_document(job.name, store_url, exc, wall)
-    finally:
-        spark.removeTag(tag)
+            spark = open_session(remote, zip_path, _session_file(remote, zip_path))
+        except Exception as exc:
+            raise SparkSweepFailed(
+                f"Spark Connect server {remote.split(';')[0]} (connection {spark_conn_id!r}) refused the session: "
+                f"{scrub(str(exc), store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
+            ) from None
+        tag = f"atlas-{uuid.uuid4().hex}"
+        run = _ConnectRun(spark, tag)
         with _RUNNING_LOCK:
-            if _RUNNING.get(key) is run:
-                _RUNNING.pop(key, None)
+            _RUNNING[key] = run
+        wall = time.time()
+        spark.addTag(tag)
+        try:
+            try:
+                document = run_job(spark, job, store_url=store_url.strip(), settings=job_settings)
+            except Exception as exc:  # the job failed as a whole: classified like the job scripts do
+                document = failure_document(job.name, store_url, exc, wall)
+        finally:
+            spark.removeTag(tag)
+            with _RUNNING_LOCK:
+                if _RUNNING.get(key) is run:
+                    _RUNNING.pop(key, None)
     document.spark_submit = {
         "conn_id": spark_conn_id,
         "master": document.master,

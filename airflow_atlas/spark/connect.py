@@ -17,6 +17,12 @@ its Python workers (each session has its own artifacts, hence its own Python wor
   :func:`~airflow_atlas.spark.executor.run_partition` the ``spark-submit`` jobs run in ``mapPartitions``
   (Connect has no RDD API). Each task returns its pickled ``ItemResult`` list.
 
+Process hygiene: creating a remote session makes pyspark mark the whole process as a Connect client
+(``os.environ["SPARK_CONNECT_MODE_ENABLED"]``), which every child process inherits - a ``spark-submit``
+started later by the same process (an Airflow worker running both kinds of task, ``dag.test()``) then fails
+with ``CONNECT_URL_NOT_SET``. Use sessions inside :func:`connect_client_mode`, which puts the variable back
+as it was when the block ends.
+
 The store URL travels inside the pickled task to the server, like the RDD closure of a submitted job does
 to its executors: use a Connect server on loopback, or one reached with ``use_ssl=true`` and a token.
 """
@@ -27,10 +33,28 @@ import os
 import pickle
 import tempfile
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
 
 SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
 """Spark's error condition for a session id the server has closed (it refuses to reopen it)."""
+
+CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
+"""The variable pyspark sets in ``os.environ`` when it creates a remote session (module doc)."""
+
+
+@contextmanager
+def connect_client_mode():
+    """Use Connect sessions inside this block: afterwards :data:`CONNECT_MODE_ENV` is what it was before,
+    so processes started later (``spark-submit``) are not taken for Connect clients."""
+    before = os.environ.get(CONNECT_MODE_ENV)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(CONNECT_MODE_ENV, None)
+        else:
+            os.environ[CONNECT_MODE_ENV] = before
 
 
 def is_connect(spark) -> bool:

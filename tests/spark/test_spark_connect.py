@@ -11,6 +11,7 @@ through a ``spark_connect`` connection: the same job code as spark-submit, selec
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -66,6 +67,8 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
     for pair, expected in in_task.items():
         assert {k: got[pair][k] for k in ORDER_FREE_COUNTERS} == {k: expected[k] for k in ORDER_FREE_COUNTERS}, pair
     assert end_state(spark_side) == end_state(task_side)
+    # The Connect client mode pyspark set in this process is gone: a later spark-submit started here works.
+    assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
 
     # One Spark task per pair, in Python workers that run the engine zip and never imported Airflow.
     assert {r["partition"] for r in doc["results"]} == set(range(len(ALL_PAIRS)))
@@ -108,17 +111,19 @@ def test_connect_refuses_per_job_spark_conf(connect_conn, make_store):
 def test_closed_session_is_replaced(connect_server, engine_zip, tmp_path):
     from pyspark.sql import SparkSession
 
-    from airflow_atlas.spark.connect import _with_session, open_session
+    from airflow_atlas.spark.connect import CONNECT_MODE_ENV, _with_session, connect_client_mode, open_session
 
     session_file = tmp_path / "session.id"
-    first = open_session(connect_server, engine_zip, session_file)
-    old = session_file.read_text().strip()
-    assert first.range(3).count() == 3
-    SparkSession.builder.remote(_with_session(connect_server, old)).create().stop()  # the server closes it
-    second = open_session(connect_server, engine_zip, session_file)
-    new = session_file.read_text().strip()
-    assert new != old
-    assert second.range(2).count() == 2
+    with connect_client_mode():
+        first = open_session(connect_server, engine_zip, session_file)
+        old = session_file.read_text().strip()
+        assert first.range(3).count() == 3
+        SparkSession.builder.remote(_with_session(connect_server, old)).create().stop()  # the server closes it
+        second = open_session(connect_server, engine_zip, session_file)
+        new = session_file.read_text().strip()
+        assert new != old
+        assert second.range(2).count() == 2
+    assert CONNECT_MODE_ENV not in os.environ  # later spark-submits from this process are not Connect clients
 
 
 def test_targeted_sweep_dag_on_spark_connect(connect_conn, embedded_store, monkeypatch):  # noqa: F811
