@@ -133,6 +133,13 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
             with _RUNNING_LOCK:
                 if _RUNNING.get(key) is run:
                     _RUNNING.pop(key, None)
+            # Close this client's channel (the server-side session stays, for the next submission): an open
+            # client cleans up at interpreter exit with retried RPCs, which held a process for ~10 min
+            # once the server was gone (and would release the shared session while it is up).
+            try:
+                spark.client.close()
+            except Exception as exc:  # noqa: BLE001 - closing a channel must not fail a finished job
+                log.warning("Spark Connect: could not close the client channel: %s", exc)
     document.spark_submit = {
         "conn_id": spark_conn_id,
         "master": document.master,

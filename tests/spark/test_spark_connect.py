@@ -123,6 +123,8 @@ def test_closed_session_is_replaced(connect_server, engine_zip, tmp_path):
         new = session_file.read_text().strip()
         assert new != old
         assert second.range(2).count() == 2
+        for client in (first.client, second.client):  # channels closed: no cleanup RPCs at interpreter exit
+            client.close()
     assert CONNECT_MODE_ENV not in os.environ  # later spark-submits from this process are not Connect clients
 
 
