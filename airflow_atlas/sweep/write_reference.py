@@ -142,20 +142,6 @@ def decode_write_reference(data: bytes) -> WriteReference:
 
 
 def decode_write_info(data: bytes, start_ts: int) -> WriteInfo:
-    """``decode_write_reference(data).at(start_ts)`` without the intermediate object (reader hot loop).
-    The fast path of :func:`_decode` is repeated inline here (one call and one tuple less per entry)."""
-    if type(data) is bytes and data[:1] == _VERSION_BYTE:
-        n = len(data)
-        name_len = data[1] if n > 1 else 0
-        if 0 < name_len <= _MAX_TABLE_NAME_BYTES:
-            p = 2 + name_len
-            row_len = data[p] if p < n else 0
-            if 0 < row_len < 0x80:
-                q = p + 1 + row_len
-                col_len = data[q] if q < n else 0
-                if 0 < col_len < 0x80 and q + col_len + 2 == n and data[-1] <= 1:
-                    name = _NAMES.get(data[2:p])
-                    if name is not None:
-                        return WriteInfo(name, Cell(data[p + 1 : q], data[q + 1 : n - 1]), start_ts, data[-1] == 1)
-    table, row, col, tombstone = _decode_checked(data)
+    """``decode_write_reference(data).at(start_ts)`` without the intermediate object (reader hot loop)."""
+    table, row, col, tombstone = _decode(data)
     return WriteInfo(table, Cell(row, col), start_ts, tombstone)
