@@ -33,7 +33,10 @@ TXN_WRITES = 50
 def _n(quick: bool, backend: str) -> int:
     if quick:
         return 1_000
-    return 20_000 if backend == "cassandra" else 50_000
+    # Cassandra: 60,000 entries = 6 iterations of the default batch limit, so the figure is the sweep's
+    # steady rate (reads overlapping deletes) rather than one unoverlapped first read plus the run's fixed
+    # costs; until issue 15 it was 20,000 (2 iterations).
+    return 60_000 if backend == "cassandra" else 50_000
 
 
 def _raw_cassandra(store, table: str, cells, hi: int, sentinels: bool, batched: bool) -> None:
@@ -172,9 +175,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         if batched:
             goals.append(
                 C.goal(
-                    "THOROUGH sweep throughput / raw rate with the engine's batching",
-                    results["THOROUGH"]["ratio_vs_raw_batched"], 0.5, ">=", binding=False,
-                    note="stricter than the issue's baseline: the raw deletes use the same UNLOGGED batches",
+                    "THOROUGH sweep throughput / raw rate of the same mutations with the same batching (issue 15)",
+                    results["THOROUGH"]["ratio_vs_raw_batched"], 0.8, ">=",
                 )
             )
     if "CONSERVATIVE" in results:
@@ -184,6 +186,13 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                 results["CONSERVATIVE"]["ratio"], 0.5, ">=",
             )
         )
+        if batched:
+            goals.append(
+                C.goal(
+                    "CONSERVATIVE sweep throughput / raw rate of the same mutations with the same batching (issue 15)",
+                    results["CONSERVATIVE"]["ratio_vs_raw_batched"], 0.8, ">=",
+                )
+            )
     return C.result_document(
         name, quick=quick, backend=backend, watch=watch, machine=machine,
         params={
