@@ -394,6 +394,32 @@ class CpuProbe:
         return out
 
 
+def settle_node(max_seconds: float = 30.0, idle_cores: float = 0.15, window: float = 0.5) -> float:
+    """Wait until the local Cassandra node is quiet (under ``idle_cores`` of CPU over two windows in a
+    row, at most ``max_seconds``) and return the seconds waited. Between two timed variants: a variant
+    that leaves the node flushing memtables or compacting must not slow the one measured after it (the
+    work it caused belongs to it). No local node found: returns 0 at once."""
+    import psutil
+
+    node = None
+    for p in psutil.process_iter(["cmdline"]):
+        if any("CassandraDaemon" in c for c in (p.info.get("cmdline") or [])):
+            node = p
+            break
+    if node is None:
+        return 0.0
+    started = time.perf_counter()
+    quiet = 0
+    try:
+        while quiet < 2 and time.perf_counter() - started < max_seconds:
+            before = sum(node.cpu_times()[:2])
+            time.sleep(window)
+            quiet = quiet + 1 if (sum(node.cpu_times()[:2]) - before) / window < idle_cores else 0
+    except psutil.Error:
+        pass
+    return time.perf_counter() - started
+
+
 # ----- results -------------------------------------------------------------------------------------
 def result_document(
     name: str, *, quick: bool, backend: str, watch: "Stopwatch", machine: dict, params: dict, results: dict,

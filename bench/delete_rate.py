@@ -18,6 +18,16 @@ variant, **raw_batched**, writes the raw ranged tombstones in the same batches, 
 made against the fastest raw rate this store offers too. For CONSERVATIVE, raw_batched writes each
 cell's sentinel and ranged tombstone as one unit, exactly as the sweep batches them (until issue 15 it
 wrote all sentinels, then all tombstones, in separate batches: twice the mutations of the sweep).
+
+Before every variant the benchmark waits until the local node is quiet (``common.settle_node``: under
+0.15 cores for two 0.5 s windows, at most 30 s; the waits are in ``runs[].settle_seconds``). Rotation
+alone does not remove the after-effects of a variant (memtable flushes, compactions): in a 3-cycle each
+variant always follows the same one, and before issue 15's fix raw_batched always ran in the wake of the
+unbatched raw deletes (60,000 single-statement tombstones), which made it up to 1.8x slower than when it
+ran first - a bias in the sweep's favour. Waiting did not remove it (the node was quiet within 1-2 s):
+the cause was that raw and raw_batched tombstoned the SAME scratch cells, so whichever ran second wrote
+range tombstones over partitions that already held one (a costlier memtable merge), while the sweep's
+table is always fresh. Each raw variant now has a scratch copy of its own.
 """
 from __future__ import annotations
 
@@ -106,9 +116,13 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         offset = 0
         for strategy_name in strategies:
             strategy = SweepStrategy.parse(strategy_name)
-            table, scratch = f"dr_{strategy_name.lower()}", f"dr_{strategy_name.lower()}_raw"
+            table = f"dr_{strategy_name.lower()}"
+            # One scratch copy per raw variant: each variant's tombstones land on partitions in the same
+            # state as the sweep's (one live version, nothing deleted yet).
+            scratch = {"raw": f"{table}_raw", "raw_batched": f"{table}_rawb"}
             store.create_table(table, strategy)
-            store.create_table(scratch, strategy)
+            for name_ in scratch.values():
+                store.create_table(name_, strategy)
             for rep in range(reps):
                 cells = [C.cell(offset + i) for i in range(n)]
                 offset += n
@@ -118,15 +132,19 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                 rec: dict = {"rep": rep, "strategy": strategy_name, "n": n, "load_avg_1m": C.load_average()["1m"]}
                 with C.timed(rec, "load_seconds"):
                     C.commit_synthetic(store, table, batches, threads=4 if backend == "cassandra" else 1)
-                    # The scratch copy holds the same cells and versions (for the raw deletes).
-                    C.bulk_put(store, scratch, values, 1)
+                    # The scratch copies hold the same cells and versions (for the raw deletes).
+                    for name_ in scratch.values():
+                        C.bulk_put(store, name_, values, 1)
                 sweep_ts = store.sweep_timestamps.immutable_timestamp()
                 # Like the sweep's (which keeps each cell's only version), the raw deletes remove no live
                 # version: the scratch cells sit at timestamp 1, the ranges end at 0.
                 hi = 0
                 variants = ["sweep", "raw"] + (["raw_batched"] if batched else [])
                 rec["order"] = C.rotated(variants, rep)
+                rec["settle_seconds"] = {}
                 for variant in rec["order"]:
+                    if backend == "cassandra":
+                        rec["settle_seconds"][variant] = round(C.settle_node(), 2)
                     C.log(f"{name}: {strategy_name} rep {rep} {variant} n={n:,}")
                     started = time.perf_counter()
                     if variant == "sweep":
@@ -136,9 +154,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                         rec["sweep_result"] = {k: v for k, v in totals.items() if k != "statuses"}
                         rec["sweep_check"] = totals["entries_read"] == n and totals["cells_tombstoned"] == n
                     elif backend == "cassandra":
-                        _raw_cassandra(store, scratch, cells, hi, strategy is SweepStrategy.CONSERVATIVE, variant == "raw_batched")
+                        _raw_cassandra(store, scratch[variant], cells, hi, strategy is SweepStrategy.CONSERVATIVE, variant == "raw_batched")
                     else:
-                        _raw_sqlite(store, scratch, cells, hi, strategy is SweepStrategy.CONSERVATIVE)
+                        _raw_sqlite(store, scratch[variant], cells, hi, strategy is SweepStrategy.CONSERVATIVE)
                     rec[f"{variant}_seconds"] = time.perf_counter() - started
                 rec["sweep_entries_per_second"] = n / rec["sweep_seconds"]
                 rec["raw_per_second"] = n / rec["raw_seconds"]

@@ -3,7 +3,10 @@ above which Spark mode beats in-task mode.
 
 A Cassandra store with 16 shards; a backlog of B queue entries (committed transactions of 50 writes on
 distinct cells, spread over the shards by the shard hash) is written before EVERY run, so every run
-starts from the same state. Runs, interleaved (rotating order) in every repetition:
+starts from the same state; then the benchmark waits until the local node is quiet (``common.settle_node``,
+``runs[].settle_seconds``), so no run pays for the flushes and compactions of the load or of the run
+before it (added for the issue-15 run: without it, B = 0 runs measured 1-3 s of the previous run's
+compactions). Runs, interleaved (rotating order) in every repetition:
 
 * ``spark local[1]`` and ``spark local[2]``: the targeted-sweep job (``spark_jobs/targeted_sweep_job.py``)
   over the 16 CONSERVATIVE pairs, one Spark task per pair. Full mode: a real ``spark-submit`` (engine zip
@@ -300,6 +303,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             for variant, b in C.rotated(tasks, rep):
                 rec = {"rep": rep, "variant": variant, "backlog": b, "load_avg_1m": C.load_average()["1m"]}
                 rec["load_seconds"] = load(b)
+                # the node's flushes and compactions after the load (or the previous run) are not this run's
+                rec["settle_seconds"] = round(C.settle_node(), 2)
                 C.log(f"{name}: rep {rep} {variant} backlog {b:,}")
                 if variant == "in-task":
                     rec.update(runner.in_task())

@@ -157,7 +157,7 @@ class TargetedSweeper:
         Intensity: at most ``max_entries_per_second`` queue entries per second (default: setting
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
         :class:`~airflow_atlas.sweep.intensity.SweepPacer` (never after the last one; one wait at most a
-        third of the lease, while the lease keeper keeps the lease; a batch at most one second's worth of
+        third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
         entries, so a paced run alternates short bursts with short waits)."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)

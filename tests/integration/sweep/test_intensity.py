@@ -57,7 +57,7 @@ def test_the_setting_is_the_default_and_zero_is_unlimited(harness):
 
 
 def test_a_rate_below_one_batch_per_wait_shrinks_the_batch_and_still_finishes(harness):
-    """At 1 entry/s a batch holds 1 entry (one second's worth, never below one; whole transactions:
+    """At 1 entry/s a batch holds 1 entry (a quarter second's worth rounds to 0, never below one; whole transactions:
     a batch never splits a start timestamp), and one wait is at most a third of the lease (10 s here)."""
     h = harness
     t, entries = _backlog(h, transactions=2, cells_each=1)
