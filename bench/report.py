@@ -133,7 +133,17 @@ def _machine_lines(docs: dict) -> list[str]:
         "- Every figure is a ratio of two things measured side by side, interleaved, median of >= 3 repetitions;"
         " load averages (1m/5m/15m, before -> after) are listed per benchmark and show any other work on the"
         " machine.",
+        "- Measured (UTC start, minutes): " + ", ".join(
+            f"{name} {_utc(d['started_at'])} ({d.get('duration_seconds', 0) / 60:.0f})"
+            for name, d in docs.items() if d.get("started_at")
+        ),
     ]
+
+
+def _utc(epoch: float) -> str:
+    import datetime
+
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
 
 
 def write_report(out: Path) -> Path:
