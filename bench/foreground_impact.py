@@ -405,7 +405,8 @@ def write_chart(doc: dict, path) -> None:
     if base:
         left.axhline(1.25 * base, color="red", linestyle="--", label="goal: p99 <= 1.25x no sweep")
     left.set_xticks(list(xs), labels)
-    left.set_ylabel("foreground transaction latency (ms)")
+    left.set_ylabel("foreground transaction latency (ms, log)")
+    left.set_yscale("log")
     left.set_title("foreground latency by sweep limit")
     left.legend(fontsize=8)
     swept = [x for x in phases if x["limit"] is not None]
@@ -417,7 +418,7 @@ def write_chart(doc: dict, path) -> None:
     right.set_ylabel("sweep entries per second")
     right.set_title(f"sweep throughput (default limit: {p['default_limit'] or 'unlimited'})")
     right.legend(fontsize=8)
-    fig.suptitle("foreground_impact: snapshot transactions while sweep works through a backlog (shared 2-core machine)")
+    fig.suptitle("foreground_impact: snapshot transactions while sweep works through a backlog (2 cores shared by node, application and sweep)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)

@@ -339,11 +339,13 @@ def write_chart(docs: dict, path: Path) -> None:
         bs = sorted(r["seconds_by_backlog"], key=int)
         xs = [int(b) for b in bs]
         ax.plot(xs, [r["seconds_by_backlog"][b]["in_task_seconds"] for b in bs], "o-", label="in-task (1 process)")
-        ax.plot(xs, [r["seconds_by_backlog"][b]["spark_local2_seconds"] for b in bs], "s-", label="Spark local[2]")
+        ax.plot(xs, [r["seconds_by_backlog"][b]["spark_local2_seconds"] for b in bs], "s-", label="spark-submit local[2]")
+        if all("connect_local2_seconds" in r["seconds_by_backlog"][b] for b in bs):
+            ax.plot(xs, [r["seconds_by_backlog"][b]["connect_local2_seconds"] for b in bs], "d-", label="Spark Connect local[2]")
         l1 = r["seconds_by_backlog"][bs[-1]].get("spark_local1_seconds")
         if l1:
-            ax.plot([xs[-1]], [l1], "^", label="Spark local[1]")
-        if r.get("crossover_entries"):
+            ax.plot([xs[-1]], [l1], "^", label="spark-submit local[1]")
+        if r.get("crossover_entries") and not r.get("crossover_extrapolated"):
             ax.axvline(r["crossover_entries"], color="grey", linestyle=":", label=f"crossover {r['crossover_entries']:,}")
         ax.set_xlabel("backlog (queue entries, 16 shards)")
         ax.set_ylabel("seconds")
@@ -370,7 +372,7 @@ def write_chart(docs: dict, path: Path) -> None:
     else:
         empty(axes[5], "6. embedded store (SQLite)")
 
-    fig.suptitle("airflow-atlas benchmarks (medians of interleaved repetitions; shared 2-core machine)")
+    fig.suptitle("airflow-atlas benchmarks (medians of interleaved repetitions; one 2-core machine, node on the same cores)")
     fig.tight_layout()
     fig.savefig(path, dpi=90)
     plt.close(fig)
