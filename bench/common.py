@@ -352,6 +352,34 @@ def sweep_all_shards(store, strategy, sweep_ts: int, batch_limit: int | None = N
     return totals
 
 
+def cassandra_process():
+    """The local Cassandra node's process (psutil), or None when none runs on this machine."""
+    import psutil
+
+    for p in psutil.process_iter(["cmdline"]):
+        if any("CassandraDaemon" in c for c in (p.info.get("cmdline") or [])):
+            return p
+    return None
+
+
+def time_calls(obj, name: str, label: str, seconds: dict, calls: dict | None = None) -> None:
+    """Replace ``obj.name`` (an instance's or a class's attribute) by a wrapper that adds each call's wall
+    time to ``seconds[label]`` (and 1 to ``calls[label]``): where a benchmark's time goes, by phase.
+    ``seconds`` and ``calls`` default missing labels to 0 (``collections.Counter`` or ``defaultdict``)."""
+    fn = getattr(obj, name)
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            seconds[label] += time.perf_counter() - started
+            if calls is not None:
+                calls[label] += 1
+
+    setattr(obj, name, timed)
+
+
 class CpuProbe:
     """CPU used by this process, by the local Cassandra node and by the whole machine between start() and
     stop(), in cores (CPU seconds / wall seconds): where the time of a step goes."""
@@ -361,11 +389,7 @@ class CpuProbe:
 
         self._psutil = psutil
         self._me = psutil.Process()
-        self._cassandra = None
-        for p in psutil.process_iter(["cmdline"]):
-            if any("CassandraDaemon" in c for c in (p.info.get("cmdline") or [])):
-                self._cassandra = p
-                break
+        self._cassandra = cassandra_process()
 
     @staticmethod
     def _busy(t) -> float:
@@ -401,11 +425,7 @@ def settle_node(max_seconds: float = 30.0, idle_cores: float = 0.15, window: flo
     work it caused belongs to it). No local node found: returns 0 at once."""
     import psutil
 
-    node = None
-    for p in psutil.process_iter(["cmdline"]):
-        if any("CassandraDaemon" in c for c in (p.info.get("cmdline") or [])):
-            node = p
-            break
+    node = cassandra_process()
     if node is None:
         return 0.0
     started = time.perf_counter()

@@ -33,19 +33,6 @@ def _sizes(quick: bool) -> list[int]:
     return [1_000, 5_000] if quick else [1_000, 10_000, 100_000]
 
 
-def _wrap(obj, name: str, label: str, times: dict) -> None:
-    original = getattr(obj, name)
-
-    def timed(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return original(*args, **kwargs)
-        finally:
-            times[label] += time.perf_counter() - started
-
-    setattr(obj, name, timed)
-
-
 def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
     from airflow_atlas.kvs.api import Cell, SweepStrategy
     from airflow_atlas.transactions.commit import CommitProtocol
@@ -64,9 +51,9 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         store.create_table("lc", SweepStrategy.CONSERVATIVE)
         manager = store.transactions
         times: dict = collections.defaultdict(float)
-        _wrap(CommitProtocol, "_check_conflicts", "conflict_checks_s", times)
-        _wrap(manager.sweep_queue, "enqueue", "enqueue_s", times)
-        _wrap(store.kvs, "multi_put", "writes_s", times)
+        C.time_calls(CommitProtocol, "_check_conflicts", "conflict_checks_s", times)
+        C.time_calls(manager.sweep_queue, "enqueue", "enqueue_s", times)
+        C.time_calls(store.kvs, "multi_put", "writes_s", times)
         counter = [0]
         manager.run(lambda txn: txn.put("lc", {Cell(b"warm", b"up"): b"x"}))  # prepared statements, caches
         for rep in range(reps):

@@ -25,21 +25,6 @@ from .delete_rate import TXN_WRITES, _raw_cassandra
 from .targeted_vs_legacy import open_backend_store
 
 
-def _timed(counter: collections.Counter, calls: collections.Counter, obj, name: str, label: str) -> None:
-    """Replace ``obj.name`` (on this instance only) by a wrapper that adds its wall time to ``label``."""
-    fn = getattr(obj, name)
-
-    def wrapper(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            counter[label] += time.perf_counter() - started
-            calls[label] += 1
-
-    setattr(obj, name, wrapper)
-
-
 def main(argv=None) -> None:
     from airflow_atlas.kvs.api import SweepStrategy
 
@@ -84,7 +69,7 @@ def main(argv=None) -> None:
             (store.history, "record", "history"),
             (sweeper, "_iterate", "ITERATIONS (all of the above)"),
         ):
-            _timed(spent, calls, obj, name, label)
+            C.time_calls(obj, name, label, spent, calls)
         profile = None
         if args.cprofile:
             import cProfile
