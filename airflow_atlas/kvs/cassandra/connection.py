@@ -1,5 +1,12 @@
 """Clusters and sessions of the Cassandra key-value service: the cluster factory behind ``connect``,
-TCP_NODELAY, and the lock that makes re-connecting after ``fork`` safe.
+TCP_NODELAY, opening a session (again, after a timeout), and the lock that makes re-connecting after
+``fork`` safe.
+
+Opening a session retries only a *timeout*: a node that is up but slow to answer (a long GC pause or a
+compaction burst on a loaded machine keeps the driver's control connection from reading the system tables
+within its timeout, 2 s unless set). Each attempt builds a new Cluster from the factory, because the
+driver shuts a Cluster down when its control connection fails. A refused connection, bad credentials or a
+TLS error fail at once: waiting would not change them.
 
 Sessions are not fork-safe: a service built from a *cluster factory* rebuilds its cluster in a forked
 child (under :func:`fork_lock`, re-created in every child so it is never inherited locked); a service
@@ -10,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from typing import Callable, Sequence
 
 from ...errors import InvalidInputError
@@ -20,6 +28,10 @@ _NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY)
 _FORK_LOCK = threading.Lock()
 SCHEMA_AGREEMENT_WAIT_SECONDS = 60
 """How long the driver waits for schema agreement after DDL (the driver's default is 10 s)."""
+CONNECT_ATTEMPTS = 3
+"""Attempts to open a session when the node times out (see the module docstring)."""
+CONNECT_RETRY_PAUSE_SECONDS = 1.0
+"""Pause before the second attempt; it grows linearly (1 s, 2 s, ...)."""
 
 
 def _reset_fork_lock() -> None:
@@ -91,6 +103,9 @@ def cluster_factory(
             protocol_version=protocol_version,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
             connect_timeout=connect_timeout,
+            # The control connection's queries of the system tables get the same allowance as opening the
+            # socket (the driver's default is 2 s, short for a node busy compacting on a small machine).
+            control_connection_timeout=connect_timeout,
             # Without TCP_NODELAY a request larger than one segment (a batch of ~40 cells) waits for
             # the delayed ACK of the previous segment: ~40 ms per call (Nagle's algorithm).
             sockopts=[(*_NODELAY, 1)],
@@ -108,3 +123,49 @@ def cluster_factory(
         return Cluster(**kwargs)
 
     return factory
+
+
+def timed_out(exc: BaseException) -> bool:
+    """Whether a failed ``Cluster.connect()`` was a timeout on every host it tried (worth another attempt),
+    rather than a refusal, an authentication or a TLS error (not worth one)."""
+    from cassandra import OperationTimedOut
+    from cassandra.cluster import NoHostAvailable
+
+    if isinstance(exc, (OperationTimedOut, TimeoutError)):
+        return True
+    if isinstance(exc, NoHostAvailable):
+        errors = list((exc.errors or {}).values())
+        return bool(errors) and all(isinstance(e, (OperationTimedOut, TimeoutError)) for e in errors)
+    return False
+
+
+def open_session(
+    factory: Callable[[], object],
+    *,
+    attempts: int = CONNECT_ATTEMPTS,
+    pause: float = CONNECT_RETRY_PAUSE_SECONDS,
+) -> tuple[object, object]:
+    """``(cluster, session)`` from a factory returning a Cluster (connected here, TCP_NODELAY added) or a
+    Session (used as it is). A connect that timed out is tried again with a new Cluster, up to ``attempts``
+    times; any other failure, and the last timeout, is raised as the driver raised it. A Cluster whose
+    connect failed is shut down."""
+    from cassandra.cluster import Session
+
+    if attempts < 1:
+        raise ValueError(f"attempts must be at least 1, got {attempts}")
+    for attempt in range(1, attempts + 1):
+        made = factory()
+        if isinstance(made, Session):
+            return made.cluster, made
+        ensure_tcp_nodelay(made)  # a factory's Cluster (e.g. the Airflow provider's) may not set it
+        try:
+            return made, made.connect()
+        except Exception as exc:
+            try:
+                made.shutdown()
+            except Exception:
+                pass
+            if attempt == attempts or not timed_out(exc):
+                raise
+        time.sleep(pause * attempt)
+    raise AssertionError("unreachable")  # the loop returns or raises

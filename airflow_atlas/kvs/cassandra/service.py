@@ -18,7 +18,7 @@ from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, KeyValueService, TableMetadata, WriteMode
 from ..consistency import WRITE_OPERATIONS, ConsistencyPolicy, GcGraceGuard, Operation, check_policies, resolve_operation
 from .batching import Statement, WriteItem, plan_batches, single
-from .connection import cluster_factory, ensure_tcp_nodelay, fork_lock
+from .connection import cluster_factory, fork_lock, open_session
 from .errors import translate
 from .lwt import LwtMixin
 from .reads import ReadsMixin
@@ -162,22 +162,10 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
 
     def _open_owned(self):
         try:
-            made = self._factory()
+            self._cluster, session = open_session(self._factory)
         except Exception as exc:
             raise self._translate(exc, "connect", None) from exc
-        if isinstance(made, Session):
-            self._cluster = made.cluster
-            return made
-        self._cluster = made
-        ensure_tcp_nodelay(made)  # a factory's Cluster (e.g. the Airflow provider's) may not set it
-        try:
-            return made.connect()
-        except Exception as exc:
-            try:
-                made.shutdown()
-            except Exception:
-                pass
-            raise self._translate(exc, "connect", None) from exc
+        return session
 
     # ----- plumbing --------------------------------------------------------------------------------
     def _s(self) -> Session:
