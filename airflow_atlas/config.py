@@ -37,8 +37,9 @@ YEAR = 365 * DAY
 """Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
 MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
-DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 2_000
-"""Default of ``sweep_max_entries_per_second`` (chosen from bench/foreground_impact.py; docs/INTENSITY.md)."""
+DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 1_000
+"""Default of ``sweep_max_entries_per_second``: the highest limit whose foreground p99 stayed within 1.25x of
+no sweep in both runs of bench/foreground_impact.py with the shipped pacing (docs/INTENSITY.md)."""
 MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
 """Largest ``sweep_max_entries_per_second`` (far above what one process sweeps)."""
 

@@ -172,10 +172,10 @@ class AtlasSettings:
         read="operators/sweep_timestamps.py (planning)",
     )
     spark_min_backlog: int = setting(
-        400_000, Int(1, LONG),
+        250_000, Int(1, LONG),
         "the `auto` threshold: queue entries above which one Spark job beats in-task sweeping "
         "(bench/results, issue 15 run: 2 x a spark-submit's fixed cost x the in-task rate, for executors "
-        "with cores of their own; about 90,000 for a Spark Connect connection, docs/SPARK.md)",
+        "with cores of their own; about 60,000 for a Spark Connect connection, docs/SPARK.md)",
         read="operators/sweep.py",
     )
     spark_conf: Mapping[str, str] = setting(

@@ -146,7 +146,7 @@ def test_group_size_follows_the_execution_mode():
 def test_auto_mode_and_its_threshold():
     s = AtlasSettings.from_mapping({"execution_mode": "auto", "spark_min_backlog": 1000})
     assert s.execution_mode == "auto" and s.spark_min_backlog == 1000
-    assert AtlasSettings().spark_min_backlog == 400_000  # the benchmark's modelled crossover (issue 15 run)
+    assert AtlasSettings().spark_min_backlog == 250_000  # the benchmark's modelled crossover (issue 15 run)
 
 
 def test_load_reads_the_airflow_variable(monkeypatch):
