@@ -7,10 +7,11 @@
 #   scripts/cassandra.sh status           exit 0 when the node answers CQL
 #   scripts/cassandra.sh stop             stop the node (only a node this script started)
 #   scripts/cassandra.sh nodetool ARGS    run nodetool against the node
-#   scripts/cassandra.sh log              print the tail of the node's system.log
+#   scripts/cassandra.sh log              print the last distinct messages of the node's system.log
+#   scripts/cassandra.sh logfile          print the path of the node's system.log
 #   scripts/cassandra.sh config           print the cassandra.yaml the node runs on (writes nothing)
 #   scripts/cassandra.sh cluster start [--fresh] | stop | status | start-node I | stop-node I |
-#                                status-node I | nodetool I ARGS | log I | config I
+#                                status-node I | nodetool I ARGS | log I | logfile I | config I
 #                                         an N-node cluster on 127.0.0.2 .. 127.0.0.(N+1), see below
 #
 # Environment of one node (all optional):
@@ -158,10 +159,16 @@ running_pid() {
   echo "$pid"
 }
 
+# The last 40 distinct messages of system.log (a message repeated thousands of times is shown once, where it
+# first appeared, so it cannot push the cause out of view), then the tail of stdout.log.
 log_tail() {
   if [[ -f "$LOG_DIR/system.log" ]]; then
-    echo "----- last 40 lines of $LOG_DIR/system.log -----" >&2
-    tail -n 40 "$LOG_DIR/system.log" >&2
+    echo "----- last 40 distinct messages of $LOG_DIR/system.log -----" >&2
+    tail -n 20000 "$LOG_DIR/system.log" | awk '{
+        msg = $0
+        sub(/^[A-Z]+ +\[[^]]*\] [0-9-]+ [0-9:,]+ /, "", msg)
+        if (!(msg in seen)) { seen[msg] = 1; print }
+      }' | tail -n 40 >&2
   fi
   if [[ -f "$LOG_DIR/stdout.log" ]]; then
     echo "----- last 20 lines of $LOG_DIR/stdout.log -----" >&2
@@ -223,6 +230,9 @@ start() {
   local jamm
   jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n 1)"
   say "starting Cassandra $CASSANDRA_VERSION on $CQL_HOST (cluster $CLUSTER_NAME, seeds $SEEDS, heap $HEAP, JIT $JIT) in $NODE_DIR"
+  # cassandra.superuser_setup_delay_ms keeps Cassandra's default (10 s): the role manager retries its setup
+  # after that delay for as long as a node of the ring is down, and with 0 the retry is a busy loop that logs
+  # thousands of lines a second (a whole core, system.log rolled over every few seconds).
   # shellcheck disable=SC2046
   nohup java $(read_options "$CONF_SRC/jvm17-server.options") \
     -Xms"$HEAP" -Xmx"$HEAP" \
@@ -235,7 +245,6 @@ start() {
     -Dcassandra.jmx.local.port="$JMX_PORT" \
     -Dcassandra.skip_wait_for_gossip_to_settle=0 \
     -Dcassandra.ring_delay_ms=100 \
-    -Dcassandra.superuser_setup_delay_ms=0 \
     -cp "$LIB_DIR/*" \
     org.apache.cassandra.service.CassandraDaemon \
     >"$LOG_DIR/stdout.log" 2>&1 </dev/null &
@@ -246,7 +255,9 @@ start() {
       log_tail
       die "Cassandra exited during startup (see above; node dir $NODE_DIR)"
     fi
-    if grep -q "Starting listening for CQL clients" "$LOG_DIR/system.log" 2>/dev/null && cql_answers; then
+    # Ready when our process answers the CQL handshake. Not from system.log: a log that rolls over between
+    # two polls carries the "listening for CQL clients" line away with it.
+    if cql_answers; then
       say "up after ${waited}s: CQL on $CQL_HOST:$CQL_PORT, JMX on $JMX_HOST:$JMX_PORT (pid $pid)"
       return 0
     fi
@@ -399,7 +410,7 @@ cluster() {
       node_cmd "$i" start "$@"
       wait_for_ring $(seq 1 "$CLUSTER_NODES")
       ;;
-    stop-node | status-node | log | config)
+    stop-node | status-node | log | logfile | config)
       node_index "${1:-}"
       node_cmd "$1" "${sub%-node}"
       ;;
@@ -409,7 +420,7 @@ cluster() {
       shift
       node_cmd "$i" nodetool "$@"
       ;;
-    *) usage "usage: $0 cluster {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|config I}" ;;
+    *) usage "usage: $0 cluster {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|logfile I|config I}" ;;
   esac
 }
 
@@ -423,7 +434,8 @@ case "$cmd" in
   restart) stop; start "$@" ;;
   nodetool) nodetool "$@" ;;
   log) log_tail ;;
+  logfile) echo "$LOG_DIR/system.log" ;;
   config) print_config ;;
   cluster) cluster "$@" ;;
-  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|config|cluster ...}" ;;
+  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|logfile|config|cluster ...}" ;;
 esac

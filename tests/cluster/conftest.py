@@ -18,6 +18,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 
@@ -79,6 +80,10 @@ class LocalCluster:
             yield
         finally:
             self.start_node(node)
+
+    def logfile(self, node: int) -> Path:
+        """Node i's current system.log."""
+        return Path(self.run("logfile", str(node), timeout=60).strip())
 
     def live(self, down: int | None = None) -> list[int]:
         return [i for i in range(1, NODES + 1) if i != down]

@@ -1,0 +1,47 @@
+"""The cluster's nodes do not busy-loop while a peer is missing. A node that starts before the rest of the
+ring (every ``cluster start`` starts nodes one after another) retries Cassandra's default-role setup until
+all nodes are up; ``scripts/cassandra.sh`` once set that retry delay to 0, so the first nodes logged about
+13,000 lines a second, took a core and rolled system.log over every few seconds. On a loaded 2-core CI
+machine the roll-over then carried away the "listening for CQL clients" line the start script waited for.
+
+Read from each node's own log, since its last start: the retries come at most one per 5 seconds (Cassandra's
+default delay is 10 s), and the start itself is still in the current system.log (it did not roll over)."""
+from __future__ import annotations
+
+from datetime import datetime
+
+import pytest
+
+from tests.cluster.conftest import NODES
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
+
+NODE_START = "YamlConfigurationLoader.java"  # the first line a starting node logs ("Configuration location: ...")
+ROLE_SETUP_RETRY = "Setup task failed with error, rescheduling"
+MIN_SECONDS_BETWEEN_RETRIES = 5.0
+
+
+def _timestamp(line: str) -> datetime:
+    """``INFO  [thread] 2026-11-25 17:42:03,120 File.java:1 - message`` -> its date and time."""
+    after_thread = line.split("] ", 1)[1]
+    return datetime.strptime(after_thread[:23], "%Y-%m-%d %H:%M:%S,%f")
+
+
+@pytest.mark.parametrize("node", range(1, NODES + 1))
+def test_a_node_retries_its_role_setup_slowly_since_its_start(cassandra_cluster, node):
+    path = cassandra_cluster.logfile(node)
+    lines = path.read_text(errors="replace").splitlines()
+    starts = [i for i, line in enumerate(lines) if NODE_START in line and "Configuration location" in line]
+    assert starts, (
+        f"node{node}'s {path} no longer holds the node's start: it rolled over since then "
+        f"({path.stat().st_size} bytes, {len(lines)} lines)"
+    )
+    retries = [_timestamp(line) for line in lines[starts[-1]:] if ROLE_SETUP_RETRY in line]
+    if len(retries) < 2:
+        return
+    span = (retries[-1] - retries[0]).total_seconds()
+    allowed = 1 + span / MIN_SECONDS_BETWEEN_RETRIES
+    assert len(retries) - 1 <= allowed, (
+        f"node{node} retried its role setup {len(retries)} times in {span:.1f} s since its start "
+        f"(at most one per {MIN_SECONDS_BETWEEN_RETRIES:.0f} s expected)"
+    )
