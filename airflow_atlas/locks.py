@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .errors import InvalidInputError, KeyAlreadyExistsError, LockNotHeldError, StoreUnavailableError
-from .kvs._common import check_float
+from .validation import check_float
 from .kvs.api import MAX_CELL_NAME_BYTES, Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 
 LOCKS_TABLE = "_locks"

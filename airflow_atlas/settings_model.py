@@ -28,7 +28,7 @@ from dataclasses import MISSING, Field, dataclass, field, fields
 from typing import Any, Iterable, Mapping
 
 from .errors import InvalidInputError
-from .kvs._common import check_int
+from .validation import check_int
 
 SPEC = "atlas_setting"
 """Key of a field's ``metadata`` that holds its :class:`Spec`."""

@@ -19,7 +19,7 @@ import time
 from .encoding import LONG_MAX, fixed_long, from_fixed_long
 from .errors import AtlasError, StoreUnavailableError
 from .kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
-from .kvs._common import check_int
+from .validation import check_int
 
 TIMESTAMP_TABLE = "_timestamp"
 _BOUND_CELL = Cell(b"ts", b"upper")

@@ -98,7 +98,7 @@ class _Collector:
 
 def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
     """Run every check on ``store`` (an :class:`~airflow_atlas.store.AtlasStore`)."""
-    from .kvs._common import check_int
+    from .validation import check_int
 
     check_int(max_examples, "max_examples", 1)
     out = _Collector(max_examples)

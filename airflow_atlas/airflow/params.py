@@ -15,7 +15,7 @@ from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
 from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER_SECOND
-from airflow_atlas.kvs._common import check_int
+from airflow_atlas.validation import check_int
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.sweep.constants import MAX_SHARDS
 

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any, Iterable, Mapping
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs._common import check_int
+from airflow_atlas.validation import check_int
 from airflow_atlas.kvs.api import SweepStrategy
 from airflow_atlas.locks import Lease
 from airflow_atlas.sweep.constants import MAX_SHARDS

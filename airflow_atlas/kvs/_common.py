@@ -12,6 +12,7 @@ from typing import Iterable, Mapping
 
 from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
+from ..validation import check_float, check_int
 from .api import (
     LWT_TIMESTAMP,
     MAX_CELL_NAME_BYTES,
@@ -47,24 +48,6 @@ def check_table(table: str) -> str:
     if table == METADATA_TABLE:
         raise InvalidInputError(f"invalid table name {table!r}: reserved for the store's metadata registry")
     return table
-
-
-def check_int(value: object, what: str, lo: int = LONG_MIN, hi: int = LONG_MAX) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise InvalidInputError(f"{what} must be an integer, got {type(value).__name__}")
-    if not lo <= value <= hi:
-        raise InvalidInputError(f"{what} must be an integer in {lo}..{hi}, got {value!r}")
-    return value
-
-
-def check_float(value: object, what: str, lo: float, hi: float = math.inf, *, finite: bool = True) -> float:
-    """A number (int or float, never bool) with ``lo < value <= hi``; ``finite=False`` also accepts inf."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidInputError(f"{what} must be a number, got {type(value).__name__}")
-    value = float(value)
-    if (finite and not math.isfinite(value)) or not lo < value <= hi:
-        raise InvalidInputError(f"{what} must be a number in ({lo}, {hi}], got {value!r}")
-    return value
 
 
 def check_write_timestamp(ts: object) -> int:

@@ -13,7 +13,7 @@ from typing import Iterable, Sequence
 
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..sweep.constants import MAX_SHARDS
 from ..sweep.results import holder_process_gone
 from .clock import TimestampClock

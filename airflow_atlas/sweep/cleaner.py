@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from ..errors import CorruptQueueDataError
 from ..encoding import LONG_MAX
 from ..kvs.api import KeyValueService, SweepStrategy
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, INITIAL_PROGRESS, MAX_SHARDS
 from .partitions import coarse, fine

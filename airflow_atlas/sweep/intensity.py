@@ -30,7 +30,7 @@ from __future__ import annotations
 import time
 from typing import Callable
 
-from ..kvs._common import check_float, check_int
+from ..validation import check_float, check_int
 
 PACING_INTERVAL_SECONDS = 0.25
 """A paced run takes at most ``rate x`` this many entries per batch: its bursts of full-speed work last a

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..errors import CorruptQueueDataError, InvalidInputError
-from ..kvs._common import check_int
+from ..validation import check_int
 from .constants import MAX_DEDICATED_ROWS, MAX_SHARDS
 
 METADATA_SIZE = 4

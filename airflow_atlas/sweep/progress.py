@@ -13,7 +13,7 @@ from __future__ import annotations
 from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError, StoreUnavailableError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..kvs.consistency import Operation
 from .constants import INITIAL_PROGRESS, MAX_SHARDS
 from .queue_tables import (

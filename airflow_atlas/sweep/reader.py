@@ -43,7 +43,7 @@ from typing import NamedTuple
 from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..kvs.api import KeyValueService, SweepStrategy
-from ..kvs._common import check_int
+from ..validation import check_int
 from .constants import (
     DEFAULT_BATCH_LIMIT,
     FINE_PARTITION,

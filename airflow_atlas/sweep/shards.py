@@ -15,7 +15,7 @@ import struct
 
 from ..errors import InvalidInputError
 from ..kvs.api import Cell
-from ..kvs._common import check_int
+from ..validation import check_int
 from .constants import MAX_SHARDS
 
 _PERSON = b"atlas-sweep-shd1"  # 16 bytes max for blake2b personalisation

@@ -32,7 +32,7 @@ from ..config import check_setting
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..kvs.consistency import Operation
 from .constants import FINE_PARTITION, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named

@@ -23,7 +23,7 @@ from ..encoding import (
     var_long,
 )
 from ..errors import InvalidInputError
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..kvs.api import Cell
 
 ABORTED = -1

@@ -20,7 +20,7 @@ from typing import Callable
 
 from ..encoding import LONG_MAX, fixed_long, from_fixed_long
 from ..errors import InvalidInputError
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
 from .encoding import check_start_timestamp
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from ..encoding import from_var_long, var_long
 from ..errors import InvalidInputError, KeyAlreadyExistsError
-from ..kvs._common import check_int
+from ..validation import check_int
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 
 SCHEMA_TABLE = "_transactions_schema"
