@@ -56,6 +56,30 @@ class StoreUnavailableError(AtlasError):
     """The backing store could not be reached or refused the request."""
 
 
+class StoreAccessError(AtlasError):
+    """The store refused who we are or what we asked for, in a way no retry can fix: fix the credentials,
+    the certificate or the role's grants (CLI exit 5; an Airflow task fails without retry)."""
+
+
+class StoreAuthenticationError(StoreAccessError):
+    """The store refused the credentials (wrong user or password, or none given to a node that needs them)."""
+
+
+class StoreTlsError(StoreAccessError):
+    """The TLS handshake with the store failed: its certificate is not trusted by the configured CA, has
+    expired, or does not name the host connected to."""
+
+
+class StorePermissionError(StoreAccessError):
+    """The role lacks a permission; ``permission`` and ``resource`` name it (None when the server's
+    message did not)."""
+
+    def __init__(self, message: str, *, permission: str | None = None, resource: str | None = None):
+        super().__init__(message)
+        self.permission = permission
+        self.resource = resource
+
+
 class TransactionError(AtlasError):
     """Base class of transaction failures."""
 
@@ -106,9 +130,10 @@ class ExecutorEnvironmentError(AtlasError):
     or its Python minor version differs from the driver's. Fix the deployment; retrying cannot help."""
 
 
-NOT_RETRIABLE = (InvalidInputError, TableNotFoundError, ExecutorEnvironmentError)
-"""Errors a retry cannot fix: bad input and a broken executor environment. Everything else (a store
-that is down, a lost lease, a crash) may pass on a retry."""
+NOT_RETRIABLE = (InvalidInputError, TableNotFoundError, ExecutorEnvironmentError, StoreAccessError)
+"""Errors a retry cannot fix: bad input, a broken executor environment, and a store that refuses our
+credentials, certificate or permissions. Everything else (a store that is down, a lost lease, a crash) may
+pass on a retry."""
 
 
 def is_retriable(exc: BaseException) -> bool:

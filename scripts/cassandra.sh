@@ -13,6 +13,8 @@
 #   scripts/cassandra.sh cluster start [--fresh] | stop | status | start-node I | stop-node I |
 #                                status-node I | nodetool I ARGS | log I | logfile I | config I
 #                                         an N-node cluster on 127.0.0.2 .. 127.0.0.(N+1), see below
+#   scripts/cassandra.sh secure start [--fresh] | stop | status | nodetool ARGS | log | logfile | config | env
+#                                         a SECURED single node on 127.0.0.6, see below
 #
 # Environment of one node (all optional):
 #   ATLAS_CACHE_DIR          cache for jars (default ~/.cache/airflow-atlas)
@@ -50,6 +52,19 @@
 #   ATLAS_CLUSTER_DIR        parent of the node directories (default ${TMPDIR:-/tmp}/airflow-atlas-cluster)
 #   ATLAS_CLUSTER_HEAP       heap per node (default 768M)
 # The cluster never touches the single node on 127.0.0.1.
+#
+# Secured node (`secure ...`): address 127.0.0.6 (CQL 9042, storage 7000, JMX 7206), directory
+# $ATLAS_SECURE_DIR/node (default ${TMPDIR:-/tmp}/airflow-atlas-secure), cluster_name airflow-atlas-secure. It
+# runs as production Cassandra does: PasswordAuthenticator + CassandraAuthorizer, client-to-node TLS required
+# (no plain-text CQL), JMX with password and access files. At first start the script makes, with keytool:
+# one local CA ($ATLAS_SECURE_DIR/ca: ca.p12, and ca.pem for clients) and a node certificate signed by it for
+# the node's address (subjectAltName IP:127.0.0.6, so clients verify the hostname). It then replaces the
+# default superuser: role `atlas_admin` (superuser) gets a generated password, the `cassandra` role a random
+# one and no LOGIN. Every secret is a generated file, mode 0600, under $ATLAS_SECURE_DIR/secrets:
+# admin.password (CQL), jmx.password + jmx.access (the JVM's JMX files), nodetool.password (nodetool -pwf).
+# `secure env` prints them as shell variables (ATLAS_SECURE_HOST, ATLAS_SECURE_CA, ATLAS_SECURE_ADMIN_USER,
+# ATLAS_SECURE_ADMIN_PASSWORD_FILE, ...) for tests and the demo. Safe to re-run: existing keys, certificates
+# and passwords are kept; `secure start --fresh` removes the node's data (not the CA).
 set -euo pipefail
 
 CASSANDRA_VERSION=5.0.7
@@ -129,10 +144,12 @@ fetch() {
 
 # Speaks the CQL native protocol: sends OPTIONS, expects SUPPORTED. Exit 0 when CQL answers.
 cql_answers() {
-  python3 - "$CQL_HOST" "$CQL_PORT" <<'PY'
-import socket, struct, sys
+  python3 - "$CQL_HOST" "$CQL_PORT" "${ATLAS_CASSANDRA_TLS_CA:-}" <<'PY'
+import socket, ssl, struct, sys
 try:
     s = socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=3)
+    if sys.argv[3]:  # a secured node: TLS only, certificate and hostname verified against the local CA
+        s = ssl.create_default_context(cafile=sys.argv[3]).wrap_socket(s, server_hostname=sys.argv[1])
     s.sendall(struct.pack(">BBhBi", 0x04, 0, 0, 0x05, 0))
     header = b""
     while len(header) < 9:
@@ -196,6 +213,22 @@ render_config() {
   if [[ -n "$INITIAL_TOKEN" ]]; then
     printf 'initial_token: %s\nauto_bootstrap: false\n' "$INITIAL_TOKEN" >>"$out.tmp"
   fi
+  if [[ -n "${ATLAS_CASSANDRA_KEYSTORE:-}" ]]; then
+    sed -i -e 's/^authenticator: AllowAllAuthenticator$/authenticator: PasswordAuthenticator/' \
+      -e 's/^authorizer: AllowAllAuthorizer$/authorizer: CassandraAuthorizer/' "$out.tmp"
+    grep -qxF "authenticator: PasswordAuthenticator" "$out.tmp" && grep -qxF "authorizer: CassandraAuthorizer" "$out.tmp" \
+      || die "could not render the authenticator/authorizer into $out"
+    cat >>"$out.tmp" <<YAML
+client_encryption_options:
+  enabled: true
+  optional: false
+  keystore: $ATLAS_CASSANDRA_KEYSTORE
+  keystore_password: $(cat "$ATLAS_CASSANDRA_KEYSTORE_PASSWORD_FILE")
+  store_type: PKCS12
+  require_client_auth: false
+YAML
+    chmod 600 "$out.tmp"
+  fi
   mv "$out.tmp" "$out"
 }
 
@@ -243,6 +276,9 @@ start() {
     -Dlogback.configurationFile="file://$CONF_SRC/logback.xml" \
     -Dcassandra-foreground=yes \
     -Dcassandra.jmx.local.port="$JMX_PORT" \
+    ${ATLAS_CASSANDRA_JMX_PASSWORD_FILE:+-Dcom.sun.management.jmxremote.authenticate=true} \
+    ${ATLAS_CASSANDRA_JMX_PASSWORD_FILE:+-Dcom.sun.management.jmxremote.password.file=$ATLAS_CASSANDRA_JMX_PASSWORD_FILE} \
+    ${ATLAS_CASSANDRA_JMX_ACCESS_FILE:+-Dcom.sun.management.jmxremote.access.file=$ATLAS_CASSANDRA_JMX_ACCESS_FILE} \
     -Dcassandra.skip_wait_for_gossip_to_settle=0 \
     -Dcassandra.ring_delay_ms=100 \
     -cp "$LIB_DIR/*" \
@@ -328,7 +364,8 @@ nodetool() {
   # shellcheck disable=SC2046
   java $(read_options "$CONF_SRC/jvm17-clients.options") \
     -Dlogback.configurationFile="file://$CONF_SRC/logback-tools.xml" \
-    -cp "$LIB_DIR/*" org.apache.cassandra.tools.NodeTool -h "$JMX_HOST" -p "$JMX_PORT" "$@"
+    -cp "$LIB_DIR/*" org.apache.cassandra.tools.NodeTool -h "$JMX_HOST" -p "$JMX_PORT" \
+    ${ATLAS_CASSANDRA_NODETOOL_PASSWORD_FILE:+-u atlas_jmx -pwf "$ATLAS_CASSANDRA_NODETOOL_PASSWORD_FILE"} "$@"
 }
 
 # ----- cluster of N nodes on 127.0.0.2 .. 127.0.0.(N+1) ---------------------------------------------------
@@ -424,6 +461,185 @@ cluster() {
   esac
 }
 
+# ----- secured single node on 127.0.0.6 --------------------------------------------------------------------
+SECURE_DIR="${ATLAS_SECURE_DIR:-${TMPDIR:-/tmp}/airflow-atlas-secure}"
+SECURE_HOST=127.0.0.6
+SECURE_JMX_PORT=7206
+SECURE_CA_DIR="$SECURE_DIR/ca"
+SECURE_SECRETS="$SECURE_DIR/secrets"
+SECURE_ADMIN=atlas_admin
+CERT_DAYS=3650
+
+# A random password of letters and digits (written to file $1, mode 0600, unless it exists).
+new_secret() {
+  [[ -s "$1" ]] && return 0
+  (umask 077; python3 -c 'import secrets, string; a = string.ascii_letters + string.digits; print("".join(secrets.choice(a) for _ in range(32)), end="")' >"$1.tmp")
+  mv "$1.tmp" "$1"
+}
+
+# The local CA (once) and the node's certificate for its address, signed by it (once per address).
+secure_tls() {
+  command -v keytool >/dev/null || die "keytool (Java 17) is required for the secured node"
+  mkdir -p "$SECURE_CA_DIR" "$SECURE_SECRETS"
+  chmod 700 "$SECURE_SECRETS"
+  new_secret "$SECURE_SECRETS/ca.storepass"
+  new_secret "$SECURE_SECRETS/keystore.password"
+  local capass kspass
+  capass="$(cat "$SECURE_SECRETS/ca.storepass")"
+  kspass="$(cat "$SECURE_SECRETS/keystore.password")"
+  if [[ ! -s "$SECURE_CA_DIR/ca.pem" ]]; then
+    say "making the local CA in $SECURE_CA_DIR"
+    rm -f "$SECURE_CA_DIR/ca.p12"
+    keytool -genkeypair -alias ca -keyalg RSA -keysize 2048 -validity "$CERT_DAYS" -dname "CN=airflow-atlas local CA" \
+      -ext bc:c -keystore "$SECURE_CA_DIR/ca.p12" -storetype PKCS12 -storepass "$capass" >/dev/null 2>&1 \
+      || die "keytool could not make the CA"
+    keytool -exportcert -rfc -alias ca -keystore "$SECURE_CA_DIR/ca.p12" -storepass "$capass" >"$SECURE_CA_DIR/ca.pem.tmp" \
+      || die "keytool could not export the CA certificate"
+    mv "$SECURE_CA_DIR/ca.pem.tmp" "$SECURE_CA_DIR/ca.pem"
+  fi
+  local ks="$SECURE_SECRETS/node-$1.p12"
+  if [[ ! -s "$ks" ]]; then
+    say "making the certificate of $1 (signed by the local CA)"
+    rm -f "$ks.tmp"
+    keytool -genkeypair -alias node -keyalg RSA -keysize 2048 -validity "$CERT_DAYS" -dname "CN=$1" \
+      -keystore "$ks.tmp" -storetype PKCS12 -storepass "$kspass" >/dev/null 2>&1 || die "keytool could not make the node key"
+    keytool -certreq -alias node -keystore "$ks.tmp" -storepass "$kspass" 2>/dev/null \
+      | keytool -gencert -alias ca -keystore "$SECURE_CA_DIR/ca.p12" -storepass "$capass" -validity "$CERT_DAYS" \
+        -ext "SAN=IP:$1" -ext ku:c=digitalSignature,keyEncipherment -ext eku=serverAuth -rfc >"$ks.crt" 2>/dev/null \
+      || die "keytool could not sign the node certificate"
+    keytool -importcert -noprompt -alias ca -file "$SECURE_CA_DIR/ca.pem" -keystore "$ks.tmp" -storepass "$kspass" >/dev/null 2>&1 \
+      && keytool -importcert -noprompt -alias node -file "$ks.crt" -keystore "$ks.tmp" -storepass "$kspass" >/dev/null 2>&1 \
+      || die "keytool could not import the signed node certificate"
+    rm -f "$ks.crt"
+    chmod 600 "$ks.tmp"
+    mv "$ks.tmp" "$ks"
+  fi
+}
+
+# JMX password and access files (the JVM insists on mode 0600) and nodetool's password file.
+secure_jmx() {
+  new_secret "$SECURE_SECRETS/jmx.secret"
+  local pass
+  pass="$(cat "$SECURE_SECRETS/jmx.secret")"
+  (umask 077
+    printf 'atlas_jmx %s\n' "$pass" >"$SECURE_SECRETS/jmx.password"
+    printf 'atlas_jmx readwrite\n' >"$SECURE_SECRETS/jmx.access"
+    printf 'atlas_jmx %s\n' "$pass" >"$SECURE_SECRETS/nodetool.password")
+}
+
+# Runs this script for the secured node with its environment.
+secure_cmd() {
+  env ATLAS_CASSANDRA_DIR="$SECURE_DIR/node" \
+    ATLAS_CASSANDRA_HOST="$SECURE_HOST" \
+    ATLAS_CASSANDRA_CQL_PORT=9042 ATLAS_CASSANDRA_STORAGE_PORT=7000 \
+    ATLAS_CASSANDRA_JMX_PORT="$SECURE_JMX_PORT" \
+    ATLAS_CASSANDRA_SEEDS="$SECURE_HOST:7000" \
+    ATLAS_CASSANDRA_CLUSTER_NAME=airflow-atlas-secure \
+    ATLAS_CASSANDRA_HEAP="${ATLAS_SECURE_HEAP:-768M}" \
+    ATLAS_CASSANDRA_PORT_OFFSET=0 \
+    ATLAS_CASSANDRA_NODE_LABEL=secure \
+    ATLAS_CASSANDRA_TLS_CA="$SECURE_CA_DIR/ca.pem" \
+    ATLAS_CASSANDRA_KEYSTORE="$SECURE_SECRETS/node-$SECURE_HOST.p12" \
+    ATLAS_CASSANDRA_KEYSTORE_PASSWORD_FILE="$SECURE_SECRETS/keystore.password" \
+    ATLAS_CASSANDRA_JMX_PASSWORD_FILE="$SECURE_SECRETS/jmx.password" \
+    ATLAS_CASSANDRA_JMX_ACCESS_FILE="$SECURE_SECRETS/jmx.access" \
+    ATLAS_CASSANDRA_NODETOOL_PASSWORD_FILE="$SECURE_SECRETS/nodetool.password" \
+    "$SELF" "$@"
+}
+
+# Replaces the default superuser (once): role atlas_admin with a generated password; cassandra gets a random
+# password and loses LOGIN and SUPERUSER. Waits for the role manager's setup (superuser_setup_delay_ms).
+secure_roles() {
+  local py="$HERE/../.venv/bin/python"
+  [[ -x "$py" ]] || die "the project's .venv is needed to set up roles (run scripts/bootstrap.sh)"
+  new_secret "$SECURE_SECRETS/admin.password"
+  "$py" - "$SECURE_HOST" "$SECURE_CA_DIR/ca.pem" "$SECURE_ADMIN" "$SECURE_SECRETS/admin.password" "$TIMEOUT" <<'PY'
+import secrets, ssl, sys, time
+from cassandra import AuthenticationFailed, InvalidRequest
+from cassandra.auth import PlainTextAuthProvider
+from cassandra.cluster import Cluster, NoHostAvailable
+
+host, ca, admin, password_file, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+password = open(password_file).read()
+context = ssl.create_default_context(cafile=ca)
+
+
+def session_as(user, pw):
+    cluster = Cluster([host], auth_provider=PlainTextAuthProvider(user, pw), ssl_context=context,
+                      ssl_options={"server_hostname": host}, protocol_version=5, connect_timeout=10)
+    try:
+        return cluster, cluster.connect()
+    except BaseException:
+        cluster.shutdown()
+        raise
+
+
+def auth_failed(exc):
+    return isinstance(exc, NoHostAvailable) and any(isinstance(e, AuthenticationFailed) for e in exc.errors.values())
+
+
+deadline = time.monotonic() + timeout
+while True:
+    try:
+        cluster, session = session_as(admin, password)
+        break  # set up already (still make sure the default superuser is disabled, below)
+    except NoHostAvailable as exc:
+        if not auth_failed(exc):
+            raise
+    try:
+        cluster, session = session_as("cassandra", "cassandra")
+    except NoHostAvailable as exc:  # the default superuser appears after superuser_setup_delay_ms
+        if time.monotonic() > deadline:
+            sys.exit(f"neither {admin} nor the default superuser can log in: {exc}")
+        time.sleep(2)
+        continue
+    try:
+        session.execute(f"CREATE ROLE {admin} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = %s", [password])
+    except InvalidRequest:  # the role exists with another password (its file was removed): set ours
+        time.sleep(5.5)  # Cassandra allows one password change per role every 5 s
+        session.execute(f"ALTER ROLE {admin} WITH PASSWORD = %s", [password])
+    cluster.shutdown()
+    cluster, session = session_as(admin, password)
+    session.execute("ALTER ROLE cassandra WITH PASSWORD = %s", [secrets.token_urlsafe(24)])
+    break
+session.execute("ALTER ROLE cassandra WITH SUPERUSER = false AND LOGIN = false")
+cluster.shutdown()
+print(f"role {admin} set up; the default superuser can no longer log in", file=sys.stderr)
+PY
+}
+
+secure_env() {
+  cat <<ENV
+ATLAS_SECURE_HOST=$SECURE_HOST
+ATLAS_SECURE_CQL_PORT=9042
+ATLAS_SECURE_JMX_PORT=$SECURE_JMX_PORT
+ATLAS_SECURE_CA=$SECURE_CA_DIR/ca.pem
+ATLAS_SECURE_ADMIN_USER=$SECURE_ADMIN
+ATLAS_SECURE_ADMIN_PASSWORD_FILE=$SECURE_SECRETS/admin.password
+ATLAS_SECURE_JMX_USER=atlas_jmx
+ATLAS_SECURE_NODETOOL_PASSWORD_FILE=$SECURE_SECRETS/nodetool.password
+ATLAS_SECURE_NODE_DIR=$SECURE_DIR/node
+ENV
+}
+
+secure() {
+  local sub="${1:-}"
+  shift || true
+  case "$sub" in
+    start)
+      fetch
+      secure_tls "$SECURE_HOST"
+      secure_jmx
+      secure_cmd start "$@"
+      secure_roles
+      say "secured node up: CQL+TLS on $SECURE_HOST:9042 (CA $SECURE_CA_DIR/ca.pem), JMX with password on $JMX_HOST:$SECURE_JMX_PORT; credentials: $0 secure env"
+      ;;
+    stop | status | log | logfile | config | nodetool) secure_cmd "$sub" "$@" ;;
+    env) secure_env ;;
+    *) usage "usage: $0 secure {start [--fresh]|stop|status|nodetool ARGS...|log|logfile|config|env}" ;;
+  esac
+}
+
 cmd="${1:-}"
 shift || true
 case "$cmd" in
@@ -437,5 +653,6 @@ case "$cmd" in
   logfile) echo "$LOG_DIR/system.log" ;;
   config) print_config ;;
   cluster) cluster "$@" ;;
-  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|logfile|config|cluster ...}" ;;
+  secure) secure "$@" ;;
+  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|logfile|config|cluster ...|secure ...}" ;;
 esac

@@ -21,11 +21,12 @@ import os
 import sys
 import traceback
 
-from ..errors import AtlasError, InvalidInputError, StoreUnavailableError, TableNotFoundError
+from ..errors import AtlasError, InvalidInputError, StoreAccessError, StoreUnavailableError, TableNotFoundError
 from ..kvs.url import scrub, url_secrets
 from .args import build_parser
 from .init import cmd_init
 from .output import (
+    EXIT_ACCESS,
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -77,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
                 pass
     except CliError as exc:
         return fail(exc.code, scrub(exc.message, secrets))
+    except StoreAccessError as exc:
+        return fail(EXIT_ACCESS, f"access refused: {scrub(str(exc), secrets)}")
     except StoreUnavailableError as exc:
         return fail(EXIT_UNAVAILABLE, f"store unavailable: {scrub(str(exc), secrets)}")
     except TableNotFoundError as exc:
@@ -106,6 +109,7 @@ __all__ = [
     "EXIT_FAILED",
     "EXIT_USAGE",
     "EXIT_UNAVAILABLE",
+    "EXIT_ACCESS",
     "EXIT_SKIPPED",
     "EXIT_INTERRUPTED",
 ]

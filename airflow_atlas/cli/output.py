@@ -14,6 +14,8 @@ EXIT_USAGE = 2
 EXIT_UNAVAILABLE = 3
 EXIT_SKIPPED = 4
 """``sweep``: nothing failed, but at least one pair was skipped because another sweeper holds its lease."""
+EXIT_ACCESS = 5
+"""The store refused the credentials, the TLS handshake failed, or the role lacks a permission."""
 EXIT_INTERRUPTED = 130
 PROG = "atlas-sweep"
 ENV_STORE_URL = "ATLAS_STORE_URL"
@@ -25,6 +27,7 @@ exit codes:
   2  usage or bad input (bad option, value, path or URL, store not initialized, lowering the shard count)
   3  store unavailable (Cassandra unreachable, timing out or refusing requests)
   4  sweep: nothing failed, but some pairs were skipped (another sweeper holds their lease)
+  5  access refused: wrong credentials, an untrusted/expired/mismatched certificate, a missing permission
 
 store selection (first that applies): --store URL, --conn-id ID (an Airflow connection), $ATLAS_STORE_URL
   sqlite:///relative/path.db   sqlite:////absolute/path.db

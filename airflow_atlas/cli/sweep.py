@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from ..errors import StoreUnavailableError
+from ..errors import StoreAccessError, StoreUnavailableError
 from ..status.text import format_duration
 from .output import (
     EXIT_FAILED,
@@ -49,7 +49,7 @@ def cmd_sweep(args, h) -> int:
                     batch_limit=args.batch_limit, dry_run=args.dry_run, max_entries_per_second=args.max_entries_per_second,
                     on_iteration=lambda it: bar.advance(it.entries_read),
                 )
-            except StoreUnavailableError:
+            except (StoreUnavailableError, StoreAccessError):
                 raise
             except Exception as exc:  # one failed pair does not stop the others; exit 1 at the end
                 summary = ShardSweepResult(shard=shard, strategy=s, status="failed", sweep_ts=sweep_ts[s],

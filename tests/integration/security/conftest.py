@@ -1,0 +1,78 @@
+"""The secured Cassandra node (scripts/cassandra.sh secure ...): password authentication, CassandraAuthorizer,
+client-to-node TLS only, JMX with a password. Started by the test command; the session fixture starts it
+when it does not answer (idempotent), and reads its CA and administrator credentials from `secure env`."""
+from __future__ import annotations
+
+import subprocess
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from tests.conftest import CASSANDRA_SCRIPT
+
+
+@dataclass(frozen=True)
+class SecureNode:
+    host: str
+    ca: Path
+    admin_user: str
+    admin_password: str
+    nodetool_password_file: Path
+
+    def url(self, user: str, password: str, keyspace: str, **query: str) -> str:
+        options = {"ssl": "true", "ssl_ca": str(self.ca), **query}
+        text = "&".join(f"{k}={v}" for k, v in options.items())
+        return f"cassandra://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}/{keyspace}?{text}"
+
+    def admin_url(self, keyspace: str) -> str:
+        return self.url(self.admin_user, self.admin_password, keyspace)
+
+    def cql(self, *statements: str) -> None:
+        """Runs statements as the administrator (over TLS)."""
+        import ssl
+
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import Cluster
+
+        context = ssl.create_default_context(cafile=str(self.ca))
+        cluster = Cluster([self.host], auth_provider=PlainTextAuthProvider(self.admin_user, self.admin_password),
+                          ssl_context=context, ssl_options={"server_hostname": self.host}, protocol_version=5)
+        try:
+            session = cluster.connect()
+            for statement in statements:
+                session.execute(statement, timeout=60)
+        finally:
+            cluster.shutdown()
+
+
+def _script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(CASSANDRA_SCRIPT), "secure", *args], capture_output=True, text=True, timeout=400)
+
+
+@pytest.fixture(scope="session")
+def secure_node() -> SecureNode:
+    started = _script("start")
+    if started.returncode != 0:
+        pytest.fail(f"could not start the secured Cassandra node:\n{started.stdout}\n{started.stderr}")
+    env = dict(line.split("=", 1) for line in _script("env").stdout.split())
+    return SecureNode(
+        host=env["ATLAS_SECURE_HOST"],
+        ca=Path(env["ATLAS_SECURE_CA"]),
+        admin_user=env["ATLAS_SECURE_ADMIN_USER"],
+        admin_password=Path(env["ATLAS_SECURE_ADMIN_PASSWORD_FILE"]).read_text(),
+        nodetool_password_file=Path(env["ATLAS_SECURE_NODETOOL_PASSWORD_FILE"]),
+    )
+
+
+@pytest.fixture(scope="module")
+def secure_keyspace(secure_node):
+    """A keyspace of this module's own on the secured node (dropped at the end)."""
+    name = f"atlas_sec_{uuid.uuid4().hex[:10]}"
+    yield name
+    try:
+        secure_node.cql(f"DROP KEYSPACE IF EXISTS {name}")
+    except Exception:  # a slow drop must not fail the session; the node is throwaway
+        pass
