@@ -38,6 +38,7 @@ from .output import (
     ProgressBar,
     fail,
 )
+from .grants import cmd_grants
 from .shards import cmd_shards
 from .status import cmd_status, render_status
 from .store import StoreHandle, chosen_url, open_store
@@ -53,6 +54,7 @@ COMMANDS = {
     "sweep": (cmd_sweep, True),
     "verify": (cmd_verify, True),
     "shards": (cmd_shards, True),
+    "grants": (cmd_grants, True),
 }
 
 

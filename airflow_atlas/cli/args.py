@@ -198,7 +198,22 @@ def build_parser() -> argparse.ArgumentParser:
             "shard count is never lowered (queued writes were placed by the count in force when they were "
             "written); asking for fewer shards is refused (exit 2).")
     p.add_argument("--raise-to", type=_int_in(1, 256), default=None, metavar="N", help="raise the shard count to N (1..256)")
+
+    p = add("grants", "print the CQL grants of a least-privilege role",
+            "Print the GRANT statements a role needs on a Cassandra store's keyspace, each with why: the "
+            "sweeper (every DAG, the CLI except init and shards --raise, the Spark jobs): SELECT on the keyspace "
+            "and MODIFY on the tables it writes; the admin: CREATE, ALTER, DROP, SELECT, MODIFY on the keyspace. "
+            "Print them again after creating user tables (the sweeper needs MODIFY on each). Changes nothing.")
+    p.add_argument("--role", choices=("sweeper", "admin"), default="sweeper", help="which role (default sweeper)")
+    p.add_argument("--name", type=_identifier, default=None, metavar="ROLE",
+                   help="the CQL role to grant to (default: the --role name)")
     return parser
+
+
+def _identifier(text: str) -> str:
+    if not text or not (text[0].isalpha() or text[0] == "_") or not all(c.isalnum() or c == "_" for c in text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a plain CQL role name (letters, digits, underscore)")
+    return text
 
 
 def _selection_args(p: argparse.ArgumentParser) -> None:

@@ -129,6 +129,10 @@ class SchemaMixin:
             if grace is None:
                 grace = CASSANDRA_DEFAULT_GC_GRACE_SECONDS
             self.gc_grace_guard.check(table, metadata.strategy.value, grace)
+        if exists and existing == metadata:
+            # Nothing to change: no write at all, so a role with only SELECT on the registry (the sweeper of
+            # a least-privilege deployment, airflow_atlas/grants.py) can open a store whose tables exist.
+            return
         clauses = C.render_cassandra_options(metadata.cassandra_options)
         if exists:
             if clauses and (existing is None or dict(existing.cassandra_options) != dict(metadata.cassandra_options)):

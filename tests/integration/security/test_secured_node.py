@@ -29,10 +29,12 @@ def roles(secure_node, secure_keyspace, tmp_path_factory):
     admin.ok("workload", "--transactions", "5")  # creates the workload's tables (needs CREATE: the admin's job)
     suffix = uuid.uuid4().hex[:8]
     sweeper, no_select, read_only = f"sweeper_{suffix}", f"noselect_{suffix}", f"readonly_{suffix}"
+    # the sweeper gets exactly what `atlas-sweep grants` prints: SELECT on the keyspace, MODIFY per table
+    printed = admin.json("grants", "--role", "sweeper", "--name", sweeper)["grants"]
+    assert {g["permission"] for g in printed} == {"SELECT", "MODIFY"}, printed
     secure_node.cql(
         f"CREATE ROLE {sweeper} WITH LOGIN = true AND PASSWORD = '{SWEEPER_PASSWORD}'",
-        f"GRANT SELECT ON KEYSPACE {secure_keyspace} TO {sweeper}",
-        f"GRANT MODIFY ON KEYSPACE {secure_keyspace} TO {sweeper}",
+        *(g["cql"].rstrip(";") for g in printed),
         f"CREATE ROLE {no_select} WITH LOGIN = true AND PASSWORD = '{NO_SELECT_PASSWORD}'",
         f"GRANT MODIFY ON KEYSPACE {secure_keyspace} TO {no_select}",
         f"CREATE ROLE {read_only} WITH LOGIN = true AND PASSWORD = '{READ_ONLY_PASSWORD}'",
@@ -61,6 +63,14 @@ def test_sweeper_role_sweeps_and_verifies_over_tls(secure_node, secure_keyspace,
     assert all(p["progress"] >= 0 for p in status["shards"]), status
     everything = str(swept) + str(status)
     assert SWEEPER_PASSWORD not in everything
+
+
+def test_sweeper_cannot_create_tables_or_init(secure_node, secure_keyspace, roles):
+    cwd, sweeper, *_ = roles
+    cli = Cli(secure_node.url(sweeper, SWEEPER_PASSWORD, secure_keyspace), cwd)
+    _refused(cli.run("workload", "--transactions", "1", "--table", "new_table:THOROUGH"),
+             says="no CREATE permission", secret=SWEEPER_PASSWORD)
+    _refused(cli.run("init"), says="permission", secret=SWEEPER_PASSWORD)
 
 
 def test_wrong_password_is_refused_once_with_exit_5(secure_node, secure_keyspace, roles):

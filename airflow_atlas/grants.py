@@ -1,0 +1,103 @@
+"""Least privilege on Cassandra: what each role of a deployment may do on the store's keyspace.
+
+Two roles (docs in README "Secured node" and docs/SECURITY.md):
+
+* the **administrator** creates the keyspace and the tables (``init``, ``create_table``, new user tables
+  of the workload), raises the shard count and changes strategies: CREATE, ALTER, DROP on the keyspace
+  (or a superuser);
+* the **sweeper** runs every DAG, the CLI (``status``, ``sweep``, ``verify``, ``workload`` on existing tables,
+  ``shards`` to read) and the Spark jobs: SELECT on the keyspace, MODIFY on the tables listed in
+  :data:`SWEEPER_MODIFY` and on every user table - and nothing else: no CREATE, ALTER, DROP or AUTHORIZE,
+  no permission on any other keyspace, no MODIFY on the tables only the administrator writes
+  (:data:`ADMIN_ONLY`).
+
+A missing permission fails the command at once with
+:class:`~airflow_atlas.errors.StorePermissionError` naming it (CLI exit 5, an Airflow task without retry).
+Cassandra's permissions are per table, not per statement kind, so the ``shards --raise`` of the
+administrator stays possible for a sweeper (it writes the progress table the sweep writes): by convention,
+not by grant. User tables created after the grants were printed need their MODIFY grant too: print the
+grants again after creating tables.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .errors import InvalidInputError
+from .locks import LOCKS_TABLE
+from .sweep.history import TABLE as SWEEP_HISTORY_TABLE
+from .sweep.queue_tables import SWEEP_PROGRESS, SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
+from .sweep.scrub import TABLE as SCRUB_TABLE
+from .table_marks import TABLE as TABLE_MARKS_TABLE
+from .timestamps import TIMESTAMP_TABLE
+from .transactions.punch import PUNCH_TABLE
+from .transactions.registry import OPEN_TRANSACTIONS_TABLE
+from .transactions.schema import SCHEMA_TABLE
+from .transactions.service import TRANSACTIONS2_TABLE, TRANSACTIONS_TABLE
+
+SWEEPER_MODIFY: dict[str, str] = {
+    TIMESTAMP_TABLE: "fresh timestamps: every sweep timestamp, every transaction's start and commit, status",
+    LOCKS_TABLE: "the (shard, strategy) leases of sweep",
+    TRANSACTIONS_TABLE: "commit timestamps (schema v1): commits, and sweep aborting dead writers",
+    TRANSACTIONS2_TABLE: "commit timestamps (schema v2): commits, and sweep aborting dead writers",
+    OPEN_TRANSACTIONS_TABLE: "registrations of open read-write transactions (the immutable timestamp)",
+    PUNCH_TABLE: "punches: wall clock -> timestamp (the unreadable timestamp)",
+    SWEEPABLE_CELLS: "the sweep queue: written at commit, cleaned by sweep",
+    SWEEPABLE_TIMESTAMPS: "the sweep queue's index: written at commit, cleaned by sweep",
+    SWEEP_PROGRESS: "shard progress, persisted by sweep with check-and-set",
+    SWEEP_HISTORY_TABLE: "the record of every sweep run and iteration (status, dashboard, compaction)",
+    SCRUB_TABLE: "the scrub queue (hard deletes) and its processing",
+}
+"""The engine's tables the sweeper writes, and why."""
+
+ADMIN_ONLY: dict[str, str] = {
+    "_metadata": "the table registry: written by init and create_table",
+    SCHEMA_TABLE: "the transactions schema version: recorded once, by init",
+    TABLE_MARKS_TABLE: "drop/truncate marks: written when the administrator drops or truncates a table",
+}
+"""The engine's tables only the administrator writes (the sweeper reads them)."""
+
+
+@dataclass(frozen=True)
+class Grant:
+    """One permission on one resource, and why the role needs it."""
+
+    permission: str
+    resource: str
+    why: str
+
+    def cql(self, role: str) -> str:
+        return f"GRANT {self.permission} ON {self.resource} TO {role};"
+
+
+def _ident(name: str, what: str) -> str:
+    if not name or not (name[0].isalpha() or name[0] == "_") or not all(c.isalnum() or c == "_" for c in name):
+        raise InvalidInputError(f"{what} {name!r} is not a plain CQL identifier (letters, digits, underscore)")
+    return name
+
+
+def sweeper_grants(keyspace: str, tables: list[str]) -> list[Grant]:
+    """The sweeper's grants on ``keyspace`` holding these tables (logical names, as ``list_tables`` gives
+    them: an engine table ``_x`` is ``atlas_x`` in CQL; Cassandra refuses a grant on a table that does not
+    exist, so only tables of the store are named)."""
+    ks = _ident(keyspace, "keyspace")
+    grants = [Grant("SELECT", f"KEYSPACE {ks}", "every read: queue, transactions, progress, data, registry")]
+    present = set(tables)
+    for table, why in SWEEPER_MODIFY.items():
+        if table in present:
+            grants.append(Grant("MODIFY", f"TABLE {ks}.atlas{table}", why))
+    for table in sorted(t for t in present if not t.startswith("_")):
+        grants.append(Grant("MODIFY", f"TABLE {ks}.{_ident(table, 'table')}",
+                            "user data: the workload's writes, sweep's sentinels and ranged tombstones"))
+    return grants
+
+
+def admin_grants(keyspace: str) -> list[Grant]:
+    """The administrator's grants on ``keyspace`` (a superuser has them all)."""
+    ks = _ident(keyspace, "keyspace")
+    return [
+        Grant("CREATE", f"KEYSPACE {ks}", "init: the engine's tables; new user tables"),
+        Grant("ALTER", f"KEYSPACE {ks}", "table options (gc_grace_seconds, compaction) and sweep strategies"),
+        Grant("DROP", f"KEYSPACE {ks}", "dropping user tables"),
+        Grant("SELECT", f"KEYSPACE {ks}", "reading the registry and the shard count"),
+        Grant("MODIFY", f"KEYSPACE {ks}", "the registry, the schema record, shard growth, drop/truncate marks"),
+    ]
