@@ -15,6 +15,9 @@
 #                                         an N-node cluster on 127.0.0.2 .. 127.0.0.(N+1), see below
 #   scripts/cassandra.sh secure start [--fresh] | stop | status | nodetool ARGS | log | logfile | config | env
 #                                         a SECURED single node on 127.0.0.6, see below
+#   scripts/cassandra.sh secure cluster start [--fresh] | stop | status | start-node I | stop-node I |
+#                                status-node I | nodetool I ARGS | log I | logfile I
+#                                         a SECURED 3-node cluster on 127.0.0.7 .. 127.0.0.9
 #
 # Environment of one node (all optional):
 #   ATLAS_CACHE_DIR          cache for jars (default ~/.cache/airflow-atlas)
@@ -65,6 +68,9 @@
 # `secure env` prints them as shell variables (ATLAS_SECURE_HOST, ATLAS_SECURE_CA, ATLAS_SECURE_ADMIN_USER,
 # ATLAS_SECURE_ADMIN_PASSWORD_FILE, ...) for tests and the demo. Safe to re-run: existing keys, certificates
 # and passwords are kept; `secure start --fresh` removes the node's data (not the CA).
+# `secure cluster start` runs the same as a 3-node cluster on 127.0.0.7 .. 127.0.0.9 (JMX 7207 .. 7209, cluster
+# airflow-atlas-secure-cluster, directories $ATLAS_SECURE_DIR/cluster/nodeI), one certificate per node from the
+# same CA, system_auth replicated to every node (ALTER KEYSPACE, then one full repair of system_auth).
 set -euo pipefail
 
 CASSANDRA_VERSION=5.0.7
@@ -469,6 +475,8 @@ SECURE_CA_DIR="$SECURE_DIR/ca"
 SECURE_SECRETS="$SECURE_DIR/secrets"
 SECURE_ADMIN=atlas_admin
 CERT_DAYS=3650
+SECURE_CLUSTER_NODES=3
+SECURE_CLUSTER_FIRST=7  # the secured cluster's nodes: 127.0.0.7 .. 127.0.0.9, JMX 7207 .. 7209
 
 # A random password of letters and digits (written to file $1, mode 0600, unless it exists).
 new_secret() {
@@ -527,19 +535,30 @@ secure_jmx() {
     printf 'atlas_jmx %s\n' "$pass" >"$SECURE_SECRETS/nodetool.password")
 }
 
-# Runs this script for the secured node with its environment.
+# Runs this script for the secured single node (index 0) or node I of the secured cluster with its environment.
 secure_cmd() {
-  env ATLAS_CASSANDRA_DIR="$SECURE_DIR/node" \
-    ATLAS_CASSANDRA_HOST="$SECURE_HOST" \
+  local i="$1" host dir jmx seeds name token="" label
+  shift
+  if (( i == 0 )); then
+    host="$SECURE_HOST" dir="$SECURE_DIR/node" jmx="$SECURE_JMX_PORT" seeds="$SECURE_HOST:7000"
+    name=airflow-atlas-secure label=secure
+  else
+    host="$(secure_cluster_host "$i")" dir="$SECURE_DIR/cluster/node$i" jmx="$((SECURE_JMX_PORT + i))"
+    seeds="$(secure_cluster_host 1):7000" name=airflow-atlas-secure-cluster label="secure node$i"
+    token="$(python3 -c 'import sys; i, n = int(sys.argv[1]), int(sys.argv[2]); print(-2**63 + (i - 1) * 2**64 // n)' "$i" "$SECURE_CLUSTER_NODES")"
+  fi
+  env ATLAS_CASSANDRA_DIR="$dir" \
+    ATLAS_CASSANDRA_HOST="$host" \
     ATLAS_CASSANDRA_CQL_PORT=9042 ATLAS_CASSANDRA_STORAGE_PORT=7000 \
-    ATLAS_CASSANDRA_JMX_PORT="$SECURE_JMX_PORT" \
-    ATLAS_CASSANDRA_SEEDS="$SECURE_HOST:7000" \
-    ATLAS_CASSANDRA_CLUSTER_NAME=airflow-atlas-secure \
+    ATLAS_CASSANDRA_JMX_PORT="$jmx" \
+    ATLAS_CASSANDRA_SEEDS="$seeds" \
+    ATLAS_CASSANDRA_CLUSTER_NAME="$name" \
+    ATLAS_CASSANDRA_INITIAL_TOKEN="$token" \
     ATLAS_CASSANDRA_HEAP="${ATLAS_SECURE_HEAP:-768M}" \
     ATLAS_CASSANDRA_PORT_OFFSET=0 \
-    ATLAS_CASSANDRA_NODE_LABEL=secure \
+    ATLAS_CASSANDRA_NODE_LABEL="$label" \
     ATLAS_CASSANDRA_TLS_CA="$SECURE_CA_DIR/ca.pem" \
-    ATLAS_CASSANDRA_KEYSTORE="$SECURE_SECRETS/node-$SECURE_HOST.p12" \
+    ATLAS_CASSANDRA_KEYSTORE="$SECURE_SECRETS/node-$host.p12" \
     ATLAS_CASSANDRA_KEYSTORE_PASSWORD_FILE="$SECURE_SECRETS/keystore.password" \
     ATLAS_CASSANDRA_JMX_PASSWORD_FILE="$SECURE_SECRETS/jmx.password" \
     ATLAS_CASSANDRA_JMX_ACCESS_FILE="$SECURE_SECRETS/jmx.access" \
@@ -547,26 +566,28 @@ secure_cmd() {
     "$SELF" "$@"
 }
 
+secure_cluster_host() { echo "127.0.0.$((SECURE_CLUSTER_FIRST + $1 - 1))"; }
+
 # Replaces the default superuser (once): role atlas_admin with a generated password; cassandra gets a random
 # password and loses LOGIN and SUPERUSER. Waits for the role manager's setup (superuser_setup_delay_ms).
 secure_roles() {
-  local py="$HERE/../.venv/bin/python"
+  local hosts="$1" py="$HERE/../.venv/bin/python"
   [[ -x "$py" ]] || die "the project's .venv is needed to set up roles (run scripts/bootstrap.sh)"
   new_secret "$SECURE_SECRETS/admin.password"
-  "$py" - "$SECURE_HOST" "$SECURE_CA_DIR/ca.pem" "$SECURE_ADMIN" "$SECURE_SECRETS/admin.password" "$TIMEOUT" <<'PY'
+  "$py" - "$hosts" "$SECURE_CA_DIR/ca.pem" "$SECURE_ADMIN" "$SECURE_SECRETS/admin.password" "$TIMEOUT" <<'PY'
 import secrets, ssl, sys, time
 from cassandra import AuthenticationFailed, InvalidRequest
 from cassandra.auth import PlainTextAuthProvider
 from cassandra.cluster import Cluster, NoHostAvailable
 
-host, ca, admin, password_file, timeout = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
+hosts, ca, admin, password_file, timeout = sys.argv[1].split(","), sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5])
 password = open(password_file).read()
 context = ssl.create_default_context(cafile=ca)
 
 
 def session_as(user, pw):
-    cluster = Cluster([host], auth_provider=PlainTextAuthProvider(user, pw), ssl_context=context,
-                      ssl_options={"server_hostname": host}, protocol_version=5, connect_timeout=10)
+    cluster = Cluster(hosts, auth_provider=PlainTextAuthProvider(user, pw), ssl_context=context,
+                      ssl_options={"check_hostname": True}, protocol_version=5, connect_timeout=10)
     try:
         return cluster, cluster.connect()
     except BaseException:
@@ -593,6 +614,9 @@ while True:
             sys.exit(f"neither {admin} nor the default superuser can log in: {exc}")
         time.sleep(2)
         continue
+    if len(hosts) > 1:  # roles on every node before the first one is made (and repaired below)
+        session.execute("ALTER KEYSPACE system_auth WITH replication = {'class': 'SimpleStrategy', "
+                        f"'replication_factor': {len(hosts)}}}")
     try:
         session.execute(f"CREATE ROLE {admin} WITH SUPERUSER = true AND LOGIN = true AND PASSWORD = %s", [password])
     except InvalidRequest:  # the role exists with another password (its file was removed): set ours
@@ -609,6 +633,8 @@ PY
 }
 
 secure_env() {
+  local i hosts=""
+  for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do hosts+="${hosts:+,}$(secure_cluster_host "$i")"; done
   cat <<ENV
 ATLAS_SECURE_HOST=$SECURE_HOST
 ATLAS_SECURE_CQL_PORT=9042
@@ -619,7 +645,56 @@ ATLAS_SECURE_ADMIN_PASSWORD_FILE=$SECURE_SECRETS/admin.password
 ATLAS_SECURE_JMX_USER=atlas_jmx
 ATLAS_SECURE_NODETOOL_PASSWORD_FILE=$SECURE_SECRETS/nodetool.password
 ATLAS_SECURE_NODE_DIR=$SECURE_DIR/node
+ATLAS_SECURE_CLUSTER_HOSTS=$hosts
 ENV
+}
+
+secure_cluster() {
+  local sub="${1:-}" i hosts=""
+  shift || true
+  for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do hosts+="${hosts:+,}$(secure_cluster_host "$i")"; done
+  case "$sub" in
+    start)
+      fetch
+      for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do secure_tls "$(secure_cluster_host "$i")"; done
+      secure_jmx
+      for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do secure_cmd "$i" start "$@"; done
+      local waited=0
+      for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do
+        until (( $(secure_cmd "$i" nodetool status 2>/dev/null | grep -cE '^UN ') == SECURE_CLUSTER_NODES )); do
+          (( waited < TIMEOUT )) || die "secured node$i does not see $SECURE_CLUSTER_NODES nodes Up/Normal within ${TIMEOUT}s"
+          sleep 2
+          waited=$((waited + 2))
+        done
+      done
+      secure_roles "$hosts"
+      # system_auth now has one replica per node: bring every node's copy up to date, once per cluster
+      if [[ ! -f "$SECURE_DIR/cluster/node1/.auth-repaired" ]]; then
+        secure_cmd 1 nodetool repair -full system_auth >/dev/null || die "repair of system_auth failed"
+        touch "$SECURE_DIR/cluster/node1/.auth-repaired"
+      fi
+      say "secured cluster up: CQL+TLS on $hosts:9042 (CA $SECURE_CA_DIR/ca.pem), system_auth on every node; credentials: $0 secure env"
+      ;;
+    stop) for ((i = SECURE_CLUSTER_NODES; i >= 1; i--)); do secure_cmd "$i" stop; done ;;
+    status)
+      local rc=0
+      for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do secure_cmd "$i" status || rc=1; done
+      return "$rc"
+      ;;
+    stop-node | start-node | status-node | log | logfile)
+      [[ "${1:-}" =~ ^[1-9]$ ]] && (( $1 <= SECURE_CLUSTER_NODES )) || usage "node index must be in 1..$SECURE_CLUSTER_NODES"
+      i="$1"
+      shift
+      secure_cmd "$i" "${sub%-node}" "$@"
+      ;;
+    nodetool)
+      [[ "${1:-}" =~ ^[1-9]$ ]] && (( $1 <= SECURE_CLUSTER_NODES )) || usage "node index must be in 1..$SECURE_CLUSTER_NODES"
+      i="$1"
+      shift
+      secure_cmd "$i" nodetool "$@"
+      ;;
+    *) usage "usage: $0 secure cluster {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|logfile I}" ;;
+  esac
 }
 
 secure() {
@@ -630,13 +705,14 @@ secure() {
       fetch
       secure_tls "$SECURE_HOST"
       secure_jmx
-      secure_cmd start "$@"
-      secure_roles
+      secure_cmd 0 start "$@"
+      secure_roles "$SECURE_HOST"
       say "secured node up: CQL+TLS on $SECURE_HOST:9042 (CA $SECURE_CA_DIR/ca.pem), JMX with password on $JMX_HOST:$SECURE_JMX_PORT; credentials: $0 secure env"
       ;;
-    stop | status | log | logfile | config | nodetool) secure_cmd "$sub" "$@" ;;
+    stop | status | log | logfile | config | nodetool) secure_cmd 0 "$sub" "$@" ;;
+    cluster) secure_cluster "$@" ;;
     env) secure_env ;;
-    *) usage "usage: $0 secure {start [--fresh]|stop|status|nodetool ARGS...|log|logfile|config|env}" ;;
+    *) usage "usage: $0 secure {start [--fresh]|stop|status|nodetool ARGS...|log|logfile|config|env|cluster ...}" ;;
   esac
 }
 

@@ -16,6 +16,8 @@ from tests.conftest import CASSANDRA_SCRIPT
 
 @dataclass(frozen=True)
 class SecureNode:
+    """The secured single node, or the secured cluster (``host`` is then its hosts, comma-separated)."""
+
     host: str
     ca: Path
     admin_user: str
@@ -38,8 +40,8 @@ class SecureNode:
         from cassandra.cluster import Cluster
 
         context = ssl.create_default_context(cafile=str(self.ca))
-        cluster = Cluster([self.host], auth_provider=PlainTextAuthProvider(self.admin_user, self.admin_password),
-                          ssl_context=context, ssl_options={"server_hostname": self.host}, protocol_version=5)
+        cluster = Cluster(self.host.split(","), auth_provider=PlainTextAuthProvider(self.admin_user, self.admin_password),
+                          ssl_context=context, protocol_version=5)
         try:
             session = cluster.connect()
             for statement in statements:
@@ -52,19 +54,29 @@ def _script(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(CASSANDRA_SCRIPT), "secure", *args], capture_output=True, text=True, timeout=400)
 
 
-@pytest.fixture(scope="session")
-def secure_node() -> SecureNode:
-    started = _script("start")
+def _secured(*start: str, hosts_key: str) -> SecureNode:
+    started = _script(*start)
     if started.returncode != 0:
-        pytest.fail(f"could not start the secured Cassandra node:\n{started.stdout}\n{started.stderr}")
+        pytest.fail(f"could not start the secured Cassandra {' '.join(start)}:\n{started.stdout}\n{started.stderr}")
     env = dict(line.split("=", 1) for line in _script("env").stdout.split())
     return SecureNode(
-        host=env["ATLAS_SECURE_HOST"],
+        host=env[hosts_key],
         ca=Path(env["ATLAS_SECURE_CA"]),
         admin_user=env["ATLAS_SECURE_ADMIN_USER"],
         admin_password=Path(env["ATLAS_SECURE_ADMIN_PASSWORD_FILE"]).read_text(),
         nodetool_password_file=Path(env["ATLAS_SECURE_NODETOOL_PASSWORD_FILE"]),
     )
+
+
+@pytest.fixture(scope="session")
+def secure_node() -> SecureNode:
+    return _secured("start", hosts_key="ATLAS_SECURE_HOST")
+
+
+@pytest.fixture(scope="session")
+def secure_cluster() -> SecureNode:
+    """The secured 3-node cluster (127.0.0.7-9; system_auth on every node)."""
+    return _secured("cluster", "start", hosts_key="ATLAS_SECURE_CLUSTER_HOSTS")
 
 
 @pytest.fixture(scope="module")

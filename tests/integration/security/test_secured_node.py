@@ -4,7 +4,10 @@ permission each fail at once with their own message and exit code 5 (never retri
 the password."""
 from __future__ import annotations
 
+import contextlib
+import socket
 import subprocess
+import threading
 import uuid
 
 import pytest
@@ -107,6 +110,17 @@ def test_untrusted_certificate_is_a_tls_error(secure_node, secure_keyspace, role
     _refused(Cli(url, cwd).run("status"), says="TLS handshake failed", secret=SWEEPER_PASSWORD)
 
 
+def test_hostname_is_verified(secure_node, secure_keyspace, roles):
+    """The node's certificate names 127.0.0.6: reached through another address (a TCP forwarder on
+    127.0.0.10), the same trusted certificate is refused."""
+    cwd, sweeper, *_ = roles
+    with _forwarder("127.0.0.10", (secure_node.host, 9042)):
+        url = secure_node.url(sweeper, SWEEPER_PASSWORD, secure_keyspace).replace(f"@{secure_node.host}/", "@127.0.0.10/")
+        result = Cli(url, cwd).run("status", timeout=60)
+    _refused(result, says="TLS handshake failed", secret=SWEEPER_PASSWORD)
+    assert "127.0.0.10" in result.stderr
+
+
 def test_plain_text_to_a_tls_only_node_says_to_use_tls(secure_node, secure_keyspace, roles):
     cwd, sweeper, *_ = roles
     url = f"cassandra://{sweeper}:{SWEEPER_PASSWORD}@{secure_node.host}/{secure_keyspace}"
@@ -125,6 +139,43 @@ def test_nodetool_needs_the_jmx_password(secure_node):
                                "HOME": str(CASSANDRA_SCRIPT.parent)})
     assert bare.returncode != 0
     assert "Authentication failed" in bare.stdout + bare.stderr or "Credentials required" in bare.stdout + bare.stderr, bare.stderr[-2000:]
+
+
+@contextlib.contextmanager
+def _forwarder(address: str, target: tuple[str, int]):
+    """A TCP forwarder on ``address``:9042 to ``target`` for the duration of the block (loopback only)."""
+    server = socket.create_server((address, 9042))
+    server.settimeout(0.2)
+    stop = threading.Event()
+
+    def pipe(a: socket.socket, b: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            while chunk := a.recv(65536):
+                b.sendall(chunk)
+        for s in (a, b):
+            with contextlib.suppress(OSError):
+                s.shutdown(socket.SHUT_RDWR)
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                client, _ = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            upstream = socket.create_connection(target, timeout=10)
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=pipe, args=(a, b), daemon=True).start()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        server.close()
+        thread.join(timeout=5)
 
 
 def _self_signed_pem(tmp_path) -> str:
