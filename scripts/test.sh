@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # Runs the test suite: bootstraps .venv, starts the local Cassandra node (127.0.0.1), the local 3-node
-# Cassandra cluster (127.0.0.2-4), the secured node (127.0.0.6) and secured 3-node cluster (127.0.0.7-9: password, TLS, JMX
-# authentication) and the
-# Spark standalone master with two workers (127.0.0.5), runs pytest.
+# Cassandra cluster (127.0.0.2-4), the secured node (127.0.0.6) and secured 3-node cluster (127.0.0.7-9;
+# password, TLS, JMX authentication) and the Spark standalone master with two workers (127.0.0.5), runs pytest.
 # Every start is idempotent (a running node or master is reused, never restarted).
 # Extra arguments go to pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
 set -uo pipefail
