@@ -32,7 +32,6 @@ class SweepOptions:
     batch_limit: int
     max_iterations: int
     dry_run: bool = False
-    tables: list | None = None
 
 
 def sweep_in_task(
@@ -67,7 +66,7 @@ def sweep_in_task(
 
 def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds, holder_of, in_use) -> dict:
     engine = {"sweep_ts": target.sweep_ts, "batch_limit": options.batch_limit,
-              "max_iterations": options.max_iterations, "dry_run": options.dry_run, "tables": options.tables}
+              "max_iterations": options.max_iterations, "dry_run": options.dry_run}
     if target.acquired is False:
         return {"shard": target.shard, "strategy": target.strategy, "status": SKIPPED, "lock_holder": target.held_by}
     lease = target.lease()

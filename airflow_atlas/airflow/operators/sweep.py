@@ -56,8 +56,6 @@ class SweepShardOperator(AtlasBaseOperator):
         default setting ``sweep_max_entries_per_second``. Applied as that engine setting of this task (in the
         task and on Spark executors alike; see docs/INTENSITY.md) (templated).
     :param dry_run: read and decide, but write nothing to tables, queue or progress (templated).
-    :param tables: accepted for forward compatibility and passed to the engine; the queue is shared by all
-        tables of a shard, so a pair's progress always covers every table (templated).
     :param execution_mode: ``"in_task"`` or ``"spark"``; default: what the plan task recorded in the
         targets (it resolves the setting's ``"auto"`` once, per group), else the setting
         ``execution_mode``, where ``"auto"`` without a plan means ``"in_task"`` (templated).
@@ -75,7 +73,6 @@ class SweepShardOperator(AtlasBaseOperator):
         "max_iterations",
         "max_entries_per_second",
         "dry_run",
-        "tables",
         "execution_mode",
         "spark_conn_id",
     )
@@ -90,7 +87,6 @@ class SweepShardOperator(AtlasBaseOperator):
         batch_limit: int | None = None,
         max_iterations: int | None = None,
         dry_run: bool = False,
-        tables: list[str] | None = None,
         execution_mode: str | None = None,
         spark_conn_id: str | None = None,
         max_entries_per_second: int | None = None,
@@ -105,7 +101,6 @@ class SweepShardOperator(AtlasBaseOperator):
         self.max_iterations = max_iterations
         self.max_entries_per_second = max_entries_per_second
         self.dry_run = dry_run
-        self.tables = tables
         self.execution_mode = execution_mode
         self.spark_conn_id = spark_conn_id
         self._in_use: dict[str, Any] = {}
@@ -121,10 +116,6 @@ class SweepShardOperator(AtlasBaseOperator):
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
         mode = self._mode(targets, settings)
         options = self._options(settings)
-        if options.tables:
-            unknown = sorted(set(options.tables) - set(store.user_tables()))
-            if unknown:
-                raise TableNotFoundError(f"unknown table(s): {', '.join(unknown)}")
         if mode == "spark":
             swept, document = sweep_on_spark(
                 self._submission, context, store, targets, options,
@@ -184,8 +175,7 @@ class SweepShardOperator(AtlasBaseOperator):
         )
         batch_limit = check_setting("batch_limit", batch_limit, "the operator's batch_limit")
         max_iterations = check_setting("max_iterations_per_shard", max_iterations, "the operator's max_iterations")
-        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.dry_run),
-                            tables=list(self.tables) if self.tables else None)
+        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.dry_run))
 
     def on_kill(self) -> None:
         """Stop the Spark submission if one runs; release the leases in use (with a fresh connection:
