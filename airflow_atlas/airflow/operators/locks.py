@@ -10,7 +10,6 @@ touches a lock taken by another run or another sweeper.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
@@ -64,7 +63,7 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
             for target in targets:
                 name = target.lock_name
                 holder = self.holder or holder_for(context, target)
-                lease = _acquire(store, name, holder, lease_seconds, wait)
+                lease = store.locks.acquire_waiting(name, holder, lease_seconds, wait)
                 if lease is not None:
                     taken.append(lease)
                     out.append(target.with_lease(lease).to_json())
@@ -82,15 +81,6 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
                     self.log.warning("could not release %s after a failure (it will expire): %s", lease.name, exc)
             raise
         return out
-
-
-def _acquire(store, name: str, holder: str, lease_seconds: float, wait_seconds: float) -> Lease | None:
-    deadline = time.monotonic() + max(0.0, wait_seconds)
-    while True:
-        lease = store.locks.acquire(name, holder, lease_seconds)
-        if lease is not None or time.monotonic() >= deadline:
-            return lease
-        time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
 
 
 class ReleaseSweepLockOperator(AtlasBaseOperator):
@@ -127,8 +117,5 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
 
 
 def release_own(store, name: str, holder: str) -> bool:
-    """Release ``name`` if ``holder`` holds it (whatever the token: a retried task may have re-acquired)."""
-    state = store.locks.describe(name)
-    if state is None or state.holder != holder:
-        return False
-    return store.locks.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
+    """Release ``name`` if ``holder`` holds it (:meth:`~airflow_atlas.locks.LockService.release_if_held`)."""
+    return bool(store.locks.release_if_held(name, holder))
