@@ -155,6 +155,13 @@ def add_tombstones(
     return counts, ignored
 
 
+def check_tables(tables: Sequence[str] | None, known_tables: Sequence[str] | Mapping[str, object]) -> None:
+    """Naming a table that does not exist is bad input."""
+    unknown = sorted(set(tables or ()) - set(known_tables))
+    if unknown:
+        raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}")
+
+
 def due_tables(
     pending: Mapping[str, int],
     known_tables: Sequence[str] | Mapping[str, object],
@@ -166,11 +173,8 @@ def due_tables(
     """The tables to compact: among ``tables`` (default every counted table), the existing ones whose
     count reached ``threshold`` (at least 1), or all of them with ``force``. Naming an unknown table is
     bad input."""
+    check_tables(tables, known_tables)
     candidates = list(tables) if tables else sorted(pending)
-    if tables:
-        unknown = sorted(set(candidates) - set(known_tables))
-        if unknown:
-            raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}")
     return [t for t in candidates if t in known_tables and (force or int(pending.get(t, 0)) >= max(threshold, 1))]
 
 
@@ -216,6 +220,7 @@ __all__ = [
     "VacuumCompactor",
     "add_tombstones",
     "check_method",
+    "check_tables",
     "compact_due_tables",
     "due_tables",
 ]

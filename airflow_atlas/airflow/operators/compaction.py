@@ -23,8 +23,9 @@ from typing import Any
 
 from airflow_atlas.airflow.hooks.compaction import compactor_for
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.targets import as_int
 from airflow_atlas.airflow.xcom import to_xcom
-from airflow_atlas.compaction import add_tombstones, compact_due_tables
+from airflow_atlas.compaction import add_tombstones, check_tables, compact_due_tables
 from airflow_atlas.errors import InvalidInputError
 
 
@@ -100,12 +101,13 @@ class CompactionOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings):
         conn_id = self.resolved_conn_id(settings)
-        threshold = int(settings.compaction_threshold_tombstones if self.threshold is None else self.threshold)
+        threshold = settings.compaction_threshold_tombstones if self.threshold in (None, "") else as_int(self.threshold, "threshold")
         compactor = compactor_for(store, self.method or settings.compaction_method, self.runner, settings)
+        known = store.user_tables()
+        check_tables(self.tables, known)  # before any count is written
         variable = settings.compaction_state_variable
         state = load_state(variable)
         tables_state: dict = state.setdefault(conn_id, {})
-        known = store.user_tables()
         counts, ignored = add_tombstones(_pending(tables_state), self.tombstones or {}, known)
         for table, count in ignored.items():
             self.log.warning("table %s no longer exists: its %s tombstone(s) are not counted", table, count)
