@@ -42,7 +42,7 @@ def targeted_sweep_pipeline(
     store_conn_id: str | None = None,
 ) -> dict:
     """Add the pipeline to the DAG being defined; returns its tasks by name (``"plan"``, ``"sweep"``, ...)."""
-    common = {"store_conn_id": store_conn_id}
+    common: dict[str, Any] = {"store_conn_id": store_conn_id}
     timestamps = ComputeSweepTimestampsOperator(task_id="compute_sweep_timestamps", **common)
     plan = PlanTargetedSweepOperator(
         task_id="plan",
