@@ -157,6 +157,25 @@ class LockService:
                 return Lease(name, holder, token, new.expires_at_ms / 1000)
         raise StoreUnavailableError(f"lock {name!r}: too much contention ({_MAX_CAS_ATTEMPTS} attempts)")
 
+    def acquire_waiting(self, name: str, holder: str, lease_seconds: float, wait_seconds: float) -> Lease | None:
+        """:meth:`acquire`, trying again (about once a second) until ``wait_seconds`` have passed; None when
+        another holder still has the lock at that deadline. ``wait_seconds`` 0 (or less) tries once."""
+        deadline = time.monotonic() + max(0.0, float(wait_seconds))
+        while True:
+            lease = self.acquire(name, holder, lease_seconds)
+            left = deadline - time.monotonic()
+            if lease is not None or left <= 0:
+                return lease
+            time.sleep(min(1.0, max(0.05, left)))
+
+    def release_if_held(self, name: str, holder: str) -> bool:
+        """Release ``name`` if ``holder`` holds it, whatever the token (a retried task of the same holder
+        may have re-acquired it); False when the lock is free, expired or held by someone else."""
+        state = self.describe(name)
+        if state is None or state.holder != holder:
+            return False
+        return self.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
+
     def refresh(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend ``lease`` to ``lease_seconds`` from now (same token). Raises LockNotHeldError if the lease
         was lost: released, taken over, or already expired (an expired lease is never revived)."""

@@ -47,6 +47,5 @@ with DAG(
         dry_run=request.output["dry_run"],
         max_iterations=request.output["max_batches"],
         max_entries_per_second=request.output["max_entries_per_second"],
-        tables=request.output["tables"],
     )
     request >> tasks["compute_sweep_timestamps"]

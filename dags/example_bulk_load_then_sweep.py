@@ -77,6 +77,6 @@ with DAG(
         poke_interval=settings.sensor_poke_seconds,
         timeout=3600,
     )
-    sweep = SweepShardOperator(task_id="sweep_touched_shards", targets=load["targets"], tables=load["tables"])
+    sweep = SweepShardOperator(task_id="sweep_touched_shards", targets=load["targets"])
     wait >> sweep
     EmitSweptTablesOperator(task_id="publish_swept_tables", reports=sweep.output)

@@ -37,13 +37,12 @@ def targeted_sweep_pipeline(
     skip_idle: Any = None,
     dry_run: Any = False,
     max_iterations: Any = None,
-    tables: Any = None,
     max_entries_per_second: Any = None,
     execution_mode: str | None = None,
     store_conn_id: str | None = None,
 ) -> dict:
     """Add the pipeline to the DAG being defined; returns its tasks by name (``"plan"``, ``"sweep"``, ...)."""
-    common = {"store_conn_id": store_conn_id}
+    common: dict[str, Any] = {"store_conn_id": store_conn_id}
     timestamps = ComputeSweepTimestampsOperator(task_id="compute_sweep_timestamps", **common)
     plan = PlanTargetedSweepOperator(
         task_id="plan",
@@ -65,7 +64,6 @@ def targeted_sweep_pipeline(
             dry_run=dry_run,
             max_iterations=max_iterations,
             max_entries_per_second=max_entries_per_second,
-            tables=tables,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
             **({"pool": settings.sweep_pool} if settings.sweep_pool else {}),
             execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),

@@ -23,6 +23,7 @@ from airflow_atlas.validation import check_int
 from airflow_atlas.kvs.api import SweepStrategy
 from airflow_atlas.locks import Lease
 from airflow_atlas.sweep.constants import MAX_SHARDS
+from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
@@ -108,9 +109,19 @@ class SweepTarget:
 
     def lease(self) -> Lease | None:
         """The lease an acquire task recorded (None if it holds none)."""
-        if not self.acquired or self.token is None:
+        if not self.acquired or self.token is None or self.lock is None or self.holder is None or self.expires_at is None:
             return None
         return Lease(name=self.lock, holder=self.holder, token=int(self.token), expires_at=float(self.expires_at))
+
+    def skipped_result(self, held_by: str | None) -> ShardSweepResult:
+        """The result of this target when it is not swept because ``held_by`` holds its lock: the engine's
+        ``ShardSweepResult`` with status ``skipped_locked``."""
+        return ShardSweepResult(shard=self.shard, strategy=self.strategy, status=SKIPPED, sweep_ts=self.sweep_ts,
+                                lock_holder=held_by)
+
+    def skipped(self, held_by: str | None) -> "SweepTarget":
+        """This target with its :meth:`skipped_result`."""
+        return replace(self, result=self.skipped_result(held_by).to_json())
 
     def with_lease(self, lease: Lease) -> "SweepTarget":
         return replace(self, lock=lease.name, holder=lease.holder, token=lease.token, expires_at=lease.expires_at,

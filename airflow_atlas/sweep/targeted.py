@@ -108,7 +108,6 @@ class TargetedSweeper:
         holder: str | None = None,
         batch_limit: int | None = None,
         dry_run: bool = False,
-        tables=None,
     ) -> SweepResult:
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
@@ -138,7 +137,6 @@ class TargetedSweeper:
         max_iterations: int | None = None,
         batch_limit: int | None = None,
         dry_run: bool = False,
-        tables=None,
         on_iteration=None,
         max_entries_per_second: int | None = None,
     ) -> ShardSweepResult:

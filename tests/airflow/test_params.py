@@ -108,3 +108,24 @@ def test_form_limits_come_from_the_settings_model():
     assert form["strategy"]["enum"] == ["ALL", *SWEEPABLE_STRATEGY_NAMES]
     assert full_sweep_params()["parts"].schema["maximum"] == MAX_FULL_SWEEP_PARTS
     assert validate_full_sweep({}, {"tables": [], "parts": MAX_FULL_SWEEP_PARTS, "dry_run": False}, user_tables=TABLES)["parts"] == MAX_FULL_SWEEP_PARTS
+
+
+def test_validate_request_operator_pushes_each_key_and_fails_at_once_on_a_bad_form(embedded_store):
+    from airflow_atlas.airflow.params import ValidateSweepRequestOperator
+    from tests.airflow.conftest import SHARDS
+    from tests.airflow.operators.conftest import TaskInstance, fails_at_once
+
+    store, _ = embedded_store
+    store.create_table("events", "THOROUGH")
+    operator = ValidateSweepRequestOperator(task_id="validate_request", request="targeted")
+    ti = TaskInstance()
+    params = {"tables": ["events"], "shards": [1], "strategy": "ALL", "dry_run": True, "max_batches": None,
+              "max_entries_per_second": None}
+    out = operator.execute({"ti": ti, "params": params, "dag_run": None})
+    assert out["shards"] == [1] and out["strategies"] == ["THOROUGH"] and out["tables"] == ["events"]
+    assert out["max_entries_per_second"] == store.config.sweep_max_entries_per_second  # unset: the setting
+    assert ti.pushed["max_batches"] == 0 and ti.pushed["shards"] == [1] and ti.pushed["dry_run"] is True
+    fails_at_once(lambda: operator.execute({"ti": TaskInstance(), "params": {**params, "shards": [SHARDS]}, "dag_run": None}),
+                  "out of range")
+    with pytest.raises(ValueError, match="request must be"):
+        ValidateSweepRequestOperator(task_id="v", request="sideways")

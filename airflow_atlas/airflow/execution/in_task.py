@@ -17,9 +17,10 @@ import logging
 from dataclasses import dataclass
 from typing import Callable
 
-from airflow_atlas.airflow.targets import SKIPPED, SweepTarget
+from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.errors import InvalidInputError, LockNotHeldError, TableNotFoundError
 from airflow_atlas.locks import Lease
+from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.lease_keeper import LeaseKeeper
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,6 @@ class SweepOptions:
     batch_limit: int
     max_iterations: int
     dry_run: bool = False
-    tables: list | None = None
 
 
 def sweep_in_task(
@@ -58,26 +58,25 @@ def sweep_in_task(
             continue
         log.info(
             "%s: %s after %s iteration(s), progress %s -> %s, %s cell(s) tombstoned, %s aborted write(s) deleted",
-            target.label, result["status"], result.get("iterations"), result.get("old_progress"),
-            result.get("new_progress"), result.get("cells_tombstoned"), result.get("aborted_writes_deleted"),
+            target.label, result.status, result.iterations, result.old_progress,
+            result.new_progress, result.cells_tombstoned, result.aborted_writes_deleted,
         )
-        out.append(target.with_(result=result))
+        out.append(target.with_(result=result.to_json()))
     return out, failed
 
 
-def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds, holder_of, in_use) -> dict:
+def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds, holder_of, in_use) -> ShardSweepResult:
     engine = {"sweep_ts": target.sweep_ts, "batch_limit": options.batch_limit,
-              "max_iterations": options.max_iterations, "dry_run": options.dry_run, "tables": options.tables}
+              "max_iterations": options.max_iterations, "dry_run": options.dry_run}
     if target.acquired is False:
-        return {"shard": target.shard, "strategy": target.strategy, "status": SKIPPED, "lock_holder": target.held_by}
+        return target.skipped_result(target.held_by)
     lease = target.lease()
     if lease is None:  # standalone: the engine takes and releases the lock itself
-        return store.sweeper.sweep_shard(target.shard, target.strategy, holder=holder_of(target), **engine).to_json()
+        return store.sweeper.sweep_shard(target.shard, target.strategy, holder=holder_of(target), **engine)
     lease = _ensure_lease(store, lease, lease_seconds)
     if lease is None:
         state = store.locks.describe(target.lock_name)
-        return {"shard": target.shard, "strategy": target.strategy, "status": SKIPPED,
-                "lock_holder": getattr(state, "holder", None)}
+        return target.skipped_result(getattr(state, "holder", None))
     # Known to on_kill while in use. Kept there when a timeout or termination (BaseException, not
     # Exception) interrupts the sweep: Airflow calls on_kill after this frame has unwound.
     in_use[lease.name] = lease
@@ -88,7 +87,7 @@ def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds,
         in_use.pop(lease.name, None)
         raise
     in_use.pop(lease.name, None)
-    return result.to_json()
+    return result
 
 
 def _ensure_lease(store, lease: Lease, lease_seconds: float) -> Lease | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from airflow_atlas.airflow.execution.in_task import SweepOptions
-from airflow_atlas.airflow.targets import SKIPPED, SweepTarget
+from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.spark import JobDocument
 
 
@@ -80,8 +80,7 @@ def sweep_on_spark(submission: SparkSubmission, context, store, targets: list[Sw
     from airflow_atlas.airflow.operators.locks import release_own
     from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
 
-    skipped = [t.with_(result={"shard": t.shard, "strategy": t.strategy, "status": SKIPPED, "lock_holder": t.held_by})
-               for t in targets if t.acquired is False]
+    skipped = [t.skipped(t.held_by) for t in targets if t.acquired is False]
     pairs = [t for t in targets if t.acquired is not False]
     if not pairs:
         return skipped, None

@@ -14,7 +14,7 @@ lost lease, a crash) fails normally and is retried.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
@@ -25,7 +25,7 @@ from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
 class AtlasBaseOperator(BaseOperator):
-    template_fields = ("store_conn_id", "store_config")
+    template_fields: Sequence[str] = ("store_conn_id", "store_config")
     ui_color = "#e8f1fb"
 
     def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, **kwargs):

@@ -4,7 +4,9 @@ Sweep only writes tombstones; Cassandra drops the deleted data (and, after ``gc_
 tombstones) when the sstables holding them are compacted together. Compacting after every sweep would
 waste I/O, so :class:`CompactionOperator` keeps, per table, the number of tombstones written since the
 table's last compaction (in the Airflow Variable named by setting ``compaction_state_variable``) and
-compacts a table only when that number reaches ``compaction_threshold_tombstones``.
+compacts a table only when that number reaches ``compaction_threshold_tombstones``. The policy (what is
+due, the repair guard, the backends) is the engine's :mod:`airflow_atlas.compaction`; this operator keeps
+the counts in the Variable and calls :func:`~airflow_atlas.compaction.compact_due_tables`.
 
 On Cassandra a due table is compacted only when the repair guard
 (:func:`airflow_atlas.airflow.hooks.repair.check_table`) allows it: with more than one replica, compaction
@@ -19,8 +21,11 @@ import json
 import time
 from typing import Any
 
-from airflow_atlas.airflow.hooks import nodetool, repair
+from airflow_atlas.airflow.hooks.compaction import compactor_for
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.targets import as_int
+from airflow_atlas.airflow.xcom import to_xcom
+from airflow_atlas.compaction import add_tombstones, check_tables, compact_due_tables
 from airflow_atlas.errors import InvalidInputError
 
 
@@ -50,11 +55,12 @@ class CompactionOperator(AtlasBaseOperator):
     """Add newly written tombstones to each table's count; compact the tables whose count reached the
     threshold; report the space before and after; reset their counts.
 
-    Cassandra: for each due table, ``nodetool flush``, then ``nodetool compact`` (or ``garbagecollect``) of
-    the table, through the runner (local command or SSH per node, settings ``nodetool_command`` /
-    ``nodetool_ssh_conn_ids``); space is ``space_used_live`` of ``nodetool tablestats`` summed over the
-    runner's nodes. Embedded store: one ``VACUUM`` of the database file when any table is due; space is
-    the file size and each table's pages.
+    Cassandra: for each due table that the repair guard allows, ``nodetool flush``, then ``nodetool
+    compact`` (or ``garbagecollect``) of the table, through the runner (local command or SSH per node,
+    settings ``nodetool_command`` / ``nodetool_ssh_conn_ids``); space is ``space_used_live`` of ``nodetool
+    tablestats`` summed over the runner's nodes (:mod:`airflow_atlas.airflow.hooks.compaction`). Embedded
+    store: one ``VACUUM`` of the database file when any table is due; space is the file size and each
+    table's pages.
 
     :param tombstones: ``{table: count}`` written since the last call (templated), e.g. from the triggering
         asset events; added to the stored counts.
@@ -66,9 +72,10 @@ class CompactionOperator(AtlasBaseOperator):
         :mod:`airflow_atlas.airflow.hooks.nodetool`); default built from the settings.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
-    Returns ``{"compacted": {table: {...space before/after, per node under "nodes"...}}, "skipped": {table:
-    reason}, "pending": {table: count}, ...}``.
-    Idempotent: each table's count is reset (and the state saved) right after its own compaction.
+    Returns :class:`~airflow_atlas.compaction.CompactionResult` JSON: ``{"store_conn_id", "threshold",
+    "method", "compacted": {table: {...space before/after, per node under "nodes"...}}, "skipped": {table:
+    reason}, "pending": {table: count}}``. The counts are saved once the new tombstones are added and again
+    after the compaction (compacted tables at 0, with their ``last_compaction`` report).
     """
 
     template_fields = (*AtlasBaseOperator.template_fields, "tombstones", "tables", "force", "threshold", "method")
@@ -94,125 +101,34 @@ class CompactionOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings):
         conn_id = self.resolved_conn_id(settings)
-        threshold = int(settings.compaction_threshold_tombstones if self.threshold is None else self.threshold)
-        method = self.method or settings.compaction_method
-        if method not in ("compact", "garbagecollect"):
-            raise InvalidInputError(f"compaction method must be compact or garbagecollect, got {method!r}")
+        threshold = settings.compaction_threshold_tombstones if self.threshold in (None, "") else as_int(self.threshold, "threshold")
+        compactor = compactor_for(store, self.method or settings.compaction_method, self.runner, settings)
+        known = store.user_tables()
+        check_tables(self.tables, known)  # before any count is written
         variable = settings.compaction_state_variable
         state = load_state(variable)
         tables_state: dict = state.setdefault(conn_id, {})
-        known = store.user_tables()
-        for table, count in (self.tombstones or {}).items():
-            if table not in known:
-                self.log.warning("table %s no longer exists: its %s tombstone(s) are not counted", table, count)
-                continue
-            entry = tables_state.setdefault(table, {"pending_tombstones": 0})
-            entry["pending_tombstones"] = int(entry.get("pending_tombstones", 0)) + int(count)
+        counts, ignored = add_tombstones(_pending(tables_state), self.tombstones or {}, known)
+        for table, count in ignored.items():
+            self.log.warning("table %s no longer exists: its %s tombstone(s) are not counted", table, count)
+        _set_pending(tables_state, counts)
         save_state(variable, state)
 
-        candidates = list(self.tables) if self.tables else sorted(tables_state)
-        unknown = sorted(set(candidates) - set(known))
-        if self.tables and unknown:
-            raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}")
-        due = [
-            t
-            for t in candidates
-            if t in known and (self.force or int(tables_state.get(t, {}).get("pending_tombstones", 0)) >= max(threshold, 1))
-        ]
-        pending = {t: int(e.get("pending_tombstones", 0)) for t, e in tables_state.items()}
-        self.log.info("tombstones since last compaction: %s; threshold %d; due: %s", pending, threshold, due)
-        report: dict = {}
-        skipped: dict = {}
-        if due and store.kvs.backend != "sqlite":
-            due, skipped = self._repair_guard(store, due)
-        if due:
-            if store.kvs.backend == "sqlite":
-                report = self._vacuum(store, due)
-            else:
-                report = self._compact_cassandra(context, store, due, method, settings)
+        result = compact_due_tables(compactor, counts, known, threshold=threshold, tables=self.tables,
+                                    force=bool(self.force), store_conn_id=conn_id)
+        if result.compacted:
             now = time.time()
-            for table in due:
-                entry = tables_state.setdefault(table, {})
-                entry["pending_tombstones"] = 0
-                entry["last_compaction"] = {"at": now, **report[table]}
+            for table, report in result.compacted.items():
+                tables_state.setdefault(table, {})["last_compaction"] = {"at": now, **report.to_json()}
+            _set_pending(tables_state, result.pending)
             save_state(variable, state)
-        return {
-            "store_conn_id": conn_id,
-            "threshold": threshold,
-            "method": method if store.kvs.backend != "sqlite" else "vacuum",
-            "compacted": report,
-            "skipped": skipped,
-            "pending": {t: int(e.get("pending_tombstones", 0)) for t, e in tables_state.items()},
-        }
+        return to_xcom(result)
 
-    def _repair_guard(self, store, tables) -> tuple[list[str], dict]:
-        """Split due tables into those compaction may purge now and ``{table: reason}`` of the others."""
-        from airflow_atlas.kvs.cassandra import physical_table_name
 
-        allowed, skipped = [], {}
-        for table in tables:
-            decision = repair.check_table(store.kvs.session, store.kvs.keyspace, physical_table_name(table))
-            if decision.allowed:
-                self.log.info("%s: compaction allowed: %s", table, decision.reason)
-                allowed.append(table)
-            else:
-                self.log.warning("%s: NOT compacted: %s", table, decision.reason)
-                skipped[table] = decision.reason
-        return allowed, skipped
+def _pending(tables_state: dict) -> dict[str, int]:
+    return {table: int(entry.get("pending_tombstones", 0)) for table, entry in tables_state.items()}
 
-    def _compact_cassandra(self, context, store, tables, method, settings) -> dict:
-        from airflow_atlas.kvs.cassandra import physical_table_name
 
-        runner = self.runner or nodetool.runner_from_settings(settings)
-        keyspace = store.kvs.keyspace
-        report = {}
-        for table in tables:
-            physical = physical_table_name(table)
-            nodetool.flush(runner, keyspace, physical)
-            before = nodetool.table_stats_per_node(runner, keyspace, physical)
-            started = time.monotonic()
-            nodetool.compact(runner, keyspace, physical, method)
-            after = nodetool.table_stats_per_node(runner, keyspace, physical)
-            total = {
-                when: {key: sum(node[key] for node in stats.values()) for key in nodetool.STAT_KEYS}
-                for when, stats in (("before", before), ("after", after))
-            }
-            report[table] = {
-                "space_before_bytes": total["before"]["space_used_live"],
-                "space_after_bytes": total["after"]["space_used_live"],
-                "sstables_before": total["before"]["sstable_count"],
-                "sstables_after": total["after"]["sstable_count"],
-                "reclaimed_bytes": total["before"]["space_used_live"] - total["after"]["space_used_live"],
-                "duration_seconds": round(time.monotonic() - started, 3),
-                "runner": runner.describe(),
-                "nodes": {
-                    node: {
-                        "space_before_bytes": before[node]["space_used_live"],
-                        "space_after_bytes": after.get(node, {}).get("space_used_live"),
-                    }
-                    for node in before
-                },
-            }
-            self.log.info("%s.%s: %s", keyspace, physical, report[table])
-        return report
-
-    def _vacuum(self, store, tables) -> dict:
-        kvs = store.kvs
-        tables_before = {t: kvs.space_used_bytes(t) for t in tables}
-        started = time.monotonic()
-        file_before, file_after = kvs.vacuum()
-        duration = round(time.monotonic() - started, 3)
-        report = {}
-        for table in tables:
-            after = kvs.space_used_bytes(table)
-            report[table] = {
-                "space_before_bytes": tables_before[table],
-                "space_after_bytes": after,
-                "file_before_bytes": file_before,
-                "file_after_bytes": file_after,
-                "reclaimed_bytes": file_before - file_after,
-                "duration_seconds": duration,
-                "runner": "sqlite VACUUM",
-            }
-        self.log.info("VACUUM: file %d -> %d bytes; tables %s", file_before, file_after, report)
-        return report
+def _set_pending(tables_state: dict, counts: dict[str, int]) -> None:
+    for table, count in counts.items():
+        tables_state.setdefault(table, {})["pending_tombstones"] = int(count)

@@ -6,6 +6,9 @@ from typing import Any
 
 from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.reports import swept_tables
+from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.settings import EXECUTION_MODES
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import ScanRange, SweepStrategy
@@ -35,8 +38,9 @@ def scan_range_from_json(data: Any) -> ScanRange:
 class PlanFullSweepOperator(AtlasBaseOperator):
     """Split tables into scan ranges for a mapped :class:`FullTableSweepOperator`.
 
-    Returns a list of ``{"table", "sweep_ts", "scan_ranges": [range]}`` (one per range, ``in_task``
-    mode) or one entry per table without ``scan_ranges`` (``spark`` mode: the job splits the table).
+    Returns a list of :class:`~airflow_atlas.airflow.results.FullSweepPart` JSON: ``{"table", "sweep_ts",
+    "scan_ranges": [range]}`` (one per range, ``in_task`` mode) or one ``{"table", "sweep_ts", "parts"}`` per
+    table (``spark`` mode: the job splits the table).
     The sweep timestamp of each strategy is computed once for the whole run.
 
     :param tables: tables to sweep (templated); default every user table that is swept (not NOTHING).
@@ -69,16 +73,16 @@ class PlanFullSweepOperator(AtlasBaseOperator):
         if mode == "auto":  # no queue backlog to judge a scan by: a full sweep runs in the task
             mode = "in_task"
         parts = int(self.parts or settings.full_sweep_parts)
-        out = []
+        out: list[FullSweepPart] = []
         for table in tables:
             sweep_ts = timestamps[known[table].value]
             if mode == "spark":
-                out.append({"table": table, "sweep_ts": sweep_ts, "parts": parts})
+                out.append(FullSweepPart(table, sweep_ts, parts=parts))
                 continue
             for scan_range in store.kvs.split_ranges(table, parts):
-                out.append({"table": table, "sweep_ts": sweep_ts, "scan_ranges": [scan_range_to_json(scan_range)]})
+                out.append(FullSweepPart(table, sweep_ts, scan_ranges=[scan_range_to_json(scan_range)]))
         self.log.info("full sweep of %d table(s) in %d task(s)", len(tables), len(out))
-        return out
+        return to_xcom(out)
 
 
 class FullTableSweepOperator(AtlasBaseOperator):
@@ -99,8 +103,11 @@ class FullTableSweepOperator(AtlasBaseOperator):
     :param spark_conn_id: default setting ``spark_conn_id``.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
-    Returns the totals: ``{"table", "strategy", "sweep_ts", "ranges", "cells_examined", "versions_examined",
-    "versions_deleted", "sentinels_written", "transactions_aborted", "dry_run", "duration_seconds"}``.
+    Returns the totals, :class:`~airflow_atlas.airflow.results.FullSweepResult` JSON: ``{"table", "strategy",
+    "sweep_ts", "ranges", "dry_run", "cells_examined", "versions_examined", "versions_deleted",
+    "sentinels_written", "transactions_aborted", "duration_seconds", "swept_tables"}`` (+ ``"spark"``).
+
+    (The ``dry_run`` argument is kept as ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``.)
     """
 
     template_fields = (
@@ -109,12 +116,11 @@ class FullTableSweepOperator(AtlasBaseOperator):
         "scan_ranges",
         "sweep_ts",
         "batch_size",
-        "dry_run",
+        "sweep_dry_run",
         "execution_mode",
         "spark_conn_id",
         "parts",
     )
-    _SUMMED = ("cells_examined", "versions_examined", "versions_deleted", "sentinels_written", "transactions_aborted", "duration_seconds")
 
     def __init__(
         self,
@@ -136,7 +142,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         self.scan_ranges = scan_ranges
         self.sweep_ts = sweep_ts
         self.batch_size = batch_size
-        self.dry_run = dry_run
+        self.sweep_dry_run = dry_run
         self.execution_mode = execution_mode
         self.spark_conn_id = spark_conn_id
 
@@ -151,33 +157,33 @@ class FullTableSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
         sweep_ts = int(self.sweep_ts) if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
         batch_size = int(self.batch_size or settings.full_sweep_batch_size)
+        dry_run = bool(self.sweep_dry_run)
         if mode == "spark":
-            return self._sweep_spark(context, settings, strategy, batch_size)
+            return to_xcom(self._sweep_spark(context, settings, strategy, batch_size, dry_run))
         if self.scan_ranges:
             ranges = [scan_range_from_json(r) for r in self.scan_ranges]
         elif self.parts:
             ranges = store.kvs.split_ranges(self.table, int(self.parts))
         else:
             ranges = [None]
-        totals = {k: 0 for k in self._SUMMED}
+        totals: dict[str, float] = {k: 0 for k in FULL_SWEEP_SUMMED}
         for scan_range in ranges:
             result = store.legacy_sweeper.sweep_table(
-                self.table, scan_range=scan_range, batch_size=batch_size, sweep_ts=sweep_ts, dry_run=bool(self.dry_run)
-            ).to_json()
-            self.log.info("legacy sweep of %s range %s: %s", self.table, result.get("scan_range"), result)
-            for key in self._SUMMED:
-                totals[key] += result.get(key) or 0
-        totals["duration_seconds"] = round(totals["duration_seconds"], 6)
-        return _report(self.table, bool(self.dry_run), {
-            "table": self.table,
-            "strategy": strategy.value,
-            "sweep_ts": sweep_ts,
-            "ranges": len(ranges),
-            "dry_run": bool(self.dry_run),
-            **totals,
-        })
+                self.table, scan_range=scan_range, batch_size=batch_size, sweep_ts=sweep_ts, dry_run=dry_run
+            )
+            self.log.info("legacy sweep of %s range %s: %s", self.table, scan_range, result)
+            for key in FULL_SWEEP_SUMMED:
+                totals[key] += getattr(result, key) or 0
+        return to_xcom(FullSweepResult(
+            table=self.table, strategy=strategy.value, sweep_ts=sweep_ts, ranges=len(ranges), dry_run=dry_run,
+            cells_examined=int(totals["cells_examined"]), versions_examined=int(totals["versions_examined"]),
+            versions_deleted=int(totals["versions_deleted"]), sentinels_written=int(totals["sentinels_written"]),
+            transactions_aborted=int(totals["transactions_aborted"]),
+            duration_seconds=round(totals["duration_seconds"], 6),
+            swept_tables=_swept(self.table, dry_run, int(totals["versions_deleted"])),
+        ))
 
-    def _sweep_spark(self, context, settings, strategy, batch_size) -> dict:
+    def _sweep_spark(self, context, settings, strategy, batch_size: int, dry_run: bool) -> FullSweepResult:
         from airflow_atlas.airflow.spark_submit import submit_full_sweep
 
         document = self._submission.run(
@@ -190,27 +196,22 @@ class FullTableSweepOperator(AtlasBaseOperator):
             table=self.table,
             parts=int(self.parts or settings.full_sweep_parts),
             batch_size=batch_size,
-            dry_run=bool(self.dry_run),
+            dry_run=dry_run,
         )
         self.log.info("Spark job %s: %s", document.app_id, document.summary)
-        return _report(self.table, bool(self.dry_run), {
-            "table": self.table,
-            "strategy": strategy.value,
-            "sweep_ts": document.params.get("sweep_ts"),
-            "ranges": len(document.params.get("ranges") or []),
-            "dry_run": bool(self.dry_run),
-            **{k: int(document.summary.get(k) or 0) for k in self._SUMMED if k != "duration_seconds"},
-            "duration_seconds": document.duration_seconds,
-            "spark": {"app_id": document.app_id, "master": document.master},
-        })
+        counts = {k: int(document.summary.get(k) or 0) for k in FULL_SWEEP_SUMMED if k != "duration_seconds"}
+        return FullSweepResult(
+            table=self.table, strategy=strategy.value, sweep_ts=document.params.get("sweep_ts"),
+            ranges=len(document.params.get("ranges") or []), dry_run=dry_run, **counts,
+            duration_seconds=float(document.duration_seconds or 0.0),
+            swept_tables=_swept(self.table, dry_run, counts["versions_deleted"]),
+            spark={"app_id": document.app_id, "master": document.master},
+        )
 
     def on_kill(self) -> None:
         self._submission.kill()
 
 
-def _report(table: str, dry_run: bool, result: dict) -> dict:
-    """The operator's result with its ``swept_tables`` (see :mod:`airflow_atlas.airflow.assets`)."""
-    from airflow_atlas.airflow.reports import swept_tables
-
-    result["swept_tables"] = [] if dry_run else swept_tables(versions={table: result["versions_deleted"]})
-    return result
+def _swept(table: str, dry_run: bool, versions_deleted: int) -> list[dict]:
+    """The result's ``swept_tables`` (see :mod:`airflow_atlas.airflow.assets`)."""
+    return [] if dry_run else swept_tables(versions={table: versions_deleted})

@@ -10,11 +10,12 @@ touches a lock taken by another run or another sweeper.
 """
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.airflow.targets import holder_for, normalize_targets
+from airflow_atlas.airflow.results import LockRelease
+from airflow_atlas.airflow.targets import SweepTarget, holder_for, normalize_targets
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.locks import Lease
 
 
@@ -58,21 +59,21 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
         targets = normalize_targets(self.targets, self.shard, self.strategy)
         lease_seconds = float(self.lease_seconds or settings.lock_lease_seconds)
         wait = settings.lock_wait_seconds if self.wait_seconds is None else float(self.wait_seconds)
-        out: list[dict] = []
+        out: list[SweepTarget] = []
         taken: list[Lease] = []
         try:
             for target in targets:
                 name = target.lock_name
                 holder = self.holder or holder_for(context, target)
-                lease = _acquire(store, name, holder, lease_seconds, wait)
+                lease = store.locks.acquire_waiting(name, holder, lease_seconds, wait)
                 if lease is not None:
                     taken.append(lease)
-                    out.append(target.with_lease(lease).to_json())
+                    out.append(target.with_lease(lease))
                     self.log.info("acquired %s as %s (token %d)", name, holder, lease.token)
                 else:
                     state = store.locks.describe(name)
                     held_by = state.holder if state is not None else None
-                    out.append(target.with_(lock=name, holder=holder, acquired=False, held_by=held_by).to_json())
+                    out.append(target.with_(lock=name, holder=holder, acquired=False, held_by=held_by))
                     self.log.warning("%s is held by %s: this pair is skipped in this run", name, held_by)
         except BaseException:
             for lease in taken:  # do not leave half a group locked when this task fails
@@ -81,22 +82,14 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
                 except Exception as exc:
                     self.log.warning("could not release %s after a failure (it will expire): %s", lease.name, exc)
             raise
-        return out
-
-
-def _acquire(store, name: str, holder: str, lease_seconds: float, wait_seconds: float) -> Lease | None:
-    deadline = time.monotonic() + max(0.0, wait_seconds)
-    while True:
-        lease = store.locks.acquire(name, holder, lease_seconds)
-        if lease is not None or time.monotonic() >= deadline:
-            return lease
-        time.sleep(min(1.0, max(0.05, deadline - time.monotonic())))
+        return to_xcom(out)
 
 
 class ReleaseSweepLockOperator(AtlasBaseOperator):
     """Release the locks this run's holder owns for the targets; idempotent (a lock already released,
-    expired and taken by someone else, or never taken is left alone). Returns one entry per target with
-    ``"released": true|false``.
+    expired and taken by someone else, or never taken is left alone). Returns one
+    :class:`~airflow_atlas.airflow.results.LockRelease` per target (``shard``, ``strategy``, ``lock``,
+    ``"released": true|false``).
 
     :param targets: the group's targets (templated), or ``shard`` + ``strategy``.
     :param holder: the holder to release for; default the (DAG run, pair) holder (templated).
@@ -116,19 +109,16 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
         self.holder = holder
 
     def execute_with_store(self, context, store, settings):
-        out = []
+        out: list[LockRelease] = []
         for target in normalize_targets(self.targets, self.shard, self.strategy):
             name = target.lock_name
             holder = self.holder or holder_for(context, target)
             released = release_own(store, name, holder)
             self.log.info("%s: %s", name, "released" if released else f"not held by {holder}")
-            out.append({"shard": target.shard, "strategy": target.strategy, "lock": name, "released": released})
-        return out
+            out.append(LockRelease(target.shard, target.strategy, name, released))
+        return to_xcom(out)
 
 
 def release_own(store, name: str, holder: str) -> bool:
-    """Release ``name`` if ``holder`` holds it (whatever the token: a retried task may have re-acquired)."""
-    state = store.locks.describe(name)
-    if state is None or state.holder != holder:
-        return False
-    return store.locks.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
+    """Release ``name`` if ``holder`` holds it (:meth:`~airflow_atlas.locks.LockService.release_if_held`)."""
+    return bool(store.locks.release_if_held(name, holder))

@@ -1,8 +1,10 @@
 """Scrub: physically remove hard-deleted data (spec 003) once no open transaction can still read it."""
 from __future__ import annotations
 
-from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.reports import swept_tables
+from airflow_atlas.airflow.results import ScrubReport
+from airflow_atlas.airflow.xcom import to_xcom
 
 
 class ScrubOperator(AtlasBaseOperator):
@@ -14,21 +16,24 @@ class ScrubOperator(AtlasBaseOperator):
     :param dry_run: decide, delete nothing (templated).
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
-    Returns the engine's ``ScrubResult.to_json()`` (entries seen/scrubbed/waiting, cells tombstoned,
-    aborted writes deleted, per-table counts).
+    Returns :class:`~airflow_atlas.airflow.results.ScrubReport` JSON: the engine's ``ScrubResult`` (entries
+    seen/scrubbed/waiting, cells tombstoned, aborted writes deleted, per-table counts) with ``dry_run`` and
+    ``swept_tables``.
+
+    (The ``dry_run`` argument is kept as ``scrub_dry_run``: ``dry_run`` is a method of ``BaseOperator``.)
     """
 
-    template_fields = (*AtlasBaseOperator.template_fields, "max_entries", "dry_run")
+    template_fields = (*AtlasBaseOperator.template_fields, "max_entries", "scrub_dry_run")
 
     def __init__(self, *, max_entries: int | None = None, dry_run: bool = False, **kwargs):
         super().__init__(**kwargs)
         self.max_entries = max_entries
-        self.dry_run = dry_run
+        self.scrub_dry_run = dry_run
 
     def execute_with_store(self, context, store, settings):
         limit = self.max_entries if self.max_entries is not None else settings.scrub_max_entries
-        result = store.scrubber.scrub(max_entries=int(limit) if limit else None, dry_run=bool(self.dry_run)).to_json()
-        result["dry_run"] = bool(self.dry_run)
-        result["swept_tables"] = [] if self.dry_run else swept_tables(cells=result.get("tables"))
-        self.log.info("scrub: %s", result)
-        return result
+        dry_run = bool(self.scrub_dry_run)
+        result = store.scrubber.scrub(max_entries=int(limit) if limit else None, dry_run=dry_run)
+        report = ScrubReport(result, dry_run, [] if dry_run else swept_tables(cells=result.tables))
+        self.log.info("scrub: %s", report)
+        return to_xcom(report)

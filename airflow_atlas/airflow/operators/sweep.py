@@ -14,9 +14,11 @@ from airflow_atlas.airflow.execution.spark import SparkSubmission, sweep_on_spar
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.locks import release_own
+from airflow_atlas.airflow.results import SweepSummary
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
 from airflow_atlas.config import check_setting
-from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+from airflow_atlas.errors import InvalidInputError
 
 
 class SweepShardOperator(AtlasBaseOperator):
@@ -55,9 +57,8 @@ class SweepShardOperator(AtlasBaseOperator):
     :param max_entries_per_second: intensity, queue entries per second per pair at most (0: unlimited);
         default setting ``sweep_max_entries_per_second``. Applied as that engine setting of this task (in the
         task and on Spark executors alike; see docs/INTENSITY.md) (templated).
-    :param dry_run: read and decide, but write nothing to tables, queue or progress (templated).
-    :param tables: accepted for forward compatibility and passed to the engine; the queue is shared by all
-        tables of a shard, so a pair's progress always covers every table (templated).
+    :param dry_run: read and decide, but write nothing to tables, queue or progress (templated; kept as
+        ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``).
     :param execution_mode: ``"in_task"`` or ``"spark"``; default: what the plan task recorded in the
         targets (it resolves the setting's ``"auto"`` once, per group), else the setting
         ``execution_mode``, where ``"auto"`` without a plan means ``"in_task"`` (templated).
@@ -74,8 +75,7 @@ class SweepShardOperator(AtlasBaseOperator):
         "batch_limit",
         "max_iterations",
         "max_entries_per_second",
-        "dry_run",
-        "tables",
+        "sweep_dry_run",
         "execution_mode",
         "spark_conn_id",
     )
@@ -90,7 +90,6 @@ class SweepShardOperator(AtlasBaseOperator):
         batch_limit: int | None = None,
         max_iterations: int | None = None,
         dry_run: bool = False,
-        tables: list[str] | None = None,
         execution_mode: str | None = None,
         spark_conn_id: str | None = None,
         max_entries_per_second: int | None = None,
@@ -104,8 +103,7 @@ class SweepShardOperator(AtlasBaseOperator):
         self.batch_limit = batch_limit
         self.max_iterations = max_iterations
         self.max_entries_per_second = max_entries_per_second
-        self.dry_run = dry_run
-        self.tables = tables
+        self.sweep_dry_run = dry_run
         self.execution_mode = execution_mode
         self.spark_conn_id = spark_conn_id
         self._in_use: dict[str, Any] = {}
@@ -121,10 +119,6 @@ class SweepShardOperator(AtlasBaseOperator):
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
         mode = self._mode(targets, settings)
         options = self._options(settings)
-        if options.tables:
-            unknown = sorted(set(options.tables) - set(store.user_tables()))
-            if unknown:
-                raise TableNotFoundError(f"unknown table(s): {', '.join(unknown)}")
         if mode == "spark":
             swept, document = sweep_on_spark(
                 self._submission, context, store, targets, options,
@@ -148,7 +142,7 @@ class SweepShardOperator(AtlasBaseOperator):
                 f"{len(failed)} of {len(targets)} pair(s) failed: "
                 + "; ".join(f"{t.label}: {t.result['error']}" for t in failed)
             )
-        return [target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)).to_json() for target in swept]
+        return to_xcom([target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)) for target in swept])
 
     def engine_config(self, settings):
         """The task's engine settings; ``max_entries_per_second`` (when given) is the task's
@@ -184,8 +178,7 @@ class SweepShardOperator(AtlasBaseOperator):
         )
         batch_limit = check_setting("batch_limit", batch_limit, "the operator's batch_limit")
         max_iterations = check_setting("max_iterations_per_shard", max_iterations, "the operator's max_iterations")
-        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.dry_run),
-                            tables=list(self.tables) if self.tables else None)
+        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.sweep_dry_run))
 
     def on_kill(self) -> None:
         """Stop the Spark submission if one runs; release the leases in use (with a fresh connection:
@@ -236,14 +229,14 @@ class ReconcileSweepQueueOperator(AtlasBaseOperator):
         out = []
         for target in normalize_targets(self.targets, self.shard, self.strategy):
             if target.status in (SKIPPED, "dry_run"):
-                out.append(target.with_(reconciled=None).to_json())
+                out.append(target.with_(reconciled=None))
                 continue
             progress = store.queue.progress.get_progress(target.shard, target.strategy)
             cleaned = store.queue.cleaner.reconcile(target.shard, target.strategy, progress)
             report = {**asdict(cleaned), "rows_deleted": cleaned.rows_deleted, "progress": progress}
             self.log.info("%s: reconciled below progress %d: %s", target.label, progress, report)
-            out.append(target.with_(reconciled=report).to_json())
-        return out
+            out.append(target.with_(reconciled=report))
+        return to_xcom(out)
 
 
 class SweepSummaryOperator(BaseOperator):
@@ -258,12 +251,11 @@ class SweepSummaryOperator(BaseOperator):
     :param finished: the outputs of the groups that finished: a list of lists of targets with
         ``"result"`` (templated).
 
-    Returns ``{"pairs", "by_status", "cells_tombstoned", "aborted_writes_deleted", ..., "tables"}``.
+    Returns :class:`~airflow_atlas.airflow.results.SweepSummary` JSON: ``{"pairs", "by_status", "tables",
+    "reclaimed_queue_rows", "cells_tombstoned", "aborted_writes_deleted", ..., "failed_pairs"}``.
     """
 
     template_fields = ("planned", "finished")
-    _SUMMED = ("iterations", "entries_read", "cells_tombstoned", "sentinels_written", "aborted_writes_deleted",
-               "transactions_aborted", "queue_rows_cleaned")
 
     def __init__(self, *, planned: Any = None, finished: Any = None, **kwargs):
         super().__init__(**kwargs)
@@ -275,24 +267,16 @@ class SweepSummaryOperator(BaseOperator):
             raise AirflowFailException("nothing was planned: an upstream task failed (see the validate and plan tasks)")
         planned = {(t.shard, t.strategy) for t in flat_targets(self.planned)}
         done = {(t.shard, t.strategy): t for t in flat_targets(self.finished)}
-        summary: dict[str, Any] = {"pairs": len(planned), "by_status": {}, "tables": {}, "reclaimed_queue_rows": 0}
-        summary.update({k: 0 for k in self._SUMMED})
+        summary = SweepSummary(pairs=len(planned))
         for target in done.values():
-            result = target.result or {}
-            status = result.get("status", "unknown")
-            summary["by_status"][status] = summary["by_status"].get(status, 0) + 1
-            for key in self._SUMMED:
-                summary[key] += int(result.get(key) or 0)
-            for table, n in (result.get("tables") or {}).items():
-                summary["tables"][table] = summary["tables"].get(table, 0) + int(n)
-            summary["reclaimed_queue_rows"] += int((target.reconciled or {}).get("rows_deleted") or 0)
+            summary.add(target.result or {}, target.reconciled)
         missing = sorted(planned - set(done))
-        summary["failed_pairs"] = [f"{strategy}/{shard}" for shard, strategy in missing]
+        summary.failed_pairs = [f"{strategy}/{shard}" for shard, strategy in missing]
         self.log.info("sweep summary: %s", summary)
         if missing:  # retrying this task would not re-run the pairs: fail without retries
             raise AirflowFailException(
                 f"{len(missing)} of {len(planned)} (shard, strategy) pair(s) did not finish: "
-                + ", ".join(summary["failed_pairs"]) + " (see their tasks' logs); the other pairs were swept"
+                + ", ".join(summary.failed_pairs) + " (see their tasks' logs); the other pairs were swept"
             )
-        return summary
+        return to_xcom(summary)
 

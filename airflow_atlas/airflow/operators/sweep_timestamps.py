@@ -4,6 +4,8 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.results import SweepTimestamps
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.settings import EXECUTION_MODES, SWEEPABLE
 from airflow_atlas.airflow.targets import SweepTarget, as_int, batches
 from airflow_atlas.errors import InvalidInputError
@@ -13,7 +15,8 @@ from airflow_atlas.kvs.api import SweepStrategy
 class ComputeSweepTimestampsOperator(AtlasBaseOperator):
     """Compute the sweep timestamp of each strategy once, for a whole run.
 
-    Returns ``{"CONSERVATIVE": ts, "THOROUGH": ts}`` (XCom ``return_value``); with ``explain`` also pushes
+    Returns :class:`~airflow_atlas.airflow.results.SweepTimestamps` JSON, ``{"CONSERVATIVE": ts, "THOROUGH":
+    ts}`` (XCom ``return_value``); with ``explain`` also pushes
     XCom ``explain``: per strategy what limits the timestamp (the oldest open transaction and its age and
     holder, or the read-only window), and logs it, so "why does sweep lag?" has an answer in the task log.
 
@@ -31,14 +34,14 @@ class ComputeSweepTimestampsOperator(AtlasBaseOperator):
         self.explain = explain
 
     def execute_with_store(self, context, store, settings):
-        timestamps = store.sweep_timestamps.all()
-        self.log.info("sweep timestamps: %s", timestamps)
+        timestamps = SweepTimestamps(store.sweep_timestamps.all())
+        self.log.info("sweep timestamps: %s", timestamps.timestamps)
         if self.explain:
             explanations = {s: store.sweep_timestamps.explain(s) for s in SWEEPABLE}
             for strategy, why in explanations.items():
                 self.log.info("%s sweep timestamp limited by %s: %s", strategy, why.get("limited_by"), why)
-            context["ti"].xcom_push(key="explain", value=explanations)
-        return timestamps
+            context["ti"].xcom_push(key="explain", value=to_xcom(explanations))
+        return to_xcom(timestamps)
 
 
 class PlanTargetedSweepOperator(AtlasBaseOperator):
@@ -136,12 +139,12 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
                     "spark_min_backlog %d -> %s", group[0].label, ">= " if group_mode == "spark" else "", backlog,
                     settings.spark_min_backlog, group_mode,
                 )
-            groups.append([t.with_(execution_mode=group_mode).to_json() for t in group])
+            groups.append([t.with_(execution_mode=group_mode) for t in group])
         self.log.info(
             "%d pair(s) to sweep in %d group(s) (%d idle pair(s) left out) of %d shard(s) x %s",
             len(targets), len(groups), idle, len(shards), strategies,
         )
-        return groups
+        return to_xcom(groups)
 
 
 def choose_execution_mode(store, targets: list, threshold: int) -> tuple[str, int]:

@@ -42,7 +42,7 @@ def test_auto_is_decided_by_the_plan_not_the_sweep_task():
 
 def test_options_default_to_the_settings_and_refuse_bad_values():
     options = _operator(batch_limit=0, max_iterations="7", dry_run=True)._options(AtlasSettings.from_mapping({"batch_limit": 500}))
-    assert options == SweepOptions(batch_limit=500, max_iterations=7, dry_run=True, tables=None)
+    assert options == SweepOptions(batch_limit=500, max_iterations=7, dry_run=True)
     with pytest.raises(InvalidInputError, match="batch_limit"):
         _operator(batch_limit=100_001)._options(AtlasSettings())
     with pytest.raises(InvalidInputError, match="max_iterations must be an integer"):

@@ -140,3 +140,30 @@ def test_bad_input(locks):
         locks.acquire("n", "x", 0)
     with pytest.raises(InvalidInputError):
         locks.acquire("n" * 2000, "x", 5)
+
+
+def test_acquire_waiting_gets_a_lock_freed_before_the_deadline(kvs, name):
+    import threading
+    import time
+
+    locks = LockService(kvs)
+    locks.ensure_tables()
+    alice = locks.acquire(name, "alice", 30)
+    started = time.monotonic()
+    assert locks.acquire_waiting(name, "bob", 30, 0) is None  # 0: one try
+    assert locks.acquire_waiting(name, "bob", 30, 0.3) is None  # still held at the deadline
+    assert 0.3 <= time.monotonic() - started < 5
+    threading.Timer(0.3, lambda: locks.release(alice)).start()
+    bob = locks.acquire_waiting(name, "bob", 30, 10)
+    assert bob is not None and bob.holder == "bob" and bob.token == alice.token + 1
+
+
+def test_release_if_held_releases_only_the_holders_lock(locks, name):
+    assert locks.release_if_held(name, "alice") is False  # never taken
+    locks.acquire(name, "alice", 10)
+    assert locks.release_if_held(name, "bob") is False
+    assert locks.describe(name).holder == "alice"
+    locks.acquire(name, "alice", 10)  # a retry re-acquired: another token, same holder
+    assert locks.release_if_held(name, "alice") is True
+    assert locks.describe(name).holder is None
+    assert locks.release_if_held(name, "alice") is False
