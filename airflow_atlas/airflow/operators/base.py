@@ -7,9 +7,11 @@
 
 The operator opens the store through :class:`~airflow_atlas.airflow.hooks.atlas.AtlasHook`, calls
 :meth:`execute_with_store`, and always closes the store. Bad input from the user (unknown table, shard out
-of range, bad setting: the engine's ``InvalidInputError`` / ``TableNotFoundError``) fails the task at once
-without retries (``AirflowFailException``): retrying cannot fix it. Everything else (store unavailable,
-lost lease, a crash) fails normally and is retried.
+of range, bad setting: the engine's ``InvalidInputError`` / ``TableNotFoundError``), a store that refuses our
+credentials, certificate or permissions (``StoreAccessError``) - whatever
+:func:`~airflow_atlas.errors.is_retriable` says no retry can fix - fails the task at once without retries
+(``AirflowFailException``). Everything else (store unavailable, lost lease, a crash) fails normally and is
+retried.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+from airflow_atlas.errors import AtlasError, is_retriable
 
 
 class AtlasBaseOperator(BaseOperator):
@@ -51,7 +53,9 @@ class AtlasBaseOperator(BaseOperator):
             settings = AtlasSettings.load()
             with self.open_store(settings) as store:
                 return self.execute_with_store(context, store, settings)
-        except (InvalidInputError, TableNotFoundError) as exc:
+        except AtlasError as exc:
+            if is_retriable(exc):
+                raise
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
