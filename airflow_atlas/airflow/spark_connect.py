@@ -31,7 +31,8 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs, redact, scrub
+from airflow_atlas.kvs.url import redact_url, scrub
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
 from airflow_atlas.spark.args import settings_from_spark_conf
 from airflow_atlas.spark_artifact import build_engine_zip
 
@@ -108,14 +109,14 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
     zip_path = build_engine_zip(artifact_dir())
     key = _task_key(context)
     log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s",
-             kind, remote.split(";")[0], spark_conn_id, redact(store_url), zip_path.rsplit("/", 1)[-1])
+             kind, remote.split(";")[0], spark_conn_id, redact_url(store_url), zip_path.rsplit("/", 1)[-1])
     with connect_client_mode():  # the Connect client mode must not leak into later spark-submits
         try:
             spark = open_session(remote, zip_path, _session_file(remote, zip_path))
         except Exception as exc:
             raise SparkSweepFailed(
                 f"Spark Connect server {remote.split(';')[0]} (connection {spark_conn_id!r}) refused the session: "
-                f"{scrub(str(exc), store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
+                f"{scrub(str(exc), url=store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
             ) from None
         tag = f"atlas-{uuid.uuid4().hex}"
         run = _ConnectRun(spark, tag)

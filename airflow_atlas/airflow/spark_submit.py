@@ -54,7 +54,8 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.spark_artifact import build_engine_zip
-from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs, redact, scrub
+from airflow_atlas.kvs.url import redact_url, scrub
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
 
 log = logging.getLogger(__name__)
 
@@ -265,7 +266,7 @@ def _run(
         )
         log.info(
             "Submitting %s Spark application to %s (connection %s), store %s, engine %s",
-            kind, master, spark_conn_id, redact(store_url), os.path.basename(zip_path),
+            kind, master, spark_conn_id, redact_url(store_url), os.path.basename(zip_path),
         )
         with _RUNNING_LOCK:
             _RUNNING[key] = hook
@@ -279,7 +280,7 @@ def _run(
         except Exception as exc:  # the hook's message masks password-like values; we add our scrub
             submit_error = exc
         if not output.exists():
-            message = scrub(str(submit_error) if submit_error else "no result document", store_url)
+            message = scrub(str(submit_error) if submit_error else "no result document", url=store_url)
             raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
         document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
         document.spark_submit = {
@@ -304,7 +305,7 @@ def raise_for_document(kind: str, document: JobDocument, store_url: str, *, fail
     if not failed and document.ok:
         return
     reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
-    message = scrub(f"Spark {kind} application failed: {reason}", store_url)
+    message = scrub(f"Spark {kind} application failed: {reason}", url=store_url)
     if document.retriable is False:
         raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
     raise SparkSweepFailed(message, document)

@@ -15,6 +15,7 @@ import argparse
 from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
+from ..sweep.results import RUN_TOTALS
 from .args import pairs_from_shards, parse_pairs, parse_sweep_timestamps
 
 
@@ -36,10 +37,7 @@ class TargetedSweepJob:
     name: ClassVar[str] = "targeted_sweep"
     prog: ClassVar[str] = "targeted_sweep_job.py"
     summary_line: ClassVar[str] = "Atlas targeted sweep of (shard, strategy) pairs, one Spark task per pair."
-    SUMMED: ClassVar[tuple] = (
-        "iterations", "entries_read", "cells_tombstoned", "sentinels_written", "aborted_writes_deleted",
-        "transactions_aborted", "queue_rows_cleaned", "entries_skipped_dropped_tables", "corrupt_entries",
-    )
+    SUMMED: ClassVar[tuple] = RUN_TOTALS
 
     def __post_init__(self):
         object.__setattr__(self, "pairs", tuple(parse_pairs(self.pairs)))
@@ -139,7 +137,7 @@ class FullSweepJob:
         store = open_driver_store()
         try:
             strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError for an unknown table
-            if strategy is SweepStrategy.NOTHING:
+            if not strategy.is_swept:
                 raise ValueError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
             sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
             ranges = tuple(store.kvs.split_ranges(self.table, int(self.parts)))

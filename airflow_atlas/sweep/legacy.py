@@ -80,7 +80,7 @@ class LegacySweeper:
         if batch_size < 1:
             raise InvalidInputError("batch_size must be at least 1")
         strategy = self._kvs.get_metadata(table).strategy  # raises TableNotFoundError
-        if strategy is SweepStrategy.NOTHING:
+        if not strategy.is_swept:
             raise InvalidInputError(f"table {table!r} has sweep strategy NOTHING: it is never swept")
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)

@@ -8,7 +8,7 @@ from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.settings import EXECUTION_MODES
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import ScanRange, SweepStrategy
+from airflow_atlas.kvs.api import ScanRange
 
 
 def scan_range_to_json(scan_range: ScanRange) -> dict:
@@ -57,11 +57,11 @@ class PlanFullSweepOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings):
         known = store.user_tables()
-        tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s is not SweepStrategy.NOTHING)
+        tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s.is_swept)
         unknown = sorted(set(tables) - set(known))
         if unknown:
             raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}; tables: {', '.join(sorted(known)) or 'none'}")
-        never = [t for t in tables if known[t] is SweepStrategy.NOTHING]
+        never = [t for t in tables if not known[t].is_swept]
         if never:
             raise InvalidInputError(f"table(s) {', '.join(never)} have sweep strategy NOTHING and are never swept")
         timestamps = store.sweep_timestamps.all()
@@ -147,7 +147,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         if mode == "auto":  # no queue backlog to judge a scan by: a full sweep runs in the task
             mode = "in_task"
         strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
-        if strategy is SweepStrategy.NOTHING:
+        if not strategy.is_swept:
             raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
         sweep_ts = int(self.sweep_ts) if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
         batch_size = int(self.batch_size or settings.full_sweep_batch_size)

@@ -17,6 +17,7 @@ from airflow_atlas.airflow.operators.locks import release_own
 from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
 from airflow_atlas.config import check_setting
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+from airflow_atlas.sweep.results import RUN_TOTALS
 
 
 class SweepShardOperator(AtlasBaseOperator):
@@ -262,8 +263,7 @@ class SweepSummaryOperator(BaseOperator):
     """
 
     template_fields = ("planned", "finished")
-    _SUMMED = ("iterations", "entries_read", "cells_tombstoned", "sentinels_written", "aborted_writes_deleted",
-               "transactions_aborted", "queue_rows_cleaned")
+    _SUMMED = RUN_TOTALS
 
     def __init__(self, *, planned: Any = None, finished: Any = None, **kwargs):
         super().__init__(**kwargs)

@@ -27,6 +27,7 @@ from cassandra import (
 from cassandra.cluster import NoHostAvailable
 
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
+from ..url import scrub
 
 MAX_MESSAGE = 600
 UNAVAILABLE_HINT = (
@@ -39,9 +40,7 @@ def says_missing(text: str) -> bool:
     return "does not exist" in text or "doesn't exist" in text or "unconfigured table" in text
 
 
-def scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
+def _shorten(text: str) -> str:
     if len(text) > MAX_MESSAGE:
         text = text[:MAX_MESSAGE] + "..."
     return text
@@ -53,7 +52,7 @@ def translate(
     """The engine error for a driver exception raised by ``op`` (on ``table`` of ``keyspace``)."""
     where = f" on table {table!r}" if table else ""
     where += f" (keyspace {keyspace!r})" if keyspace else ""
-    detail = scrub(f"{type(exc).__name__}: {exc}", secrets)
+    detail = _shorten(scrub(f"{type(exc).__name__}: {exc}", secrets))
     if isinstance(exc, (ConfigurationException, InvalidRequest)):
         if table and says_missing(str(exc)):
             return TableNotFoundError(f"table {table!r} does not exist in keyspace {keyspace!r}")
