@@ -183,6 +183,14 @@ class LockService:
                 return True
         raise StoreUnavailableError(f"lock {lease.name!r}: too much contention ({_MAX_CAS_ATTEMPTS} attempts)")
 
+    def release_held_by(self, name: str, holder: str) -> bool:
+        """Release ``name`` if ``holder`` holds it, whatever the token (a retried task of the same holder may
+        have re-acquired it); False when another holder has it, or nobody."""
+        state = self.describe(name)
+        if state is None or state.holder != holder:
+            return False
+        return self.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
+
     def check(self, lease: Lease) -> None:
         """Raise LockNotHeldError unless ``lease`` still owns the lock and has not expired."""
         _, stored = self._read(self._cell(lease.name))

@@ -10,7 +10,7 @@ import zipfile
 import pytest
 
 from airflow_atlas.spark.args import pairs_from_shards
-from airflow_atlas.spark_artifact import build_engine_zip, engine_files
+from airflow_atlas.spark.artifact import build_engine_zip, engine_files
 from airflow_atlas.kvs.url import redact_url, scrub
 from airflow_atlas.spark import (
     EXIT_USAGE,

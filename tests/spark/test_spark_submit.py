@@ -57,7 +57,7 @@ def captured(monkeypatch):
 
 @pytest.mark.cassandra
 def test_spark_submit_through_hook_returns_document_without_secrets(make_store, captured, monkeypatch, capfd, tmp_path):
-    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
@@ -109,7 +109,7 @@ def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, 
     import sys
     from pathlib import Path
 
-    from airflow_atlas.spark_artifact import build_engine_zip
+    from airflow_atlas.spark.artifact import build_engine_zip
     from tests.conftest import REPO_ROOT
     from tests.faults import faulty_job_env
 

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.airflow
 
 @pytest.fixture
 def glue(monkeypatch, tmp_path):
-    from airflow_atlas.airflow import spark_submit
+    from airflow_atlas.airflow.execution import spark_submit
 
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
@@ -26,7 +26,7 @@ def glue(monkeypatch, tmp_path):
 
 
 def test_missing_spark_default_means_local_not_yarn(glue):
-    connection = glue._resolve_connection("spark_default")
+    connection = glue.resolve_connection("spark_default")
     assert glue.master_of(connection) == glue.DEFAULT_LOCAL_MASTER == "local[*]"
     hook = glue._make_hook("spark_default", connection, name="x")
     assert hook._connection["master"] == "local[*]"
@@ -69,7 +69,7 @@ def test_cluster_deploy_mode_is_refused(glue, monkeypatch, tmp_path):
 )
 def test_master_matches_the_provider(glue, monkeypatch, conn, master):
     monkeypatch.setenv("AIRFLOW_CONN_ATLAS_M", json.dumps(conn))
-    connection = glue._resolve_connection("atlas_m")
+    connection = glue.resolve_connection("atlas_m")
     assert glue.master_of(connection) == master
     if not master.startswith("k8s"):  # the k8s client library is not installed here
         assert glue._make_hook("atlas_m", connection)._connection["master"] == master
@@ -87,6 +87,7 @@ def test_bad_arguments_fail_before_submitting(glue):
 def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
     import sys
 
+    from airflow_atlas.airflow.execution.spark import cluster_options
     from airflow_atlas.airflow.settings import AtlasSettings
 
     default = glue.submit_conf()
@@ -96,7 +97,7 @@ def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
         "spark_executor_python": "./env/bin/python",
         "spark_driver_host": "127.0.0.1",
     })
-    conf = glue.submit_conf(**glue.cluster_options(settings), extra_conf={"spark.executor.cores": "2"})
+    conf = glue.submit_conf(**cluster_options(settings), extra_conf={"spark.executor.cores": "2"})
     assert conf["spark.pyspark.python"] == "./env/bin/python" and conf["spark.driver.host"] == "127.0.0.1"
     assert conf["spark.dynamicAllocation.enabled"] == "false" and conf["spark.archives"] == "env.tgz#env"
     assert conf["spark.executor.cores"] == "2"  # the caller's extra_conf wins over the setting

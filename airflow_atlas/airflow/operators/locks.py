@@ -120,15 +120,7 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
         for target in normalize_targets(self.targets, self.shard, self.strategy):
             name = target.lock_name
             holder = self.holder or holder_for(context, target)
-            released = release_own(store, name, holder)
+            released = store.locks.release_held_by(name, holder)
             self.log.info("%s: %s", name, "released" if released else f"not held by {holder}")
             out.append({"shard": target.shard, "strategy": target.strategy, "lock": name, "released": released})
         return out
-
-
-def release_own(store, name: str, holder: str) -> bool:
-    """Release ``name`` if ``holder`` holds it (whatever the token: a retried task may have re-acquired)."""
-    state = store.locks.describe(name)
-    if state is None or state.holder != holder:
-        return False
-    return store.locks.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
