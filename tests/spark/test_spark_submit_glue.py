@@ -25,11 +25,31 @@ def glue(monkeypatch, tmp_path):
     return spark_submit
 
 
-def test_missing_spark_default_means_local_not_yarn(glue):
+@pytest.fixture
+def submitted_master(monkeypatch, tmp_path):
+    """Submits with a hook and returns the ``--master`` it gave spark-submit: a recording ``spark-submit``
+    first on ``PATH`` (the seam the glue runs it by; no JVM) instead of the provider's private state."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    argv = tmp_path / "argv"
+    fake = bin_dir / "spark-submit"
+    fake.write_text(f"#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > '{argv}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def master(hook) -> str:
+        hook.submit("app.py")
+        args = argv.read_text().splitlines()
+        return args[args.index("--master") + 1]
+
+    return master
+
+
+def test_missing_spark_default_means_local_not_yarn(glue, submitted_master):
     connection = glue.resolve_connection("spark_default")
     assert glue.master_of(connection) == glue.DEFAULT_LOCAL_MASTER == "local[*]"
     hook = glue._make_hook("spark_default", connection, name="x")
-    assert hook._connection["master"] == "local[*]"
+    assert submitted_master(hook) == "local[*]"
 
 
 def test_missing_other_connection_is_an_error(glue, tmp_path):
@@ -67,12 +87,12 @@ def test_cluster_deploy_mode_is_refused(glue, monkeypatch, tmp_path):
         ({"conn_type": "spark", "host": "k8s://https://api.example:443"}, "k8s://https://api.example:443"),
     ],
 )
-def test_master_matches_the_provider(glue, monkeypatch, conn, master):
+def test_master_matches_the_provider(glue, monkeypatch, submitted_master, conn, master):
     monkeypatch.setenv("AIRFLOW_CONN_ATLAS_M", json.dumps(conn))
     connection = glue.resolve_connection("atlas_m")
     assert glue.master_of(connection) == master
     if not master.startswith("k8s"):  # the k8s client library is not installed here
-        assert glue._make_hook("atlas_m", connection)._connection["master"] == master
+        assert submitted_master(glue._make_hook("atlas_m", connection)) == master
 
 
 def test_bad_arguments_fail_before_submitting(glue):
