@@ -132,8 +132,6 @@ class FullSweepJob:
     def plan(self, open_driver_store: Callable) -> tuple["FullSweepJob", list]:
         """Split the table and take one sweep timestamp for all ranges (a timestamp taken earlier stays
         safe if a task is retried later)."""
-        from ..kvs.api import SweepStrategy
-
         store = open_driver_store()
         try:
             strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError for an unknown table

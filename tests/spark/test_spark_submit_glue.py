@@ -47,7 +47,9 @@ def submitted_master(monkeypatch, tmp_path):
 
 def test_missing_spark_default_means_local_not_yarn(glue, submitted_master):
     connection = glue.resolve_connection("spark_default")
-    assert glue.master_of(connection) == glue.DEFAULT_LOCAL_MASTER == "local[*]"
+    from airflow_atlas.airflow.execution.spark import DEFAULT_LOCAL_MASTER
+
+    assert glue.master_of(connection) == DEFAULT_LOCAL_MASTER == "local[*]"
     hook = glue._make_hook("spark_default", connection, name="x")
     assert submitted_master(hook) == "local[*]"
 

@@ -13,7 +13,7 @@ groups; each runs ONE Spark application and returns its result document (a :clas
 What they do:
 
 * the hook is built inside the call (it reads its connection in ``__init__``). A missing
-  ``spark_default`` connection means ``local[*]`` (:data:`DEFAULT_LOCAL_MASTER`) - never the provider's
+  ``spark_default`` connection means ``local[*]`` (:data:`.spark.DEFAULT_LOCAL_MASTER`) - never the provider's
   silent YARN fallback; any other missing connection id is an error;
 * the engine reaches the driver and executors as the zip from
   :func:`airflow_atlas.spark.artifact.build_engine_zip` (``--py-files``), cached by content hash in
@@ -54,7 +54,6 @@ from typing import Any, Mapping, Sequence
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_atlas.airflow.execution.spark import (
-    DEFAULT_LOCAL_MASTER,
     DEFAULT_SPARK_CONN_ID,
     SparkSweepFailed,
     artifact_dir,
