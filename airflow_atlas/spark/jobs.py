@@ -15,6 +15,7 @@ import argparse
 from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
+from ..sweep.legacy import LEGACY_SUMMED_FIELDS
 from ..sweep.results import RUN_TOTALS
 from .args import pairs_from_shards, parse_pairs, parse_sweep_timestamps
 
@@ -115,9 +116,7 @@ class FullSweepJob:
     summary_line: ClassVar[str] = (
         "Atlas legacy (scan-based) sweep of one table split into ranges, one Spark task per range."
     )
-    SUMMED: ClassVar[tuple] = (
-        "cells_examined", "versions_examined", "versions_deleted", "sentinels_written", "transactions_aborted",
-    )
+    SUMMED: ClassVar[tuple] = LEGACY_SUMMED_FIELDS
 
     def __post_init__(self):
         from ..kvs.api import validate_table_name

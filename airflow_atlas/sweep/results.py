@@ -21,9 +21,14 @@ RUN_STATUSES = ("caught_up", "blocked", "iteration_limit", "skipped_locked", "fa
 """Every status a run of one pair can end with."""
 
 
-def _summed() -> int:
-    """A figure a run adds up over its iterations (declares a :data:`SUMMED_FIELDS` member)."""
+def summed() -> int:
+    """A result field (an int, default 0) that adds up over iterations, runs, ranges: see :func:`summed_fields`."""
     return field(default=0, metadata={"summed": True})
+
+
+def summed_fields(result_class: type) -> tuple[str, ...]:
+    """The names of ``result_class``'s fields declared with :func:`summed`, in declaration order."""
+    return tuple(f.name for f in fields(result_class) if f.metadata.get("summed"))
 
 
 @dataclass
@@ -36,14 +41,14 @@ class _SweepFigures:
     sweep_ts: int | None = None
     old_progress: int | None = None
     new_progress: int | None = None
-    entries_read: int = _summed()
-    cells_tombstoned: int = _summed()
-    sentinels_written: int = _summed()
-    aborted_writes_deleted: int = _summed()
-    transactions_aborted: int = _summed()
-    queue_rows_cleaned: int = _summed()
-    entries_skipped_dropped_tables: int = _summed()
-    corrupt_entries: int = _summed()
+    entries_read: int = summed()
+    cells_tombstoned: int = summed()
+    sentinels_written: int = summed()
+    aborted_writes_deleted: int = summed()
+    transactions_aborted: int = summed()
+    queue_rows_cleaned: int = summed()
+    entries_skipped_dropped_tables: int = summed()
+    corrupt_entries: int = summed()
     blocked_by: dict | None = None
     lock_holder: str | None = None
     duration_seconds: float = 0.0
@@ -58,9 +63,9 @@ class SweepResult(_SweepFigures):
     """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
 
 
-SUMMED_FIELDS: tuple[str, ...] = tuple(f.name for f in fields(_SweepFigures) if f.metadata.get("summed"))
+SUMMED_FIELDS: tuple[str, ...] = summed_fields(_SweepFigures)
 """THE list of the figures a run adds up over its iterations (``entries_read``, ``cells_tombstoned``, ...;
-declared by :func:`_summed` above). Whoever adds up sweep results (a run, a Spark job over its pairs, the
+declared with :func:`summed` above). Whoever adds up sweep results (a run, a Spark job over its pairs, the
 Airflow summary, the CLI's totals, the status document's last run) takes the names from here."""
 
 RUN_TOTALS: tuple[str, ...] = ("iterations", *SUMMED_FIELDS)
@@ -146,4 +151,6 @@ __all__ = [
     "RUN_STATUSES",
     "default_holder",
     "holder_process_gone",
+    "summed",
+    "summed_fields",
 ]

@@ -9,6 +9,7 @@ from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import ScanRange
+from airflow_atlas.sweep.legacy import LEGACY_SUMMED_FIELDS
 
 
 def scan_range_to_json(scan_range: ScanRange) -> dict:
@@ -112,7 +113,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         "spark_conn_id",
         "parts",
     )
-    _SUMMED = ("cells_examined", "versions_examined", "versions_deleted", "sentinels_written", "transactions_aborted", "duration_seconds")
+    _SUMMED = (*LEGACY_SUMMED_FIELDS, "duration_seconds")
 
     def __init__(
         self,
