@@ -168,14 +168,6 @@ class LockService:
                 return lease
             time.sleep(min(1.0, max(0.05, left)))
 
-    def release_if_held(self, name: str, holder: str) -> bool:
-        """Release ``name`` if ``holder`` holds it, whatever the token (a retried task of the same holder
-        may have re-acquired it); False when the lock is free, expired or held by someone else."""
-        state = self.describe(name)
-        if state is None or state.holder != holder:
-            return False
-        return self.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
-
     def refresh(self, lease: Lease, lease_seconds: float) -> Lease:
         """Extend ``lease`` to ``lease_seconds`` from now (same token). Raises LockNotHeldError if the lease
         was lost: released, taken over, or already expired (an expired lease is never revived)."""
@@ -201,6 +193,14 @@ class LockService:
             if self._kvs.check_and_set(LOCKS_TABLE, cell, raw, new.encode()):
                 return True
         raise StoreUnavailableError(f"lock {lease.name!r}: too much contention ({_MAX_CAS_ATTEMPTS} attempts)")
+
+    def release_held_by(self, name: str, holder: str) -> bool:
+        """Release ``name`` if ``holder`` holds it, whatever the token (a retried task of the same holder may
+        have re-acquired it); False when another holder has it, or nobody."""
+        state = self.describe(name)
+        if state is None or state.holder != holder:
+            return False
+        return self.release(Lease(name=name, holder=holder, token=state.token, expires_at=state.expires_at))
 
     def check(self, lease: Lease) -> None:
         """Raise LockNotHeldError unless ``lease`` still owns the lock and has not expired."""

@@ -171,7 +171,7 @@ def leftover_versions(
     left: list[Leftover] = []
     for table in tables:
         strategy = store.kvs.get_metadata(table).strategy
-        if strategy is SweepStrategy.NOTHING:
+        if not strategy.is_swept:
             continue
         limit = sweep_ts[strategy.value]
         versions = _all_versions(store, table)

@@ -30,10 +30,9 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .kvs.api import SweepStrategy
+from .kvs.api import SWEEPABLE_STRATEGY_NAMES
 from .oracle import leftover_versions, load_commits
 
-STRATEGIES = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
 VIOLATION = "violation"
 WARNING = "warning"
 
@@ -105,11 +104,11 @@ def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
     version = store.transactions_schema_version
     _check_schema_tables(store, out)
     shards = list(range(store.number_of_shards()))
-    progress = {(shard, s): store.queue.progress.get_progress(shard, s) for shard in shards for s in STRATEGIES}
+    progress = {(shard, s): store.queue.progress.get_progress(shard, s) for shard in shards for s in SWEEPABLE_STRATEGY_NAMES}
     sweep_ts = store.sweep_timestamps.all()
     # Every shard swept everything below progress + 1, so a complete sweep to the lowest progress + 1 over
     # the shards (capped by the sweep timestamp) is what the tables must show.
-    limits = {s: max(0, min(min(progress[(shard, s)] + 1 for shard in shards), sweep_ts[s])) for s in STRATEGIES}
+    limits = {s: max(0, min(min(progress[(shard, s)] + 1 for shard in shards), sweep_ts[s])) for s in SWEEPABLE_STRATEGY_NAMES}
     corrupt: dict = {}
     for leftover in leftover_versions(store, limits, corrupt=corrupt):
         committed_data = leftover.commit not in (None, -1) and not leftover.what.startswith("THOROUGH delete")

@@ -135,7 +135,7 @@ def _dead_writer(store, writes: dict[str, dict[Cell, bytes]]) -> int:
     infos = [
         WriteInfo(table, cell, start, value == b"")
         for table, values in writes.items()
-        if store.kvs.get_metadata(table).strategy is not SweepStrategy.NOTHING
+        if store.kvs.get_metadata(table).strategy.is_swept
         for cell, value in values.items()
     ]
     if infos:

@@ -113,7 +113,7 @@ class _Runner:
         fd = os.open(self.url_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
             f.write(url + "\n")
-        from airflow_atlas.spark_artifact import build_engine_zip
+        from airflow_atlas.spark.artifact import build_engine_zip
 
         self.zip = build_engine_zip(os.path.join(workdir, "artifact"))
 

@@ -12,4 +12,4 @@ for arg in "$@"; do
   if [[ "$arg" == "--cluster" ]]; then "$ROOT/scripts/cassandra.sh" cluster start && "$ROOT/scripts/spark.sh" start; fi
 done
 export PATH="$ROOT/.venv/bin:$PATH"
-exec "$ROOT/.venv/bin/python" -m airflow_atlas.demo "$@"
+exec "$ROOT/.venv/bin/python" "$ROOT/scripts/demo.py" "$@"

@@ -102,7 +102,7 @@ def _tables(tables: list, user_tables: Mapping[str, SweepStrategy], problems: li
         problems.append(
             f"unknown table(s) {', '.join(map(repr, unknown))}; the store has: {', '.join(sorted(user_tables)) or 'no tables'}"
         )
-    never = [t for t in tables if t in user_tables and user_tables[t] is SweepStrategy.NOTHING]
+    never = [t for t in tables if t in user_tables and not user_tables[t].is_swept]
     if never:
         problems.append(f"table(s) {', '.join(map(repr, never))} have sweep strategy NOTHING and are never swept")
     return tables
@@ -172,7 +172,7 @@ def validate_full_sweep(conf: Mapping, params: Mapping, *, user_tables: Mapping[
     if problems:
         raise InvalidInputError("invalid full sweep request: " + "; ".join(problems))
     if not tables:
-        tables = sorted(t for t, s in user_tables.items() if s is not SweepStrategy.NOTHING)
+        tables = sorted(t for t, s in user_tables.items() if s.is_swept)
     return {"tables": tables, "parts": parts, "dry_run": dry_run}
 
 

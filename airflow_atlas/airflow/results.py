@@ -19,15 +19,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from airflow_atlas.sweep.legacy import LEGACY_SUMMED_FIELDS
+from airflow_atlas.sweep.results import RUN_TOTALS
 from airflow_atlas.sweep.scrub import ScrubResult
 
-FULL_SWEEP_SUMMED = ("cells_examined", "versions_examined", "versions_deleted", "sentinels_written",
-                     "transactions_aborted", "duration_seconds")
-"""The figures a full sweep adds up over its scan ranges."""
-
-SUMMARY_SUMMED = ("iterations", "entries_read", "cells_tombstoned", "sentinels_written", "aborted_writes_deleted",
-                  "transactions_aborted", "queue_rows_cleaned")
-"""The figures the run summary adds up over its pairs."""
+FULL_SWEEP_SUMMED: tuple[str, ...] = (*LEGACY_SUMMED_FIELDS, "duration_seconds")
+"""The figures a full sweep adds up over its scan ranges (the legacy sweeper's, from their one home)."""
 
 
 @dataclass(frozen=True)
@@ -117,32 +114,27 @@ class SweepSummary:
     by_status: dict[str, int] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)
     reclaimed_queue_rows: int = 0
-    iterations: int = 0
-    entries_read: int = 0
-    cells_tombstoned: int = 0
-    sentinels_written: int = 0
-    aborted_writes_deleted: int = 0
-    transactions_aborted: int = 0
-    queue_rows_cleaned: int = 0
+    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUN_TOTALS, 0))
+    """The sums of :data:`~airflow_atlas.sweep.results.RUN_TOTALS` over the pairs (flat in the JSON)."""
     failed_pairs: list[str] = field(default_factory=list)
 
     def add(self, result: Mapping[str, Any], reconciled: Mapping[str, Any] | None) -> None:
         """Count one finished pair: its sweep ``result`` and its ``reconciled`` report."""
         status = str(result.get("status", "unknown"))
         self.by_status[status] = self.by_status.get(status, 0) + 1
-        for key in SUMMARY_SUMMED:
-            setattr(self, key, getattr(self, key) + int(result.get(key) or 0))
+        for key in RUN_TOTALS:
+            self.totals[key] += int(result.get(key) or 0)
         for table, n in (result.get("tables") or {}).items():
             self.tables[table] = self.tables.get(table, 0) + int(n)
         self.reclaimed_queue_rows += int((reconciled or {}).get("rows_deleted") or 0)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        return {**out, **out.pop("totals")}
 
 
 __all__ = [
     "FULL_SWEEP_SUMMED",
-    "SUMMARY_SUMMED",
     "FullSweepPart",
     "FullSweepResult",
     "LockRelease",

@@ -26,17 +26,16 @@ from airflow_atlas.sweep.constants import MAX_SHARDS
 from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
-SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
 SKIPPED = "skipped_locked"
 SWEEP_MODES = ("in_task", "spark")
 """Where a group is swept; the setting's third value, ``auto``, is resolved to one of these by the plan."""
 
 
 def _strategy(value: Any) -> str:
-    strategy = SweepStrategy.parse(value).value
-    if strategy not in SWEEPABLE:
-        raise InvalidInputError(f"strategy {strategy} is never swept: use CONSERVATIVE or THOROUGH")
-    return strategy
+    strategy = SweepStrategy.parse(value)
+    if not strategy.is_swept:
+        raise InvalidInputError(f"strategy {strategy.value} is never swept: use CONSERVATIVE or THOROUGH")
+    return strategy.value
 
 
 def as_int(value: Any, what: str) -> int:

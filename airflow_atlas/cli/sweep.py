@@ -8,6 +8,7 @@ import time
 
 from ..errors import StoreAccessError, StoreUnavailableError
 from ..status.text import format_duration
+from ..sweep.results import RUN_TOTALS
 from .output import (
     EXIT_FAILED,
     EXIT_OK,
@@ -58,8 +59,7 @@ def cmd_sweep(args, h) -> int:
             if row["error"]:
                 row["error"] = h.scrub(row["error"])
             results.append(row)
-    totals = {k: sum(r[k] for r in results) for k in ("entries_read", "cells_tombstoned", "sentinels_written",
-                                                      "aborted_writes_deleted", "transactions_aborted", "iterations")}
+    totals = {k: sum(r[k] for r in results) for k in RUN_TOTALS}
     totals["seconds_paced"] = round(sum(r.get("seconds_paced") or 0.0 for r in results), 6)
     failures = [{"shard": r["shard"], "strategy": r["strategy"], "error": r["error"]} for r in results if r["status"] == "failed"]
     skipped = [r for r in results if r["status"] == "skipped_locked"]

@@ -65,9 +65,22 @@ class SweepStrategy(str, enum.Enum):
                 f"unknown sweep strategy {value!r}: expected one of NOTHING, CONSERVATIVE, THOROUGH"
             ) from None
 
+    @property
+    def is_swept(self) -> bool:
+        """THE "is swept" predicate: CONSERVATIVE and THOROUGH have a sweep queue; NOTHING is never swept."""
+        return self is not SweepStrategy.NOTHING
 
-SWEEPABLE_STRATEGIES = (SweepStrategy.CONSERVATIVE, SweepStrategy.THOROUGH)
-"""The strategies that have a sweep queue and are swept, in sweep order (NOTHING is never swept)."""
+    @classmethod
+    def parse_swept(cls, value: "str | SweepStrategy") -> "SweepStrategy":
+        """:meth:`parse`, refusing NOTHING (InvalidInputError): for arguments that name what to sweep."""
+        strategy = cls.parse(value)
+        if not strategy.is_swept:
+            raise InvalidInputError("strategy NOTHING is never swept: choose CONSERVATIVE or THOROUGH")
+        return strategy
+
+
+SWEEPABLE_STRATEGIES = tuple(s for s in SweepStrategy if s.is_swept)
+"""``(CONSERVATIVE, THOROUGH)``: the strategies that have a sweep queue and are swept, in sweep order."""
 
 SWEEPABLE_STRATEGY_NAMES = tuple(s.value for s in SWEEPABLE_STRATEGIES)
 """``("CONSERVATIVE", "THOROUGH")``: :data:`SWEEPABLE_STRATEGIES` as strings (forms, JSON, arguments)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from typing import Iterable
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import InvalidInputError
@@ -61,8 +62,15 @@ def url_secrets(url) -> list[str]:
     return sorted((s for s in found if s), key=len, reverse=True)
 
 
-def scrub(text: str, secrets) -> str:
-    """``text`` with each secret (e.g. :func:`url_secrets`) replaced by ``***``."""
+def scrub(text: str, secrets: Iterable[str] = (), *, url: str | None = None) -> str:
+    """``text`` with each secret (e.g. :func:`url_secrets`) replaced by ``***``; with ``url``, also that URL
+    (written out whole, it becomes :func:`redact_url`) and every secret in it. THE scrubbing of the project
+    (the CLI, the Cassandra backend's errors, the Spark jobs and their submission use it)."""
+    if not text:
+        return text
+    if url:
+        text = text.replace(url, redact_url(url))
+        secrets = [*secrets, *url_secrets(url)]
     for secret in sorted((s for s in secrets if s), key=len, reverse=True):
         text = text.replace(secret, "***")
     return text

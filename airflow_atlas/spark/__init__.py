@@ -27,11 +27,11 @@ from .document import (
 from .driver import run_full_sweep, run_job, run_targeted_sweep
 from .jobs import FullSweepJob, TargetedSweepJob, holder
 from .main import main
-from .secrets import STORE_URL_ENV, read_store_url, redact, scrub
+from .secrets import STORE_URL_ENV, read_store_url
 
 __all__ = [
     "EXIT_JOB_FAILED", "EXIT_OK", "EXIT_PAIRS_FAILED", "EXIT_USAGE", "RESULT_BEGIN", "RESULT_END",
     "STORE_SETTING_CONF_PREFIX", "STORE_URL_ENV", "FullSweepJob", "ItemResult", "JobDocument", "TargetedSweepJob",
     "effective_max_failures", "emit_document", "extract_document", "holder", "main", "parse_pairs", "parse_settings",
-    "read_store_url", "redact", "run_full_sweep", "run_job", "run_targeted_sweep", "scrub", "settings_from_spark_conf",
+    "read_store_url", "run_full_sweep", "run_job", "run_targeted_sweep", "settings_from_spark_conf",
 ]

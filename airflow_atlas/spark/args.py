@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping, Sequence
 
-from ..kvs.api import SweepStrategy
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES
 
 STORE_SETTING_CONF_PREFIX = "spark.atlas.store."
 """Spark conf keys ``spark.atlas.store.<StoreConfig field>=<value>`` override store settings."""
-SWEEPABLE = (SweepStrategy.CONSERVATIVE.value, SweepStrategy.THOROUGH.value)
 
 
 def parse_pairs(text: str | Sequence) -> list[tuple[int, str]]:
@@ -30,7 +29,7 @@ def parse_pairs(text: str | Sequence) -> list[tuple[int, str]]:
         except (TypeError, ValueError):
             raise ValueError(f"pair {item!r}: shard {shard_text!r} is not an integer") from None
         strategy = str(getattr(strategy, "value", strategy)).strip().upper()  # SweepStrategy members too
-        if strategy not in SWEEPABLE:
+        if strategy not in SWEEPABLE_STRATEGY_NAMES:
             raise ValueError(f"pair {item!r}: strategy must be CONSERVATIVE or THOROUGH")
         if shard < 0:
             raise ValueError(f"pair {item!r}: shard must be >= 0")
@@ -94,7 +93,7 @@ def parse_sweep_timestamps(value) -> dict | None:
             raise ValueError(f"sweep timestamps: expected STRATEGY=TIMESTAMP, got {item!r}")
         name, ts = item
         name = str(name).strip().upper()
-        if name not in SWEEPABLE:
+        if name not in SWEEPABLE_STRATEGY_NAMES:
             raise ValueError(f"sweep timestamps: unknown strategy {name!r} (CONSERVATIVE or THOROUGH)")
         try:
             ts = int(str(ts).strip())

@@ -15,7 +15,7 @@ from .args import effective_max_failures, settings_from_spark_conf
 from .document import JobDocument, summarize
 from .executor import TaskSpec, classify_job_error, open_store as default_open_store, run_partition
 from .jobs import FullSweepJob, TargetedSweepJob
-from .secrets import redact, scrub
+from ..kvs.url import redact_url, scrub
 
 
 def validate_settings(settings: dict, source: str = "spark.atlas.store.* conf / settings") -> None:
@@ -77,7 +77,7 @@ def run_job(
         retriable=any(r.retriable for r in failed) if failed else None,
         app_id=app_id,
         master=master,
-        store=redact(store_url),
+        store=redact_url(store_url),
         max_task_attempts=max_attempts,
         params=job.params(),
         summary=summarize(results, job.SUMMED),
@@ -95,10 +95,10 @@ def failure_document(job_name: str, store_url: str | None, exc: BaseException, s
     return JobDocument(
         job=job_name,
         ok=False,
-        store=redact(store_url) if store_url else None,
+        store=redact_url(store_url) if store_url else None,
         retriable=is_retriable(exc),
         error_type=type(exc).__name__,
-        error=scrub(text, store_url)[-4000:],
+        error=scrub(text, url=store_url)[-4000:],
         started_at=round(started, 3),
         duration_seconds=round(time.time() - started, 3),
     )

@@ -29,7 +29,7 @@ from typing import Any, Callable, Iterator
 
 from ..errors import ExecutorEnvironmentError, is_retriable
 from .document import FAILED, ItemResult
-from .secrets import scrub
+from ..kvs.url import scrub
 
 PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
 """Spark's error condition for a Python worker whose minor version differs from the driver's."""
@@ -177,7 +177,7 @@ def _failure(item: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> It
     if isinstance(exc, ModuleNotFoundError):
         exc = environment_error(exc)
     if is_retriable(exc) and attempt + 1 < spec.max_attempts:
-        detail = scrub(traceback.format_exc(), spec.store_url)
+        detail = scrub(traceback.format_exc(), url=spec.store_url)
         # A fresh exception without the original chain: its text is scrubbed, the original's may not be.
         raise RuntimeError(f"{item} attempt {attempt} failed ({type(exc).__name__}); Spark will retry:\n{detail}") from None
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -186,7 +186,7 @@ def _failure(item: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> It
         status=FAILED,
         attempt=attempt,
         error_type=type(exc).__name__,
-        error=scrub(text, spec.store_url)[:2000],
+        error=scrub(text, url=spec.store_url)[:2000],
         retriable=is_retriable(exc),
     )
 

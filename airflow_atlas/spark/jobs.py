@@ -15,6 +15,8 @@ import argparse
 from dataclasses import dataclass, replace
 from typing import Callable, ClassVar
 
+from ..sweep.legacy import LEGACY_SUMMED_FIELDS
+from ..sweep.results import RUN_TOTALS
 from .args import pairs_from_shards, parse_pairs, parse_sweep_timestamps
 
 
@@ -36,10 +38,7 @@ class TargetedSweepJob:
     name: ClassVar[str] = "targeted_sweep"
     prog: ClassVar[str] = "targeted_sweep_job.py"
     summary_line: ClassVar[str] = "Atlas targeted sweep of (shard, strategy) pairs, one Spark task per pair."
-    SUMMED: ClassVar[tuple] = (
-        "iterations", "entries_read", "cells_tombstoned", "sentinels_written", "aborted_writes_deleted",
-        "transactions_aborted", "queue_rows_cleaned", "entries_skipped_dropped_tables", "corrupt_entries",
-    )
+    SUMMED: ClassVar[tuple] = RUN_TOTALS
 
     def __post_init__(self):
         object.__setattr__(self, "pairs", tuple(parse_pairs(self.pairs)))
@@ -117,9 +116,7 @@ class FullSweepJob:
     summary_line: ClassVar[str] = (
         "Atlas legacy (scan-based) sweep of one table split into ranges, one Spark task per range."
     )
-    SUMMED: ClassVar[tuple] = (
-        "cells_examined", "versions_examined", "versions_deleted", "sentinels_written", "transactions_aborted",
-    )
+    SUMMED: ClassVar[tuple] = LEGACY_SUMMED_FIELDS
 
     def __post_init__(self):
         from ..kvs.api import validate_table_name
@@ -134,12 +131,10 @@ class FullSweepJob:
     def plan(self, open_driver_store: Callable) -> tuple["FullSweepJob", list]:
         """Split the table and take one sweep timestamp for all ranges (a timestamp taken earlier stays
         safe if a task is retried later)."""
-        from ..kvs.api import SweepStrategy
-
         store = open_driver_store()
         try:
             strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError for an unknown table
-            if strategy is SweepStrategy.NOTHING:
+            if not strategy.is_swept:
                 raise ValueError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
             sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
             ranges = tuple(store.kvs.split_ranges(self.table, int(self.parts)))

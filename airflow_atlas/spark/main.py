@@ -14,7 +14,8 @@ from .document import EXIT_JOB_FAILED, EXIT_OK, EXIT_PAIRS_FAILED, EXIT_USAGE, e
 from ..errors import InvalidInputError
 from .driver import failure_document, run_job, validate_settings
 from .executor import open_store as default_open_store
-from .secrets import STORE_URL_ENV, read_store_url, redact
+from ..kvs.url import redact_url
+from .secrets import STORE_URL_ENV, read_store_url
 
 
 def build_parser(job_class) -> argparse.ArgumentParser:
@@ -60,7 +61,7 @@ def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable =
     try:
         sc = spark.sparkContext
         sc.setLogLevel(sc.getConf().get("spark.atlas.logLevel", "WARN"))
-        print(f"[atlas] {job.name} on {sc.master} app {sc.applicationId}, store {redact(store_url)}", flush=True)
+        print(f"[atlas] {job.name} on {sc.master} app {sc.applicationId}, store {redact_url(store_url)}", flush=True)
         try:
             doc = run_job(spark, job, store_url=store_url, settings=settings, open_store=open_store)
         except Exception as exc:

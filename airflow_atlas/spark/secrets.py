@@ -1,25 +1,12 @@
-"""The store URL of a Spark job: read from a 0600 file or the environment, never shown unredacted."""
+"""The store URL of a Spark job: read from a 0600 file or the environment, never shown unredacted (the
+scrubbing and redaction: :func:`airflow_atlas.kvs.url.scrub`, :func:`~airflow_atlas.kvs.url.redact_url`)."""
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from ..kvs.url import redact_url, scrub as scrub_secrets, url_secrets
-
 STORE_URL_ENV = "ATLAS_STORE_URL"
 """Environment variable holding the store URL when no ``--store-url-file`` is given."""
-
-
-def redact(url: str) -> str:
-    """The URL without its password."""
-    return redact_url(url)
-
-
-def scrub(text: str, url: str | None) -> str:
-    """``text`` with the URL, and its password in any spelling, replaced by ``***``."""
-    if not text or not url:
-        return text
-    return scrub_secrets(text.replace(url, redact(url)), url_secrets(url))
 
 
 def read_store_url(path: str | None = None, environ=None) -> str:

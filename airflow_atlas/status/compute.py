@@ -12,10 +12,10 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Iterable, Sequence
 
 from ..errors import InvalidInputError
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..validation import check_int
 from ..sweep.constants import MAX_SHARDS
-from ..sweep.results import holder_process_gone
+from ..sweep.results import SUMMED_FIELDS, holder_process_gone
 from .clock import TimestampClock
 from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
@@ -31,10 +31,9 @@ RUN_GAP_SECONDS = 30.0
 """Consecutive history records further apart than this belong to different runs (for the usual interval)."""
 MIN_WINDOW_SECONDS = 1.0
 """Without runs to measure between, rates need at least this much history."""
-SWEEPABLE_STRATEGIES = (SweepStrategy.CONSERVATIVE, SweepStrategy.THOROUGH)
 _PUNCH_SAMPLE_AGES = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400, 259200, 604800)
-_SUMS = ("entries_read", "cells_tombstoned", "sentinels_written", "aborted_writes_deleted", "transactions_aborted",
-         "corrupt_entries")
+_SUMS = tuple(k for k in SUMMED_FIELDS if k in LastRun.__dataclass_fields__)
+"""The summed figures of a run that the status document's last run shows."""
 
 
 def compute_status(store, shards: Sequence[int] | None = None, strategies=None, **options) -> dict:
@@ -172,7 +171,7 @@ def _gc_grace(store, tables: dict[str, str]) -> tuple[list[TableGcGrace], list[T
                else store.config.allow_gc_grace_below_repair_interval)
     rows, warnings = [], []
     for name, strategy in tables.items():
-        if strategy not in SWEEPABLE_STRATEGY_NAMES:
+        if not SweepStrategy.parse(strategy).is_swept:
             continue
         grace = store.kvs.gc_grace_seconds(name)
         below = grace is not None and grace < repair
@@ -261,9 +260,7 @@ def _strategies(strategies) -> list[SweepStrategy]:
         return list(SWEEPABLE_STRATEGIES)
     out = []
     for s in strategies:
-        parsed = SweepStrategy.parse(s)
-        if parsed is SweepStrategy.NOTHING:
-            raise InvalidInputError("strategy NOTHING is never swept: choose CONSERVATIVE or THOROUGH")
+        parsed = SweepStrategy.parse_swept(s)
         if parsed not in out:
             out.append(parsed)
     if not out:

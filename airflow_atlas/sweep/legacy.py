@@ -24,6 +24,7 @@ from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange, SweepStrategy
 from ..kvs.consistency import Operation
 from .commits import RollbackGuard, resolve_commits
+from .results import summed, summed_fields
 
 ABORTED = -1
 
@@ -34,11 +35,11 @@ class LegacySweepResult:
     strategy: str
     sweep_ts: int
     scan_range: list | None = None
-    cells_examined: int = 0
-    versions_examined: int = 0
-    versions_deleted: int = 0
-    sentinels_written: int = 0
-    transactions_aborted: int = 0
+    cells_examined: int = summed()
+    versions_examined: int = summed()
+    versions_deleted: int = summed()
+    sentinels_written: int = summed()
+    transactions_aborted: int = summed()
     last_row: str | None = None  # hex of the last row fully processed (resume point)
     finished: bool = False
     duration_seconds: float = 0.0
@@ -46,6 +47,10 @@ class LegacySweepResult:
 
     def to_json(self) -> dict:
         return asdict(self)
+
+
+LEGACY_SUMMED_FIELDS: tuple[str, ...] = summed_fields(LegacySweepResult)
+"""The figures a legacy sweep adds up over its ranges (the full-sweep operator, the Spark full-sweep job)."""
 
 
 def _group_cells(versions: Iterator[tuple[Cell, int, bytes]]) -> Iterator[tuple[Cell, list[tuple[int, bytes]]]]:
@@ -80,7 +85,7 @@ class LegacySweeper:
         if batch_size < 1:
             raise InvalidInputError("batch_size must be at least 1")
         strategy = self._kvs.get_metadata(table).strategy  # raises TableNotFoundError
-        if strategy is SweepStrategy.NOTHING:
+        if not strategy.is_swept:
             raise InvalidInputError(f"table {table!r} has sweep strategy NOTHING: it is never swept")
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)

@@ -83,7 +83,7 @@ _MAX_FINE_PARTITION = LONG_MAX // FINE_PARTITION
 def conservative_flag(strategy: SweepStrategy | str) -> bool:
     """True for CONSERVATIVE, False for THOROUGH; InvalidInputError for NOTHING (it has no queue)."""
     strategy = SweepStrategy.parse(strategy)
-    if strategy is SweepStrategy.NOTHING:
+    if not strategy.is_swept:
         raise InvalidInputError("sweep strategy NOTHING has no sweep queue: use CONSERVATIVE or THOROUGH")
     return strategy is SweepStrategy.CONSERVATIVE
 

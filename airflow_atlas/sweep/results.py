@@ -15,10 +15,20 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 RUN_STATUSES = ("caught_up", "blocked", "iteration_limit", "skipped_locked", "failed", "dry_run")
 """Every status a run of one pair can end with."""
+
+
+def summed() -> int:
+    """A result field (an int, default 0) that adds up over iterations, runs, ranges: see :func:`summed_fields`."""
+    return field(default=0, metadata={"summed": True})
+
+
+def summed_fields(result_class: type) -> tuple[str, ...]:
+    """The names of ``result_class``'s fields declared with :func:`summed`, in declaration order."""
+    return tuple(f.name for f in fields(result_class) if f.metadata.get("summed"))
 
 
 @dataclass
@@ -31,14 +41,14 @@ class _SweepFigures:
     sweep_ts: int | None = None
     old_progress: int | None = None
     new_progress: int | None = None
-    entries_read: int = 0
-    cells_tombstoned: int = 0
-    sentinels_written: int = 0
-    aborted_writes_deleted: int = 0
-    transactions_aborted: int = 0
-    queue_rows_cleaned: int = 0
-    entries_skipped_dropped_tables: int = 0
-    corrupt_entries: int = 0
+    entries_read: int = summed()
+    cells_tombstoned: int = summed()
+    sentinels_written: int = summed()
+    aborted_writes_deleted: int = summed()
+    transactions_aborted: int = summed()
+    queue_rows_cleaned: int = summed()
+    entries_skipped_dropped_tables: int = summed()
+    corrupt_entries: int = summed()
     blocked_by: dict | None = None
     lock_holder: str | None = None
     duration_seconds: float = 0.0
@@ -53,17 +63,13 @@ class SweepResult(_SweepFigures):
     """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
 
 
-SUMMED_FIELDS = (
-    # the figures a run adds up over its iterations (also what a Spark job sums over its pairs)
-    "entries_read",
-    "cells_tombstoned",
-    "sentinels_written",
-    "aborted_writes_deleted",
-    "transactions_aborted",
-    "queue_rows_cleaned",
-    "entries_skipped_dropped_tables",
-    "corrupt_entries",
-)
+SUMMED_FIELDS: tuple[str, ...] = summed_fields(_SweepFigures)
+"""THE list of the figures a run adds up over its iterations (``entries_read``, ``cells_tombstoned``, ...;
+declared with :func:`summed` above). Whoever adds up sweep results (a run, a Spark job over its pairs, the
+Airflow summary, the CLI's totals, the status document's last run) takes the names from here."""
+
+RUN_TOTALS: tuple[str, ...] = ("iterations", *SUMMED_FIELDS)
+"""What adds up over several runs: their iterations and :data:`SUMMED_FIELDS`."""
 
 
 @dataclass
@@ -137,6 +143,7 @@ def holder_process_gone(holder: str | None) -> bool | None:
 
 
 __all__ = [
+    "RUN_TOTALS",
     "SUMMED_FIELDS",
     "SweepResult",
     "ShardSweepResult",
@@ -144,4 +151,6 @@ __all__ = [
     "RUN_STATUSES",
     "default_holder",
     "holder_process_gone",
+    "summed",
+    "summed_fields",
 ]

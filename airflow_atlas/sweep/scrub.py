@@ -142,7 +142,7 @@ class Scrubber:
                 if not dry_run:
                     self._kvs.delete(table, aborted[table], operation=Operation.ABORT_DELETE)
                 result.aborted_writes_deleted += len(aborted[table])
-            if strategy is SweepStrategy.NOTHING or not newest.get(table):
+            if not strategy.is_swept or not newest.get(table):
                 continue
             counts = self._deleter.sweep_cells(table, strategy, newest[table], dry_run=dry_run)
             result.cells_tombstoned += counts.cells_tombstoned

@@ -60,7 +60,7 @@ class SweepTimestampProvider:
 
     def sweep_timestamp(self, strategy: SweepStrategy | str) -> int:
         strategy = SweepStrategy.parse(strategy)
-        if strategy is SweepStrategy.NOTHING:
+        if not strategy.is_swept:
             raise InvalidInputError("tables with sweep strategy NOTHING are never swept")
         self._maybe_punch()
         immutable = self.immutable_timestamp()

@@ -72,9 +72,7 @@ class TargetedSweeper:
         return f"sweep/{SweepStrategy.parse(strategy).value.lower()}/{int(shard)}"
 
     def _check(self, shard, strategy) -> tuple[int, SweepStrategy]:
-        strategy = SweepStrategy.parse(strategy)
-        if strategy is SweepStrategy.NOTHING:
-            raise InvalidInputError("strategy NOTHING is never swept: choose CONSERVATIVE or THOROUGH")
+        strategy = SweepStrategy.parse_swept(strategy)
         check_int(shard, "shard")
         shards = self._queue.progress.get_number_of_shards()
         if not 0 <= shard < shards:
@@ -440,7 +438,7 @@ class TargetedSweeper:
                         self._kvs.delete(table, versions, operation=Operation.ABORT_DELETE)
                     result.aborted_writes_deleted += len(versions)
                 table_strategy = table_strategies.get(table, strategy) or strategy
-                if table_strategy is SweepStrategy.NOTHING:
+                if not table_strategy.is_swept:
                     result.entries_skipped_dropped_tables += len(cells)
                     cells = {}
                 if cells:

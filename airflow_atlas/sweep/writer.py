@@ -202,7 +202,7 @@ class SweepQueueWriter:
         partitions: dict[tuple[int, bool], list[tuple[WriteInfo, bytes]]] = defaultdict(list)
         for write in writes:
             strategy = strategies[write.table]
-            if strategy is SweepStrategy.NOTHING:
+            if not strategy.is_swept:
                 continue
             value = encode_write_reference(write.table, write.cell, write.is_tombstone)  # validates
             shard = 0 if shards == 1 else shard_for(write.table, write.cell, shards)

@@ -41,7 +41,7 @@ The conflict checks read the versions they walk through :class:`~airflow_atlas.t
 from __future__ import annotations
 
 from ..errors import KeyAlreadyExistsError, StoreUnavailableError, TransactionAbortedError, TransactionConflictError
-from ..kvs.api import MAX_TIMESTAMP, SENTINEL_TIMESTAMP, Cell, SweepStrategy
+from ..kvs.api import MAX_TIMESTAMP, SENTINEL_TIMESTAMP, Cell
 from ..sweep.write_info import WriteInfo
 from .conflicts import VersionWalk
 from .encoding import ABORTED
@@ -86,7 +86,7 @@ class CommitProtocol:
         infos = [
             WriteInfo(table, cell, self._start, value == b"")
             for table, cells in writes.items()
-            if m.table_metadata(table).strategy != SweepStrategy.NOTHING
+            if m.table_metadata(table).strategy.is_swept
             for cell, value in cells.items()
         ]
         if infos and m.sweep_queue is not None:

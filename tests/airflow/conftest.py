@@ -138,3 +138,11 @@ def sqlite_tables(path: str, tables: list[str] | None = None) -> dict[str, list]
         if tables is not None:
             names = [n for n in names if n[len("kvs_"):] in tables]
         return {n: sorted(db.execute(f'SELECT * FROM "{n}"').fetchall()) for n in sorted(names)}
+
+
+def import_string(path: str):
+    """``"package.module.Name"`` -> the object (the standard library's importlib, no private Airflow API)."""
+    from importlib import import_module
+
+    module, _, name = path.rpartition(".")
+    return getattr(import_module(module), name)

@@ -44,9 +44,8 @@ def statsd(monkeypatch, airflow_home):
 
     yield lines
     sock.close()
-    from airflow.sdk._shared.observability.metrics.base_stats_logger import NoStatsLogger
-
-    stats.initialize(factory=NoStatsLogger, export_legacy_names=False)
+    monkeypatch.setenv("AIRFLOW__METRICS__STATSD_ON", "False")  # metrics off again, through the same public path
+    stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
 
 
 def _metrics(lines: list[str], prefix: str) -> dict[str, tuple[float, str]]:

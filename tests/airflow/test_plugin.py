@@ -9,7 +9,9 @@ import tomllib
 
 import pytest
 
+from tests.airflow.conftest import import_string
 from tests.conftest import REPO_ROOT
+
 
 STRICT = ["-W", "error::DeprecationWarning", "-W", "error::FutureWarning", "-W", "error::PendingDeprecationWarning"]
 
@@ -45,8 +47,6 @@ def test_provider_info_matches_airflows_schema_and_the_package():
     assert info["package-name"] == project["name"]
     (conn_type,) = info["connection-types"]
     assert conn_type["connection-type"] == "atlas_embedded"
-    from airflow.sdk._shared.module_loading import import_string
-
     assert import_string(conn_type["hook-class-name"]).conn_type == "atlas_embedded"
     for section in ("hooks", "operators", "sensors", "triggers"):
         for entry in info[section]:
@@ -55,8 +55,6 @@ def test_provider_info_matches_airflows_schema_and_the_package():
 
 
 def test_entry_points_name_the_plugin_and_the_provider():
-    from airflow.sdk._shared.module_loading import import_string
-
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
     plugin_ref = project["entry-points"]["airflow.plugins"]["airflow_atlas"]
     provider_ref = project["entry-points"]["apache_airflow_provider"]["provider_info"]

@@ -67,7 +67,7 @@ class _Never:
 
 
 def _run_job(store, url: str, workdir: Path, *, shards: int, kills: int, batch_limit: int) -> dict:
-    from airflow_atlas.spark_artifact import build_engine_zip
+    from airflow_atlas.spark.artifact import build_engine_zip
 
     pairs = ",".join(f"{shard}:{s}" for shard in range(shards) for s in STRATEGIES)
     url_file = workdir / "store-url"

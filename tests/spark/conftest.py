@@ -230,7 +230,7 @@ def version_count(state: dict) -> int:
 
 @pytest.fixture(scope="session")
 def engine_zip(tmp_path_factory):
-    from airflow_atlas.spark_artifact import build_engine_zip
+    from airflow_atlas.spark.artifact import build_engine_zip
 
     return build_engine_zip(tmp_path_factory.mktemp("engine-zip"))
 

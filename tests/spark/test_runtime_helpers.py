@@ -10,7 +10,8 @@ import zipfile
 import pytest
 
 from airflow_atlas.spark.args import pairs_from_shards
-from airflow_atlas.spark_artifact import build_engine_zip, engine_files
+from airflow_atlas.spark.artifact import build_engine_zip, engine_files
+from airflow_atlas.kvs.url import redact_url, scrub
 from airflow_atlas.spark import (
     EXIT_USAGE,
     FullSweepJob,
@@ -26,8 +27,6 @@ from airflow_atlas.spark import (
     main,
     parse_pairs,
     read_store_url,
-    redact,
-    scrub,
     settings_from_spark_conf,
 )
 
@@ -95,10 +94,10 @@ def test_store_url_from_environment():
 
 def test_scrub_removes_url_and_password_in_every_spelling():
     text = f"failed to open {SECRET_URL}: bad password p@ss-W0rd (p%40ss-W0rd)"
-    out = scrub(text, SECRET_URL)
+    out = scrub(text, url=SECRET_URL)
     assert "W0rd" not in out
-    assert redact(SECRET_URL) in out
-    assert scrub("nothing secret", "sqlite:////tmp/x.db") == "nothing secret"
+    assert redact_url(SECRET_URL) in out
+    assert scrub("nothing secret", url="sqlite:////tmp/x.db") == "nothing secret"
 
 
 def test_settings_from_spark_conf():

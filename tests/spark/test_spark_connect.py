@@ -42,10 +42,10 @@ def _sessions(tmp_path) -> dict:
 @pytest.mark.cassandra
 def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store, tmp_path):
     from airflow_atlas.airflow.execution.spark import submit_function
-    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
 
     submit = submit_function(submit_targeted_sweep, connect_conn)
-    assert submit.__module__ == "airflow_atlas.airflow.spark_connect"  # chosen by the connection's type
+    assert submit.__module__ == "airflow_atlas.airflow.execution.spark_connect"  # chosen by the connection's type
     spark_side = make_store("cassandra", seed=7, transactions=60)
     task_side = make_store("cassandra", seed=7, transactions=60)
     assert cell_versions(spark_side.store) == cell_versions(task_side.store)
@@ -82,8 +82,8 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
 
 
 def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store):
-    from airflow_atlas.airflow.spark_connect import submit_targeted_sweep
-    from airflow_atlas.airflow.spark_submit import SparkSweepRefused
+    from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark import SparkSweepRefused
 
     handle = make_store("sqlite", seed=5, transactions=30)
     with pytest.raises(SparkSweepRefused) as raised:
@@ -100,7 +100,7 @@ def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store)
 def test_connect_refuses_per_job_spark_conf(connect_conn, make_store):
     from airflow.sdk.exceptions import AirflowException
 
-    from airflow_atlas.airflow.spark_connect import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
 
     with pytest.raises(AirflowException, match="spark.task.maxFailures"):
         submit_targeted_sweep({}, spark_conn_id=connect_conn, store_url="sqlite:////nonexistent.db", pairs="0:THOROUGH",

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 
 import pytest
 
@@ -27,37 +26,48 @@ ALL_PAIRS = [(shard, strategy) for shard in range(SHARDS) for strategy in STRATE
 
 
 @pytest.fixture
-def captured(monkeypatch):
-    """Everything spark-submit saw and said: the command, its output lines, the URL file's mode."""
-    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+def captured(monkeypatch, tmp_path):
+    """Everything spark-submit saw and said: its arguments, its output lines, the URL file's mode while it ran.
 
-    seen = {"commands": [], "lines": [], "url_files": {}}
-    build = SparkSubmitHook._build_spark_submit_command
-    process = SparkSubmitHook._process_spark_submit_log
+    The seam is the one the glue has: ``spark-submit`` is run by name from ``PATH``. A wrapper of that
+    name, first on ``PATH``, records and then runs the real one."""
+    import shutil
+    import sys
+    from pathlib import Path
 
-    def build_and_record(self, application):
-        cmd = build(self, application)
-        seen["commands"].append(list(cmd))
-        path = cmd[cmd.index("--store-url-file") + 1]
-        seen["url_files"][path] = stat.S_IMODE(os.stat(path).st_mode)
-        return cmd
+    real = shutil.which("spark-submit") or str(Path(sys.executable).parent / "spark-submit")
+    record = tmp_path / "spark-submit-record"
+    record.mkdir()
+    wrapper_dir = tmp_path / "wrapper-bin"
+    wrapper_dir.mkdir()
+    wrapper = wrapper_dir / "spark-submit"
+    wrapper.write_text(f"""#!/usr/bin/env bash
+printf '%s\\0' "$@" > '{record}/argv'
+prev=""
+for arg in "$@"; do
+  if [[ "$prev" == "--store-url-file" ]]; then printf '%s' "$arg" > '{record}/url_file'; stat -c %a "$arg" > '{record}/url_mode'; fi
+  prev="$arg"
+done
+'{real}' "$@" 2>&1 | tee '{record}/output'
+exit "${{PIPESTATUS[0]}}"
+""")
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper_dir}{os.pathsep}{Path(real).parent}{os.pathsep}{os.environ.get('PATH', '')}")
 
-    def process_and_record(self, itr):
-        def tee():
-            for line in itr:
-                seen["lines"].append(line)
-                yield line
+    def seen() -> dict:
+        argv = (record / "argv").read_bytes().split(b"\0")[:-1]
+        return {
+            "commands": [["spark-submit", *(a.decode() for a in argv)]],
+            "lines": (record / "output").read_text().splitlines(keepends=True),
+            "url_files": {(record / "url_file").read_text(): int((record / "url_mode").read_text().strip(), 8)},
+        }
 
-        return process(self, tee())
-
-    monkeypatch.setattr(SparkSubmitHook, "_build_spark_submit_command", build_and_record)
-    monkeypatch.setattr(SparkSubmitHook, "_process_spark_submit_log", process_and_record)
     return seen
 
 
 @pytest.mark.cassandra
 def test_spark_submit_through_hook_returns_document_without_secrets(make_store, captured, monkeypatch, capfd, tmp_path):
-    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
@@ -90,6 +100,7 @@ def test_spark_submit_through_hook_returns_document_without_secrets(make_store, 
         assert ".zip" in result["executor"]["engine_path"] and "airflow_atlas-engine-" in result["executor"]["engine_path"]
 
     # No secret anywhere: command line, spark-submit output, task logs, document.
+    captured = captured()
     (command,) = captured["commands"]
     assert command[:3] == ["spark-submit", "--master", "local[2]"]
     assert "--py-files" in command and "--store-url-file" in command
@@ -109,7 +120,7 @@ def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, 
     import sys
     from pathlib import Path
 
-    from airflow_atlas.spark_artifact import build_engine_zip
+    from airflow_atlas.spark.artifact import build_engine_zip
     from tests.conftest import REPO_ROOT
     from tests.faults import faulty_job_env
 

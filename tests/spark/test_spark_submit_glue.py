@@ -13,7 +13,7 @@ pytestmark = pytest.mark.airflow
 
 @pytest.fixture
 def glue(monkeypatch, tmp_path):
-    from airflow_atlas.airflow import spark_submit
+    from airflow_atlas.airflow.execution import spark_submit
 
     monkeypatch.delenv("AIRFLOW_CONN_SPARK_DEFAULT", raising=False)
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
@@ -25,11 +25,33 @@ def glue(monkeypatch, tmp_path):
     return spark_submit
 
 
-def test_missing_spark_default_means_local_not_yarn(glue):
-    connection = glue._resolve_connection("spark_default")
-    assert glue.master_of(connection) == glue.DEFAULT_LOCAL_MASTER == "local[*]"
+@pytest.fixture
+def submitted_master(monkeypatch, tmp_path):
+    """Submits with a hook and returns the ``--master`` it gave spark-submit: a recording ``spark-submit``
+    first on ``PATH`` (the seam the glue runs it by; no JVM) instead of the provider's private state."""
+    bin_dir = tmp_path / "fake-bin"
+    bin_dir.mkdir()
+    argv = tmp_path / "argv"
+    fake = bin_dir / "spark-submit"
+    fake.write_text(f"#!/usr/bin/env bash\nprintf '%s\\n' \"$@\" > '{argv}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+
+    def master(hook) -> str:
+        hook.submit("app.py")
+        args = argv.read_text().splitlines()
+        return args[args.index("--master") + 1]
+
+    return master
+
+
+def test_missing_spark_default_means_local_not_yarn(glue, submitted_master):
+    connection = glue.resolve_connection("spark_default")
+    from airflow_atlas.airflow.execution.spark import DEFAULT_LOCAL_MASTER
+
+    assert glue.master_of(connection) == DEFAULT_LOCAL_MASTER == "local[*]"
     hook = glue._make_hook("spark_default", connection, name="x")
-    assert hook._connection["master"] == "local[*]"
+    assert submitted_master(hook) == "local[*]"
 
 
 def test_missing_other_connection_is_an_error(glue, tmp_path):
@@ -67,12 +89,12 @@ def test_cluster_deploy_mode_is_refused(glue, monkeypatch, tmp_path):
         ({"conn_type": "spark", "host": "k8s://https://api.example:443"}, "k8s://https://api.example:443"),
     ],
 )
-def test_master_matches_the_provider(glue, monkeypatch, conn, master):
+def test_master_matches_the_provider(glue, monkeypatch, submitted_master, conn, master):
     monkeypatch.setenv("AIRFLOW_CONN_ATLAS_M", json.dumps(conn))
-    connection = glue._resolve_connection("atlas_m")
+    connection = glue.resolve_connection("atlas_m")
     assert glue.master_of(connection) == master
     if not master.startswith("k8s"):  # the k8s client library is not installed here
-        assert glue._make_hook("atlas_m", connection)._connection["master"] == master
+        assert submitted_master(glue._make_hook("atlas_m", connection)) == master
 
 
 def test_bad_arguments_fail_before_submitting(glue):
@@ -87,6 +109,7 @@ def test_bad_arguments_fail_before_submitting(glue):
 def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
     import sys
 
+    from airflow_atlas.airflow.execution.spark import cluster_options
     from airflow_atlas.airflow.settings import AtlasSettings
 
     default = glue.submit_conf()
@@ -96,7 +119,7 @@ def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
         "spark_executor_python": "./env/bin/python",
         "spark_driver_host": "127.0.0.1",
     })
-    conf = glue.submit_conf(**glue.cluster_options(settings), extra_conf={"spark.executor.cores": "2"})
+    conf = glue.submit_conf(**cluster_options(settings), extra_conf={"spark.executor.cores": "2"})
     assert conf["spark.pyspark.python"] == "./env/bin/python" and conf["spark.driver.host"] == "127.0.0.1"
     assert conf["spark.dynamicAllocation.enabled"] == "false" and conf["spark.archives"] == "env.tgz#env"
     assert conf["spark.executor.cores"] == "2"  # the caller's extra_conf wins over the setting

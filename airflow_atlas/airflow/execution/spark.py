@@ -1,6 +1,11 @@
-"""Sweep as Spark applications: the ONE submission helper the targeted and full-sweep operators share
-(:class:`SparkSubmission`: store URL through the hook, the Spark-on-a-cluster settings, ``on_kill``), and
-the targeted sweep of a group's targets (:func:`sweep_on_spark`).
+"""The ``spark`` execution mode, shared by its two submission paths: sweep as Spark applications.
+
+* :class:`SparkSubmission` - the ONE submission helper the targeted and full-sweep operators share (store
+  URL through the hook, the Spark-on-a-cluster settings, ``on_kill``);
+* :func:`sweep_on_spark` - the targeted sweep of a group's targets as one application;
+* what both paths share: the errors (:class:`SparkSweepFailed`, :class:`SparkSweepRefused`,
+  :func:`raise_for_document`), the Spark connection (:func:`resolve_connection`), the artifact directory and
+  the running applications ``on_kill`` stops (:func:`killable`, :func:`kill_submission`).
 
 Leases in Spark mode are **handed over**, not kept: the Airflow task releases the group's leases right
 before the submission, and each Spark task takes its pair's lock itself, as the holder
@@ -11,16 +16,149 @@ in between comes back ``skipped_locked``, never swept twice at once.
 
 **Which submission path** (:func:`submit_function`): the Spark connection the settings name
 (``spark_conn_id``) decides. A connection of type ``spark_connect`` runs the job on that long-lived Spark
-Connect server (:mod:`airflow_atlas.airflow.spark_connect`), any other through ``spark-submit``
-(:mod:`airflow_atlas.airflow.spark_submit`). Same job code, same document, same errors.
+Connect server (:mod:`.spark_connect`), any other through ``spark-submit`` (:mod:`.spark_submit`). Same
+job code, same document, same errors.
 """
 from __future__ import annotations
 
-from typing import Callable
+import contextlib
+import json
+import logging
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.execution.in_task import SweepOptions
 from airflow_atlas.airflow.targets import SweepTarget
+from airflow_atlas.kvs.url import scrub
 from airflow_atlas.spark import JobDocument
+
+log = logging.getLogger(__name__)
+
+DEFAULT_SPARK_CONN_ID = "spark_default"
+DEFAULT_LOCAL_MASTER = "local[*]"
+ARTIFACT_DIR_ENV = "ATLAS_SPARK_ARTIFACT_DIR"
+CONNECT_CONN_TYPE = "spark_connect"
+"""The connection type that selects the Spark Connect path."""
+
+_RUNNING: dict[str, Any] = {}
+_RUNNING_LOCK = threading.Lock()
+
+
+class SparkSweepFailed(AirflowException):
+    """The Spark application ran but some shard/range failed (or it produced no document).
+
+    ``document`` is the job's :class:`~airflow_atlas.spark.JobDocument` when there is one (secrets redacted)."""
+
+    def __init__(self, message: str, document: JobDocument | None = None):
+        super().__init__(message)
+        self.document = document
+
+
+class SparkSweepRefused(SparkSweepFailed, AirflowFailException):
+    """The application failed in a way retrying cannot fix (bad input, an executor environment that
+    cannot run the engine): an ``AirflowFailException``, so Airflow does not retry the task.
+    ``document`` as in :class:`SparkSweepFailed`."""
+
+
+def raise_for_document(kind: str, document: JobDocument, store_url: str, *, failed: bool = False) -> None:
+    """The error taxonomy of a finished application (both submission paths): :class:`SparkSweepRefused`
+    when nothing that failed is retriable, :class:`SparkSweepFailed` when something failed (or ``failed``:
+    the submission itself reported an error), else nothing."""
+    if not failed and document.ok:
+        return
+    reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
+    message = scrub(f"Spark {kind} application failed: {reason}", url=store_url)
+    if document.retriable is False:
+        raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
+    raise SparkSweepFailed(message, document)
+
+
+def cluster_options(settings) -> dict:
+    """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments of the submit functions."""
+    return {
+        "spark_conf": dict(settings.spark_conf),
+        "executor_python": settings.spark_executor_python,
+        "driver_host": settings.spark_driver_host,
+    }
+
+
+def artifact_dir() -> Path:
+    """Where the engine zip (and the Connect session ids) are kept: ``$ATLAS_SPARK_ARTIFACT_DIR``, default
+    ``<tmp>/airflow-atlas-spark``."""
+    return Path(os.environ.get(ARTIFACT_DIR_ENV) or Path(tempfile.gettempdir()) / "airflow-atlas-spark")
+
+
+def resolve_connection(spark_conn_id: str):
+    """The Spark connection, or a ``local[*]`` one for a missing ``spark_default``."""
+    from airflow.sdk import BaseHook, Connection
+
+    try:
+        return BaseHook.get_connection(spark_conn_id)
+    except Exception as exc:
+        if type(exc).__name__ != "AirflowNotFoundException":
+            raise
+        if spark_conn_id != DEFAULT_SPARK_CONN_ID:
+            raise AirflowException(
+                f"Spark connection {spark_conn_id!r} is not defined (refusing the Spark provider's silent YARN "
+                "fallback): create it, e.g. conn_type 'spark' with host 'local[*]', 'spark://host:7077', 'yarn' "
+                "or 'k8s://https://host:443'"
+            ) from None
+        log.warning(
+            "Spark connection %r is not defined: using master %s (define the connection to choose a cluster)",
+            spark_conn_id,
+            DEFAULT_LOCAL_MASTER,
+        )
+        return Connection(conn_id=spark_conn_id, conn_type="spark", host=DEFAULT_LOCAL_MASTER)
+
+
+def _task_key(context: Mapping | None) -> str:
+    ti = (context or {}).get("ti") or (context or {}).get("task_instance")
+    if ti is None:
+        return f"pid-{os.getpid()}-{threading.get_ident()}"
+    return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{getattr(ti, 'map_index', -1)}"
+
+
+@contextlib.contextmanager
+def killable(context: Mapping | None, handle) -> Iterator[None]:
+    """While the block runs, :func:`kill_submission` of this task calls ``handle.on_kill()`` (a
+    ``SparkSubmitHook``, or the Connect path's job tag)."""
+    key = _task_key(context)
+    with _RUNNING_LOCK:
+        _RUNNING[key] = handle
+    try:
+        yield
+    finally:
+        with _RUNNING_LOCK:
+            if _RUNNING.get(key) is handle:
+                _RUNNING.pop(key, None)
+
+
+def kill_submission(context: Mapping | None) -> bool:
+    """Kill the spark-submit (or the Spark Connect job) started by this task (call from an operator's ``on_kill``)."""
+    with _RUNNING_LOCK:
+        handle = _RUNNING.get(_task_key(context))
+    if handle is None:
+        return False
+    handle.on_kill()
+    return True
+
+
+def submit_function(submit: Callable, spark_conn_id: str) -> Callable:
+    """The submission function of ``submit``'s kind (``spark_submit.submit_targeted_sweep`` /
+    ``submit_full_sweep``) for the path the connection ``spark_conn_id`` selects (module doc)."""
+    from airflow_atlas.airflow.execution import spark_connect, spark_submit
+
+    if resolve_connection(spark_conn_id).conn_type != CONNECT_CONN_TYPE:
+        return submit
+    return {
+        spark_submit.submit_targeted_sweep: spark_connect.submit_targeted_sweep,
+        spark_submit.submit_full_sweep: spark_connect.submit_full_sweep,
+    }.get(submit, submit)
 
 
 class SparkSubmission:
@@ -35,7 +173,6 @@ class SparkSubmission:
         hook; it holds the password and goes to the Spark helper only), the engine settings and the
         Spark-on-a-cluster settings of ``settings`` (an ``AtlasSettings``)."""
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
-        from airflow_atlas.airflow.spark_submit import cluster_options
 
         with AtlasHook(store_conn_id) as hook:
             url = hook.get_store_url()
@@ -55,30 +192,14 @@ class SparkSubmission:
     def kill(self) -> bool:
         if self._context is None:
             return False
-        from airflow_atlas.airflow.spark_submit import kill_submission
-
         return kill_submission(self._context)
-
-
-def submit_function(submit: Callable, spark_conn_id: str) -> Callable:
-    """The submission function of ``submit``'s kind (``spark_submit.submit_targeted_sweep`` /
-    ``submit_full_sweep``) for the path the connection ``spark_conn_id`` selects (module doc)."""
-    from airflow_atlas.airflow import spark_connect, spark_submit
-
-    if spark_submit._resolve_connection(spark_conn_id).conn_type != spark_connect.CONNECT_CONN_TYPE:
-        return submit
-    return {
-        spark_submit.submit_targeted_sweep: spark_connect.submit_targeted_sweep,
-        spark_submit.submit_full_sweep: spark_connect.submit_full_sweep,
-    }.get(submit, submit)
 
 
 def sweep_on_spark(submission: SparkSubmission, context, store, targets: list[SweepTarget], options: SweepOptions,
                    **submit_args) -> tuple[list[SweepTarget], JobDocument | None]:
     """One Spark application for the targets whose lock was acquired (the others are ``skipped_locked``);
     returns the targets with their ``result`` (the Spark task's result) and the document."""
-    from airflow_atlas.airflow.operators.locks import release_own
-    from airflow_atlas.airflow.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
 
     skipped = [t.skipped(t.held_by) for t in targets if t.acquired is False]
     pairs = [t for t in targets if t.acquired is not False]
@@ -86,7 +207,7 @@ def sweep_on_spark(submission: SparkSubmission, context, store, targets: list[Sw
         return skipped, None
     for target in pairs:  # the hand-over (module doc)
         if target.lease() is not None:
-            release_own(store, target.lock_name, target.holder)
+            store.locks.release_held_by(target.lock_name, target.holder)
     timestamps = {t.strategy: t.sweep_ts for t in pairs if t.sweep_ts is not None}
     document = submission.run(
         context,

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
 from airflow_atlas.airflow.xcom import to_xcom
-from airflow_atlas.airflow.settings import EXECUTION_MODES
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import ScanRange, SweepStrategy
+from airflow_atlas.kvs.api import ScanRange
 
 
 def scan_range_to_json(scan_range: ScanRange) -> dict:
@@ -61,17 +61,15 @@ class PlanFullSweepOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings):
         known = store.user_tables()
-        tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s is not SweepStrategy.NOTHING)
+        tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s.is_swept)
         unknown = sorted(set(tables) - set(known))
         if unknown:
             raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}; tables: {', '.join(sorted(known)) or 'none'}")
-        never = [t for t in tables if known[t] is SweepStrategy.NOTHING]
+        never = [t for t in tables if not known[t].is_swept]
         if never:
             raise InvalidInputError(f"table(s) {', '.join(never)} have sweep strategy NOTHING and are never swept")
         timestamps = store.sweep_timestamps.all()
-        mode = self.execution_mode or settings.execution_mode
-        if mode == "auto":  # no queue backlog to judge a scan by: a full sweep runs in the task
-            mode = "in_task"
+        mode = run_mode(self.execution_mode or settings.execution_mode)
         parts = int(self.parts or settings.full_sweep_parts)
         out: list[FullSweepPart] = []
         for table in tables:
@@ -98,7 +96,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
     :param batch_size: cells per delete batch; default setting ``full_sweep_batch_size`` (templated).
     :param dry_run: report what would be deleted, delete nothing (templated).
     :param execution_mode: ``"in_task"`` or ``"spark"`` (one Spark job for the table, via
-        ``airflow_atlas.airflow.spark_submit.submit_full_sweep``; ``"auto"`` means ``"in_task"``); default
+        ``airflow_atlas.airflow.execution.spark_submit.submit_full_sweep``; ``"auto"`` means ``"in_task"``); default
         setting ``execution_mode``.
     :param spark_conn_id: default setting ``spark_conn_id``.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
@@ -147,13 +145,9 @@ class FullTableSweepOperator(AtlasBaseOperator):
         self.spark_conn_id = spark_conn_id
 
     def execute_with_store(self, context, store, settings):
-        mode = self.execution_mode or settings.execution_mode
-        if mode not in EXECUTION_MODES:
-            raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
-        if mode == "auto":  # no queue backlog to judge a scan by: a full sweep runs in the task
-            mode = "in_task"
+        mode = run_mode(self.execution_mode or settings.execution_mode)
         strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
-        if strategy is SweepStrategy.NOTHING:
+        if not strategy.is_swept:
             raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
         sweep_ts = int(self.sweep_ts) if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
         batch_size = int(self.batch_size or settings.full_sweep_batch_size)
@@ -184,7 +178,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         ))
 
     def _sweep_spark(self, context, settings, strategy, batch_size: int, dry_run: bool) -> FullSweepResult:
-        from airflow_atlas.airflow.spark_submit import submit_full_sweep
+        from airflow_atlas.airflow.execution.spark_submit import submit_full_sweep
 
         document = self._submission.run(
             context,

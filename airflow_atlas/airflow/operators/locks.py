@@ -113,12 +113,7 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
         for target in normalize_targets(self.targets, self.shard, self.strategy):
             name = target.lock_name
             holder = self.holder or holder_for(context, target)
-            released = release_own(store, name, holder)
+            released = store.locks.release_held_by(name, holder)
             self.log.info("%s: %s", name, "released" if released else f"not held by {holder}")
             out.append(LockRelease(target.shard, target.strategy, name, released))
         return to_xcom(out)
-
-
-def release_own(store, name: str, holder: str) -> bool:
-    """Release ``name`` if ``holder`` holds it (:meth:`~airflow_atlas.locks.LockService.release_if_held`)."""
-    return bool(store.locks.release_if_held(name, holder))

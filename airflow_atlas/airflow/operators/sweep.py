@@ -9,16 +9,16 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.reports import swept_tables
+from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
 from airflow_atlas.airflow.execution.spark import SparkSubmission, sweep_on_spark
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.airflow.operators.locks import release_own
 from airflow_atlas.airflow.results import SweepSummary
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
 from airflow_atlas.config import check_setting
-from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
 class SweepShardOperator(AtlasBaseOperator):
@@ -159,15 +159,11 @@ class SweepShardOperator(AtlasBaseOperator):
         planned = {t.execution_mode for t in targets if t.execution_mode is not None}
         if len(planned) > 1:
             raise InvalidInputError(f"the targets of one task were planned for different execution modes: {sorted(planned)}")
-        mode = self.execution_mode or next(iter(planned), None) or settings.execution_mode
-        if mode == "auto" and self.execution_mode is None:
-            return "in_task"  # auto is decided by the plan task; without one a group sweeps in the task
-        if mode not in SWEEP_MODES:
-            raise InvalidInputError(
-                f"execution_mode must be one of {', '.join(SWEEP_MODES)}, got {mode!r} "
-                "(auto is decided once per group by the plan task, PlanTargetedSweepOperator)"
-            )
-        return mode
+        why = " (auto is decided once per group by the plan task, PlanTargetedSweepOperator)"
+        if self.execution_mode == "auto":
+            raise InvalidInputError(f"execution_mode must be one of {', '.join(SWEEP_MODES)}, got 'auto'{why}")
+        # auto from the setting without a plan task: the group sweeps in the task
+        return run_mode(self.execution_mode or next(iter(planned), None) or settings.execution_mode, why=why)
 
     def _options(self, settings) -> SweepOptions:
         # None or 0 (what a form pushes to XCom for "empty") means: the setting.
@@ -194,7 +190,7 @@ class SweepShardOperator(AtlasBaseOperator):
             with AtlasHook(conn_id, config=config) as hook:
                 store = hook.get_store()
                 for lease in leases:
-                    released = release_own(store, lease.name, lease.holder)
+                    released = store.locks.release_held_by(lease.name, lease.holder)
                     self.log.warning("task killed: released %s (%s)", lease.name, released)
         except Exception as exc:  # the leases expire on their own
             self.log.warning("task killed: could not release %d lease(s), they expire on their own: %s", len(leases), exc)

@@ -6,10 +6,10 @@ from typing import Any
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.results import SweepTimestamps
 from airflow_atlas.airflow.xcom import to_xcom
-from airflow_atlas.airflow.settings import EXECUTION_MODES, SWEEPABLE
+from airflow_atlas.airflow.settings import EXECUTION_MODES
 from airflow_atlas.airflow.targets import SweepTarget, as_int, batches
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 
 
 class ComputeSweepTimestampsOperator(AtlasBaseOperator):
@@ -37,7 +37,7 @@ class ComputeSweepTimestampsOperator(AtlasBaseOperator):
         timestamps = SweepTimestamps(store.sweep_timestamps.all())
         self.log.info("sweep timestamps: %s", timestamps.timestamps)
         if self.explain:
-            explanations = {s: store.sweep_timestamps.explain(s) for s in SWEEPABLE}
+            explanations = {s: store.sweep_timestamps.explain(s) for s in SWEEPABLE_STRATEGY_NAMES}
             for strategy, why in explanations.items():
                 self.log.info("%s sweep timestamp limited by %s: %s", strategy, why.get("limited_by"), why)
             context["ti"].xcom_push(key="explain", value=to_xcom(explanations))
@@ -108,10 +108,11 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         bad = [s for s in shards if not 0 <= s < count]
         if bad:
             raise InvalidInputError(f"shard(s) {bad} out of range: the store has {count} shard(s) (0..{count - 1})")
-        strategies = [SweepStrategy.parse(s).value for s in (self.strategies or settings.strategies)]
-        never = [s for s in strategies if s not in SWEEPABLE]
+        parsed = [SweepStrategy.parse(s) for s in (self.strategies or settings.strategies)]
+        never = [s.value for s in parsed if not s.is_swept]
         if never:
             raise InvalidInputError(f"strategy {never[0]} is never swept: use CONSERVATIVE and/or THOROUGH")
+        strategies = [s.value for s in parsed]
         timestamps = self.sweep_timestamps or store.sweep_timestamps.all()
         skip_idle = settings.skip_idle_shards if self.skip_idle is None else bool(self.skip_idle)
         targets = []

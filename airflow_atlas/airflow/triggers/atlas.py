@@ -52,10 +52,10 @@ def check_lock_free(store, lock: str) -> dict | None:
 def _strategies(strategy: str | None) -> list[str]:
     if strategy is None or str(strategy).upper() in ("", "ALL"):
         return list(SWEEPABLE_STRATEGY_NAMES)
-    value = SweepStrategy.parse(strategy).value
-    if value not in SWEEPABLE_STRATEGY_NAMES:
-        raise InvalidInputError(f"strategy {value} is never swept: use CONSERVATIVE, THOROUGH or ALL")
-    return [value]
+    value = SweepStrategy.parse(strategy)
+    if not value.is_swept:
+        raise InvalidInputError(f"strategy {value.value} is never swept: use CONSERVATIVE, THOROUGH or ALL")
+    return [value.value]
 
 
 # ----- triggers ------------------------------------------------------------------------------------

@@ -40,6 +40,7 @@ from ...errors import (
     StoreUnavailableError,
     TableNotFoundError,
 )
+from ..url import scrub
 
 MAX_MESSAGE = 600
 UNAVAILABLE_HINT = (
@@ -86,9 +87,7 @@ def access_error(exc: BaseException, op: str, where: str, detail: str) -> Except
     return None
 
 
-def scrub(text: str, secrets: Sequence[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, "***")
+def _shorten(text: str) -> str:
     if len(text) > MAX_MESSAGE:
         text = text[:MAX_MESSAGE] + "..."
     return text
@@ -100,7 +99,7 @@ def translate(
     """The engine error for a driver exception raised by ``op`` (on ``table`` of ``keyspace``)."""
     where = f" on table {table!r}" if table else ""
     where += f" (keyspace {keyspace!r})" if keyspace else ""
-    detail = scrub(f"{type(exc).__name__}: {exc}", secrets)
+    detail = _shorten(scrub(f"{type(exc).__name__}: {exc}", secrets))
     denied = access_error(exc, op, where, detail)
     if denied is not None:
         return denied

@@ -106,6 +106,36 @@ def test_hook_opens_the_embedded_store_from_an_env_connection(monkeypatch, tmp_p
     assert not ok
 
 
+def _sockets_to(host: str, port: int) -> list:
+    """Duplicates of this process's TCP sockets connected to ``host:port`` (read from ``/proc/self/fd`` with
+    public socket calls, not through the driver's private attributes)."""
+    import os
+    import socket
+
+    found = []
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if not os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                continue
+            dup = os.dup(int(name))
+        except OSError:
+            continue
+        try:
+            sock = socket.socket(fileno=dup)
+        except OSError:
+            os.close(dup)
+            continue
+        try:
+            peer = sock.getpeername() if sock.type == socket.SOCK_STREAM else None
+        except OSError:
+            peer = None
+        if peer is not None and peer[:2] == (socket.gethostbyname(host), int(port)):
+            found.append(sock)
+        else:
+            sock.close()
+    return found
+
+
 @pytest.mark.airflow
 @pytest.mark.cassandra
 def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_node, fresh_keyspace):
@@ -117,6 +147,10 @@ def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_n
         json.dumps({"conn_type": "cassandra", "host": host, "port": port, "schema": fresh_keyspace,
                     "extra": {"load_balancing_policy": "TokenAwarePolicy"}}),
     )
+    before = set()
+    for s in _sockets_to(host, port):
+        before.add(s.getsockname())
+        s.close()
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # the provider's legacy-parameter warning is handled
         with AtlasHook("atlas_hook_cas") as hook:
@@ -131,8 +165,12 @@ def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_n
             import socket
 
             assert (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) in cluster.sockopts
-            live = cluster.control_connection._connection._socket
-            assert live.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+            # The Cluster's open connections, seen through this process's fds (those the fixtures opened before
+            # are not the hook's).
+            live = [s for s in _sockets_to(host, port) if s.getsockname() not in before]
+            assert live and all(s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0 for s in live)
+            for s in live:
+                s.close()  # our duplicates only
         assert cluster.is_shutdown  # closing the hook shuts the Cluster down
 
 

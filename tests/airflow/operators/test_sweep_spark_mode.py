@@ -1,5 +1,5 @@
 """execution_mode="spark": the same DAG, each group of pairs swept by one real Spark application
-(spark-submit on local[2]) through airflow_atlas.airflow.spark_submit."""
+(spark-submit on local[2]) through airflow_atlas.airflow.execution.spark_submit."""
 from __future__ import annotations
 
 import json

@@ -10,13 +10,12 @@ import time
 import pytest
 
 from airflow_atlas.airflow.triggers.atlas import LockFreeTrigger, SweepableWorkTrigger, SweepTimestampTrigger
+from tests.airflow.conftest import import_string
 
 CONN = "atlas_trigger_test"
 
 
 def roundtrip(trigger):
-    from airflow.sdk._shared.module_loading import import_string
-
     classpath, kwargs = trigger.serialize()
     assert len(json.dumps(kwargs)) < 400  # small: stored in the metadata DB per deferred task
     clone = import_string(classpath)(**kwargs)

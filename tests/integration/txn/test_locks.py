@@ -95,6 +95,19 @@ def test_refresh_extends_and_expired_lease_is_not_revived(locks, name, clock):
         locks.refresh(lease, 5)
 
 
+def test_release_held_by_releases_only_that_holders_lock_whatever_its_token(locks, name, clock):
+    assert locks.release_held_by(name, "alice") is False  # never taken
+    first = locks.acquire(name, "alice", 10)
+    again = locks.acquire(name, "alice", 10)  # a retried task of the same holder: a new token
+    assert again.token != first.token
+    assert locks.release_held_by(name, "bob") is False and locks.describe(name).holder == "alice"
+    assert locks.release_held_by(name, "alice") is True
+    assert not locks.describe(name).held
+    assert locks.release_held_by(name, "alice") is False  # idempotent
+    locks.acquire(name, "bob", 10)
+    assert locks.release_held_by(name, "alice") is False and locks.describe(name).holder == "bob"
+
+
 def test_fencing_tokens_strictly_increase(locks, name, clock):
     tokens = []
     for i in range(6):
@@ -156,14 +169,3 @@ def test_acquire_waiting_gets_a_lock_freed_before_the_deadline(kvs, name):
     threading.Timer(0.3, lambda: locks.release(alice)).start()
     bob = locks.acquire_waiting(name, "bob", 30, 10)
     assert bob is not None and bob.holder == "bob" and bob.token == alice.token + 1
-
-
-def test_release_if_held_releases_only_the_holders_lock(locks, name):
-    assert locks.release_if_held(name, "alice") is False  # never taken
-    locks.acquire(name, "alice", 10)
-    assert locks.release_if_held(name, "bob") is False
-    assert locks.describe(name).holder == "alice"
-    locks.acquire(name, "alice", 10)  # a retry re-acquired: another token, same holder
-    assert locks.release_if_held(name, "alice") is True
-    assert locks.describe(name).holder is None
-    assert locks.release_if_held(name, "alice") is False

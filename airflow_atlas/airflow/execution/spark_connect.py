@@ -1,9 +1,9 @@
 """Submitting the sweep jobs to a long-lived Spark application through **Spark Connect** (the Spark
 provider's ``spark_connect`` connection type and :class:`SparkConnectHook`).
 
-Same signatures, same result and same errors as :mod:`airflow_atlas.airflow.spark_submit`; which of the
-two runs is decided by the Spark connection the settings name (``spark_conn_id``): a connection of type
-``spark_connect`` (e.g. host ``sc://127.0.0.1``, port ``15002``; ``scripts/spark.sh connect-start``)
+Same signatures, same result and same errors as :mod:`.spark_submit` (what both share is in :mod:`.spark`);
+which of the two runs is decided by the Spark connection the settings name (``spark_conn_id``): a connection
+of type ``spark_connect`` (e.g. host ``sc://127.0.0.1``, port ``15002``; ``scripts/spark.sh connect-start``)
 runs here, any other through ``spark-submit`` (:func:`airflow_atlas.airflow.execution.spark.submit_function`).
 
 What a submission does: opens the engine's Connect session (:func:`airflow_atlas.spark.connect.open_session`:
@@ -31,23 +31,20 @@ from typing import Any, Mapping, Sequence
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs, redact, scrub
-from airflow_atlas.spark.args import settings_from_spark_conf
-from airflow_atlas.spark_artifact import build_engine_zip
-
-from .spark_submit import (
-    _RUNNING,
-    _RUNNING_LOCK,
+from airflow_atlas.airflow.execution.spark import (
+    CONNECT_CONN_TYPE,
     SparkSweepFailed,
-    _resolve_connection,
-    _task_key,
     artifact_dir,
+    killable,
     raise_for_document,
+    resolve_connection,
 )
+from airflow_atlas.kvs.url import redact_url, scrub
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
+from airflow_atlas.spark.args import settings_from_spark_conf
+from airflow_atlas.spark.artifact import build_engine_zip
 
 log = logging.getLogger(__name__)
-
-CONNECT_CONN_TYPE = "spark_connect"
 
 
 class _ConnectRun:
@@ -89,7 +86,7 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
     if not isinstance(store_url, str) or not store_url.strip():
         raise ValueError("store_url is required")
     started = time.monotonic()
-    connection = _resolve_connection(spark_conn_id)
+    connection = resolve_connection(spark_conn_id)
     if connection.conn_type != CONNECT_CONN_TYPE:
         raise AirflowException(f"Spark connection {spark_conn_id!r} is of type {connection.conn_type!r}, not {CONNECT_CONN_TYPE!r}")
     extra = {str(k): v for k, v in (extra_conf or {}).items()}
@@ -106,33 +103,27 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
     job_settings = {**(settings or {}), **settings_from_spark_conf((k, str(v)) for k, v in extra.items())}
     remote = connect_url(connection)
     zip_path = build_engine_zip(artifact_dir())
-    key = _task_key(context)
     log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s",
-             kind, remote.split(";")[0], spark_conn_id, redact(store_url), zip_path.rsplit("/", 1)[-1])
+             kind, remote.split(";")[0], spark_conn_id, redact_url(store_url), zip_path.rsplit("/", 1)[-1])
     with connect_client_mode():  # the Connect client mode must not leak into later spark-submits
         try:
             spark = open_session(remote, zip_path, _session_file(remote, zip_path))
         except Exception as exc:
             raise SparkSweepFailed(
                 f"Spark Connect server {remote.split(';')[0]} (connection {spark_conn_id!r}) refused the session: "
-                f"{scrub(str(exc), store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
+                f"{scrub(str(exc), url=store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
             ) from None
         tag = f"atlas-{uuid.uuid4().hex}"
-        run = _ConnectRun(spark, tag)
-        with _RUNNING_LOCK:
-            _RUNNING[key] = run
         wall = time.time()
         spark.addTag(tag)
         try:
-            try:
-                document = run_job(spark, job, store_url=store_url.strip(), settings=job_settings)
-            except Exception as exc:  # the job failed as a whole: classified like the job scripts do
-                document = failure_document(job.name, store_url, exc, wall)
+            with killable(context, _ConnectRun(spark, tag)):
+                try:
+                    document = run_job(spark, job, store_url=store_url.strip(), settings=job_settings)
+                except Exception as exc:  # the job failed as a whole: classified like the job scripts do
+                    document = failure_document(job.name, store_url, exc, wall)
         finally:
             spark.removeTag(tag)
-            with _RUNNING_LOCK:
-                if _RUNNING.get(key) is run:
-                    _RUNNING.pop(key, None)
             # Close this client's channel (the server-side session stays, for the next submission): an open
             # client cleans up at interpreter exit with retried RPCs, which held a process for ~10 min
             # once the server was gone (and would release the shared session while it is up).
@@ -168,7 +159,7 @@ def submit_targeted_sweep(
     driver_host: str | None = None,
 ) -> JobDocument:
     """The targeted sweep of ``pairs`` on the Connect server of ``spark_conn_id`` (arguments as
-    :func:`airflow_atlas.airflow.spark_submit.submit_targeted_sweep`)."""
+    :func:`airflow_atlas.airflow.execution.spark_submit.submit_targeted_sweep`)."""
     from airflow_atlas.spark import TargetedSweepJob
 
     job = TargetedSweepJob(pairs=parse_pairs(pairs), batch_limit=None if batch_limit is None else int(batch_limit),

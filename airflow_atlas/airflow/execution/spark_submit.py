@@ -1,4 +1,5 @@
-"""Submitting the sweep PySpark jobs from Airflow tasks (Spark provider's ``SparkSubmitHook``).
+"""The ``spark`` execution mode through ``spark-submit`` (the Spark provider's ``SparkSubmitHook``); the
+other path is :mod:`.spark_connect`, what both share is in :mod:`.spark`.
 
 Two functions, called from operators (``execution_mode="spark"``) and the targeted-sweep DAG's shard
 groups; each runs ONE Spark application and returns its result document (a :class:`~airflow_atlas.spark.JobDocument`)::
@@ -12,10 +13,10 @@ groups; each runs ONE Spark application and returns its result document (a :clas
 What they do:
 
 * the hook is built inside the call (it reads its connection in ``__init__``). A missing
-  ``spark_default`` connection means ``local[*]`` (:data:`DEFAULT_LOCAL_MASTER`) - never the provider's
+  ``spark_default`` connection means ``local[*]`` (:data:`.spark.DEFAULT_LOCAL_MASTER`) - never the provider's
   silent YARN fallback; any other missing connection id is an error;
 * the engine reaches the driver and executors as the zip from
-  :func:`airflow_atlas.spark_artifact.build_engine_zip` (``--py-files``), cached by content hash in
+  :func:`airflow_atlas.spark.artifact.build_engine_zip` (``--py-files``), cached by content hash in
   ``$ATLAS_SPARK_ARTIFACT_DIR`` (default ``<tmp>/airflow-atlas-spark``);
 * the store URL goes through a 0600 file in a private temporary directory (``--store-url-file``),
   deleted afterwards: it is never on the command line, in the logs or in the returned document
@@ -46,49 +47,25 @@ import os
 import shutil
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException
 
-from airflow_atlas.spark_artifact import build_engine_zip
-from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs, redact, scrub
+from airflow_atlas.airflow.execution.spark import (
+    DEFAULT_SPARK_CONN_ID,
+    SparkSweepFailed,
+    artifact_dir,
+    killable,
+    raise_for_document,
+    resolve_connection,
+)
+from airflow_atlas.kvs.url import redact_url, scrub
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
+from airflow_atlas.spark.artifact import build_engine_zip
 
 log = logging.getLogger(__name__)
-
-DEFAULT_SPARK_CONN_ID = "spark_default"
-DEFAULT_LOCAL_MASTER = "local[*]"
-ARTIFACT_DIR_ENV = "ATLAS_SPARK_ARTIFACT_DIR"
-
-_RUNNING: dict[str, Any] = {}
-_RUNNING_LOCK = threading.Lock()
-
-
-class SparkSweepFailed(AirflowException):
-    """The Spark application ran but some shard/range failed (or it produced no document).
-
-    ``document`` is the job's :class:`~airflow_atlas.spark.JobDocument` when there is one (secrets redacted)."""
-
-    def __init__(self, message: str, document: JobDocument | None = None):
-        super().__init__(message)
-        self.document = document
-
-
-class SparkSweepRefused(SparkSweepFailed, AirflowFailException):
-    """The application failed in a way retrying cannot fix (bad input, an executor environment that
-    cannot run the engine): an ``AirflowFailException``, so Airflow does not retry the task.
-    ``document`` as in :class:`SparkSweepFailed`."""
-
-
-def cluster_options(settings) -> dict:
-    """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments of the submit functions."""
-    return {
-        "spark_conf": dict(settings.spark_conf),
-        "executor_python": settings.spark_executor_python,
-        "driver_host": settings.spark_driver_host,
-    }
 
 
 def submit_conf(
@@ -115,10 +92,6 @@ def submit_conf(
 
 
 # ----- helpers --------------------------------------------------------------------------------------
-def artifact_dir() -> Path:
-    return Path(os.environ.get(ARTIFACT_DIR_ENV) or Path(tempfile.gettempdir()) / "airflow-atlas-spark")
-
-
 def job_script(name: str) -> str:
     """Absolute path of ``spark_jobs/<name>`` (installed package or source checkout)."""
     candidates = []
@@ -137,13 +110,6 @@ def job_script(name: str) -> str:
     raise FileNotFoundError(f"Spark job script {name} not found (looked in {', '.join(map(str, candidates))})")
 
 
-def _task_key(context: Mapping | None) -> str:
-    ti = (context or {}).get("ti") or (context or {}).get("task_instance")
-    if ti is None:
-        return f"pid-{os.getpid()}-{threading.get_ident()}"
-    return f"{ti.dag_id}/{ti.task_id}/{ti.run_id}/{getattr(ti, 'map_index', -1)}"
-
-
 def _app_name(kind: str, context: Mapping | None) -> str:
     ti = (context or {}).get("ti") or (context or {}).get("task_instance")
     if ti is None:
@@ -153,29 +119,6 @@ def _app_name(kind: str, context: Mapping | None) -> str:
     if map_index is not None and map_index >= 0:
         name += f"-{map_index}"
     return name[:200]
-
-
-def _resolve_connection(spark_conn_id: str):
-    """The Spark connection, or a ``local[*]`` one for a missing ``spark_default``."""
-    from airflow.sdk import BaseHook, Connection
-
-    try:
-        return BaseHook.get_connection(spark_conn_id)
-    except Exception as exc:
-        if type(exc).__name__ != "AirflowNotFoundException":
-            raise
-        if spark_conn_id != DEFAULT_SPARK_CONN_ID:
-            raise AirflowException(
-                f"Spark connection {spark_conn_id!r} is not defined (refusing the Spark provider's silent YARN "
-                "fallback): create it, e.g. conn_type 'spark' with host 'local[*]', 'spark://host:7077', 'yarn' "
-                "or 'k8s://https://host:443'"
-            ) from None
-        log.warning(
-            "Spark connection %r is not defined: using master %s (define the connection to choose a cluster)",
-            spark_conn_id,
-            DEFAULT_LOCAL_MASTER,
-        )
-        return Connection(conn_id=spark_conn_id, conn_type="spark", host=DEFAULT_LOCAL_MASTER)
 
 
 def master_of(connection) -> str:
@@ -238,7 +181,7 @@ def _run(
     started = time.monotonic()
     spark_conn_id = spark_conn_id or DEFAULT_SPARK_CONN_ID
     # Everything that can be refused is checked before anything is built or written.
-    connection = _resolve_connection(spark_conn_id)
+    connection = resolve_connection(spark_conn_id)
     master = master_of(connection)
     if (connection.extra_dejson or {}).get("deploy-mode") == "cluster":
         raise AirflowException(
@@ -251,8 +194,6 @@ def _run(
     workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
     url_file = workdir / "store-url"
     output = workdir / "result.json"
-    key = _task_key(context)
-    hook = None
     try:
         _write_private(url_file, store_url.strip())
         hook = _make_hook(
@@ -265,21 +206,20 @@ def _run(
         )
         log.info(
             "Submitting %s Spark application to %s (connection %s), store %s, engine %s",
-            kind, master, spark_conn_id, redact(store_url), os.path.basename(zip_path),
+            kind, master, spark_conn_id, redact_url(store_url), os.path.basename(zip_path),
         )
-        with _RUNNING_LOCK:
-            _RUNNING[key] = hook
         submit_error: Exception | None = None
         popen_kwargs: dict[str, Any] = {"cwd": str(workdir)}  # Spark's scratch files land in our temp dir
         env = _submit_env()
         if env is not None:
             popen_kwargs["env"] = env
-        try:
-            hook.submit(application, **popen_kwargs)
-        except Exception as exc:  # the hook's message masks password-like values; we add our scrub
-            submit_error = exc
+        with killable(context, hook):
+            try:
+                hook.submit(application, **popen_kwargs)
+            except Exception as exc:  # the hook's message masks password-like values; we add our scrub
+                submit_error = exc
         if not output.exists():
-            message = scrub(str(submit_error) if submit_error else "no result document", store_url)
+            message = scrub(str(submit_error) if submit_error else "no result document", url=store_url)
             raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
         document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
         document.spark_submit = {
@@ -291,33 +231,7 @@ def _run(
         raise_for_document(kind, document, store_url, failed=submit_error is not None)
         return document
     finally:
-        with _RUNNING_LOCK:
-            if _RUNNING.get(key) is hook:
-                _RUNNING.pop(key, None)
         shutil.rmtree(workdir, ignore_errors=True)
-
-
-def raise_for_document(kind: str, document: JobDocument, store_url: str, *, failed: bool = False) -> None:
-    """The error taxonomy of a finished application (both submission paths): :class:`SparkSweepRefused`
-    when nothing that failed is retriable, :class:`SparkSweepFailed` when something failed (or ``failed``:
-    the submission itself reported an error), else nothing."""
-    if not failed and document.ok:
-        return
-    reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
-    message = scrub(f"Spark {kind} application failed: {reason}", store_url)
-    if document.retriable is False:
-        raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
-    raise SparkSweepFailed(message, document)
-
-
-def kill_submission(context: Mapping | None) -> bool:
-    """Kill the spark-submit (or the Spark Connect job) started by this task (call from an operator's ``on_kill``)."""
-    with _RUNNING_LOCK:
-        hook = _RUNNING.get(_task_key(context))
-    if hook is None:
-        return False
-    hook.on_kill()
-    return True
 
 
 def _pairs_text(pairs: Sequence) -> str:
@@ -420,11 +334,7 @@ def submit_full_sweep(
 __all__ = [
     "submit_targeted_sweep",
     "submit_full_sweep",
-    "kill_submission",
-    "SparkSweepFailed",
-    "SparkSweepRefused",
-    "cluster_options",
     "submit_conf",
-    "build_engine_zip",
-    "DEFAULT_LOCAL_MASTER",
+    "master_of",
+    "job_script",
 ]

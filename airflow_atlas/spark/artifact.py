@@ -5,7 +5,7 @@ Spark executors need the engine (this package) but never the Airflow glue: the z
 named after a hash of its contents, so building it again for unchanged sources returns the existing file
 and a changed engine never reuses a stale zip::
 
-    from airflow_atlas.spark_artifact import build_engine_zip
+    from airflow_atlas.spark.artifact import build_engine_zip
     path = build_engine_zip("/var/cache/atlas-spark")   # .../airflow_atlas-engine-<hash>.zip
 
 The zip's entries carry a fixed date, so equal sources give byte-identical zips. Third-party
@@ -21,7 +21,7 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # airflow_atlas/ (this file is airflow_atlas/spark/artifact.py)
 PACKAGE_NAME = PACKAGE_DIR.name  # "airflow_atlas"
 EXCLUDED_SUBPACKAGES = ("airflow",)
 """Subpackages of airflow_atlas left out of the executor artifact (Airflow glue)."""

@@ -10,7 +10,8 @@
    against a private Airflow home under ``.atlas/``),
 5. prints what was swept, the safety oracle's verdict, and the space reclaimed.
 
-Run it with ``scripts/demo.sh`` (or ``python -m airflow_atlas.demo --help``).
+Run it with ``scripts/demo.sh`` (or ``python scripts/demo.py --help``). It lives in the repository, not in the
+installed package: it needs the repository's ``scripts/`` and ``dags/``.
 """
 from __future__ import annotations
 
@@ -181,11 +182,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.cassandra = args.cassandra or args.cluster
 
-    from .config import StoreConfig
-    from .kvs.api import SWEEPABLE_STRATEGY_NAMES
-    from .oracle import Reader, compare, obsolete_versions, observe
-    from .store import AtlasStore
-    from .workload import WorkloadSpec, run_workload
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.store import AtlasStore
+    from airflow_atlas.workload import WorkloadSpec, run_workload
 
     url = _store_url(args)
     _fresh(args)
