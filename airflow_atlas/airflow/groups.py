@@ -39,6 +39,7 @@ def targeted_sweep_pipeline(
     max_iterations: Any = None,
     tables: Any = None,
     max_entries_per_second: Any = None,
+    store_config: Any = None,
     execution_mode: str | None = None,
     store_conn_id: str | None = None,
 ) -> dict:
@@ -65,6 +66,7 @@ def targeted_sweep_pipeline(
             dry_run=dry_run,
             max_iterations=max_iterations,
             max_entries_per_second=max_entries_per_second,
+            store_config=store_config,
             tables=tables,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
             **({"pool": settings.sweep_pool} if settings.sweep_pool else {}),

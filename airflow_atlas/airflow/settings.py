@@ -14,12 +14,25 @@ import, so the mistake shows in the UI at once). Set it in the UI (Admin -> Vari
 
 or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SETTINGS='{...}'``).
 
-Settings that shape the DAGs (schedules, retries, parallelism) are read when the DAG files are parsed;
-all others are read when a task runs, so a change applies to the next task without a redeploy.
+Two readers, so that parsing a DAG file never queries the metadata database (the DAG processor re-parses
+every file every 30 s; Airflow's guidance and ruff's AIR003: read Variables at run time):
+
+* :meth:`AtlasSettings.for_dag_files` - the settings that shape the DAGs (schedules, retries, pool,
+  timeouts, parallelism) - reads ONLY the environment variable ``AIRFLOW_VAR_ATLAS_SETTINGS`` (the same
+  JSON, as Airflow's environment-variable secrets backend holds it), never the database: set DAG-shaping
+  keys there, in the environment of the DAG processor (and scheduler). A Variable stored in the database
+  does not shape the DAGs.
+* :meth:`AtlasSettings.load` - everything read when a task runs - is ``Variable.get("atlas_settings")``
+  (environment first, then the secrets backends and the database; with ``[secrets] use_cache`` Airflow
+  caches it), so a change applies to the next task without a redeploy.
+
+Engine keys go through the one settings resolver (:func:`airflow_atlas.settings_resolver.resolve`): the
+Variable's engine keys are the ``VARIABLE`` layer, a task's ``store_config`` the ``TASK`` layer.
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping
@@ -27,6 +40,7 @@ from typing import Any, Mapping
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.settings_resolver import Layer, Rank, resolve
 from airflow_atlas.settings_model import (
     Bool,
     Choice,
@@ -47,6 +61,10 @@ from airflow_atlas.settings_model import (
 
 VARIABLE = "atlas_settings"
 """Name of the Airflow Variable (JSON object) holding the settings."""
+
+VARIABLE_ENV = f"AIRFLOW_VAR_{VARIABLE.upper()}"
+"""The environment variable that holds the Variable for Airflow's environment secrets backend: the only
+source of the DAG-shaping settings (:meth:`AtlasSettings.for_dag_files`)."""
 
 SOURCE = f"the {VARIABLE} Variable"
 """How errors name the Variable as the source of a bad value."""
@@ -328,8 +346,11 @@ class AtlasSettings:
         "poll interval of our sensors and triggers",
         read="dags/example_bulk_load_then_sweep.py",
     )
+    engine_layer: Layer = field(default_factory=lambda: Layer(Rank.VARIABLE, SOURCE))
+    """The Variable's engine keys, as the resolver's ``VARIABLE`` layer; not a key of the Variable itself."""
     engine: StoreConfig = field(default_factory=StoreConfig)
-    """The engine's settings (defaults < this Variable's engine keys); not a key of the Variable itself."""
+    """The engine's settings of this Variable alone (defaults < its engine keys), for the Airflow layer's
+    reads (e.g. ``settings.lock_lease_seconds``); a task's settings are :meth:`engine_config`."""
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -362,24 +383,35 @@ class AtlasSettings:
             raise InvalidInputError(
                 f"setting(s) {', '.join(both)} given twice in {source}: at the top level and in {STORE_CONFIG}"
             )
-        engine = StoreConfig().with_overrides(source, **nested, **top)
+        layer = Layer(Rank.VARIABLE, source, {**nested, **top})
         own = layer_values(cls, {k: v for k, v in values.items() if k not in engine_keys and k != STORE_CONFIG}, source)
-        return cls(engine=engine, **own)
+        return cls(engine_layer=layer, engine=resolve(layer), **own)
 
     @classmethod
     def load(cls) -> "AtlasSettings":
-        """Read the ``atlas_settings`` Variable (defaults when it does not exist)."""
+        """Read the ``atlas_settings`` Variable (defaults when it does not exist) - when a task runs, never
+        at DAG-file parse time (there use :meth:`for_dag_files`)."""
         from airflow.sdk import Variable
 
-        raw = Variable.get(VARIABLE, default=None)
+        return cls.from_text(Variable.get(VARIABLE, default=None))
+
+    @classmethod
+    def for_dag_files(cls) -> "AtlasSettings":
+        """The settings that shape the DAGs, for the DAG files: from the environment variable
+        :data:`VARIABLE_ENV` only (no database query at parse time); defaults when it is unset."""
+        return cls.from_text(os.environ.get(VARIABLE_ENV), f"the environment variable {VARIABLE_ENV}")
+
+    @classmethod
+    def from_text(cls, raw: Any, source: str = SOURCE) -> "AtlasSettings":
+        """Settings from the Variable's value (JSON text, or a mapping already decoded)."""
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             return cls()
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{SOURCE} is not valid JSON: {exc}") from None
-        return cls.from_mapping(raw)
+                raise InvalidInputError(f"{source} is not valid JSON: {exc}") from None
+        return cls.from_mapping(raw, source)
 
     def to_json(self) -> dict:
         """Every setting, flat (Airflow and engine keys), as JSON values; ``from_mapping`` reads it back."""
@@ -388,9 +420,16 @@ class AtlasSettings:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     # ----- derived values --------------------------------------------------------------------------
-    def engine_config(self, **overrides) -> StoreConfig:
-        """The engine's StoreConfig: defaults < this Variable < ``overrides`` (a task's ``store_config``)."""
-        return self.engine.with_overrides(TASK_SOURCE, **overrides)
+    def engine_config(self, *layers: Layer, **overrides: Any) -> StoreConfig:
+        """A task's engine settings, resolved once: defaults < this Variable < ``layers`` (e.g. the task's
+        ``store_config``: :meth:`task_layer`) and ``overrides`` (typed values, the ``TASK`` layer). The
+        store's connection extras go on top in the hook (:meth:`AtlasHook.resolved_config`)."""
+        return resolve(self.engine_layer, *layers, Layer(Rank.TASK, TASK_SOURCE, overrides))
+
+    @staticmethod
+    def task_layer(store_config: Any, source: str = TASK_SOURCE) -> Layer:
+        """An operator's or sensor's ``store_config`` argument as the resolver's ``TASK`` layer."""
+        return Layer(Rank.TASK, source, {} if store_config is None else store_config)
 
     def group_size(self, execution_mode: str | None = None) -> int:
         mode = execution_mode or self.execution_mode

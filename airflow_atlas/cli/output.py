@@ -7,6 +7,7 @@ import sys
 import time
 
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..kvs.url import STORE_URL_ENV
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -16,7 +17,7 @@ EXIT_SKIPPED = 4
 """``sweep``: nothing failed, but at least one pair was skipped because another sweeper holds its lease."""
 EXIT_INTERRUPTED = 130
 PROG = "atlas-sweep"
-ENV_STORE_URL = "ATLAS_STORE_URL"
+ENV_STORE_URL = STORE_URL_ENV
 
 EXIT_CODES_HELP = """\
 exit codes:

@@ -4,10 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..kvs.url import redact_url, scrub as scrub_secrets, url_secrets
-
-STORE_URL_ENV = "ATLAS_STORE_URL"
-"""Environment variable holding the store URL when no ``--store-url-file`` is given."""
+from ..kvs.url import STORE_URL_ENV, redact_url, scrub as scrub_secrets, store_url_from_environment, url_secrets
 
 
 def redact(url: str) -> str:
@@ -28,7 +25,6 @@ def read_store_url(path: str | None = None, environ=None) -> str:
     A file readable by group or others is refused (it may hold a password). Raises ValueError with a
     message that never contains the URL.
     """
-    environ = os.environ if environ is None else environ
     if path:
         p = Path(path)
         if not p.exists():
@@ -41,7 +37,7 @@ def read_store_url(path: str | None = None, environ=None) -> str:
         if not url:
             raise ValueError(f"store URL file {path} is empty")
         return url
-    url = (environ.get(STORE_URL_ENV) or "").strip()
+    url = store_url_from_environment(environ)
     if not url:
         raise ValueError(f"no store location: pass --store-url-file or set {STORE_URL_ENV}")
     return url
