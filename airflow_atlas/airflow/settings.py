@@ -346,7 +346,7 @@ class AtlasSettings:
         "poll interval of our sensors and triggers",
         read="dags/example_bulk_load_then_sweep.py",
     )
-    engine_layer: Layer = field(default_factory=lambda: Layer(Rank.VARIABLE, SOURCE))
+    engine_layer: Layer = field(default_factory=lambda: Layer(Rank.VARIABLE, SOURCE), compare=False, repr=False)
     """The Variable's engine keys, as the resolver's ``VARIABLE`` layer; not a key of the Variable itself."""
     engine: StoreConfig = field(default_factory=StoreConfig)
     """The engine's settings of this Variable alone (defaults < its engine keys), for the Airflow layer's
