@@ -210,7 +210,7 @@ class StoreConfig:
         False, Bool(),
         "allow consistency_sweep_delete / consistency_sentinel / consistency_abort_delete below ALL: only safe "
         "if a full repair of the keyspace always completes within gc_grace_seconds of a sweep",
-        read="kvs/consistency.py (ConsistencyPolicy)",
+        read="config.py (StoreConfig.SETTING_RULES: checked where the settings are built)",
     )
     repair_interval_seconds: int = setting(
         _replica.DEFAULT_REPAIR_INTERVAL_SECONDS, Int(1, _replica.MAX_REPAIR_INTERVAL_SECONDS),

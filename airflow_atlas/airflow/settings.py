@@ -7,8 +7,8 @@ ONE table: ``docs/SETTINGS.md`` (generated from the declarations here and in :mo
 Settings live in ONE Airflow Variable, ``atlas_settings``, holding a JSON object. Only the keys you want to
 change need to be present. Engine keys (:class:`airflow_atlas.config.StoreConfig`) may be given at the top
 level or inside ``store_config`` (the same layer; giving one key in both places is refused). Unknown keys
-and bad values are rejected with a message naming the setting (a bad Variable makes the DAG files fail to
-import, so the mistake shows in the UI at once). Set it in the UI (Admin -> Variables), with the CLI::
+and bad values are rejected with a message naming the setting (a bad Variable fails the task that reads it;
+a bad ``AIRFLOW_VAR_ATLAS_SETTINGS`` makes the DAG files fail to import, so the mistake shows in the UI). Set it in the UI (Admin -> Variables), with the CLI::
 
     airflow variables set --json atlas_settings '{"shard_count": 16, "targeted_sweep_schedule": "*/2 * * * *"}'
 
@@ -218,19 +218,19 @@ class AtlasSettings:
     max_parallel_groups: int = setting(
         16, Int(1, 1024),
         "mapped groups running at once in one DAG run",
-        read="groups.py, dags/atlas_full_sweep.py (parse time)",
+        read="groups.py, dags/atlas_full_sweep.py (parse time: environment only)",
     )
     sweep_pool: str | None = setting(
         None, Nullable(Text("an Airflow pool name")),
         "Airflow pool of the targeted sweep tasks of `atlas_targeted_sweep` and `atlas_manual_sweep` (`null`: "
         "`default_pool`); its slots cap the sweep tasks running at once across all runs, so the total sweep "
         "intensity is at most slots x sweep_max_entries_per_second (create the pool first; see docs/INTENSITY.md)",
-        read="groups.py (parse time)",
+        read="groups.py (parse time: environment only)",
     )
     targeted_sweep_schedule: str | None = setting(
         "*/5 * * * *", SCHEDULE,
         "cron (or preset) of `atlas_targeted_sweep`; `null` = only triggered by hand",
-        read="dags/atlas_targeted_sweep.py (parse time)",
+        read="dags/atlas_targeted_sweep.py (parse time: environment only)",
     )
     shard_count: int | None = setting(
         None, Nullable(Int(1, 256)),
@@ -257,27 +257,27 @@ class AtlasSettings:
         3600.0, Nullable(Float(0, 7 * DAY, lo_open=True)),
         "execution_timeout of a sweep task: a stuck sweep is stopped, its leases released (`on_kill`), and "
         "the task retried (`null`: no timeout)",
-        read="groups.py (parse time)",
+        read="groups.py (parse time: environment only)",
     )
     retries: int = setting(
         2, Int(1, 100),
         "retries of every task of our DAGs",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     retry_delay_seconds: float = setting(
         30.0, Float(0, DAY, lo_open=True),
         "first retry delay",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     retry_exponential_backoff: float = setting(
         2.0, Float(0, 100),
         "multiplier of the delay per retry (0 = off)",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     max_retry_delay_seconds: float = setting(
         600.0, Float(0, 7 * DAY, lo_open=True),
         "cap of the retry delay",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     compaction_threshold_tombstones: int = setting(
         100_000, Int(0, LONG),
@@ -319,7 +319,7 @@ class AtlasSettings:
     full_sweep_schedule: str | None = setting(
         None, SCHEDULE,
         "schedule of `atlas_full_sweep` (`null`: by hand)",
-        read="dags/atlas_full_sweep.py (parse time)",
+        read="dags/atlas_full_sweep.py (parse time: environment only)",
     )
     full_sweep_parts: int = setting(
         4, Int(1, MAX_FULL_SWEEP_PARTS),
@@ -334,7 +334,7 @@ class AtlasSettings:
     scrub_schedule: str | None = setting(
         "@hourly", SCHEDULE,
         "schedule of `atlas_scrub`",
-        read="dags/atlas_scrub.py (parse time)",
+        read="dags/atlas_scrub.py (parse time: environment only)",
     )
     scrub_max_entries: int | None = setting(
         None, Nullable(Int(1, 1 << 31)),
@@ -344,7 +344,7 @@ class AtlasSettings:
     sensor_poke_seconds: float = setting(
         30.0, Float(0, DAY, lo_open=True),
         "poll interval of our sensors and triggers",
-        read="dags/example_bulk_load_then_sweep.py",
+        read="dags/example_bulk_load_then_sweep.py (parse time: environment only)",
     )
     engine_layer: Layer = field(default_factory=lambda: Layer(Rank.VARIABLE, SOURCE), compare=False, repr=False)
     """The Variable's engine keys, as the resolver's ``VARIABLE`` layer; not a key of the Variable itself."""
