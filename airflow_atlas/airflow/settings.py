@@ -8,11 +8,13 @@ Settings live in ONE Airflow Variable, ``atlas_settings``, holding a JSON object
 change need to be present. Engine keys (:class:`airflow_atlas.config.StoreConfig`) may be given at the top
 level or inside ``store_config`` (the same layer; giving one key in both places is refused). Unknown keys
 and bad values are rejected with a message naming the setting (a bad Variable fails the task that reads it;
-a bad ``AIRFLOW_VAR_ATLAS_SETTINGS`` makes the DAG files fail to import, so the mistake shows in the UI). Set it in the UI (Admin -> Variables), with the CLI::
+a bad ``AIRFLOW_VAR_ATLAS_SETTINGS`` makes the DAG files fail to import, so the mistake shows in the UI).
+Set it in the UI (Admin -> Variables), with the CLI::
 
     airflow variables set --json atlas_settings '{"shard_count": 16, "targeted_sweep_schedule": "*/2 * * * *"}'
 
-or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SETTINGS='{...}'``).
+or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SETTINGS='{...}'``) - the
+only way to change the settings that shape the DAGs (schedules, retries, pool...: see below).
 
 Two readers, so that parsing a DAG file never queries the metadata database (the DAG processor re-parses
 every file every 30 s; Airflow's guidance and ruff's AIR003: read Variables at run time):
