@@ -81,3 +81,30 @@ def test_hook_layers_extras_over_atlas_settings(monkeypatch, cassandra_node, fre
     with pytest.raises(InvalidInputError, match=r"consistency_abort_delete=ONE needs setting allow_weak_sweep_consistency"
                                                 r".*settings from: connection 'atlas_hook_cl2' extras"):
         AtlasHook("atlas_hook_cl2", config=StoreConfig()).get_store()  # no override anywhere: refused before connecting
+
+
+def test_a_spark_job_gets_the_resolved_settings_once(monkeypatch):
+    """The Spark path (execution/spark.py) sends the task's settings resolved with the connection's extras
+    as Spark conf (``settings``), and a store URL without replica-safety options: one copy, one meaning."""
+    from airflow_atlas.airflow.execution.spark import SparkSubmission
+    from airflow_atlas.airflow.settings import AtlasSettings
+
+    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_SPARK_CL", json.dumps(
+        {"conn_type": "cassandra", "host": "h1", "port": 9042, "schema": "ks", "extra": EXTRA}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    seen = {}
+
+    def submit(context, *, spark_conn_id, store_url, settings, **kwargs):  # a test double of submit_targeted_sweep
+        seen.update(store_url=store_url, settings=settings)
+        return "document"
+
+    settings = AtlasSettings.from_mapping({"consistency_data_read": "ONE", "batch_limit": 77})
+    engine_config = settings.engine_config(settings.task_layer({"consistency_queue_cleanup": "TWO"}))
+    assert SparkSubmission().run({}, submit, store_conn_id="atlas_spark_cl", spark_conn_id="spark_cl",
+                                 settings=settings, engine_config=engine_config) == "document"
+    sent = seen["settings"]
+    assert sent == StoreConfig(**sent).to_json()  # a whole, valid settings object
+    assert (sent["consistency_sweep_delete"], sent["allow_weak_sweep_consistency"]) == ("QUORUM", True)  # extras
+    assert sent["consistency_queue_cleanup"] == "ONE"  # the connection over the task's store_config
+    assert (sent["consistency_data_read"], sent["batch_limit"]) == ("ONE", 77)  # the Variable
+    assert "consistency" not in seen["store_url"] and "allow_weak" not in seen["store_url"]
