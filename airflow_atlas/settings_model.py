@@ -272,7 +272,9 @@ def spec_of(f: Field) -> Spec:
 
 
 def default_of(f: Field) -> Any:
-    return f.default_factory() if f.default is MISSING else f.default
+    if f.default is MISSING and f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
 
 
 # ----- validation and layering -------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def _unknown_keys(conf: Mapping, allowed: Mapping) -> list[str]:
     return [f"unknown parameter(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(allowed))}"]
 
 
-def _tables(tables: list, user_tables: Mapping[str, SweepStrategy], problems: list[str]) -> list[str]:
+def _tables(tables: list | None, user_tables: Mapping[str, SweepStrategy], problems: list[str]) -> list[str]:
     tables = list(dict.fromkeys(tables or []))
     unknown = [t for t in tables if t not in user_tables]
     if unknown:

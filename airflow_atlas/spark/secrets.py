@@ -1,7 +1,6 @@
 """The store URL of a Spark job: read from a 0600 file or the environment, never shown unredacted."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..kvs.url import STORE_URL_ENV, redact_url, scrub as scrub_secrets, store_url_from_environment, url_secrets
@@ -37,7 +36,7 @@ def read_store_url(path: str | None = None, environ=None) -> str:
         if not url:
             raise ValueError(f"store URL file {path} is empty")
         return url
-    url = store_url_from_environment(environ)
-    if not url:
+    from_env = store_url_from_environment(environ)
+    if not from_env:
         raise ValueError(f"no store location: pass --store-url-file or set {STORE_URL_ENV}")
-    return url
+    return from_env

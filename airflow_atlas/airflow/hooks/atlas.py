@@ -264,7 +264,7 @@ class AtlasHook(BaseHook):
         if info["backend"] == "sqlite":
             from airflow_atlas.kvs.sqlite import SqliteKeyValueService
 
-            return SqliteKeyValueService(info["path"], **({"create": False} if self.must_exist else {}))
+            return SqliteKeyValueService(info["path"], create=not self.must_exist)
 
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
