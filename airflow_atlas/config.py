@@ -255,8 +255,9 @@ class StoreConfig:
 
 def check_setting(name: str, value: Any, source: str | None = None, *, text: bool = False) -> Any:
     """One engine setting's value validated by its declaration (``text``: parsed from text first), for a
-    per-call argument that overrides a setting, e.g. ``sweep_shard(batch_limit=...)``, the operators'
-    ``batch_limit`` / ``max_iterations``, the CLI's ``--batch-limit``. InvalidInputError names the setting."""
+    per-call argument that overrides a setting outside the resolver: the operators' ``batch_limit`` /
+    ``max_iterations``, the manual sweep form's intensity. InvalidInputError names the setting. (Values that
+    are settings go through :func:`airflow_atlas.settings_resolver.resolve`.)"""
     fields_by_name = known_names(StoreConfig)
     if name not in fields_by_name:
         raise InvalidInputError(f"unknown setting {name!r}")
