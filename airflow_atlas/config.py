@@ -5,16 +5,18 @@ where it is read); the table in ``docs/SETTINGS.md`` is generated from these dec
 never imports Airflow: the Airflow layer (:mod:`airflow_atlas.airflow.settings`) adds its own keys on top
 of this class and fills it from the ``atlas_settings`` Variable.
 
-Layers, later wins (see docs/SETTINGS.md): defaults here < ``atlas_settings`` Variable (Airflow) < an
-operator's ``store_config`` argument (Airflow) < ``spark.atlas.store.*`` Spark conf < CLI ``--set`` /
-Spark job ``--setting``. Use :meth:`StoreConfig.with_overrides` (typed values) or
-:meth:`StoreConfig.with_text` (text values) to add a layer.
+A ``StoreConfig`` is checked once, when it is built: every key by its declaration, then the cross-field
+rules (``SETTING_RULES``), so ``StoreConfig(consistency_sweep_delete="QUORUM")`` fails at once, naming
+``allow_weak_sweep_consistency``. Values from several layers (``atlas_settings`` Variable, a task's
+``store_config``, connection extras, store URL, CLI ``--set``, Spark conf / ``--setting``) are combined by
+ONE function, :func:`airflow_atlas.settings_resolver.resolve` (precedence in docs/SETTINGS.md).
 """
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, ClassVar
 
+from .errors import InvalidInputError
 from .kvs import consistency as _replica
 from .settings_model import (
     Bool,
@@ -22,7 +24,7 @@ from .settings_model import (
     Float,
     Int,
     Nullable,
-    apply_layer,
+    Requires,
     check_value,
     known_names,
     parse_value,
@@ -30,6 +32,7 @@ from .settings_model import (
     validate_fields,
 )
 from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
+from .sweep.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
 
 DAY = 86_400
 """Seconds per day: the upper bound of the lease and wait settings."""
@@ -40,8 +43,33 @@ MAX_ITERATIONS_PER_SHARD = 1_000_000
 DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 1_000
 """Default of ``sweep_max_entries_per_second``: the highest limit whose foreground p99 stayed within 1.25x of
 no sweep in both runs of bench/foreground_impact.py with the shipped pacing (docs/INTENSITY.md)."""
-MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
-"""Largest ``sweep_max_entries_per_second`` (far above what one process sweeps)."""
+
+
+@dataclass(frozen=True)
+class Level(Choice):
+    """A consistency level name for one operation (case-insensitive, stored upper case)."""
+
+    upper: bool = True
+
+    def check(self, value: Any) -> Any:
+        try:
+            return super().check(value)
+        except ValueError as exc:
+            name = value.strip().upper() if isinstance(value, str) else None
+            if name == "ANY":
+                raise ValueError(f"{exc} (ANY acknowledges a write kept only as a hint: not durable)") from None
+            if name == "EACH_QUORUM" and self.options == _replica.LWT_COMMIT_LEVELS:
+                raise ValueError(
+                    f"{exc} (Cassandra rejects EACH_QUORUM for lightweight transactions with SimpleStrategy)"
+                ) from None
+            raise
+
+
+def _level(operation: _replica.Operation) -> str:
+    return _replica.DEFAULT_LEVELS[operation]
+
+
+_OP = _replica.Operation
 
 
 @dataclass(frozen=True)
@@ -128,53 +156,53 @@ class StoreConfig:
     # The store URL query and the Airflow connection's extras may set the same keys; they override these
     # for their store (they describe that one store).
     consistency_data_read: str = setting(
-        _replica.default_setting("consistency_data_read"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.DATA_READ), Level(_replica.REPLICATED_LEVELS),
         "consistency level of data reads: transactions' reads, registries, the sweeper's queue reads (R + W >"
         " RF with the writes)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_data_write: str = setting(
-        _replica.default_setting("consistency_data_write"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.DATA_WRITE), Level(_replica.REPLICATED_LEVELS),
         "consistency level of transactional data writes and WALLCLOCK registries",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_queue_write: str = setting(
-        _replica.default_setting("consistency_queue_write"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.QUEUE_WRITE), Level(_replica.REPLICATED_LEVELS),
         "consistency level of sweep-queue writes (read back at consistency_data_read: keep R + W > RF so "
         "sweep sees every queued write)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_sweep_delete: str = setting(
-        _replica.default_setting("consistency_sweep_delete"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.SWEEP_DELETE), Level(_replica.REPLICATED_LEVELS),
         "consistency level of sweep's ranged tombstones (and of each CONSERVATIVE sentinel, which shares its "
         "tombstone's batch unit); a replica down fails the iteration (retriable), progress stays; below ALL "
         "only with allow_weak_sweep_consistency",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_sentinel: str = setting(
-        _replica.default_setting("consistency_sentinel"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.SENTINEL), Level(_replica.REPLICATED_LEVELS),
         "consistency level of sentinels written alone (legacy sweep); below ALL only with "
         "allow_weak_sweep_consistency",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_abort_delete: str = setting(
-        _replica.default_setting("consistency_abort_delete"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.ABORT_DELETE), Level(_replica.REPLICATED_LEVELS),
         "consistency level of deletes of dead writers' aborted versions; below ALL only with "
         "allow_weak_sweep_consistency",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_queue_cleanup: str = setting(
-        _replica.default_setting("consistency_queue_cleanup"), Choice(_replica.REPLICATED_LEVELS, upper=True),
+        _level(_OP.QUEUE_CLEANUP), Level(_replica.REPLICATED_LEVELS),
         "consistency level of removing swept queue rows (a resurrected row only causes an idempotent re-sweep)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_lwt_commit: str = setting(
-        _replica.default_setting("consistency_lwt_commit"), Choice(_replica.LWT_COMMIT_LEVELS, upper=True),
+        _level(_OP.LWT_COMMIT), Level(_replica.LWT_COMMIT_LEVELS),
         "commit level of lightweight transactions (progress CAS, commit timestamps, locks, timestamp bound)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_serial: str = setting(
-        _replica.default_setting("consistency_serial"), Choice(_replica.SERIAL_LEVELS, upper=True),
+        _level(_OP.SERIAL), Level(_replica.SERIAL_LEVELS),
         "Paxos level of lightweight transactions and serial reads",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
@@ -182,7 +210,7 @@ class StoreConfig:
         False, Bool(),
         "allow consistency_sweep_delete / consistency_sentinel / consistency_abort_delete below ALL: only safe "
         "if a full repair of the keyspace always completes within gc_grace_seconds of a sweep",
-        read="kvs/consistency.py (ConsistencyPolicy)",
+        read="config.py (StoreConfig.SETTING_RULES: checked where the settings are built)",
     )
     repair_interval_seconds: int = setting(
         _replica.DEFAULT_REPAIR_INTERVAL_SECONDS, Int(1, _replica.MAX_REPAIR_INTERVAL_SECONDS),
@@ -197,46 +225,41 @@ class StoreConfig:
         read="kvs/consistency.py (GcGraceGuard)",
     )
 
+    SETTING_RULES: ClassVar[tuple[Requires, ...]] = (
+        Requires(
+            names=tuple(_replica.setting_name(op) for op in _replica.GUARDED_OPERATIONS),
+            flag="allow_weak_sweep_consistency",
+            safe=lambda level: level == "ALL",
+            describe_safe="ALL",
+            why=_replica.WEAK_SWEEP_REASON,
+        ),
+    )
+    """Cross-field rules, checked by ``__post_init__`` with the values (:func:`validate_fields`)."""
+
     def __post_init__(self) -> None:
         validate_fields(self)
 
-    def replica_settings(self) -> dict:
-        """The replica-safety keys (consistency levels, gc_grace guard) as flat settings for the store."""
-        return {name: getattr(self, name) for name in _replica.SETTING_NAMES}
+    # ----- the engine's views of the validated settings -------------------------------------------------
+    def consistency_policy(self) -> _replica.ConsistencyPolicy:
+        """The per-operation consistency levels, for the key-value service."""
+        return _replica.ConsistencyPolicy(**{op.value: getattr(self, _replica.setting_name(op)) for op in _OP})
 
-    # ----- layers ---------------------------------------------------------------------------------------
-    def with_overrides(self, source: str | None = None, /, **overrides: Any) -> "StoreConfig":
-        """A copy with typed values on top (JSON values: Airflow Variable, operator argument, Spark
-        ``--setting``). Unknown names and bad values raise InvalidInputError naming the setting and
-        ``source``."""
-        return apply_layer(self, overrides, source)
-
-    def with_text(self, items: Mapping[str, str] | Iterable[tuple[str, str]], source: str | None = None) -> "StoreConfig":
-        """A copy with text values on top (CLI ``--set NAME=VALUE``, Spark conf, URL query), each parsed
-        by its setting's type: ``nan``/``inf``, out-of-range numbers, ``maybe`` for a boolean all raise
-        InvalidInputError naming the setting."""
-        pairs = list(items.items()) if isinstance(items, Mapping) else list(items)
-        values: dict[str, str] = {}
-        for name, text in pairs:
-            if name in values:
-                from .errors import InvalidInputError
-
-                raise InvalidInputError(f"setting {name} given twice" + (f" (from {source})" if source else ""))
-            values[name] = text
-        return apply_layer(self, values, source, text=True)
+    def gc_grace_guard(self) -> _replica.GcGraceGuard:
+        """The gc_grace guard of swept tables, for the key-value service."""
+        return _replica.GcGraceGuard(self.repair_interval_seconds, self.allow_gc_grace_below_repair_interval)
 
     def to_json(self) -> dict:
+        """Every setting as a JSON value (the one serialisation, e.g. to Spark conf)."""
         return asdict(self)
 
 
 def check_setting(name: str, value: Any, source: str | None = None, *, text: bool = False) -> Any:
     """One engine setting's value validated by its declaration (``text``: parsed from text first), for a
-    per-call argument that overrides a setting, e.g. ``sweep_shard(batch_limit=...)``, the operators'
-    ``batch_limit`` / ``max_iterations``, the CLI's ``--batch-limit``. InvalidInputError names the setting."""
+    per-call argument that overrides a setting outside the resolver: the operators' ``batch_limit`` /
+    ``max_iterations``, the manual sweep form's intensity. InvalidInputError names the setting. (Values that
+    are settings go through :func:`airflow_atlas.settings_resolver.resolve`.)"""
     fields_by_name = known_names(StoreConfig)
     if name not in fields_by_name:
-        from .errors import InvalidInputError
-
         raise InvalidInputError(f"unknown setting {name!r}")
     f = fields_by_name[name]
     return parse_value(f, value, source) if text else check_value(f, value, source)

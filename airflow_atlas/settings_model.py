@@ -9,7 +9,10 @@ where it is read. From that one declaration come
   in its range, ``True``/``False`` never accepted as a number, errors name the setting and where it came
   from (:class:`~airflow_atlas.errors.InvalidInputError`: CLI exit 2, Airflow task failed without retry);
 * parsing of text values (CLI ``--set``, Spark conf, URL query): :meth:`Kind.parse`;
-* layering (:func:`apply_layer`): a later layer overrides an earlier one, key by key;
+* cross-field rules (:class:`Requires`, listed in the class's ``SETTING_RULES``), checked by the same
+  ``__post_init__``, so a combination that is refused fails where the settings object is built;
+* the checks of one layer's values (:func:`layer_values`), used by THE resolver
+  (:func:`airflow_atlas.settings_resolver.resolve`), which applies the precedence of the layers;
 * the table in ``docs/SETTINGS.md`` (:func:`markdown_table`, checked by ``tests/unit/test_settings_model.py``).
 
 Adding a setting is one declaration, e.g. in ``StoreConfig``::
@@ -25,7 +28,7 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from .errors import InvalidInputError
 from .validation import check_int
@@ -269,7 +272,9 @@ def spec_of(f: Field) -> Spec:
 
 
 def default_of(f: Field) -> Any:
-    return f.default_factory() if f.default is MISSING else f.default
+    if f.default is MISSING and f.default_factory is not MISSING:
+        return f.default_factory()
+    return f.default
 
 
 # ----- validation and layering -------------------------------------------------------------------------
@@ -296,10 +301,39 @@ def parse_value(f: Field, text: str, source: str | None = None) -> Any:
     return check_value(f, value, source)
 
 
-def validate_fields(obj) -> None:
-    """Validate (and normalise, e.g. int -> float) every setting of a frozen settings dataclass."""
+@dataclass(frozen=True)
+class Requires:
+    """A cross-field rule: each setting of ``names`` must satisfy ``safe`` unless the boolean setting
+    ``flag`` is true. ``why`` is the reason the error gives (it names both settings)."""
+
+    names: tuple[str, ...]
+    flag: str
+    safe: Callable[[Any], bool]
+    describe_safe: str
+    why: str
+
+    def check(self, obj: Any) -> None:
+        if getattr(obj, self.flag):
+            return
+        for name in self.names:
+            value = getattr(obj, name)
+            if not self.safe(value):
+                raise InvalidInputError(
+                    f"setting {name}={value} needs setting {self.flag}=true (without it {name} must be "
+                    f"{self.describe_safe}): {self.why}"
+                )
+
+    def document(self) -> str:
+        return f"{' / '.join(f'`{n}`' for n in self.names)} other than {self.describe_safe} need `{self.flag}` = true"
+
+
+def validate_fields(obj: Any) -> None:
+    """Validate (and normalise, e.g. int -> float) every setting of a frozen settings dataclass, then its
+    cross-field rules (the class's ``SETTING_RULES``): the one check of a settings object."""
     for f in setting_fields(obj):
         object.__setattr__(obj, f.name, check_value(f, getattr(obj, f.name)))
+    for rule in getattr(type(obj), "SETTING_RULES", ()):
+        rule.check(obj)
 
 
 @functools.cache
@@ -330,14 +364,6 @@ def layer_values(cls, values: Mapping[str, Any], source: str | None, *, text: bo
     }
 
 
-def apply_layer(obj, values: Mapping[str, Any], source: str | None, *, text: bool = False):
-    """A copy of the settings dataclass ``obj`` with one layer of values on top (later layers win)."""
-    from dataclasses import replace
-
-    checked = layer_values(type(obj), values, source, text=text)
-    return replace(obj, **checked) if checked else obj
-
-
 # ----- documentation -----------------------------------------------------------------------------------
 def _default_text(value: Any) -> str:
     import json
@@ -358,4 +384,8 @@ def markdown_table(*models: tuple[str, type]) -> str:
             spec = spec_of(f)
             cells = [f"`{f.name}`", layer, _default_text(default_of(f)), spec.kind.describe(), spec.doc, spec.read]
             lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    rules = [rule.document() for _, cls in models for rule in getattr(cls, "SETTING_RULES", ())]
+    if rules:
+        lines += ["", "Cross-field rules (checked with the values, where the settings object is built):", ""]
+        lines += [f"* {rule}" for rule in rules]
     return "\n".join(lines) + "\n"

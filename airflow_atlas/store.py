@@ -26,11 +26,18 @@ class AtlasStore:
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
     def open(cls, url: str, config: StoreConfig | None = None, **kvs_options) -> "AtlasStore":
+        """The store a URL names. ``config``: the resolved settings of every layer below the store
+        (:func:`airflow_atlas.settings_resolver.resolve`; None = the defaults); the URL's own
+        replica-safety options are the top layer (:func:`~airflow_atlas.settings_resolver.with_store_url`).
+        The consistency levels and gc_grace guard of the key-value service come from the result."""
         from .kvs.url import open_kvs
+        from .settings_resolver import with_store_url
 
-        config = config or StoreConfig()
-        # The replica-safety settings (consistency levels, gc_grace guard) configure the key-value service.
-        return cls(open_kvs(url, settings=config.replica_settings(), **kvs_options), config)
+        config = with_store_url(config, url)
+        kvs = open_kvs(
+            url, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kvs_options
+        )
+        return cls(kvs, config)
 
     def close(self) -> None:
         self.kvs.close()

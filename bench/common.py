@@ -204,7 +204,7 @@ def open_store(url: str, shards: int = 1, **config):
 
     # Throughput benchmarks measure the unthrottled engine: no intensity limit unless one is asked for.
     config = {"sweep_max_entries_per_second": 0, **config}
-    store = AtlasStore.open(url, StoreConfig().with_overrides(**config))
+    store = AtlasStore.open(url, StoreConfig(**config))
     store.initialize(shards)
     return store
 

@@ -226,7 +226,7 @@ def _in_task_child(url_file: str) -> None:
     with open(url_file) as f:
         url = f.read().strip()
     started = time.perf_counter()
-    store = AtlasStore.open(url, StoreConfig().with_overrides(**SETTINGS))
+    store = AtlasStore.open(url, StoreConfig(**SETTINGS))
     entries = cells = 0
     for shard in range(SHARDS):
         r = store.sweeper.sweep_shard(shard, "CONSERVATIVE")

@@ -21,7 +21,7 @@ from airflow_atlas.airflow.assets import SWEPT_TABLES, tombstones_from_events
 from airflow_atlas.airflow.operators import CompactionOperator
 from airflow_atlas.airflow.settings import AtlasSettings
 
-settings = AtlasSettings.load()
+settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
 
 with DAG(
     dag_id="atlas_compaction",

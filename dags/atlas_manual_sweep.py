@@ -23,7 +23,7 @@ from airflow_atlas.airflow.groups import targeted_sweep_pipeline
 from airflow_atlas.airflow.params import ValidateSweepRequestOperator, manual_sweep_params
 from airflow_atlas.airflow.settings import AtlasSettings
 
-settings = AtlasSettings.load()
+settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
 
 with DAG(
     dag_id="atlas_manual_sweep",
@@ -46,6 +46,6 @@ with DAG(
         skip_idle=False,
         dry_run=request.output["dry_run"],
         max_iterations=request.output["max_batches"],
-        max_entries_per_second=request.output["max_entries_per_second"],
+        store_config=request.output["store_config"],  # the form's intensity, a settings layer (or {})
     )
     request >> tasks["compute_sweep_timestamps"]

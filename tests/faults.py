@@ -111,7 +111,7 @@ def open_faulty_store(marker: str, action, url: str, settings: dict):
     from airflow_atlas.kvs.url import open_kvs
     from airflow_atlas.store import AtlasStore
 
-    config = StoreConfig().with_overrides(**settings) if settings else StoreConfig()
+    config = StoreConfig(**settings) if settings else StoreConfig()
     return AtlasStore(FaultyKvs(open_kvs(url), marker, action), config)
 
 

@@ -38,6 +38,7 @@ def targeted_sweep_pipeline(
     dry_run: Any = False,
     max_iterations: Any = None,
     max_entries_per_second: Any = None,
+    store_config: Any = None,
     execution_mode: str | None = None,
     store_conn_id: str | None = None,
 ) -> dict:
@@ -64,6 +65,7 @@ def targeted_sweep_pipeline(
             dry_run=dry_run,
             max_iterations=max_iterations,
             max_entries_per_second=max_entries_per_second,
+            store_config=store_config,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
             **({"pool": settings.sweep_pool} if settings.sweep_pool else {}),
             execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),

@@ -14,10 +14,14 @@ from airflow.sdk import Param
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
-from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER_SECOND
+from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER_SECOND, check_setting
 from airflow_atlas.validation import check_int
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.sweep.constants import MAX_SHARDS
+
+
+FORM_RATE = "the form's max_entries_per_second"
+"""How errors name the manual sweep form's intensity (a settings layer of the run's sweep tasks)."""
 
 
 def manual_sweep_params() -> dict[str, Param]:
@@ -95,7 +99,7 @@ def _unknown_keys(conf: Mapping, allowed: Mapping) -> list[str]:
     return [f"unknown parameter(s) {', '.join(map(repr, unknown))}; allowed: {', '.join(sorted(allowed))}"]
 
 
-def _tables(tables: list, user_tables: Mapping[str, SweepStrategy], problems: list[str]) -> list[str]:
+def _tables(tables: list | None, user_tables: Mapping[str, SweepStrategy], problems: list[str]) -> list[str]:
     tables = list(dict.fromkeys(tables or []))
     unknown = [t for t in tables if t not in user_tables]
     if unknown:
@@ -115,7 +119,9 @@ def validate_manual_sweep(
 
     ``conf`` is the run's raw configuration (to find unknown keys), ``params`` the resolved Params.
     Returns ``{"shards": [...], "strategies": [...], "tables": [...], "dry_run": bool, "max_batches": int|None,
-    "max_entries_per_second": int|None}`` with shards and strategies spelled out.
+    "max_entries_per_second": int|None, "store_config": {...}}`` with shards and strategies spelled out;
+    ``store_config`` is the form's intensity as a settings layer of the sweep tasks
+    (``{"sweep_max_entries_per_second": N}``, or ``{}``: the setting applies).
     """
     allowed = manual_sweep_params()
     problems = _unknown_keys(conf, allowed)
@@ -140,10 +146,12 @@ def validate_manual_sweep(
     if max_batches is not None and not _is_int_in(max_batches, 1, MAX_ITERATIONS_PER_SHARD):
         problems.append(f"max_batches must be an integer in 1..{MAX_ITERATIONS_PER_SHARD} or empty, got {max_batches!r}")
     rate = params.get("max_entries_per_second")
-    if rate is not None and not _is_int_in(rate, 0, MAX_SWEEP_ENTRIES_PER_SECOND):
-        problems.append(
-            f"max_entries_per_second must be an integer in 0..{MAX_SWEEP_ENTRIES_PER_SECOND} (0: unlimited) or empty, got {rate!r}"
-        )
+    store_config: dict[str, Any] = {}
+    if rate is not None:  # a layer of the run's sweep tasks' settings, checked by the setting's declaration
+        try:
+            store_config = {"sweep_max_entries_per_second": check_setting("sweep_max_entries_per_second", rate, FORM_RATE)}
+        except InvalidInputError as exc:
+            problems.append(str(exc))
     dry_run = params.get("dry_run", False)
     if not isinstance(dry_run, bool):
         problems.append(f"dry_run must be true or false, got {dry_run!r}")
@@ -156,6 +164,7 @@ def validate_manual_sweep(
         "dry_run": dry_run,
         "max_batches": max_batches,
         "max_entries_per_second": rate,
+        "store_config": store_config,
     }
 
 
@@ -185,9 +194,9 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
 
     Returns the validated request and also pushes each of its keys as its own XCom, so later tasks can
-    take ``validate.output["shards"]`` (unset numbers are pushed as 0: "use the setting"; an unset
-    ``max_entries_per_second``, where 0 means unlimited, is resolved to the setting
-    ``sweep_max_entries_per_second`` instead).
+    take ``validate.output["shards"]`` (unset numbers are pushed as 0: "use the setting"). The intensity
+    travels as a settings layer, ``validate.output["store_config"]`` (the sweep tasks' ``store_config``:
+    ``{}`` when the form leaves it empty, so the tasks read the setting themselves).
     """
 
     def __init__(self, *, request: str, **kwargs):
@@ -203,10 +212,6 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
             out = validate_manual_sweep(conf, params, number_of_shards=store.number_of_shards(), user_tables=store.user_tables())
         else:
             out = validate_full_sweep(conf, params, user_tables=store.user_tables())
-        if self.request == "targeted" and out["max_entries_per_second"] is None:
-            # 0 means "unlimited" here, so "unset" cannot be pushed as 0: it is resolved now to the
-            # setting this run's tasks use (the Variable, read seconds before the sweep tasks read it).
-            out["max_entries_per_second"] = store.config.sweep_max_entries_per_second
         for key, value in out.items():
             # An XCom of None reads as missing downstream: push 0 for "unset" (max_batches, parts), which
             # the operators read as "use the setting".

@@ -7,19 +7,34 @@ ONE table: ``docs/SETTINGS.md`` (generated from the declarations here and in :mo
 Settings live in ONE Airflow Variable, ``atlas_settings``, holding a JSON object. Only the keys you want to
 change need to be present. Engine keys (:class:`airflow_atlas.config.StoreConfig`) may be given at the top
 level or inside ``store_config`` (the same layer; giving one key in both places is refused). Unknown keys
-and bad values are rejected with a message naming the setting (a bad Variable makes the DAG files fail to
-import, so the mistake shows in the UI at once). Set it in the UI (Admin -> Variables), with the CLI::
+and bad values are rejected with a message naming the setting (a bad Variable fails the task that reads it;
+a bad ``AIRFLOW_VAR_ATLAS_SETTINGS`` makes the DAG files fail to import, so the mistake shows in the UI).
+Set it in the UI (Admin -> Variables), with the CLI::
 
     airflow variables set --json atlas_settings '{"shard_count": 16, "targeted_sweep_schedule": "*/2 * * * *"}'
 
-or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SETTINGS='{...}'``).
+or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SETTINGS='{...}'``) - the
+only way to change the settings that shape the DAGs (schedules, retries, pool...: see below).
 
-Settings that shape the DAGs (schedules, retries, parallelism) are read when the DAG files are parsed;
-all others are read when a task runs, so a change applies to the next task without a redeploy.
+Two readers, so that parsing a DAG file never queries the metadata database (the DAG processor re-parses
+every file every 30 s; Airflow's guidance and ruff's AIR003: read Variables at run time):
+
+* :meth:`AtlasSettings.for_dag_files` - the settings that shape the DAGs (schedules, retries, pool,
+  timeouts, parallelism) - reads ONLY the environment variable ``AIRFLOW_VAR_ATLAS_SETTINGS`` (the same
+  JSON, as Airflow's environment-variable secrets backend holds it), never the database: set DAG-shaping
+  keys there, in the environment of the DAG processor (and scheduler). A Variable stored in the database
+  does not shape the DAGs.
+* :meth:`AtlasSettings.load` - everything read when a task runs - is ``Variable.get("atlas_settings")``
+  (environment first, then the secrets backends and the database; with ``[secrets] use_cache`` Airflow
+  caches it), so a change applies to the next task without a redeploy.
+
+Engine keys go through the one settings resolver (:func:`airflow_atlas.settings_resolver.resolve`): the
+Variable's engine keys are the ``VARIABLE`` layer, a task's ``store_config`` the ``TASK`` layer.
 """
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any, Mapping
@@ -27,6 +42,7 @@ from typing import Any, Mapping
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.settings_resolver import Layer, Rank, resolve
 from airflow_atlas.settings_model import (
     Bool,
     Choice,
@@ -47,6 +63,10 @@ from airflow_atlas.settings_model import (
 
 VARIABLE = "atlas_settings"
 """Name of the Airflow Variable (JSON object) holding the settings."""
+
+VARIABLE_ENV = f"AIRFLOW_VAR_{VARIABLE.upper()}"
+"""The environment variable that holds the Variable for Airflow's environment secrets backend: the only
+source of the DAG-shaping settings (:meth:`AtlasSettings.for_dag_files`)."""
 
 SOURCE = f"the {VARIABLE} Variable"
 """How errors name the Variable as the source of a bad value."""
@@ -200,19 +220,19 @@ class AtlasSettings:
     max_parallel_groups: int = setting(
         16, Int(1, 1024),
         "mapped groups running at once in one DAG run",
-        read="groups.py, dags/atlas_full_sweep.py (parse time)",
+        read="groups.py, dags/atlas_full_sweep.py (parse time: environment only)",
     )
     sweep_pool: str | None = setting(
         None, Nullable(Text("an Airflow pool name")),
         "Airflow pool of the targeted sweep tasks of `atlas_targeted_sweep` and `atlas_manual_sweep` (`null`: "
         "`default_pool`); its slots cap the sweep tasks running at once across all runs, so the total sweep "
         "intensity is at most slots x sweep_max_entries_per_second (create the pool first; see docs/INTENSITY.md)",
-        read="groups.py (parse time)",
+        read="groups.py (parse time: environment only)",
     )
     targeted_sweep_schedule: str | None = setting(
         "*/5 * * * *", SCHEDULE,
         "cron (or preset) of `atlas_targeted_sweep`; `null` = only triggered by hand",
-        read="dags/atlas_targeted_sweep.py (parse time)",
+        read="dags/atlas_targeted_sweep.py (parse time: environment only)",
     )
     shard_count: int | None = setting(
         None, Nullable(Int(1, 256)),
@@ -239,27 +259,27 @@ class AtlasSettings:
         3600.0, Nullable(Float(0, 7 * DAY, lo_open=True)),
         "execution_timeout of a sweep task: a stuck sweep is stopped, its leases released (`on_kill`), and "
         "the task retried (`null`: no timeout)",
-        read="groups.py (parse time)",
+        read="groups.py (parse time: environment only)",
     )
     retries: int = setting(
         2, Int(1, 100),
         "retries of every task of our DAGs",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     retry_delay_seconds: float = setting(
         30.0, Float(0, DAY, lo_open=True),
         "first retry delay",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     retry_exponential_backoff: float = setting(
         2.0, Float(0, 100),
         "multiplier of the delay per retry (0 = off)",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     max_retry_delay_seconds: float = setting(
         600.0, Float(0, 7 * DAY, lo_open=True),
         "cap of the retry delay",
-        read="AtlasSettings.default_args (parse time)",
+        read="AtlasSettings.default_args (parse time: environment only)",
     )
     compaction_threshold_tombstones: int = setting(
         100_000, Int(0, LONG),
@@ -301,7 +321,7 @@ class AtlasSettings:
     full_sweep_schedule: str | None = setting(
         None, SCHEDULE,
         "schedule of `atlas_full_sweep` (`null`: by hand)",
-        read="dags/atlas_full_sweep.py (parse time)",
+        read="dags/atlas_full_sweep.py (parse time: environment only)",
     )
     full_sweep_parts: int = setting(
         4, Int(1, MAX_FULL_SWEEP_PARTS),
@@ -316,7 +336,7 @@ class AtlasSettings:
     scrub_schedule: str | None = setting(
         "@hourly", SCHEDULE,
         "schedule of `atlas_scrub`",
-        read="dags/atlas_scrub.py (parse time)",
+        read="dags/atlas_scrub.py (parse time: environment only)",
     )
     scrub_max_entries: int | None = setting(
         None, Nullable(Int(1, 1 << 31)),
@@ -326,10 +346,13 @@ class AtlasSettings:
     sensor_poke_seconds: float = setting(
         30.0, Float(0, DAY, lo_open=True),
         "poll interval of our sensors and triggers",
-        read="dags/example_bulk_load_then_sweep.py",
+        read="dags/example_bulk_load_then_sweep.py (parse time: environment only)",
     )
+    engine_layer: Layer = field(default_factory=lambda: Layer(Rank.VARIABLE, SOURCE), compare=False, repr=False)
+    """The Variable's engine keys, as the resolver's ``VARIABLE`` layer; not a key of the Variable itself."""
     engine: StoreConfig = field(default_factory=StoreConfig)
-    """The engine's settings (defaults < this Variable's engine keys); not a key of the Variable itself."""
+    """The engine's settings of this Variable alone (defaults < its engine keys), for the Airflow layer's
+    reads (e.g. ``settings.lock_lease_seconds``); a task's settings are :meth:`engine_config`."""
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -362,24 +385,35 @@ class AtlasSettings:
             raise InvalidInputError(
                 f"setting(s) {', '.join(both)} given twice in {source}: at the top level and in {STORE_CONFIG}"
             )
-        engine = StoreConfig().with_overrides(source, **nested, **top)
+        layer = Layer(Rank.VARIABLE, source, {**nested, **top})
         own = layer_values(cls, {k: v for k, v in values.items() if k not in engine_keys and k != STORE_CONFIG}, source)
-        return cls(engine=engine, **own)
+        return cls(engine_layer=layer, engine=resolve(layer), **own)
 
     @classmethod
     def load(cls) -> "AtlasSettings":
-        """Read the ``atlas_settings`` Variable (defaults when it does not exist)."""
+        """Read the ``atlas_settings`` Variable (defaults when it does not exist) - when a task runs, never
+        at DAG-file parse time (there use :meth:`for_dag_files`)."""
         from airflow.sdk import Variable
 
-        raw = Variable.get(VARIABLE, default=None)
+        return cls.from_text(Variable.get(VARIABLE, default=None))
+
+    @classmethod
+    def for_dag_files(cls) -> "AtlasSettings":
+        """The settings that shape the DAGs, for the DAG files: from the environment variable
+        :data:`VARIABLE_ENV` only (no database query at parse time); defaults when it is unset."""
+        return cls.from_text(os.environ.get(VARIABLE_ENV), f"the environment variable {VARIABLE_ENV}")
+
+    @classmethod
+    def from_text(cls, raw: Any, source: str = SOURCE) -> "AtlasSettings":
+        """Settings from the Variable's value (JSON text, or a mapping already decoded)."""
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             return cls()
         if isinstance(raw, str):
             try:
                 raw = json.loads(raw)
             except json.JSONDecodeError as exc:
-                raise InvalidInputError(f"{SOURCE} is not valid JSON: {exc}") from None
-        return cls.from_mapping(raw)
+                raise InvalidInputError(f"{source} is not valid JSON: {exc}") from None
+        return cls.from_mapping(raw, source)
 
     def to_json(self) -> dict:
         """Every setting, flat (Airflow and engine keys), as JSON values; ``from_mapping`` reads it back."""
@@ -388,9 +422,16 @@ class AtlasSettings:
         return {k: list(v) if isinstance(v, tuple) else v for k, v in out.items()}
 
     # ----- derived values --------------------------------------------------------------------------
-    def engine_config(self, **overrides) -> StoreConfig:
-        """The engine's StoreConfig: defaults < this Variable < ``overrides`` (a task's ``store_config``)."""
-        return self.engine.with_overrides(TASK_SOURCE, **overrides)
+    def engine_config(self, *layers: Layer, **overrides: Any) -> StoreConfig:
+        """A task's engine settings, resolved once: defaults < this Variable < ``layers`` (e.g. the task's
+        ``store_config``: :meth:`task_layer`) and ``overrides`` (typed values, the ``TASK`` layer). The
+        store's connection extras go on top in the hook (:meth:`AtlasHook.resolved_config`)."""
+        return resolve(self.engine_layer, *layers, Layer(Rank.TASK, TASK_SOURCE, overrides))
+
+    @staticmethod
+    def task_layer(store_config: Any, source: str = TASK_SOURCE) -> Layer:
+        """An operator's or sensor's ``store_config`` argument as the resolver's ``TASK`` layer."""
+        return Layer(Rank.TASK, source, {} if store_config is None else store_config)
 
     def group_size(self, execution_mode: str | None = None) -> int:
         mode = execution_mode or self.execution_mode

@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 
 from .. import __version__
-from ..config import MAX_SWEEP_ENTRIES_PER_SECOND
 from ..errors import InvalidInputError
 from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
 from ..sweep.reader import DEFAULT_COUNT_CAP
@@ -181,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"queue entries per iteration (default: the batch_limit setting, {DEFAULT_BATCH_LIMIT})")
     p.add_argument("--max-iterations", type=_int_in(1), default=None, metavar="N",
                    help="iterations per shard and strategy (default: max_iterations_per_shard, 100)")
-    p.add_argument("--max-entries-per-second", type=_int_in(0, MAX_SWEEP_ENTRIES_PER_SECOND), default=None, metavar="N",
+    p.add_argument("--max-entries-per-second", default=None, metavar="N",  # checked with the settings (--set)
                    help="intensity: queue entries per second per pair at most, paced between iterations; 0 = unlimited "
                         "(default: the sweep_max_entries_per_second setting, also settable with --set)")
     _progress_args(p)

@@ -7,6 +7,7 @@ import sys
 import time
 
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..kvs.url import STORE_URL_ENV
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -18,7 +19,7 @@ EXIT_ACCESS = 5
 """The store refused the credentials, the TLS handshake failed, or the role lacks a permission."""
 EXIT_INTERRUPTED = 130
 PROG = "atlas-sweep"
-ENV_STORE_URL = "ATLAS_STORE_URL"
+ENV_STORE_URL = STORE_URL_ENV
 
 EXIT_CODES_HELP = """\
 exit codes:

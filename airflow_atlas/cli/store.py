@@ -3,19 +3,25 @@ any message, and without writing anything unless the command is ``init``."""
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
-from ..kvs.url import redact_url, scrub, url_secrets
+from ..kvs.url import redact_url, scrub, store_url_from_environment, url_secrets
 from .output import ENV_STORE_URL, EXIT_USAGE, PROG, CliError
 
 
-def engine_config(settings):
-    """StoreConfig: defaults < ``--set NAME=VALUE`` (each parsed and validated by its setting's declaration)."""
-    from ..config import StoreConfig
+def engine_config(args):
+    """The command's engine settings, resolved once (:func:`airflow_atlas.settings_resolver.resolve`):
+    defaults < ``--set NAME=VALUE`` and ``--max-entries-per-second`` (the ``COMMAND_LINE`` layer, each
+    value parsed and validated by its setting's declaration); the store URL's or connection's
+    replica-safety options go on top when the store opens."""
+    from ..settings_resolver import Rank, resolve, text_layer
 
-    return StoreConfig().with_text(settings or [], "--set")
+    layers = [text_layer(Rank.COMMAND_LINE, getattr(args, "settings", None) or [], "--set")]
+    rate = getattr(args, "max_entries_per_second", None)
+    if rate is not None:
+        layers.append(text_layer(Rank.COMMAND_LINE, {"sweep_max_entries_per_second": rate}, "--max-entries-per-second"))
+    return resolve(*layers)
 
 
 class StoreHandle:
@@ -31,7 +37,7 @@ class StoreHandle:
 
 
 def chosen_url(args) -> str | None:
-    return getattr(args, "store", None) or os.environ.get(ENV_STORE_URL)
+    return getattr(args, "store", None) or store_url_from_environment()
 
 
 def open_store(args, *, must_exist: bool = True) -> StoreHandle:
@@ -43,12 +49,12 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
     conn_id = getattr(args, "conn_id", None)
     if url is not None and conn_id is not None:
         raise CliError(EXIT_USAGE, "give either --store or --conn-id, not both")
-    config = engine_config(getattr(args, "settings", None))
+    config = engine_config(args)
     if conn_id is not None:
         store, label, secrets = _open_from_connection(conn_id, config, must_exist), f"Airflow connection {conn_id!r}", []
     else:
         if url is None:
-            url = os.environ.get(ENV_STORE_URL)
+            url = store_url_from_environment()
             if not url:
                 raise CliError(EXIT_USAGE, f"no store given: pass --store URL or --conn-id ID, or set {ENV_STORE_URL}")
         from ..store import AtlasStore

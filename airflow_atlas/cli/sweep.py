@@ -47,7 +47,7 @@ def cmd_sweep(args, h) -> int:
             try:
                 summary = store.sweeper.sweep_shard(
                     shard, s, sweep_ts=sweep_ts[s], holder=holder, max_iterations=args.max_iterations,
-                    batch_limit=args.batch_limit, dry_run=args.dry_run, max_entries_per_second=args.max_entries_per_second,
+                    batch_limit=args.batch_limit, dry_run=args.dry_run,
                     on_iteration=lambda it: bar.advance(it.entries_read),
                 )
             except (StoreUnavailableError, StoreAccessError):

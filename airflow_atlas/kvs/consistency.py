@@ -51,10 +51,13 @@ Lowering ``sweep_delete``, ``sentinel`` or ``abort_delete`` below ALL is refused
 ``allow_weak_sweep_consistency`` is true: a tombstone then may miss a replica, and only a full repair of
 the keyspace completed within ``gc_grace_seconds`` of the sweep prevents resurrection.
 
-Settings keys (flat, so that the CLI ``--set``, ``atlas_settings.store_config``, Spark
-``spark.atlas.store.*``, the store URL query and Airflow connection extras all carry them):
+Settings keys (flat, so that every layer - the CLI ``--set``, ``atlas_settings``, Spark
+``spark.atlas.store.*``, the store URL query and Airflow connection extras - carries them):
 ``consistency_<operation>``, ``allow_weak_sweep_consistency``, ``repair_interval_seconds``,
-``allow_gc_grace_below_repair_interval``.
+``allow_gc_grace_below_repair_interval``. They are declared, parsed and validated (levels, and the rule
+above) by :class:`airflow_atlas.config.StoreConfig`, resolved by
+:func:`airflow_atlas.settings_resolver.resolve`; this module holds the operations, the level names, the
+defaults and reasons, and the engine's lookups built from the validated settings.
 
 Nothing here imports the Cassandra driver: levels are names, the Cassandra backend maps them.
 """
@@ -62,8 +65,6 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
-from typing import Mapping
-
 from ..errors import InvalidInputError
 
 
@@ -93,8 +94,28 @@ CASSANDRA_DEFAULT_GC_GRACE_SECONDS = 864_000
 """``gc_grace_seconds`` of a table created without the option (Cassandra 5.0's default)."""
 MAX_REPAIR_INTERVAL_SECONDS = 10 * 365 * 86_400
 
-_TRUE = {"1", "true", "yes", "on"}
-_FALSE = {"0", "false", "no", "off"}
+DEFAULT_LEVELS = {
+    Operation.DATA_READ: "LOCAL_QUORUM",
+    Operation.DATA_WRITE: "LOCAL_QUORUM",
+    Operation.QUEUE_WRITE: "LOCAL_QUORUM",
+    Operation.SWEEP_DELETE: "ALL",
+    Operation.SENTINEL: "ALL",
+    Operation.ABORT_DELETE: "ALL",
+    Operation.QUEUE_CLEANUP: "LOCAL_QUORUM",
+    Operation.LWT_COMMIT: "LOCAL_QUORUM",
+    Operation.SERIAL: "SERIAL",
+}
+"""The default level of each operation (reasons in the module docstring); the settings
+``consistency_<operation>`` of :class:`airflow_atlas.config.StoreConfig` declare them."""
+
+WEAK_SWEEP_REASON = (
+    "a sweep tombstone below ALL could miss a replica, and compaction after gc_grace_seconds would let that "
+    "replica's deleted data come back. Only a full repair of the keyspace completed within gc_grace_seconds "
+    "of every sweep prevents that; set allow_weak_sweep_consistency=true only if your repair schedule "
+    "guarantees it"
+)
+"""Why :data:`GUARDED_OPERATIONS` below ALL need ``allow_weak_sweep_consistency`` (the settings' cross-field
+rule, :class:`airflow_atlas.config.StoreConfig`)."""
 
 
 def setting_name(operation: Operation) -> str:
@@ -109,95 +130,25 @@ def allowed_levels(operation: "Operation | str") -> tuple:
     return LWT_COMMIT_LEVELS if operation is Operation.LWT_COMMIT else REPLICATED_LEVELS
 
 
-def parse_level(operation: "Operation | str", value: object) -> str:
-    """The canonical (upper-case) level name for ``operation``, or InvalidInputError naming the setting."""
-    operation = Operation(operation)
-    allowed = allowed_levels(operation)
-    name = value.strip().upper() if isinstance(value, str) else None
-    if name not in allowed:
-        extra = ""
-        if name == "EACH_QUORUM" and operation is Operation.LWT_COMMIT:
-            extra = " (Cassandra rejects EACH_QUORUM for lightweight transactions with SimpleStrategy)"
-        elif name == "ANY":
-            extra = " (ANY acknowledges a write kept only as a hint: not durable)"
-        raise InvalidInputError(
-            f"setting {setting_name(operation)} must be one of {', '.join(allowed)}, got {value!r}{extra}"
-        )
-    return name
-
-
-def parse_bool(name: str, value: object) -> bool:
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
-        return value.strip().lower() in _TRUE
-    raise InvalidInputError(f"setting {name} must be true or false, got {value!r}")
-
-
-def parse_seconds(name: str, value: object) -> int:
-    if isinstance(value, bool):
-        raise InvalidInputError(f"setting {name} must be a whole number of seconds, got {value!r}")
-    if isinstance(value, str):
-        try:
-            value = int(value.strip())
-        except ValueError:
-            raise InvalidInputError(f"setting {name} must be a whole number of seconds, got {value!r}") from None
-    if not isinstance(value, int) or not 1 <= value <= MAX_REPAIR_INTERVAL_SECONDS:
-        raise InvalidInputError(f"setting {name} must be between 1 and {MAX_REPAIR_INTERVAL_SECONDS}, got {value!r}")
-    return value
-
-
 @dataclass(frozen=True)
 class ConsistencyPolicy:
-    """The consistency level (a name) of each :class:`Operation`; validated on construction."""
+    """The consistency level (a name) of each :class:`Operation`: the engine's per-operation lookup.
 
-    data_read: str = "LOCAL_QUORUM"
-    data_write: str = "LOCAL_QUORUM"
-    queue_write: str = "LOCAL_QUORUM"
-    sweep_delete: str = "ALL"
-    sentinel: str = "ALL"
-    abort_delete: str = "ALL"
-    queue_cleanup: str = "LOCAL_QUORUM"
-    lwt_commit: str = "LOCAL_QUORUM"
-    serial: str = "SERIAL"
-    allow_weak_sweep_consistency: bool = False
+    Built from the validated settings (:meth:`airflow_atlas.config.StoreConfig.consistency_policy`), which
+    check the level names and the cross-field rule; the defaults here are :data:`DEFAULT_LEVELS`."""
 
-    def __post_init__(self) -> None:
-        for op in Operation:
-            object.__setattr__(self, op.value, parse_level(op, getattr(self, op.value)))
-        allow = parse_bool("allow_weak_sweep_consistency", self.allow_weak_sweep_consistency)
-        object.__setattr__(self, "allow_weak_sweep_consistency", allow)
-        if not allow:
-            for op in GUARDED_OPERATIONS:
-                level = getattr(self, op.value)
-                if level != "ALL":
-                    raise InvalidInputError(
-                        f"setting {setting_name(op)}={level} is below ALL: a sweep tombstone could then miss a "
-                        "replica, and compaction after gc_grace_seconds would let that replica's deleted data "
-                        "come back. Only a full repair of the keyspace completed within gc_grace_seconds of every "
-                        "sweep prevents that; if your repair schedule guarantees it, also set "
-                        "allow_weak_sweep_consistency=true"
-                    )
+    data_read: str = DEFAULT_LEVELS[Operation.DATA_READ]
+    data_write: str = DEFAULT_LEVELS[Operation.DATA_WRITE]
+    queue_write: str = DEFAULT_LEVELS[Operation.QUEUE_WRITE]
+    sweep_delete: str = DEFAULT_LEVELS[Operation.SWEEP_DELETE]
+    sentinel: str = DEFAULT_LEVELS[Operation.SENTINEL]
+    abort_delete: str = DEFAULT_LEVELS[Operation.ABORT_DELETE]
+    queue_cleanup: str = DEFAULT_LEVELS[Operation.QUEUE_CLEANUP]
+    lwt_commit: str = DEFAULT_LEVELS[Operation.LWT_COMMIT]
+    serial: str = DEFAULT_LEVELS[Operation.SERIAL]
 
     def level(self, operation: "Operation | str") -> str:
-        return getattr(self, Operation(operation).value)
-
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, object]) -> "ConsistencyPolicy":
-        """From flat settings keys (``consistency_<operation>``, ``allow_weak_sweep_consistency``); other
-        keys are ignored, missing ones take the defaults."""
-        kwargs: dict = {}
-        for op in Operation:
-            if setting_name(op) in settings:
-                kwargs[op.value] = settings[setting_name(op)]
-        if "allow_weak_sweep_consistency" in settings:
-            kwargs["allow_weak_sweep_consistency"] = settings["allow_weak_sweep_consistency"]
-        return cls(**kwargs)
-
-    def to_settings(self) -> dict:
-        out: dict = {setting_name(op): self.level(op) for op in Operation}
-        out["allow_weak_sweep_consistency"] = self.allow_weak_sweep_consistency
-        return out
+        return str(getattr(self, Operation(operation).value))
 
 
 @dataclass(frozen=True)
@@ -206,21 +157,12 @@ class GcGraceGuard:
 
     A tombstone is purgeable once ``gc_grace_seconds`` old; a replica that missed it (down during the
     sweep, or a weakened consistency level) is made whole only by repair. With ``gc_grace_seconds`` below
-    the interval at which repair runs, a purge can come first, and the deleted data comes back.
+    the interval at which repair runs, a purge can come first, and the deleted data comes back. Built from
+    the validated settings (:meth:`airflow_atlas.config.StoreConfig.gc_grace_guard`).
     """
 
     repair_interval_seconds: int = DEFAULT_REPAIR_INTERVAL_SECONDS
     allow_gc_grace_below_repair_interval: bool = False
-
-    def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "repair_interval_seconds", parse_seconds("repair_interval_seconds", self.repair_interval_seconds)
-        )
-        object.__setattr__(
-            self,
-            "allow_gc_grace_below_repair_interval",
-            parse_bool("allow_gc_grace_below_repair_interval", self.allow_gc_grace_below_repair_interval),
-        )
 
     def check(self, table: str, strategy: str, gc_grace_seconds: int | None) -> None:
         """Raise InvalidInputError when a table swept with ``strategy`` would have ``gc_grace_seconds``
@@ -239,44 +181,14 @@ class GcGraceGuard:
             "really runs more often - lower repair_interval_seconds, or set allow_gc_grace_below_repair_interval=true"
         )
 
-    @classmethod
-    def from_settings(cls, settings: Mapping[str, object]) -> "GcGraceGuard":
-        kwargs = {
-            name: settings[name]
-            for name in ("repair_interval_seconds", "allow_gc_grace_below_repair_interval")
-            if name in settings
-        }
-        return cls(**kwargs)
-
-    def to_settings(self) -> dict:
-        return {
-            "repair_interval_seconds": self.repair_interval_seconds,
-            "allow_gc_grace_below_repair_interval": self.allow_gc_grace_below_repair_interval,
-        }
-
 
 SETTING_NAMES = tuple(setting_name(op) for op in Operation) + (
     "allow_weak_sweep_consistency",
     "repair_interval_seconds",
     "allow_gc_grace_below_repair_interval",
 )
-"""Every replica-safety settings key (StoreConfig fields, URL query options, connection extras)."""
-_DEFAULTS = {**ConsistencyPolicy().to_settings(), **GcGraceGuard().to_settings()}
-
-
-def default_setting(name: str) -> object:
-    return _DEFAULTS[name]
-
-
-def check_setting(name: str, value: object) -> object:
-    """One settings value, validated and normalised (level names upper-case, bools, ints)."""
-    if name.startswith("consistency_") and name in SETTING_NAMES:
-        return parse_level(name[len("consistency_"):], value)
-    if name in ("allow_weak_sweep_consistency", "allow_gc_grace_below_repair_interval"):
-        return parse_bool(name, value)
-    if name == "repair_interval_seconds":
-        return parse_seconds(name, value)
-    raise InvalidInputError(f"unknown replica-safety setting {name!r}; known: {', '.join(SETTING_NAMES)}")
+"""Every replica-safety settings key: the StoreConfig fields that the store layer (URL query options,
+connection extras) may set too."""
 
 
 def check_policies(consistency: object, gc_grace_guard: object) -> tuple[ConsistencyPolicy, GcGraceGuard]:
@@ -288,11 +200,6 @@ def check_policies(consistency: object, gc_grace_guard: object) -> tuple[Consist
     if not isinstance(gc_grace_guard, GcGraceGuard):
         raise InvalidInputError("gc_grace_guard must be a GcGraceGuard (airflow_atlas.kvs.consistency)")
     return consistency, gc_grace_guard
-
-
-def replica_settings(settings: Mapping[str, object]) -> tuple[ConsistencyPolicy, GcGraceGuard]:
-    """Both policies from flat settings (unknown keys ignored); raises InvalidInputError naming a bad one."""
-    return ConsistencyPolicy.from_settings(settings), GcGraceGuard.from_settings(settings)
 
 
 WRITE_OPERATIONS = (

@@ -10,8 +10,10 @@
   ``concurrency``, ``page_size``. User and password are percent-decoded.
   Replica safety (:mod:`.consistency`): ``consistency_<operation>`` (a level name, e.g.
   ``consistency_sweep_delete=QUORUM``), ``allow_weak_sweep_consistency``, ``repair_interval_seconds``,
-  ``allow_gc_grace_below_repair_interval``. They override the same keys of the engine settings
-  (``StoreConfig``, passed as ``settings``): the URL describes this one store.
+  ``allow_gc_grace_below_repair_interval``. These are engine settings: :func:`url_settings` hands them to
+  the settings resolver (:func:`airflow_atlas.settings_resolver.store_url_layer`, the top layer: the URL
+  describes this one store), which validates them with every other layer; :func:`open_kvs` then takes the
+  resolved ``consistency`` / ``gc_grace_guard`` (``AtlasStore.open`` does both).
 
 In-memory stores are not supported (each thread and process would see a different database).
 Errors are InvalidInputError naming the problem; no message ever contains the password.
@@ -27,6 +29,17 @@ from urllib.parse import parse_qsl, unquote
 from ..errors import InvalidInputError
 from . import consistency
 from .api import KeyValueService
+
+STORE_URL_ENV = "ATLAS_STORE_URL"
+"""The environment variable naming the store for processes without an argument for it (the CLI, a Spark
+job without ``--store-url-file``); read only by :func:`store_url_from_environment`."""
+
+
+def store_url_from_environment(environ: "os._Environ[str] | dict[str, str] | None" = None) -> str | None:
+    """The store URL of :data:`STORE_URL_ENV` (stripped), or None when it is unset or empty."""
+    url = ((os.environ if environ is None else environ).get(STORE_URL_ENV) or "").strip()
+    return url or None
+
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.\-_]*$")
 _IPV6 = re.compile(r"^[0-9A-Fa-f:.]+$")
@@ -94,6 +107,26 @@ def redact_url(url: str) -> str:
     return scrub(f"{scheme}://{prefix}{rest}", url_secrets(url))
 
 
+def url_settings(url: object) -> dict[str, str]:
+    """The replica-safety options of a ``cassandra://`` URL's query, as text (validated by the settings
+    resolver, not here); ``{}`` for other URLs and for text that is not a URL."""
+    if not isinstance(url, str) or not url.strip().lower().startswith("cassandra://"):
+        return {}
+    url = url.strip()
+    try:
+        _, _, query = _split("cassandra" + url[len("cassandra"):], "cassandra")
+        pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
+    except (InvalidInputError, ValueError):
+        return {}  # open_kvs reports the malformed URL
+    out: dict[str, str] = {}
+    for name, value in pairs:
+        if name in consistency.SETTING_NAMES:
+            if name in out:
+                raise InvalidInputError(f"URL option {name!r} given twice")
+            out[name] = value
+    return out
+
+
 def _bool(name: str, value: str) -> bool:
     from ..settings_model import Bool  # the one list of true/false words (imports kvs: not at module level)
 
@@ -152,7 +185,7 @@ def _split(url: str, scheme: str) -> tuple[str, str, str]:
     return userinfo + netloc, path, query
 
 
-def _open_sqlite(url: str, opts: dict, settings: dict) -> KeyValueService:
+def _open_sqlite(url: str, opts: dict) -> KeyValueService:
     from .sqlite import SqliteKeyValueService
 
     netloc, path, query = _split(url, "sqlite")
@@ -170,7 +203,9 @@ def _open_sqlite(url: str, opts: dict, settings: dict) -> KeyValueService:
         query,
         {"busy_timeout_ms": _int, "synchronous": lambda n, v: v.upper()},
     )
-    consistency.replica_settings(settings)  # validated; one copy of the data: no levels, no grace period
+    # One copy of the data: no consistency levels, no grace period (the settings were validated anyway).
+    opts.pop("consistency", None)
+    opts.pop("gc_grace_guard", None)
     kwargs.update(opts)
     return SqliteKeyValueService(os.path.abspath(path), **kwargs)
 
@@ -214,7 +249,7 @@ def _parse_hosts(hostpart: str) -> tuple[list[str], int | None]:
     return hosts, (ports.pop() if ports else None)
 
 
-def _open_cassandra(url: str, opts: dict, settings: dict) -> KeyValueService:
+def _open_cassandra(url: str, opts: dict) -> KeyValueService:
     from .cassandra import CassandraKeyValueService, validate_keyspace
 
     netloc, path, query = _split(url, "cassandra")
@@ -247,17 +282,21 @@ def _open_cassandra(url: str, opts: dict, settings: dict) -> KeyValueService:
             "request_timeout": _float,
             "concurrency": _int,
             "page_size": _int,
-            **{name: (lambda n, v: consistency.check_setting(n, v)) for name in consistency.SETTING_NAMES},
+            **{name: (lambda n, v: v) for name in consistency.SETTING_NAMES},
         },
     )
-    replica = {**settings, **{name: q.pop(name) for name in consistency.SETTING_NAMES if name in q}}
-    policy, guard = consistency.replica_settings(replica)  # before connecting: nothing is written yet
+    in_url = [name for name in consistency.SETTING_NAMES if q.pop(name, None) is not None]
+    if in_url and opts.get("consistency") is None:
+        raise InvalidInputError(
+            f"URL option(s) {', '.join(in_url)} are engine settings: open the store with AtlasStore.open (it "
+            "resolves them with the other settings) or pass the resolved consistency / gc_grace_guard"
+        )
     ssl_on = q.pop("ssl", False)
     ssl_ca = q.pop("ssl_ca", None)
     ssl_verify = q.pop("ssl_verify", True)
     if (ssl_ca is not None or "ssl_verify" in query) and not ssl_on:
         raise InvalidInputError("URL options ssl_ca / ssl_verify need ssl=true")
-    kwargs: dict = dict(q, consistency=policy, gc_grace_guard=guard)
+    kwargs: dict = dict(q)
     if ssl_on:
         import ssl
 
@@ -278,7 +317,7 @@ def _open_cassandra(url: str, opts: dict, settings: dict) -> KeyValueService:
     return CassandraKeyValueService.connect(hosts, keyspace=unquote(keyspace), **kwargs)
 
 
-def open_kvs(url: str, *, must_exist: bool = False, settings: dict | None = None, **opts) -> KeyValueService:
+def open_kvs(url: str, *, must_exist: bool = False, **opts) -> KeyValueService:
     """Open the key-value service a URL names; ``opts`` go to the backend's constructor (and override
     URL options), e.g. ``fresh_timestamp_supplier=...``.
 
@@ -286,13 +325,9 @@ def open_kvs(url: str, *, must_exist: bool = False, settings: dict | None = None
     foreign SQLite database, a missing keyspace or a keyspace without the registry raise
     StoreNotInitializedError (no file, WAL switch, keyspace or ``atlas_metadata`` is created).
 
-    ``settings``: the replica-safety keys of the engine settings
-    (:meth:`airflow_atlas.config.StoreConfig.replica_settings`); the URL's own query options of the same
-    names override them."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(consistency.SETTING_NAMES))
-    if unknown:
-        raise InvalidInputError(f"unknown replica-safety setting(s): {', '.join(unknown)}")
+    ``consistency`` / ``gc_grace_guard`` (in ``opts``): the replica-safety lookups built from the
+    resolved settings (``StoreConfig.consistency_policy()`` / ``gc_grace_guard()``), which include the
+    URL's own replica-safety options (:func:`url_settings`); a URL with such options needs them."""
     if must_exist:
         scheme = url.strip().partition("://")[0].lower() if isinstance(url, str) else ""
         if scheme == "sqlite":
@@ -306,9 +341,9 @@ def open_kvs(url: str, *, must_exist: bool = False, settings: dict | None = None
     scheme = url.partition("://")[0].lower() if "://" in url else ""
     try:
         if scheme == "sqlite":
-            return _open_sqlite(url, opts, settings)
+            return _open_sqlite(url, opts)
         if scheme == "cassandra":
-            return _open_cassandra(url, opts, settings)
+            return _open_cassandra(url, opts)
     except InvalidInputError as exc:  # whatever went wrong, the message never holds the credentials
         secrets = url_secrets(url)
         if not secrets:

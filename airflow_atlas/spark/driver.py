@@ -18,10 +18,29 @@ from .jobs import FullSweepJob, TargetedSweepJob
 from ..kvs.url import redact_url, scrub
 
 
-def validate_settings(settings: dict, source: str = "spark.atlas.store.* conf / settings") -> None:
-    from ..config import StoreConfig
+SETTING_SOURCE = "--setting"
+CONF_SOURCE = "spark.atlas.store.* conf"
 
-    StoreConfig().with_overrides(source, **settings)  # raises InvalidInputError naming the setting and source
+
+def check_setting_values(settings: dict, source: str = SETTING_SOURCE) -> None:
+    """Each value of one layer checked by its setting's declaration (InvalidInputError naming it and
+    ``source``), e.g. a job's ``--setting`` before Spark starts; the layers are resolved in :func:`run_job`."""
+    from ..config import StoreConfig
+    from ..settings_model import layer_values
+
+    layer_values(StoreConfig, settings, source)
+
+
+def job_config(conf_items, settings: dict | None):
+    """The job's engine settings, resolved once: the ``spark.atlas.store.*`` conf (``SPARK_CONF`` layer)
+    < ``settings`` (the job's ``--setting``, ``COMMAND_LINE``); the store URL's replica-safety options go
+    on top where the store opens (``AtlasStore.open``)."""
+    from ..settings_resolver import Layer, Rank, resolve
+
+    return resolve(
+        Layer(Rank.SPARK_CONF, CONF_SOURCE, settings_from_spark_conf(conf_items)),
+        Layer(Rank.COMMAND_LINE, SETTING_SOURCE, settings or {}),
+    )
 
 
 def run_job(
@@ -35,7 +54,8 @@ def run_job(
 ) -> JobDocument:
     """Run ``job`` (a strategy of :mod:`airflow_atlas.spark.jobs`) as one Spark job and return its document.
 
-    ``settings`` (StoreConfig overrides) are merged over the ``spark.atlas.store.*`` conf entries.
+    ``settings`` (StoreConfig values, the job's ``--setting``) win over the ``spark.atlas.store.*`` conf
+    entries (:func:`job_config`, the settings resolver).
     ``spark`` is a classic session (``spark-submit``, items as RDD partitions) or a Spark Connect one
     (items as ``mapInArrow`` partitions, :mod:`.connect`); both run the same task body.
     ``engine_zip`` is added with addPyFile on a classic session (spark-submit passes it with ``--py-files``
@@ -53,8 +73,8 @@ def run_job(
         conf = sc.getConf()
         master, app_id, max_failures, conf_items = sc.master, sc.applicationId, conf.get("spark.task.maxFailures", None), conf.getAll()
     max_attempts = effective_max_failures(master, max_failures)
-    merged = {**settings_from_spark_conf(conf_items), **(settings or {})}
-    validate_settings(merged)
+    # Serialised once: every task opens its store with these values (StoreConfig(**merged)).
+    merged = job_config(conf_items, settings).to_json()
     job, items = job.plan(lambda: open_store(store_url, merged))
     spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=app_id,
                     job=job, open_store=open_store)

@@ -36,13 +36,13 @@ PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
 
 
 def open_store(url: str, settings: dict):
-    """The default store opener: ``AtlasStore.open`` with ``settings`` over the StoreConfig defaults.
-    A job accepts any other picklable ``open_store(url, settings)`` (e.g. a wrapper around the store)."""
+    """The default store opener: ``AtlasStore.open`` with ``settings``, the job's resolved settings
+    (``StoreConfig.to_json()``, see ``driver.job_config``). A job accepts any other picklable
+    ``open_store(url, settings)`` (e.g. a wrapper around the store)."""
     from ..config import StoreConfig
     from ..store import AtlasStore
 
-    config = StoreConfig().with_overrides("spark.atlas.store.* conf / settings", **settings) if settings else StoreConfig()
-    return AtlasStore.open(url, config=config)
+    return AtlasStore.open(url, config=StoreConfig(**settings) if settings else None)
 
 
 _KEPT: dict[tuple, tuple[int, Any]] = {}

@@ -12,7 +12,7 @@ from typing import Callable, Sequence
 from .args import STORE_SETTING_CONF_PREFIX, parse_settings
 from .document import EXIT_JOB_FAILED, EXIT_OK, EXIT_PAIRS_FAILED, EXIT_USAGE, emit_document
 from ..errors import InvalidInputError
-from .driver import failure_document, run_job, validate_settings
+from .driver import check_setting_values, failure_document, run_job
 from .executor import open_store as default_open_store
 from ..kvs.url import redact_url
 from .secrets import STORE_URL_ENV, read_store_url
@@ -44,7 +44,7 @@ def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable =
     started = time.time()
     try:
         settings = parse_settings(args.setting)
-        validate_settings(settings, "--setting")  # bad values: exit 2 naming the setting, before Spark starts
+        check_setting_values(settings)  # bad values: exit 2 naming the setting, before Spark starts
         job = job_class.from_args(args, parser)
         store_url = read_store_url(args.store_url_file)
     except ValueError as exc:

@@ -2,11 +2,9 @@
 scrubbing and redaction: :func:`airflow_atlas.kvs.url.scrub`, :func:`~airflow_atlas.kvs.url.redact_url`)."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
-STORE_URL_ENV = "ATLAS_STORE_URL"
-"""Environment variable holding the store URL when no ``--store-url-file`` is given."""
+from ..kvs.url import STORE_URL_ENV, store_url_from_environment
 
 
 def read_store_url(path: str | None = None, environ=None) -> str:
@@ -15,7 +13,6 @@ def read_store_url(path: str | None = None, environ=None) -> str:
     A file readable by group or others is refused (it may hold a password). Raises ValueError with a
     message that never contains the URL.
     """
-    environ = os.environ if environ is None else environ
     if path:
         p = Path(path)
         if not p.exists():
@@ -28,7 +25,7 @@ def read_store_url(path: str | None = None, environ=None) -> str:
         if not url:
             raise ValueError(f"store URL file {path} is empty")
         return url
-    url = (environ.get(STORE_URL_ENV) or "").strip()
-    if not url:
+    from_env = store_url_from_environment(environ)
+    if not from_env:
         raise ValueError(f"no store location: pass --store-url-file or set {STORE_URL_ENV}")
-    return url
+    return from_env

@@ -32,6 +32,10 @@ from typing import Callable
 
 from ..validation import check_float, check_int
 
+MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
+"""Largest ``sweep_max_entries_per_second`` (far above what one process sweeps); the setting's declaration
+(:class:`airflow_atlas.config.StoreConfig`) and :class:`SweepPacer` share it."""
+
 PACING_INTERVAL_SECONDS = 0.25
 """A paced run takes at most ``rate x`` this many entries per batch: its bursts of full-speed work last a
 fraction of this and alternate with waits. Measured on an idle node (bench/foreground_impact.py,
@@ -61,7 +65,11 @@ class SweepPacer:
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
     ):
-        self.max_entries_per_second = check_int(max_entries_per_second, "max_entries_per_second", 0)
+        # The one check of a rate given to the engine directly (sweep_shard(max_entries_per_second=...));
+        # the setting's values are checked by their declaration before they get here.
+        self.max_entries_per_second = check_int(
+            max_entries_per_second, "max_entries_per_second", 0, MAX_SWEEP_ENTRIES_PER_SECOND
+        )
         self.max_wait_seconds = check_float(max_wait_seconds, "max_wait_seconds", 0)
         self.interval_seconds = min(check_float(interval_seconds, "interval_seconds", 0), self.max_wait_seconds)
         self._clock = clock

@@ -28,13 +28,12 @@ import threading
 import time
 from collections import defaultdict
 
-from ..config import check_setting
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from ..validation import check_int
 from ..kvs.consistency import Operation
-from .constants import FINE_PARTITION, MAX_SHARDS
+from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .intensity import SweepPacer
@@ -53,6 +52,12 @@ log = logging.getLogger(__name__)
 
 ABORTED = -1
 
+
+
+def _check_batch_limit(batch_limit: object) -> int:
+    """A ``batch_limit`` given to the engine directly (the setting's own values are checked by their
+    declaration, StoreConfig; the engine does not import the settings)."""
+    return check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
 
 class TargetedSweeper:
     def __init__(self, store):
@@ -162,7 +167,6 @@ class TargetedSweeper:
         check_int(max_iterations, "max_iterations", 1)
         if max_entries_per_second is None:
             max_entries_per_second = self._store.config.sweep_max_entries_per_second
-        max_entries_per_second = check_setting("sweep_max_entries_per_second", max_entries_per_second)
         started = time.monotonic()
         summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up", sweep_ts=sweep_ts,
                                    max_entries_per_second=max_entries_per_second)
@@ -170,7 +174,7 @@ class TargetedSweeper:
         lease_seconds = self._store.config.lock_lease_seconds
         pacer = SweepPacer(max_entries_per_second, max_wait_seconds=lease_seconds / 3.0)
         if not pacer.unlimited and not dry_run:  # a dry run is one iteration: it reports a whole batch
-            limit = self._store.config.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
+            limit = self._store.config.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
             batch_limit = pacer.batch_cap(limit)
         try:
             if sweep_ts is None:
@@ -249,7 +253,7 @@ class TargetedSweeper:
         iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it)."""
         started = time.monotonic()
         cfg = self._store.config
-        limit = cfg.batch_limit if batch_limit is None else check_setting("batch_limit", batch_limit)
+        limit = cfg.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress

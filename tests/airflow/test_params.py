@@ -23,12 +23,14 @@ def test_defaults_mean_every_shard_and_both_strategies():
         "dry_run": False,
         "max_batches": None,
         "max_entries_per_second": None,
+        "store_config": {},  # no intensity given: the sweep tasks read the setting themselves
     }
 
 
-def test_the_intensity_is_kept_and_zero_means_unlimited():
-    assert manual(max_entries_per_second=2500)["max_entries_per_second"] == 2500
-    assert manual(max_entries_per_second=0)["max_entries_per_second"] == 0
+def test_the_intensity_is_a_settings_layer_and_zero_means_unlimited():
+    out = manual(max_entries_per_second=2500)
+    assert out["max_entries_per_second"] == 2500 and out["store_config"] == {"sweep_max_entries_per_second": 2500}
+    assert manual(max_entries_per_second=0)["store_config"] == {"sweep_max_entries_per_second": 0}
 
 
 def test_the_forms_intensity_field_follows_the_settings_limits():
@@ -62,10 +64,12 @@ def test_tables_choose_the_strategies_and_shards_are_kept():
         ({}, {"shards": [True]}, "shard(s) [True] out of range"),
         ({}, {"shards": [-1]}, "shard(s) [-1] out of range"),
         ({}, {"dry_run": "yes"}, "dry_run must be true or false"),
-        ({}, {"max_entries_per_second": -1}, "max_entries_per_second must be an integer in 0..10000000 (0: unlimited) or empty, got -1"),
-        ({}, {"max_entries_per_second": 10_000_001}, "max_entries_per_second must be an integer in 0..10000000"),
-        ({}, {"max_entries_per_second": 1.5}, "max_entries_per_second must be an integer"),
-        ({}, {"max_entries_per_second": True}, "max_entries_per_second must be an integer"),
+        # checked by the setting's declaration, naming the form's field as the source
+        ({}, {"max_entries_per_second": -1},
+         "setting sweep_max_entries_per_second must be between 0 and 10000000, got -1 (from the form's max_entries_per_second)"),
+        ({}, {"max_entries_per_second": 10_000_001}, "setting sweep_max_entries_per_second must be between 0 and 10000000"),
+        ({}, {"max_entries_per_second": 1.5}, "setting sweep_max_entries_per_second must be an integer"),
+        ({}, {"max_entries_per_second": True}, "setting sweep_max_entries_per_second must be an integer"),
     ],
 )
 def test_bad_requests_are_rejected_with_a_clear_message(conf, params, message):

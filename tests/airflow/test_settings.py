@@ -169,3 +169,30 @@ def test_load_reads_the_airflow_variable(monkeypatch):
     monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", '{"lock_lease_seconds": Infinity}')
     with pytest.raises(InvalidInputError, match=r"lock_lease_seconds must be a finite number.*\(from the atlas_settings Variable\)"):
         AtlasSettings.load()
+
+
+def test_dag_files_read_the_environment_only(monkeypatch):
+    """The DAG-shaping settings come from AIRFLOW_VAR_ATLAS_SETTINGS alone (no Variable.get, so no database
+    query at parse time: tests/airflow/dags/test_parse_queries.py counts them)."""
+    from airflow_atlas.airflow.settings import VARIABLE_ENV
+
+    assert VARIABLE_ENV == "AIRFLOW_VAR_ATLAS_SETTINGS"
+    monkeypatch.delenv(VARIABLE_ENV, raising=False)
+    assert AtlasSettings.for_dag_files() == AtlasSettings()
+    monkeypatch.setenv(VARIABLE_ENV, json.dumps({"targeted_sweep_schedule": "*/2 * * * *", "retries": 5}))
+    s = AtlasSettings.for_dag_files()
+    assert s.targeted_sweep_schedule == "*/2 * * * *" and s.default_args()["retries"] == 5
+    monkeypatch.setenv(VARIABLE_ENV, '{"retries": 0}')
+    with pytest.raises(InvalidInputError, match=r"setting retries .*\(from the environment variable AIRFLOW_VAR_ATLAS_SETTINGS\)"):
+        AtlasSettings.for_dag_files()
+
+
+def test_a_tasks_settings_are_resolved_in_one_call_with_the_variable():
+    """The Variable and the task's store_config are layers of one resolve: a rule may be satisfied across them."""
+    s = AtlasSettings.from_mapping({"allow_weak_sweep_consistency": True})
+    config = s.engine_config(s.task_layer({"consistency_sentinel": "QUORUM"}))
+    assert config.consistency_sentinel == "QUORUM"
+    with pytest.raises(InvalidInputError, match="consistency_sentinel=QUORUM needs setting allow_weak_sweep_consistency"):
+        AtlasSettings().engine_config(AtlasSettings.task_layer({"consistency_sentinel": "QUORUM"}))
+    with pytest.raises(InvalidInputError, match="settings must be a mapping"):
+        AtlasSettings().engine_config(AtlasSettings.task_layer(["batch_limit"]))

@@ -19,6 +19,8 @@ persisting progress), the last one a SIGKILL of the JVM instead of a graceful st
 """
 from __future__ import annotations
 
+import dataclasses
+
 import uuid
 
 import pytest
@@ -82,7 +84,7 @@ def _points(store):
 
 def _scenario(node, points: list[tuple[str, str]], transactions: int):
     url = node.url(f"atlas_stop_{uuid.uuid4().hex[:10]}", **QUERY)
-    config = CONFIG.with_overrides(batch_limit=12)
+    config = dataclasses.replace(CONFIG, batch_limit=12)
     clients = open_store(url, config=config, shards=2)  # the application: writers and an open transaction
     ensure_tables(clients, TABLES)
     model = Model()

@@ -21,6 +21,8 @@ and every committed write is where the model says.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import threading
 
 import pytest
@@ -122,7 +124,7 @@ def _stalling_sweeper(store, point: str, stall: Stall) -> TargetedSweeper:
         queue=Proxy(queue, reader=reader, cleaner=cleaner, progress=progress),
         locks=Proxy(locks, refresh=refresh),
         transaction_service=service,
-        config=store.config.with_overrides(lock_lease_seconds=LEASE),
+        config=dataclasses.replace(store.config, lock_lease_seconds=LEASE),
     )
     return TargetedSweeper(view)
 
@@ -215,13 +217,13 @@ def _interleave(store, strategy: str, point: str, round_: int = 0):
 
 @pytest.mark.parametrize("point", ["ranged_delete", "cleanup"])
 def test_expired_sweeper_wakes_up_after_takeover_short(shared_stores, point):
-    store, _ = shared_stores(config=CONFIG.with_overrides(lock_lease_seconds=LEASE))
+    store, _ = shared_stores(config=dataclasses.replace(CONFIG, lock_lease_seconds=LEASE))
     _interleave(store, "THOROUGH", point)
 
 
 @pytest.mark.reliability
 def test_expired_sweeper_wakes_up_after_takeover_every_step(shared_stores):
-    store, _ = shared_stores(config=CONFIG.with_overrides(lock_lease_seconds=LEASE))
+    store, _ = shared_stores(config=dataclasses.replace(CONFIG, lock_lease_seconds=LEASE))
     for strategy in ("CONSERVATIVE", "THOROUGH"):
         for point in (*BEFORE_CHECK, *AFTER_CHECK):
             if point == "sentinels" and strategy == "THOROUGH":

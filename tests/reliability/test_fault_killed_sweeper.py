@@ -17,6 +17,8 @@ subprocess) is SIGKILLed; the next ``atlas_targeted_sweep`` run recovers the sha
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import signal
@@ -96,7 +98,7 @@ class _Never:
 
 
 def test_sigkilled_sweeper_lease_expires_and_next_run_resumes(shared_stores):
-    store, url = shared_stores(config=CONFIG.with_overrides(lock_lease_seconds=LEASE_SECONDS), shards=1)
+    store, url = shared_stores(config=dataclasses.replace(CONFIG, lock_lease_seconds=LEASE_SECONDS), shards=1)
     model, writer, pinned, ts, readers, before = _prepare(store, transactions=50, seed=5)
     name = store.sweeper.lock_name(0, THOR)
     victim = "airflow:atlas_targeted_sweep:scheduled__1:THOROUGH:0"
@@ -140,7 +142,7 @@ def test_sigkilled_airflow_task_is_recovered_by_the_next_dag_run(shared_stores, 
     takes the lock over and resumes from the persisted progress."""
     from tests.airflow.conftest import load_dag, set_connection, task_states, xcom
 
-    store, url = shared_stores(config=CONFIG.with_overrides(lock_lease_seconds=LEASE_SECONDS), shards=1)
+    store, url = shared_stores(config=dataclasses.replace(CONFIG, lock_lease_seconds=LEASE_SECONDS), shards=1)
     model, writer, pinned, ts, readers, before = _prepare(store, transactions=80, seed=9)
     host, port = cassandra_node
     conn_id = "atlas_reliability"

@@ -26,6 +26,8 @@ store with 4 shards.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import json
 import os
 import subprocess
@@ -113,7 +115,7 @@ def _killed_pair(line: str) -> tuple[tuple[int, str], int]:
 
 
 def _scenario(shared_stores, tmp_path, *, shards: int, kills: int, transactions: int, batch_limit: int) -> dict:
-    store, url = shared_stores(config=CONFIG.with_overrides(lock_lease_seconds=LEASE), shards=shards,
+    store, url = shared_stores(config=dataclasses.replace(CONFIG, lock_lease_seconds=LEASE), shards=shards,
                                user="sweeper", password=SECRET)
     ensure_tables(store, TABLES)
     model = Model()

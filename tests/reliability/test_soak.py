@@ -25,6 +25,8 @@ The default run has a short variant (about 12 s of load); ``-m reliability`` run
 """
 from __future__ import annotations
 
+import dataclasses
+
 import bisect
 import json
 import os
@@ -168,7 +170,7 @@ class RotatingReader:
 
 def _soak(stores, seconds: float, artifacts_dir, *, writer_threads: int, variant: str) -> dict:
     started = time.monotonic()
-    store, url = stores(config=CONFIG.with_overrides(lock_lease_seconds=20.0), shards=SHARDS)
+    store, url = stores(config=dataclasses.replace(CONFIG, lock_lease_seconds=20.0), shards=SHARDS)
     ensure_tables(store, TABLES)
     model = Model()
     clock = Clock()

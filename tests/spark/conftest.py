@@ -37,7 +37,7 @@ TABLES = {"orders_c": "CONSERVATIVE", "orders_t": "THOROUGH"}
 LEGACY_TABLES = {"legacy_c": "CONSERVATIVE", "legacy_t": "THOROUGH"}
 # CONSERVATIVE sweeps nothing until a punch is an unreadable window old: a window of 0 lets tests sweep.
 SETTINGS = {"unreadable_window_seconds": 0}
-CONFIG = StoreConfig().with_overrides(**SETTINGS)
+CONFIG = StoreConfig(**SETTINGS)
 
 
 def workload_spec(seed: int, transactions: int, tables: dict | None = None) -> WorkloadSpec:

@@ -73,3 +73,29 @@ def test_non_finite_url_timeouts_exit_2_naming_the_option(capsys, option):
     code = main(["status", "--store", f"cassandra://127.0.0.1:1/no_such_ks?{option}"])
     err = capsys.readouterr().err
     assert code == 2 and f"URL option {option.split('=')[0]} must be a positive finite number" in err, err
+
+
+@pytest.mark.parametrize("text, message", [
+    ("-1", "setting sweep_max_entries_per_second must be between 0 and 10000000, got -1 (from --max-entries-per-second)"),
+    ("1.5", "setting sweep_max_entries_per_second must be an integer between 0 and 10000000, got '1.5' (from --max-entries-per-second)"),
+])
+def test_bad_max_entries_per_second_exits_2_as_a_setting(capsys, tmp_path, text, message):
+    """``--max-entries-per-second`` is the setting sweep_max_entries_per_second in the command-line layer:
+    one check, the declaration's."""
+    url = f"sqlite:///{tmp_path / 'a.db'}"
+    assert main(["init", "--store", url]) == 0
+    capsys.readouterr()
+    code = main(["sweep", "--store", url, "--max-entries-per-second", text, "--no-progress"])
+    err = capsys.readouterr().err
+    assert code == 2 and message in err, err
+
+
+def test_max_entries_per_second_is_the_setting_of_the_run(capsys, tmp_path):
+    from airflow_atlas.cli.args import build_parser
+    from airflow_atlas.cli.store import engine_config
+
+    parser = build_parser()
+    args = parser.parse_args(["sweep", "--set", "sweep_max_entries_per_second=50", "--set", "batch_limit=7"])
+    assert (engine_config(args).sweep_max_entries_per_second, engine_config(args).batch_limit) == (50, 7)
+    args = parser.parse_args(["sweep", "--set", "sweep_max_entries_per_second=50", "--max-entries-per-second", "9"])
+    assert engine_config(args).sweep_max_entries_per_second == 9  # the option wins over --set of the same key

@@ -1,4 +1,6 @@
-"""The replica-safety settings (airflow_atlas.kvs.consistency): parsing, defaults and the guards. Pure logic."""
+"""The replica-safety settings: declared, parsed and checked (levels and the cross-field rule) by
+StoreConfig, resolved with the other layers by the settings resolver; kvs/consistency.py holds the
+operations, defaults and reasons, and the engine's lookups built from the validated settings. Pure logic."""
 from __future__ import annotations
 
 import pytest
@@ -8,28 +10,34 @@ from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs import consistency as K
 from airflow_atlas.kvs.consistency import ConsistencyPolicy, GcGraceGuard, Operation
 from airflow_atlas.kvs.url import open_kvs
+from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
+from airflow_atlas.store import AtlasStore
+
+DEFAULTS = {
+    "data_read": "LOCAL_QUORUM",
+    "data_write": "LOCAL_QUORUM",
+    "queue_write": "LOCAL_QUORUM",
+    "sweep_delete": "ALL",
+    "sentinel": "ALL",
+    "abort_delete": "ALL",
+    "queue_cleanup": "LOCAL_QUORUM",
+    "lwt_commit": "LOCAL_QUORUM",
+    "serial": "SERIAL",
+}
 
 
 def test_defaults_per_operation():
     p = ConsistencyPolicy()
-    assert {op.value: p.level(op) for op in Operation} == {
-        "data_read": "LOCAL_QUORUM",
-        "data_write": "LOCAL_QUORUM",
-        "queue_write": "LOCAL_QUORUM",
-        "sweep_delete": "ALL",
-        "sentinel": "ALL",
-        "abort_delete": "ALL",
-        "queue_cleanup": "LOCAL_QUORUM",
-        "lwt_commit": "LOCAL_QUORUM",
-        "serial": "SERIAL",
-    }
-    assert p.allow_weak_sweep_consistency is False
-    assert GcGraceGuard().repair_interval_seconds == 864_000
+    assert {op.value: p.level(op) for op in Operation} == DEFAULTS
+    assert StoreConfig().consistency_policy() == p  # the declarations' defaults are the lookup's
+    assert StoreConfig().allow_weak_sweep_consistency is False
+    assert GcGraceGuard().repair_interval_seconds == 864_000 == StoreConfig().gc_grace_guard().repair_interval_seconds
     assert GcGraceGuard().allow_gc_grace_below_repair_interval is False
 
 
 def test_level_names_are_case_insensitive_and_normalised():
-    p = ConsistencyPolicy(data_read=" one ", queue_cleanup="local_one", serial="local_serial")
+    c = StoreConfig(consistency_data_read=" one ", consistency_queue_cleanup="local_one", consistency_serial="local_serial")
+    p = c.consistency_policy()
     assert (p.data_read, p.queue_cleanup, p.serial) == ("ONE", "LOCAL_ONE", "LOCAL_SERIAL")
 
 
@@ -46,60 +54,80 @@ def test_level_names_are_case_insensitive_and_normalised():
 )
 def test_bad_levels_name_the_setting(field, value, message):
     with pytest.raises(InvalidInputError, match=message):
-        ConsistencyPolicy(**{field: value})
+        StoreConfig(**{f"consistency_{field}": value})
+    with pytest.raises(InvalidInputError, match=message):
+        resolve(Layer(Rank.STORE, "the store URL", {f"consistency_{field}": value}, text=True))
 
 
 @pytest.mark.parametrize("field", ["sweep_delete", "sentinel", "abort_delete"])
 @pytest.mark.parametrize("level", ["QUORUM", "LOCAL_QUORUM", "EACH_QUORUM", "ONE"])
-def test_lowering_a_sweep_delete_below_all_needs_the_explicit_override(field, level):
+def test_lowering_a_sweep_delete_below_all_fails_at_the_declaration(field, level):
+    """The cross-field rule is checked where the settings object is built (not when a store opens),
+    naming both settings."""
     with pytest.raises(InvalidInputError) as info:
-        ConsistencyPolicy(**{field: level})
+        StoreConfig(**{f"consistency_{field}": level})
     text = str(info.value)
-    assert f"consistency_{field}={level}" in text and "below ALL" in text
-    assert "repair" in text and "gc_grace_seconds" in text and "allow_weak_sweep_consistency=true" in text
-    p = ConsistencyPolicy(**{field: level}, allow_weak_sweep_consistency="true")
-    assert p.level(field) == level and p.allow_weak_sweep_consistency is True
+    assert f"consistency_{field}={level}" in text and "allow_weak_sweep_consistency=true" in text
+    assert "below ALL" in text and "repair" in text and "gc_grace_seconds" in text
+    c = StoreConfig(**{f"consistency_{field}": level}, allow_weak_sweep_consistency=True)
+    assert c.consistency_policy().level(field) == level
+
+
+def test_the_rule_holds_across_layers_and_names_them():
+    # the level and the override may come from different layers: resolved together, accepted
+    c = resolve(Layer(Rank.VARIABLE, "the atlas_settings Variable", {"consistency_sweep_delete": "QUORUM"}),
+                Layer(Rank.STORE, "connection 'c' extras", {"allow_weak_sweep_consistency": "true"}, text=True))
+    assert c.consistency_sweep_delete == "QUORUM" and c.allow_weak_sweep_consistency is True
+    # a higher layer taking the override back is refused, naming the layers that were combined
+    with pytest.raises(InvalidInputError, match=r"consistency_sweep_delete=QUORUM needs setting allow_weak_sweep_consistency"
+                                                r".*settings from: the atlas_settings Variable, --set"):
+        resolve(Layer(Rank.VARIABLE, "the atlas_settings Variable",
+                      {"consistency_sweep_delete": "QUORUM", "allow_weak_sweep_consistency": True}),
+                text_layer(Rank.COMMAND_LINE, {"allow_weak_sweep_consistency": "false"}, "--set"))
 
 
 def test_other_operations_may_be_lowered_without_the_override():
-    p = ConsistencyPolicy(data_read="ONE", data_write="ONE", queue_write="ONE", queue_cleanup="ONE", lwt_commit="ONE")
-    assert p.sweep_delete == "ALL" and p.allow_weak_sweep_consistency is False
+    c = StoreConfig(consistency_data_read="ONE", consistency_data_write="ONE", consistency_queue_write="ONE",
+                    consistency_queue_cleanup="ONE", consistency_lwt_commit="ONE")
+    assert c.consistency_sweep_delete == "ALL" and c.allow_weak_sweep_consistency is False
 
 
 def test_each_quorum_is_offered_outside_lwt_commit():
-    p = ConsistencyPolicy(data_read="EACH_QUORUM", sweep_delete="EACH_QUORUM", allow_weak_sweep_consistency=True)
-    assert p.data_read == "EACH_QUORUM" and p.sweep_delete == "EACH_QUORUM"
+    c = StoreConfig(consistency_data_read="EACH_QUORUM", consistency_sweep_delete="EACH_QUORUM",
+                    allow_weak_sweep_consistency=True)
+    assert c.consistency_policy().data_read == "EACH_QUORUM" and c.consistency_policy().sweep_delete == "EACH_QUORUM"
 
 
-def test_flat_settings_round_trip_and_ignore_other_keys():
-    settings = {
-        "consistency_sweep_delete": "quorum",
-        "allow_weak_sweep_consistency": "yes",
-        "repair_interval_seconds": "3600",
-        "batch_limit": 10,
-    }
-    policy, guard = K.replica_settings(settings)
-    assert policy.sweep_delete == "QUORUM" and policy.allow_weak_sweep_consistency is True
-    assert policy.data_read == "LOCAL_QUORUM"
-    assert guard.repair_interval_seconds == 3600 and guard.allow_gc_grace_below_repair_interval is False
-    assert ConsistencyPolicy.from_settings(policy.to_settings()) == policy
-    assert GcGraceGuard.from_settings(guard.to_settings()) == guard
-    assert set(policy.to_settings()) | set(guard.to_settings()) == set(K.SETTING_NAMES)
+def test_the_engine_lookups_are_built_from_the_settings():
+    c = resolve(text_layer(Rank.COMMAND_LINE, {
+        "consistency_sweep_delete": "quorum", "allow_weak_sweep_consistency": "yes", "repair_interval_seconds": "3600",
+        "allow_gc_grace_below_repair_interval": "on", "batch_limit": "10",
+    }, "--set"))
+    policy, guard = c.consistency_policy(), c.gc_grace_guard()
+    assert policy.sweep_delete == "QUORUM" and policy.data_read == "LOCAL_QUORUM"
+    assert guard == GcGraceGuard(repair_interval_seconds=3600, allow_gc_grace_below_repair_interval=True)
+    assert {K.setting_name(op) for op in Operation} | {"allow_weak_sweep_consistency", "repair_interval_seconds",
+                                                       "allow_gc_grace_below_repair_interval"} == set(K.SETTING_NAMES)
+    assert not hasattr(K, "check_setting") and not hasattr(K, "parse_bool")  # one validator: the declarations
 
 
 @pytest.mark.parametrize(
     "name, value, message",
     [
         ("allow_weak_sweep_consistency", "maybe", "allow_weak_sweep_consistency must be true or false"),
-        ("repair_interval_seconds", 0, "repair_interval_seconds must be between"),
-        ("repair_interval_seconds", "ten days", "whole number of seconds"),
-        ("repair_interval_seconds", True, "whole number of seconds"),
-        ("consistency_nothing", "ALL", "unknown replica-safety setting"),
+        ("repair_interval_seconds", "0", "repair_interval_seconds must be between"),
+        ("repair_interval_seconds", "ten days", "repair_interval_seconds must be an integer"),
+        ("consistency_nothing", "ALL", "may set only the replica-safety settings"),
     ],
 )
-def test_check_setting_rejects_bad_values(name, value, message):
+def test_bad_text_values_of_the_store_layer_are_refused(name, value, message):
     with pytest.raises(InvalidInputError, match=message):
-        K.check_setting(name, value)
+        resolve(Layer(Rank.STORE, "the store URL", {name: value}, text=True))
+
+
+def test_the_store_layer_sets_replica_safety_keys_only():
+    with pytest.raises(InvalidInputError, match="may set only the replica-safety settings.*not batch_limit"):
+        Layer(Rank.STORE, "the store URL", {"batch_limit": "5"}, text=True)
 
 
 def test_gc_grace_guard():
@@ -126,40 +154,41 @@ def test_resolve_operation():
 
 
 def test_store_config_carries_and_validates_the_keys():
-    config = StoreConfig().with_text(  # as CLI --set / Spark conf give them
-        {"consistency_sweep_delete": "quorum", "allow_weak_sweep_consistency": "true", "repair_interval_seconds": "7200"}
-    )
-    assert config == StoreConfig().with_overrides(  # as atlas_settings' JSON gives them
-        consistency_sweep_delete="QUORUM", allow_weak_sweep_consistency=True, repair_interval_seconds=7200
-    )
-    settings = config.replica_settings()
-    assert settings["consistency_sweep_delete"] == "QUORUM" and settings["allow_weak_sweep_consistency"] is True
-    assert settings["repair_interval_seconds"] == 7200 and set(settings) == set(K.SETTING_NAMES)
-    assert StoreConfig().replica_settings() == {K.setting_name(op): ConsistencyPolicy().level(op) for op in Operation} | {
-        "allow_weak_sweep_consistency": False,
-        "repair_interval_seconds": 864_000,
-        "allow_gc_grace_below_repair_interval": False,
-    }
+    config = resolve(text_layer(  # as CLI --set / Spark conf give them
+        Rank.COMMAND_LINE,
+        {"consistency_sweep_delete": "quorum", "allow_weak_sweep_consistency": "true", "repair_interval_seconds": "7200"},
+        "--set",
+    ))
+    assert config == resolve(Layer(Rank.VARIABLE, "the Variable", {  # as atlas_settings' JSON gives them
+        "consistency_sweep_delete": "QUORUM", "allow_weak_sweep_consistency": True, "repair_interval_seconds": 7200,
+    }))
+    assert config.consistency_sweep_delete == "QUORUM" and config.repair_interval_seconds == 7200
     with pytest.raises(InvalidInputError, match="consistency_data_read"):
         StoreConfig(consistency_data_read="SOME")
 
 
 def test_a_weak_url_is_refused_before_connecting():
-    # The host does not exist: the policy is checked first, so the error is about the policy.
-    with pytest.raises(InvalidInputError, match="consistency_sweep_delete=ONE is below ALL"):
-        open_kvs("cassandra://no-such-host.invalid/ks?consistency_sweep_delete=ONE")
-    with pytest.raises(InvalidInputError, match="consistency_sentinel=QUORUM is below ALL"):
-        open_kvs("cassandra://no-such-host.invalid/ks", settings={"consistency_sentinel": "QUORUM"})
+    # The host does not exist: the settings are resolved first, so the error is about them.
+    with pytest.raises(InvalidInputError, match="consistency_sweep_delete=ONE needs setting allow_weak_sweep_consistency"):
+        AtlasStore.open("cassandra://no-such-host.invalid/ks?consistency_sweep_delete=ONE")
     with pytest.raises(InvalidInputError, match="consistency_abort_delete must be one of"):
-        open_kvs("cassandra://no-such-host.invalid/ks?consistency_abort_delete=SOMETIMES")
-    with pytest.raises(InvalidInputError, match="unknown replica-safety setting"):
-        open_kvs("cassandra://no-such-host.invalid/ks", settings={"consistency_everything": "ALL"})
+        AtlasStore.open("cassandra://no-such-host.invalid/ks?consistency_abort_delete=SOMETIMES")
+    # the URL's options are a layer over the caller's settings: together they may satisfy the rule
+    base = StoreConfig(allow_weak_sweep_consistency=True)
+    with pytest.raises(InvalidInputError, match="sentinel=ALL|below|needs") as info:
+        AtlasStore.open("cassandra://no-such-host.invalid/ks?consistency_sentinel=QUORUM&allow_weak_sweep_consistency=false", base)
+    assert "allow_weak_sweep_consistency" in str(info.value)
+    # the key-value layer does not resolve settings: a URL with replica-safety options needs the resolved lookups
+    with pytest.raises(InvalidInputError, match="are engine settings: open the store with AtlasStore.open"):
+        open_kvs("cassandra://no-such-host.invalid/ks?consistency_sweep_delete=ALL")
 
 
 def test_embedded_store_validates_the_settings_and_has_no_gc_grace(tmp_path):
-    with pytest.raises(InvalidInputError, match="below ALL"):
-        open_kvs(f"sqlite:///{tmp_path}/a.db", settings={"consistency_sweep_delete": "ONE"})
-    kvs = open_kvs(f"sqlite:///{tmp_path}/a.db", settings=StoreConfig().replica_settings())
+    with pytest.raises(InvalidInputError, match="needs setting allow_weak_sweep_consistency"):
+        AtlasStore.open(f"sqlite:///{tmp_path}/a.db", resolve(Layer(Rank.TASK, "t", {"consistency_sweep_delete": "ONE"})))
+    assert not (tmp_path / "a.db").exists()
+    kvs = open_kvs(f"sqlite:///{tmp_path}/a.db", consistency=StoreConfig().consistency_policy(),
+                   gc_grace_guard=StoreConfig().gc_grace_guard())
     try:
         from airflow_atlas.kvs import TableMetadata
 

@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "airflow_atlas.sweep": 2,
     "airflow_atlas.transactions": 3,
     "airflow_atlas.config": 4,
+    "airflow_atlas.settings_resolver": 4,
     "airflow_atlas.store": 4,
     "airflow_atlas.status": 5,
     "airflow_atlas.verify": 5,
@@ -59,10 +60,6 @@ GLUE = "airflow_atlas.airflow"
 
 ALLOWED: dict[tuple[str, str], str] = {
     # (importer, imported): why. Each entry is a known exception, to be removed when fixed.
-    ("airflow_atlas.sweep.targeted", "airflow_atlas.config"): (
-        "check_setting for the rate limit; removed by the settings resolver (issue 23 item 1, helper R) - "
-        "delete this entry at the merge"
-    ),
     ("airflow_atlas.cli.store", "airflow_atlas.airflow.hooks.atlas"): (
         "`atlas-sweep --conn-id` reads an Airflow connection by definition; imported inside the function, "
         "only on that path (the other commands never load Airflow)"

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
 from airflow_atlas.settings_model import (
     Bool,
     Choice,
@@ -60,7 +61,7 @@ def test_every_engine_key_has_bad_values_listed():
 @pytest.mark.parametrize("name, value", [(n, v) for n, values in BAD.items() for v in values])
 def test_bad_typed_values_are_refused_naming_the_key_and_the_source(name, value):
     with pytest.raises(InvalidInputError) as err:
-        StoreConfig().with_overrides("a test layer", **{name: value})
+        resolve(Layer(Rank.TASK, "a test layer", {name: value}))
     assert str(err.value).startswith(f"setting {name} must be ") and str(err.value).endswith("(from a test layer)")
     with pytest.raises(InvalidInputError, match=f"setting {name} "):
         StoreConfig(**{name: value})  # direct construction validates too
@@ -91,26 +92,29 @@ def test_bad_typed_values_are_refused_naming_the_key_and_the_source(name, value)
 )
 def test_bad_text_values_are_refused_naming_the_key(name, text):
     with pytest.raises(InvalidInputError) as err:
-        StoreConfig().with_text({name: text}, "--set")
+        resolve(text_layer(Rank.COMMAND_LINE, {name: text}, "--set"))
     assert str(err.value).startswith(f"setting {name} must be ") and str(err.value).endswith("(from --set)")
 
 
 def test_text_values_are_parsed_by_the_keys_type():
-    config = StoreConfig().with_text(
+    config = resolve(text_layer(
+        Rank.COMMAND_LINE,
         [("batch_limit", "500"), ("lock_lease_seconds", "30"), ("unreadable_window_seconds", "0.5"), ("initial_shards", "4")],
         "--set",
-    )
+    ))
     assert (config.batch_limit, config.lock_lease_seconds, config.unreadable_window_seconds, config.initial_shards) == (500, 30.0, 0.5, 4)
     assert isinstance(config.lock_lease_seconds, float) and isinstance(config.batch_limit, int)
 
 
 def test_unknown_and_repeated_keys_are_refused():
     with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_limt \(from --set\); known: .*batch_limit"):
-        StoreConfig().with_text({"batch_limt": "5"}, "--set")
+        resolve(text_layer(Rank.COMMAND_LINE, {"batch_limt": "5"}, "--set"))
     with pytest.raises(InvalidInputError, match="setting batch_limit given twice"):
-        StoreConfig().with_text([("batch_limit", "5"), ("batch_limit", "6")], "--set")
+        text_layer(Rank.COMMAND_LINE, [("batch_limit", "5"), ("batch_limit", "6")], "--set")
     with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): nope"):
-        StoreConfig().with_overrides(nope=1)
+        resolve(Layer(Rank.TASK, "the task", {"nope": 1}))
+    with pytest.raises(TypeError):
+        StoreConfig(nope=1)  # type: ignore[call-arg]
 
 
 def test_defaults_are_valid_and_ranges_include_them():
@@ -121,19 +125,22 @@ def test_defaults_are_valid_and_ranges_include_them():
 
 
 def test_layers_apply_in_order_later_wins_key_by_key():
-    variable = StoreConfig().with_overrides("variable", batch_limit=500, unreadable_window_seconds=5)
-    task = variable.with_overrides("task", batch_limit=7)
-    cli = task.with_text({"unreadable_window_seconds": "9"}, "--set")
-    assert (variable.batch_limit, variable.unreadable_window_seconds) == (500, 5.0)
-    assert (task.batch_limit, task.unreadable_window_seconds) == (7, 5.0)
-    assert (cli.batch_limit, cli.unreadable_window_seconds) == (7, 9.0)
-    assert cli.lock_lease_seconds == StoreConfig().lock_lease_seconds  # untouched keys keep the default
-    assert StoreConfig().with_overrides("empty") == StoreConfig() and StoreConfig().with_text({}, "empty") == StoreConfig()
+    variable = Layer(Rank.VARIABLE, "variable", {"batch_limit": 500, "unreadable_window_seconds": 5})
+    task = Layer(Rank.TASK, "task", {"batch_limit": 7})
+    cli = text_layer(Rank.COMMAND_LINE, {"unreadable_window_seconds": "9"}, "--set")
+    assert (resolve(variable).batch_limit, resolve(variable).unreadable_window_seconds) == (500, 5.0)
+    assert (resolve(variable, task).batch_limit, resolve(variable, task).unreadable_window_seconds) == (7, 5.0)
+    for order in [(variable, task, cli), (cli, task, variable), (task, cli, variable)]:  # the rank decides
+        config = resolve(*order)
+        assert (config.batch_limit, config.unreadable_window_seconds) == (7, 9.0)
+        assert config.lock_lease_seconds == StoreConfig().lock_lease_seconds  # untouched keys keep the default
+    assert resolve() == StoreConfig() and resolve(Layer(Rank.TASK, "empty", {})) == StoreConfig()
 
 
 def test_round_trip_through_json():
     config = StoreConfig(batch_limit=123, lock_lease_seconds=9)
-    assert StoreConfig().with_overrides("json", **config.to_json()) == config
+    assert StoreConfig(**config.to_json()) == config
+    assert resolve(Layer(Rank.SPARK_CONF, "json", config.to_json())) == config
 
 
 @pytest.mark.parametrize(
@@ -211,11 +218,12 @@ def test_transaction_config_takes_the_models_values():
 def test_store_wires_the_settings_into_its_components(tmp_path):
     from airflow_atlas.store import AtlasStore
 
-    config = StoreConfig().with_text(
+    config = resolve(text_layer(
+        Rank.COMMAND_LINE,
         {"transaction_lease_seconds": "7", "punch_interval_seconds": "0", "running_writer_wait_seconds": "0.5",
          "unreadable_window_seconds": "12"},
         "--set",
-    )
+    ))
     with AtlasStore.open(f"sqlite:///{tmp_path / 'a.db'}", config) as store:
         tc = store.transactions.config
         assert (tc.lease_seconds, tc.punch_interval_seconds, tc.running_writer_wait_seconds) == (7.0, 0.0, 0.5)

@@ -9,7 +9,9 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.settings_resolver import Layer, Rank, resolve
 from airflow_atlas.spark import EXIT_USAGE, TargetedSweepJob, main, settings_from_spark_conf
+from airflow_atlas.spark.driver import job_config
 
 PREFIX = "spark.atlas.store."
 
@@ -30,21 +32,23 @@ PREFIX = "spark.atlas.store."
     ],
 )
 def test_bad_spark_conf_values_are_refused_naming_the_key(key, text):
-    overrides = settings_from_spark_conf([(PREFIX + key, text), ("spark.master", "local[2]")])
-    with pytest.raises(InvalidInputError, match=f"setting {key} must be "):
-        StoreConfig().with_overrides("spark conf", **overrides)
+    with pytest.raises(InvalidInputError, match=f"setting {key} must be .*from spark.atlas.store"):
+        job_config([(PREFIX + key, text), ("spark.master", "local[2]")], None)
 
 
 def test_spark_conf_values_layer_over_the_defaults():
-    overrides = settings_from_spark_conf([(PREFIX + "batch_limit", "500"), (PREFIX + "lock_lease_seconds", "30")])
-    config = StoreConfig().with_overrides("spark conf", **overrides)
+    conf = [(PREFIX + "batch_limit", "500"), (PREFIX + "lock_lease_seconds", "30")]
+    config = job_config(conf, None)
     assert (config.batch_limit, config.lock_lease_seconds) == (500, 30.0)
     assert config.unreadable_window_seconds == StoreConfig().unreadable_window_seconds
+    # the job's --setting wins over the conf, key by key
+    config = job_config(conf, {"batch_limit": 9})
+    assert (config.batch_limit, config.lock_lease_seconds) == (9, 30.0)
 
 
 def test_unknown_spark_conf_key_is_refused():
     with pytest.raises(InvalidInputError, match=r"unknown setting\(s\): batch_limt"):
-        StoreConfig().with_overrides("spark conf", **settings_from_spark_conf([(PREFIX + "batch_limt", "5")]))
+        job_config([(PREFIX + "batch_limt", "5")], None)
 
 
 @pytest.mark.parametrize("setting", ["lock_lease_seconds=nan", "unreadable_window_seconds=inf", "running_writer_wait_seconds=-3", "no_such=1"])
@@ -62,4 +66,4 @@ def test_job_script_exits_2_on_a_bad_setting_before_starting_spark(tmp_path, cap
 def test_json_nan_literals_do_not_slip_through():
     assert math.isnan(settings_from_spark_conf([(PREFIX + "lock_lease_seconds", "NaN")])["lock_lease_seconds"])
     with pytest.raises(InvalidInputError, match="finite"):
-        StoreConfig().with_overrides(**settings_from_spark_conf([(PREFIX + "lock_lease_seconds", "NaN")]))
+        resolve(Layer(Rank.SPARK_CONF, "conf", settings_from_spark_conf([(PREFIX + "lock_lease_seconds", "NaN")])))

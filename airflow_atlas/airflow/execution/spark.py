@@ -174,8 +174,9 @@ class SparkSubmission:
         Spark-on-a-cluster settings of ``settings`` (an ``AtlasSettings``)."""
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
-        with AtlasHook(store_conn_id) as hook:
+        with AtlasHook(store_conn_id, config=engine_config) as hook:
             url = hook.get_store_url()
+            engine_config = hook.resolved_config()  # with the connection's extras: the one copy Spark gets
         submit = submit_function(submit, spark_conn_id)
         # Known to on_kill while the job runs; left set when a timeout or termination (BaseException)
         # interrupts it, because Airflow calls on_kill after this frame has unwound.

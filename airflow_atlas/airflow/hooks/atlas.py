@@ -12,8 +12,9 @@ Two connection types are understood:
       ``datacenter`` (NetworkTopologyStrategy datacenter for ``create_keyspace``); the replica-safety
       settings ``consistency_<operation>`` (e.g. ``"consistency_sweep_delete": "ALL"``),
       ``allow_weak_sweep_consistency``, ``repair_interval_seconds``, ``allow_gc_grace_below_repair_interval``
-      (see :mod:`airflow_atlas.kvs.consistency`); they override the same keys of ``atlas_settings`` for this
-      store, and travel to Spark executors in the store URL.
+      (see :mod:`airflow_atlas.kvs.consistency`): the settings resolver's top layer (``STORE``, over
+      ``atlas_settings`` and the task's ``store_config``) for this store; Spark executors get the resolved
+      settings in the Spark conf (never a second copy in the store URL).
     When ``protocol_version`` is absent the hook starts the negotiation at 5 (Cassandra 4.0+).
     Example (environment variable, JSON form: URI query values would arrive as strings)::
 
@@ -45,6 +46,7 @@ from airflow_atlas.errors import InvalidInputError
 
 if TYPE_CHECKING:
     from airflow_atlas.config import StoreConfig
+    from airflow_atlas.settings_resolver import Layer
     from airflow_atlas.store import AtlasStore
 
 EMBEDDED_CONN_TYPE = "atlas_embedded"
@@ -89,19 +91,19 @@ def _bool_extra(conn, name: str, default: bool) -> bool:
         raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}") from None
 
 
-def replica_extras(conn) -> dict:
-    """The replica-safety settings a ``cassandra`` connection's extras set (validated, normalised)."""
-    from airflow_atlas.kvs import consistency
+def connection_layer(conn) -> "Layer":
+    """The replica-safety settings a ``cassandra`` connection's extras set, as the settings resolver's
+    ``STORE`` layer (text or JSON values; checked by the resolver, naming the connection)."""
+    from airflow_atlas.kvs.consistency import SETTING_NAMES
+    from airflow_atlas.settings_resolver import Layer, Rank
 
-    out = {}
-    for name in consistency.SETTING_NAMES:
-        value = _extra(conn, name)
-        if value is not None and value != "":
-            try:
-                out[name] = consistency.check_setting(name, value)
-            except InvalidInputError as exc:
-                raise InvalidInputError(f"connection {conn.conn_id!r}: extra {exc}") from None
-    return out
+    values = {}
+    if (conn.conn_type or "").strip() == CASSANDRA_CONN_TYPE:
+        for name in SETTING_NAMES:
+            value = _extra(conn, name)
+            if value is not None and value != "":
+                values[name] = value
+    return Layer(Rank.STORE, f"connection {conn.conn_id!r} extras", values, text=True)
 
 
 def describe_connection(conn) -> dict:
@@ -128,7 +130,11 @@ def describe_connection(conn) -> dict:
             rf = int(rf)
         except (TypeError, ValueError):
             raise InvalidInputError(f"connection {conn.conn_id!r}: extra replication_factor must be an integer") from None
-        replica_extras(conn)  # bad consistency extras fail here, naming the connection
+        from airflow_atlas.config import StoreConfig
+        from airflow_atlas.settings_model import layer_values
+
+        layer = connection_layer(conn)  # bad consistency extras fail here, naming the connection
+        layer_values(StoreConfig, layer.values, layer.source, text=True)
         protocol = _extra(conn, "protocol_version")
         if protocol not in (None, ""):
             try:
@@ -185,8 +191,6 @@ def store_url(conn) -> str:
     datacenter = info["datacenter"] or local_dc
     if datacenter:
         query["datacenter"] = datacenter
-    for name, value in replica_extras(conn).items():  # Spark executors apply the same policy
-        query[name] = ("true" if value else "false") if isinstance(value, bool) else value
     hosts = ",".join(info["hosts"])
     return f"cassandra://{auth}{hosts}:{info['port']}/{info['keyspace']}?{urlencode(query)}"
 
@@ -195,8 +199,10 @@ class AtlasHook(BaseHook):
     """Opens the store named by an Airflow connection.
 
     :param atlas_conn_id: connection id (type ``cassandra`` or ``atlas_embedded``, see the module doc).
-    :param config: engine settings (:class:`airflow_atlas.config.StoreConfig`); by default those of the
-        ``atlas_settings`` Variable are NOT read here: operators pass them in.
+    :param config: the engine settings of the layers below the store (:class:`airflow_atlas.config.StoreConfig`
+        from :func:`airflow_atlas.settings_resolver.resolve`: ``atlas_settings``, the task's ``store_config``);
+        the ``atlas_settings`` Variable is NOT read here: operators pass them in. The connection's
+        replica-safety extras are the top layer: the store's ``config`` is the result.
 
     Use as a context manager so the Cassandra cluster is always shut down::
 
@@ -238,23 +244,27 @@ class AtlasHook(BaseHook):
         if self._store is None:
             from airflow_atlas.store import AtlasStore
 
-            self._store = AtlasStore(self._open_kvs(), self.config)
+            conn = self.get_connection(self.atlas_conn_id)
+            info = describe_connection(conn)
+            config = self.resolved_config(conn)  # checked before connecting
+            self._store = AtlasStore(self._open_kvs(conn, info, config), config)
         return self._store
 
-    def _open_kvs(self):
-        from airflow_atlas.config import StoreConfig
-        from airflow_atlas.kvs.consistency import replica_settings
+    def resolved_config(self, conn=None) -> "StoreConfig":
+        """The store's engine settings: the connection's replica-safety extras over ``config`` (the
+        layers below), resolved once (:func:`airflow_atlas.settings_resolver.resolve`). The embedded store
+        keeps one copy of the data: its settings are checked, the levels then unused. This is what a Spark
+        job of this store gets (``to_json``), so executors and the task use the same values."""
+        from airflow_atlas.settings_resolver import resolve
 
-        conn = self.get_connection(self.atlas_conn_id)
-        info = describe_connection(conn)
-        # atlas_settings' replica-safety keys, overridden by the connection's extras; checked before connecting
-        # (the embedded store keeps one copy: checked, then unused).
-        extras = replica_extras(conn) if info["backend"] == "cassandra" else {}
-        policy, guard = replica_settings({**(self.config or StoreConfig()).replica_settings(), **extras})
+        conn = conn or self.get_connection(self.atlas_conn_id)
+        return resolve(connection_layer(conn), base=self.config)
+
+    def _open_kvs(self, conn, info: dict, config: "StoreConfig"):
         if info["backend"] == "sqlite":
             from airflow_atlas.kvs.sqlite import SqliteKeyValueService
 
-            return SqliteKeyValueService(info["path"], **({"create": False} if self.must_exist else {}))
+            return SqliteKeyValueService(info["path"], create=not self.must_exist)
 
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
 
@@ -283,8 +293,8 @@ class AtlasHook(BaseHook):
             create_registry=not self.must_exist,
             replication_factor=info["replication_factor"],
             datacenter=info["datacenter"],
-            consistency=policy,
-            gc_grace_guard=guard,
+            consistency=config.consistency_policy(),
+            gc_grace_guard=config.gc_grace_guard(),
             _secrets=(conn.password,) if conn.password else (),
         )
 
@@ -294,7 +304,8 @@ class AtlasHook(BaseHook):
         helper passes it through a private file). Only what the URL form supports is carried over:
         hosts, port, keyspace, credentials, ``protocol_version``, TLS with ``ssl_options.ca_certs``, the
         local datacenter of ``DCAwareRoundRobinPolicy``, and our ``create_keyspace`` /
-        ``replication_factor`` extras and replica-safety extras (``consistency_*`` ...)."""
+        ``replication_factor`` extras. The replica-safety extras are settings: they reach Spark with the
+        resolved settings (``store.config``), not in the URL."""
         return store_url(self.get_connection(self.atlas_conn_id))
 
     # ----- lifecycle -------------------------------------------------------------------------------

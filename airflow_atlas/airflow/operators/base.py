@@ -40,7 +40,8 @@ class AtlasBaseOperator(BaseOperator):
         return self.store_conn_id or settings.store_conn_id
 
     def engine_config(self, settings: AtlasSettings):
-        return settings.engine_config(**(self.store_config or {}))
+        """The task's engine settings below the store: the Variable and this task's ``store_config``."""
+        return settings.engine_config(settings.task_layer(self.store_config))
 
     @contextmanager
     def open_store(self, settings: AtlasSettings) -> Iterator[Any]:

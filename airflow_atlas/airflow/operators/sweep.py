@@ -18,6 +18,7 @@ from airflow_atlas.airflow.results import SweepSummary
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
 from airflow_atlas.config import check_setting
+from airflow_atlas.settings_resolver import Layer, Rank
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
@@ -145,15 +146,14 @@ class SweepShardOperator(AtlasBaseOperator):
         return to_xcom([target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)) for target in swept])
 
     def engine_config(self, settings):
-        """The task's engine settings; ``max_entries_per_second`` (when given) is the task's
-        ``sweep_max_entries_per_second``, so the in-task sweep and the Spark executors both follow it."""
-        overrides = dict(self.store_config or {})
+        """The task's engine settings below the store: the Variable < ``store_config`` <
+        ``max_entries_per_second`` (when given: the task's ``sweep_max_entries_per_second``, a layer of its
+        own, checked by the resolver), so the in-task sweep and the Spark executors both follow it."""
+        layers = [settings.task_layer(self.store_config)]
         if self.max_entries_per_second not in (None, ""):
-            rate = as_int(self.max_entries_per_second, "max_entries_per_second")
-            overrides["sweep_max_entries_per_second"] = check_setting(
-                "sweep_max_entries_per_second", rate, "the operator's max_entries_per_second"
-            )
-        return settings.engine_config(**overrides)
+            layers.append(Layer(Rank.TASK, "the operator's max_entries_per_second",
+                                {"sweep_max_entries_per_second": self.max_entries_per_second}, text=True))
+        return settings.engine_config(*layers)
 
     def _mode(self, targets, settings) -> str:
         planned = {t.execution_mode for t in targets if t.execution_mode is not None}

@@ -55,7 +55,7 @@ class AtlasBaseSensor(BaseSensorOperator):
         raise NotImplementedError
 
     def _config(self, settings: AtlasSettings) -> StoreConfig:
-        return settings.engine_config(**(self.store_config or {}))
+        return settings.engine_config(settings.task_layer(self.store_config))
 
     def _check_now(self, settings: AtlasSettings) -> dict | None:
         try:

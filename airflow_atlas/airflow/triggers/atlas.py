@@ -102,9 +102,11 @@ class AtlasPollTrigger(BaseTrigger):
 
     def _hook(self):
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
-        from airflow_atlas.config import StoreConfig
+        from airflow_atlas.settings_resolver import Layer, Rank, resolve
 
-        return AtlasHook(self.store_conn_id, config=StoreConfig().with_overrides(**self.store_config))
+        # The sensor's resolved settings (their non-default values): one layer, checked once more here.
+        config = resolve(Layer(Rank.TASK, "the trigger's store_config", self.store_config))
+        return AtlasHook(self.store_conn_id, config=config)
 
     def _poll(self, hook) -> dict | None:
         return self.check(hook.get_store())

@@ -75,7 +75,7 @@ def _faulty_stores(monkeypatch, marker, action) -> None:
     from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
     open_kvs = AtlasHook._open_kvs
-    monkeypatch.setattr(AtlasHook, "_open_kvs", lambda self: FaultyKvs(open_kvs(self), str(marker), action, after_progress=False))
+    monkeypatch.setattr(AtlasHook, "_open_kvs", lambda self, *args: FaultyKvs(open_kvs(self, *args), str(marker), action, after_progress=False))
 
 
 def _retried_sweep(run) -> int:

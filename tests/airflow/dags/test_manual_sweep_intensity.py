@@ -1,6 +1,7 @@
 """atlas_manual_sweep's intensity field with the real dag.test(): the form's value reaches every sweep task
 (in the engine result: ``max_entries_per_second``, ``seconds_paced``), a paced run still sweeps everything
-(verify), and an empty field means the setting ``sweep_max_entries_per_second``."""
+(verify), and an empty field means the setting ``sweep_max_entries_per_second``. The value flows as a
+settings layer (validate_request's ``store_config`` output -> the sweep tasks' ``store_config``)."""
 from __future__ import annotations
 
 import pytest
@@ -29,7 +30,8 @@ def test_the_forms_intensity_paces_every_sweep_task_and_sweeps_everything(embedd
     dag = load_dag("atlas_manual_sweep")
     run = dag.test(run_conf={"strategy": "THOROUGH", "max_entries_per_second": 100})
     assert str(run.state) == "success", task_states(run)
-    assert xcom(run, "validate_request", key="max_entries_per_second") == 100
+    # the form's value travels as a settings layer of the sweep tasks (their store_config), not as a value
+    assert xcom(run, "validate_request", key="store_config") == {"sweep_max_entries_per_second": 100}
     results = _sweep_results(run)
     assert results and all(r["max_entries_per_second"] == 100 for r in results)
     assert {r["status"] for r in results} == {"caught_up"}
@@ -41,7 +43,7 @@ def test_the_forms_intensity_paces_every_sweep_task_and_sweeps_everything(embedd
     set_settings(monkeypatch, **FAST, sweep_max_entries_per_second=0)
     run = load_dag("atlas_manual_sweep").test(run_conf={"strategy": "THOROUGH"})
     assert str(run.state) == "success", task_states(run)
-    assert xcom(run, "validate_request", key="max_entries_per_second") == 0
+    assert xcom(run, "validate_request", key="store_config") == {}  # the sweep tasks read the setting themselves
     assert all(r["max_entries_per_second"] == 0 and r["seconds_paced"] == 0 for r in _sweep_results(run))
 
 

@@ -1,4 +1,6 @@
-"""Replica-safety settings in Airflow connection extras: validated, passed to the store, carried to Spark."""
+"""Replica-safety settings in Airflow connection extras: the settings resolver's top layer (STORE) for
+that store, validated naming the connection, carried to Spark in the resolved settings (never a second
+copy in the store URL)."""
 from __future__ import annotations
 
 import json
@@ -6,10 +8,10 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from airflow_atlas.airflow.hooks.atlas import AtlasHook, describe_connection, replica_extras, store_url
+from airflow_atlas.airflow.hooks.atlas import AtlasHook, connection_layer, describe_connection, store_url
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.consistency import replica_settings
+from airflow_atlas.settings_resolver import Layer, Rank, resolve
 
 
 def conn(conn_id="c", **fields):
@@ -26,31 +28,29 @@ EXTRA = {
 }
 
 
-def test_extras_travel_in_the_store_url_and_parse_back_to_the_same_policy():
+def test_extras_are_the_store_layer_and_not_in_the_store_url():
     c = conn(conn_type="cassandra", host="h1", schema="ks", extra=EXTRA)
-    assert replica_extras(c) == {
-        "consistency_sweep_delete": "QUORUM",
-        "allow_weak_sweep_consistency": True,
-        "consistency_queue_cleanup": "ONE",
-        "repair_interval_seconds": 3600,
-    }
+    layer = connection_layer(c)
+    assert layer.rank is Rank.STORE and dict(layer.values) == EXTRA and layer.source == "connection 'c' extras"
+    below = Layer(Rank.VARIABLE, "the atlas_settings Variable", {"consistency_queue_cleanup": "TWO", "consistency_data_read": "ONE"})
+    config = resolve(below, layer)
+    assert (config.consistency_sweep_delete, config.allow_weak_sweep_consistency) == ("QUORUM", True)
+    assert config.consistency_queue_cleanup == "ONE" and config.consistency_data_read == "ONE"  # the connection wins
+    assert config.repair_interval_seconds == 3600
     query = {k: v[0] for k, v in parse_qs(urlsplit(store_url(c)).query).items()}
-    assert query["consistency_sweep_delete"] == "QUORUM" and query["allow_weak_sweep_consistency"] == "true"
-    assert query["consistency_queue_cleanup"] == "ONE" and query["repair_interval_seconds"] == "3600"
-    assert replica_settings(query) == replica_settings(replica_extras(c))  # executors get the task's policy
-    plain = conn(conn_type="cassandra", host="h1", schema="ks")
-    assert "consistency" not in store_url(plain)  # nothing set: executors use their settings' values
+    assert not any(k.startswith("consistency_") or k.startswith("allow_") or k.startswith("repair") for k in query)
+    assert connection_layer(conn(conn_type="atlas_embedded", host="/tmp/x.db")).values == {}
 
 
 @pytest.mark.parametrize(
     "extra, message",
     [
-        ({"consistency_sweep_delete": "MOST"}, "extra setting consistency_sweep_delete must be one of"),
-        ({"allow_weak_sweep_consistency": "perhaps"}, "extra setting allow_weak_sweep_consistency must be true or false"),
+        ({"consistency_sweep_delete": "MOST"}, "setting consistency_sweep_delete must be one of"),
+        ({"allow_weak_sweep_consistency": "perhaps"}, "setting allow_weak_sweep_consistency must be true or false"),
     ],
 )
 def test_bad_extras_are_rejected_naming_the_connection(extra, message):
-    with pytest.raises(InvalidInputError, match=f"connection 'c': {message}"):
+    with pytest.raises(InvalidInputError, match=f"{message}.*from connection 'c' extras"):
         describe_connection(conn(conn_type="cassandra", host="h1", schema="ks", extra=extra))
 
 
@@ -64,15 +64,47 @@ def test_hook_layers_extras_over_atlas_settings(monkeypatch, cassandra_node, fre
     )
     config = StoreConfig(consistency_data_read="ONE", consistency_queue_cleanup="TWO", repair_interval_seconds=60)
     with AtlasHook("atlas_hook_cl", config=config) as hook:
-        kvs = hook.get_store().kvs
-        assert kvs.consistency.sweep_delete == "QUORUM" and kvs.consistency.allow_weak_sweep_consistency
+        store = hook.get_store()
+        kvs = store.kvs
+        assert kvs.consistency.sweep_delete == "QUORUM" and store.config.allow_weak_sweep_consistency
         assert kvs.consistency.queue_cleanup == "ONE"  # the connection wins over atlas_settings
         assert kvs.consistency.data_read == "ONE"  # atlas_settings fill in
         assert kvs.gc_grace_guard.repair_interval_seconds == 3600
-    weak = StoreConfig(consistency_abort_delete="ONE")  # no override anywhere: refused before connecting
+        assert hook.resolved_config() == store.config  # what a Spark job of this store gets (to_json)
+    with pytest.raises(InvalidInputError, match="consistency_abort_delete=ONE needs setting allow_weak_sweep_consistency"):
+        StoreConfig(consistency_abort_delete="ONE")  # refused where it is declared
     monkeypatch.setenv(
         "AIRFLOW_CONN_ATLAS_HOOK_CL2",
-        json.dumps({"conn_type": "cassandra", "host": host, "port": port, "schema": fresh_keyspace}),
+        json.dumps({"conn_type": "cassandra", "host": host, "port": port, "schema": fresh_keyspace,
+                    "extra": {"consistency_abort_delete": "ONE"}}),
     )
-    with pytest.raises(InvalidInputError, match="consistency_abort_delete=ONE is below ALL"):
-        AtlasHook("atlas_hook_cl2", config=weak).get_store()
+    with pytest.raises(InvalidInputError, match=r"consistency_abort_delete=ONE needs setting allow_weak_sweep_consistency"
+                                                r".*settings from: connection 'atlas_hook_cl2' extras"):
+        AtlasHook("atlas_hook_cl2", config=StoreConfig()).get_store()  # no override anywhere: refused before connecting
+
+
+def test_a_spark_job_gets_the_resolved_settings_once(monkeypatch):
+    """The Spark path (execution/spark.py) sends the task's settings resolved with the connection's extras
+    as Spark conf (``settings``), and a store URL without replica-safety options: one copy, one meaning."""
+    from airflow_atlas.airflow.execution.spark import SparkSubmission
+    from airflow_atlas.airflow.settings import AtlasSettings
+
+    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_SPARK_CL", json.dumps(
+        {"conn_type": "cassandra", "host": "h1", "port": 9042, "schema": "ks", "extra": EXTRA}))
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
+    seen = {}
+
+    def submit(context, *, spark_conn_id, store_url, settings, **kwargs):  # a test double of submit_targeted_sweep
+        seen.update(store_url=store_url, settings=settings)
+        return "document"
+
+    settings = AtlasSettings.from_mapping({"consistency_data_read": "ONE", "batch_limit": 77})
+    engine_config = settings.engine_config(settings.task_layer({"consistency_queue_cleanup": "TWO"}))
+    assert SparkSubmission().run({}, submit, store_conn_id="atlas_spark_cl", spark_conn_id="spark_cl",
+                                 settings=settings, engine_config=engine_config) == "document"
+    sent = seen["settings"]
+    assert sent == StoreConfig(**sent).to_json()  # a whole, valid settings object
+    assert (sent["consistency_sweep_delete"], sent["allow_weak_sweep_consistency"]) == ("QUORUM", True)  # extras
+    assert sent["consistency_queue_cleanup"] == "ONE"  # the connection over the task's store_config
+    assert (sent["consistency_data_read"], sent["batch_limit"]) == ("ONE", 77)  # the Variable
+    assert "consistency" not in seen["store_url"] and "allow_weak" not in seen["store_url"]

@@ -23,6 +23,7 @@ from airflow_atlas.errors import InvalidInputError, StoreUnavailableError, Table
 from airflow_atlas.kvs import Cell, SweepStrategy, TableMetadata, WriteMode
 from airflow_atlas.kvs.consistency import GcGraceGuard, Operation
 from airflow_atlas.kvs.url import open_kvs
+from airflow_atlas.settings_resolver import with_store_url
 from airflow_atlas.store import AtlasStore
 
 fresh_timestamp = itertools.count(10**12).__next__  # above every Atlas timestamp these tests write
@@ -63,8 +64,10 @@ def rf2_url(cassandra_node, rf2_keyspace):
 def opened():
     services = []
 
-    def open_(url, **kw):
-        kvs = open_kvs(url, **kw)
+    def open_(url, settings=None, **kw):
+        # as AtlasStore.open does: the URL's replica-safety options over the settings, resolved once
+        config = with_store_url(StoreConfig(**(settings or {})), url)
+        kvs = open_kvs(url, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kw)
         kvs.set_fresh_timestamp_supplier(fresh_timestamp)
         services.append(kvs)
         return kvs
@@ -125,7 +128,7 @@ def test_queue_cleanup_and_queue_writes_have_their_own_levels(rf2_url, opened):
 
 def test_weakened_sweep_levels_apply_to_every_sweep_delete(rf2_url, opened):
     kvs = opened(rf2_url(WEAK_SWEEP))
-    assert kvs.consistency.sweep_delete == "ONE" and kvs.consistency.allow_weak_sweep_consistency
+    assert kvs.consistency.sweep_delete == "ONE"
     t = _table(kvs, SweepStrategy.CONSERVATIVE)
     kvs.put(t, {CELL: b"v1"}, 10)
     kvs.put(t, {CELL: b"v2"}, 20)

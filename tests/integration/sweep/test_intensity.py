@@ -73,6 +73,6 @@ def test_a_rate_below_one_batch_per_wait_shrinks_the_batch_and_still_finishes(ha
 def test_a_bad_rate_is_refused_before_anything_is_written(harness, bad):
     h = harness
     before = h.progress()
-    with pytest.raises(InvalidInputError, match="sweep_max_entries_per_second"):
+    with pytest.raises(InvalidInputError, match="max_entries_per_second must be"):  # the engine's argument check
         h.store.sweeper.sweep_shard(0, STRATEGIES[1], max_entries_per_second=bad)
     assert h.progress() == before

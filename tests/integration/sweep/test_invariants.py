@@ -4,6 +4,8 @@ neither makes sweep loop nor gets sentinels; a sweeper whose lease was taken ove
 and progress; interleaved sweepers keep progress correct through check-and-set."""
 from __future__ import annotations
 
+import dataclasses
+
 import time
 
 import pytest
@@ -301,7 +303,7 @@ class _FlakyRefresh(View):
 def _slow_sweeper(store, *, lease_seconds: float, pause: float, during=None, flaky_refresh: bool = False):
     queue = store.queue
     overrides = {
-        "config": store.config.with_overrides(lock_lease_seconds=lease_seconds),
+        "config": dataclasses.replace(store.config, lock_lease_seconds=lease_seconds),
         "queue": View(queue, reader=_SlowReader(queue.reader, pause, during)),
     }
     if flaky_refresh:

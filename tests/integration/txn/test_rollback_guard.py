@@ -3,6 +3,8 @@ place (issue 16, item 1): the other schema's table is consulted, and a batch tha
 without an entry is refused (the rollback guard), with nothing rolled back or deleted."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from airflow_atlas.config import StoreConfig
@@ -27,7 +29,7 @@ def url(request, tmp_path):
 
 
 def _store(url, **settings) -> AtlasStore:
-    store = AtlasStore.open(url, CONFIG.with_overrides(**settings))
+    store = AtlasStore.open(url, dataclasses.replace(CONFIG, **settings))
     store.initialize(shards=1)
     store.create_table("t", THOROUGH)
     return store
@@ -71,7 +73,7 @@ def test_dead_writers_below_the_guard_are_rolled_back_as_always(url):
 def test_raising_the_guard_lets_an_operator_roll_back_a_mass_crash(url):
     with _store(url, rollback_guard_min_transactions=5, rollback_guard_max_fraction=0.5) as store:
         dead = _dead(store, 6)
-    with AtlasStore.open(url, CONFIG.with_overrides(rollback_guard_max_fraction=1.0)) as store:
+    with AtlasStore.open(url, dataclasses.replace(CONFIG, rollback_guard_max_fraction=1.0)) as store:
         result = store.sweeper.sweep_shard(0, THOROUGH)
         assert result.transactions_aborted == 6 and result.aborted_writes_deleted == 6
         assert set(store.transaction_service.get_many(dead).values()) == {-1}

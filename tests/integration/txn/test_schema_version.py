@@ -58,7 +58,7 @@ def test_a_disagreeing_schema_version_is_refused_and_nothing_is_deleted(store_ur
 
 
 def test_init_persists_the_version_and_every_process_uses_it(store_url):
-    v1 = StoreConfig().with_overrides(transactions_schema_version=1)
+    v1 = StoreConfig(transactions_schema_version=1)
     with AtlasStore.open(store_url, v1) as store:
         store.initialize()
         assert store.transactions_schema_version == 1
@@ -67,7 +67,7 @@ def test_init_persists_the_version_and_every_process_uses_it(store_url):
     with AtlasStore.open(store_url) as store:
         assert store.transactions_schema_version == 1
         assert isinstance(store.transaction_service, TransactionServiceV1)
-    with AtlasStore.open(store_url, StoreConfig().with_overrides(transactions_schema_version=2)) as store:
+    with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=2)) as store:
         with pytest.raises(InvalidInputError, match="schema version 1"):
             store.transaction_service
         # and init cannot change it either
@@ -112,7 +112,7 @@ def test_a_store_initialised_before_the_marker_is_inferred_from_its_data(store_u
         assert store.transactions_schema_version == expected
         assert not store.kvs.table_exists(schema.SCHEMA_TABLE)  # reading never creates anything
         other = 2 if expected == 1 else 1
-    with AtlasStore.open(store_url, StoreConfig().with_overrides(transactions_schema_version=other)) as store:
+    with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=other)) as store:
         with pytest.raises(InvalidInputError, match="transactions_schema_version"):
             store.transaction_service
     with AtlasStore.open(store_url) as store:
@@ -126,7 +126,7 @@ def test_a_legacy_store_with_both_tables_holding_data_is_refused(store_url):
         with pytest.raises(InvalidInputError, match="both"):
             store.transaction_service
     # An operator who knows which one is right says so at init; it is recorded from then on.
-    with AtlasStore.open(store_url, StoreConfig().with_overrides(transactions_schema_version=2)) as store:
+    with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=2)) as store:
         store.initialize()
     with AtlasStore.open(store_url) as store:
         assert store.transactions_schema_version == 2
