@@ -89,7 +89,7 @@ class Sweeper:
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env=env, cwd=str(C.REPO_ROOT))
 
-    def start(self) -> "Sweeper":
+    def start(self) -> Sweeper:
         line = self._proc.stdout.readline()
         if line.strip() != "ready":
             self._proc.kill()
@@ -134,7 +134,7 @@ class Foreground:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="fg")
         self._thread = threading.Thread(target=self._schedule, name="fg-schedule", daemon=True)
 
-    def start(self) -> "Foreground":
+    def start(self) -> Foreground:
         self._thread.start()
         return self
 

@@ -6,8 +6,6 @@ import json
 import sys
 import time
 
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -123,7 +121,7 @@ class ProgressBar:
             self._draw(end="\n")
         self._closed = True
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:

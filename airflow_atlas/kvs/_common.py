@@ -6,9 +6,8 @@ program that runs on the embedded store runs unchanged on Cassandra.
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError

@@ -16,7 +16,7 @@ below the sweep timestamp no longer changes, so the scan is not racing with writ
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import CorruptQueueDataError
 from ..kvs.api import KeyValueService

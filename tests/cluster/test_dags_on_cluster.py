@@ -73,7 +73,7 @@ def _progress(store) -> dict:
 
 def _run_and_check(store, readers, *, mode: str = "in_task"):
     """Run ``atlas_targeted_sweep``; the oracle holds, no pair failed, every pair was swept in ``mode``."""
-    from airflow_atlas.oracle import compare, obsolete_versions, observe
+    from airflow_atlas.oracle import compare, observe, obsolete_versions
 
     before = observe(store, readers)
     run = load_dag("atlas_targeted_sweep").test()

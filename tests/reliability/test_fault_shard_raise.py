@@ -29,7 +29,7 @@ from collections import Counter
 import pytest
 
 from airflow_atlas.errors import StoreUnavailableError
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from airflow_atlas.sweep.shards import shard_for
 
 from .helpers import (

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from tests.conftest import REPO_ROOT
 from tests.faults import faulty_job_env
 

@@ -304,9 +304,9 @@ def test_no_shell_anywhere_in_the_package():
 
 
 def test_nodetool_runner_passes_a_hostile_table_as_one_argument(tmp_path):
-    from airflow_atlas.airflow.hooks import nodetool
-
     import shutil
+
+    from airflow_atlas.airflow.hooks import nodetool
 
     echo = [shutil.which("printf"), "%s\\0"]  # prints each argument it receives, NUL-terminated
     runner = nodetool.LocalNodetoolRunner(echo, timeout_seconds=60)

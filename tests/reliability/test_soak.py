@@ -37,7 +37,7 @@ import time
 import pytest
 
 from airflow_atlas.errors import StoreUnavailableError, TransactionError
-from airflow_atlas.oracle import ABSENT, Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import ABSENT, Reader, compare, observe, obsolete_versions
 from tests.conftest import REPO_ROOT
 
 from .helpers import (

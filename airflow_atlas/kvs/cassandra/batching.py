@@ -12,7 +12,8 @@ statements would; like them it is not atomic across partitions.
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Iterator, NamedTuple
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import NamedTuple
 
 
 class Statement(NamedTuple):

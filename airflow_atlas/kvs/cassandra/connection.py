@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ...errors import InvalidInputError
 from .. import _common as C
@@ -55,7 +55,7 @@ def ensure_tcp_nodelay(cluster) -> None:
 
 
 def cluster_factory(
-    hosts: "str | Sequence[str]",
+    hosts: str | Sequence[str],
     *,
     keyspace: str,
     port: int,

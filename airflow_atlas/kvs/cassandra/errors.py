@@ -11,7 +11,7 @@ Messages are scrubbed of the connection's secrets and bounded in length.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from cassandra import (
     ConfigurationException,

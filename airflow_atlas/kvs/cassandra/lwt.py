@@ -7,7 +7,7 @@ time at the data_write level, optional TTL.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from cassandra.query import BatchStatement, BatchType
 

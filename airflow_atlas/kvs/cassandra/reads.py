@@ -6,13 +6,12 @@ ranges: ``(start, end]`` of the Murmur3 ring.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
 from .statements import RING_MAX, RING_MIN, row_tuple, token
-
 
 IN_READ_PARTITIONS = 100
 """Rows per multi-partition read (``key IN ?``) of the cells of one column (get_all_timestamps).

@@ -3,12 +3,12 @@ processes because every write is one BEGIN IMMEDIATE transaction; WALLCLOCK cell
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
+from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, physical_name
 
 

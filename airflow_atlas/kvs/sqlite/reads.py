@@ -3,7 +3,7 @@ reads in one read transaction)."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ...errors import InvalidInputError
 from .. import _common as C

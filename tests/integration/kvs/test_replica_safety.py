@@ -20,7 +20,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
-from airflow_atlas.kvs import Cell, SweepStrategy, TableMetadata, WriteMode
+from airflow_atlas.kvs import Cell, SweepStrategy, TableMetadata
 from airflow_atlas.kvs.consistency import GcGraceGuard, Operation
 from airflow_atlas.kvs.url import open_kvs
 from airflow_atlas.store import AtlasStore
