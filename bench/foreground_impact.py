@@ -366,7 +366,7 @@ def report_lines(doc: dict) -> list[str]:
     header = ["limit (entries/s)", "fg p50 ms", "fg p99 ms", "p99 / no sweep", "pooled p99 ms", "sweep entries/s",
               "share of unthrottled", "paced s", "machine cores busy", "node cores"]
     rows = []
-    for key, row in r["phases"].items():
+    for row in r["phases"].values():
         label = "no sweep" if row["limit"] is None else ("unlimited" if row["limit"] == 0 else f"{row['limit']:,}")
         if row["limit"] == p.get("default_limit"):
             label += " (default)"

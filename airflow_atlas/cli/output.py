@@ -57,9 +57,9 @@ def table(headers: list[str], rows: list[list]) -> str:
     """A left-aligned text table; None prints as ``-``."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for r in cells:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     return "\n".join(lines) + "\n"
 
 

@@ -73,7 +73,7 @@ class SweepableTimestampsIndex:
             group = range(coarse, min(coarse + size, max_coarse + 1))
             keys = [timestamps_row(shard, c, conservative) for c in group]
             found = self.kvs.get_rows_columns(SWEEPABLE_TIMESTAMPS, keys)
-            for c, key in zip(group, keys):
+            for c, key in zip(group, keys, strict=True):
                 columns = found.get(key)
                 if columns:
                     yield c, self._decode_columns(c, key, (col for col, _ in columns), on_corrupt)

@@ -93,7 +93,7 @@ class Recorder:
         stashed = self.local.batch
         if stashed is not None and result.status not in ("skipped_locked", "dry_run"):
             _, batch = stashed
-            keys = [k for k, e in zip(self._keys(batch), batch.entries) if result.old_progress < e.start_ts <= result.new_progress]
+            keys = [k for k, e in zip(self._keys(batch), batch.entries, strict=True) if result.old_progress < e.start_ts <= result.new_progress]
             with self.lock:
                 for key in keys:
                     self.consumed[key] += 1

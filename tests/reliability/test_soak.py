@@ -101,7 +101,7 @@ class Sweeper:
 
     def _lag(self, ts: dict) -> None:
         now = time.time()
-        for (shard, s), p in progress_of(self.store).items():
+        for (_shard, s), p in progress_of(self.store).items():
             self.max_lag_ts = max(self.max_lag_ts, ts[s] - 1 - p)
             self.max_lag_seconds = max(self.max_lag_seconds, self.clock.age(p + 1, now) - self.clock.age(ts[s], now))
 

@@ -33,7 +33,7 @@ class LwtMixin:
             return
         ps = self._prep(table, "lwt_insert")
         statements = []
-        for row, cells in C.group_by_row(values).items():
+        for cells in C.group_by_row(values).values():
             if len(cells) == 1:
                 c = cells[0]
                 statements.append((ps, (c.row, c.col, values[c])))
@@ -104,7 +104,7 @@ class LwtMixin:
         ps = self._prep(table, "lwt_get_serial" if serial else "lwt_get")
         results = self._concurrent("get_lwt", table, [(ps, (c.row, c.col)) for c in cells])
         out: dict[Cell, bytes] = {}
-        for cell, rs in zip(cells, results):
+        for cell, rs in zip(cells, results, strict=True):
             rows = rs.current_rows
             if rows:
                 out[cell] = row_tuple(rows[0])[0]

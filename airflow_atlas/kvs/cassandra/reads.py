@@ -37,7 +37,7 @@ class ReadsMixin:
         keys = list(cells.items())
         results = self._concurrent("get", table, [(ps, (c.row, c.col, ts)) for c, ts in keys])
         out: dict[Cell, Value] = {}
-        for (cell, _), rs in zip(keys, results):
+        for (cell, _), rs in zip(keys, results, strict=True):
             rows = rs.current_rows
             if rows:
                 ts, value = row_tuple(rows[0])
@@ -71,7 +71,7 @@ class ReadsMixin:
                 columns.append((col, None))
         results = self._concurrent("get_all_timestamps", table, statements)
         found: dict[Cell, list[int]] = {}
-        for (col, row), rs in zip(columns, results):
+        for (col, row), rs in zip(columns, results, strict=True):
             if row is not None:
                 versions = [r[0] for r in self._rows("get_all_timestamps", table, rs)]  # fetches further pages
                 if versions:
@@ -155,7 +155,7 @@ class ReadsMixin:
         statements = [self._row_columns_statement(table, r, start_col, end_col) for r in rows]
         results = self._concurrent("get_rows_columns", table, statements)
         out: dict[bytes, list[tuple[bytes, Value]]] = {}
-        for row, rs in zip(rows, results):
+        for row, rs in zip(rows, results, strict=True):
             cols = self._latest_per_column(self._rows("get_rows_columns", table, rs), timestamp, None)
             if cols:
                 out[row] = cols

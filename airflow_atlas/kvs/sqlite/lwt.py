@@ -29,7 +29,7 @@ class LwtMixin:
         select = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ?"
         insert = f"INSERT INTO {physical_name(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, NULL)"
         with self._write("put_unless_exists", table) as conn:
-            for row, cells in C.group_by_row(values).items():
+            for cells in C.group_by_row(values).values():
                 found = {}
                 for cell in cells:
                     hit = conn.execute(select, (cell.row, cell.col, LWT_TIMESTAMP)).fetchone()
