@@ -6,6 +6,9 @@ import json
 import sys
 import time
 
+# Re-exported for cli/args.py, which imports it from here (the home is kvs/api.py).
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES  # noqa: F401 - re-export, see above
+
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2

@@ -7,13 +7,13 @@ import sys
 import time
 
 from ..errors import StoreUnavailableError
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..status.text import format_duration
 from .output import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_SKIPPED,
     PROG,
-    STRATEGIES,
     ProgressBar,
     emit_json,
     wants_json,
