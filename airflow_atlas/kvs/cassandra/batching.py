@@ -13,13 +13,13 @@ statements would; like them it is not atomic across partitions.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class Statement(NamedTuple):
     """One CQL statement: a prepared statement (opaque here) and its parameters."""
 
-    prepared: object
+    prepared: Any  # a driver PreparedStatement (cassandra-driver has no type information)
     params: tuple
 
 

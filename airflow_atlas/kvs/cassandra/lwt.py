@@ -8,6 +8,7 @@ time at the data_write level, optional TTL.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cassandra.query import BatchStatement, BatchType
 
@@ -15,10 +16,11 @@ from ...errors import KeyAlreadyExistsError
 from .. import _common as C
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
+from .host import CassandraHost
 from .statements import row_tuple
 
 
-class LwtMixin:
+class LwtMixin(CassandraHost):
     """The LWT and WALLCLOCK part of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`."""
 
     def put_unless_exists(
@@ -32,7 +34,7 @@ class LwtMixin:
         if not values:
             return
         ps = self._prep(table, "lwt_insert")
-        statements = []
+        statements: list[tuple[Any, tuple | None]] = []  # (statement or batch, parameters)
         for cells in C.group_by_row(values).values():
             if len(cells) == 1:
                 c = cells[0]
@@ -87,6 +89,7 @@ class LwtMixin:
         new = None if new is None else validate_value(new, what="new value")
         if expected is None and new is None:
             return cell not in self.get_lwt(table, [cell], serial=True)
+        params: tuple
         if expected is None:
             ps, params = self._prep(table, "lwt_insert"), (cell.row, cell.col, new)
         elif new is None:
@@ -124,6 +127,7 @@ class LwtMixin:
         ttl_seconds = C.check_ttl(ttl_seconds)
         if not values:
             return
+        statements: list[tuple[Any, tuple]]
         if ttl_seconds is None:
             ps = self._prep(table, "wc_put")
             statements = [(ps, (c.row, c.col, v)) for c, v in values.items()]
@@ -149,6 +153,7 @@ class LwtMixin:
         limit = C.check_limit(limit)
         if limit == 0:
             return []
+        params: tuple
         if start_col is None:
             ps, params = self._prep(table, "rc"), (row,)
         else:

@@ -87,7 +87,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         self._ddl_timeout = float(ddl_timeout)
         self._meta_ttl = float(metadata_cache_seconds)
         self._secrets = tuple(s for s in _secrets if s)
-        self._supplier = None
+        self._supplier: Callable[[], int] | None = None
         if fresh_timestamp_supplier is not None:
             self.set_fresh_timestamp_supplier(fresh_timestamp_supplier)
         self._lock = threading.Lock()
@@ -373,7 +373,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     ) -> None:
         C.check_mapping(puts, "puts")
         timestamp = C.check_write_timestamp(timestamp)
-        items = []
+        items: list[WriteItem] = []
         for table, values in puts.items():
             self._require(table, op, WriteMode.LOGICAL)
             values = C.check_values(values)

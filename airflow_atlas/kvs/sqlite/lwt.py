@@ -10,9 +10,10 @@ from .. import _common as C
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, physical_name
+from .host import SqliteHost
 
 
-class LwtMixin:
+class LwtMixin(SqliteHost):
     """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
 
     # ----- LWT tables ------------------------------------------------------------------------------

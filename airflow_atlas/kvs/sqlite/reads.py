@@ -9,9 +9,10 @@ from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
 from .files import NOT_EXPIRED, now_ms, physical_name
+from .host import SqliteHost
 
 
-class ReadsMixin:
+class ReadsMixin(SqliteHost):
     """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
 
     # ----- reads -----------------------------------------------------------------------------------

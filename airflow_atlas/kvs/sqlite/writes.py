@@ -9,9 +9,10 @@ from .. import _common as C
 from ..api import SENTINEL_TIMESTAMP, Cell, WriteMode
 from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
 from .files import DELETE_RANGE_SQL, SENTINEL_SQL, physical_name
+from .host import SqliteHost
 
 
-class WritesMixin:
+class WritesMixin(SqliteHost):
     """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
 
     # ----- LOGICAL writes --------------------------------------------------------------------------
