@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from .errors import InvalidInputError, KeyAlreadyExistsError, LockNotHeldError, StoreUnavailableError
-from .validation import check_float
 from .kvs.api import MAX_CELL_NAME_BYTES, Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from .validation import check_float
 
 LOCKS_TABLE = "_locks"
 LOCKS_TABLE_METADATA = TableMetadata(strategy=SweepStrategy.NOTHING, write_mode=WriteMode.LWT)
@@ -74,7 +74,7 @@ class _Stored:
         ).encode()
 
     @classmethod
-    def decode(cls, raw: bytes) -> "_Stored":
+    def decode(cls, raw: bytes) -> _Stored:
         data = json.loads(raw.decode())
         return cls(holder=data["holder"], token=int(data["token"]), expires_at_ms=int(data["expires_at_ms"]))
 

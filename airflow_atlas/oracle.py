@@ -16,8 +16,8 @@ met a sentinel before finding its version).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from .errors import CorruptTransactionDataError
 from .kvs.api import SENTINEL_TIMESTAMP, Cell, SweepStrategy

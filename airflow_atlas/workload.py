@@ -8,10 +8,15 @@ caller; they hold the immutable timestamp back until committed or aborted).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from .errors import InvalidInputError, TransactionAbortedError, TransactionConflictError, TransactionFailedRetriableError
+from .errors import (
+    InvalidInputError,
+    TransactionAbortedError,
+    TransactionConflictError,
+    TransactionFailedRetriableError,
+)
 from .kvs.api import Cell, SweepStrategy
 from .sweep.write_info import WriteInfo
 
@@ -30,7 +35,7 @@ class WorkloadSpec:
     value_bytes: int = 32
     seed: int = 7
 
-    def validate(self) -> "WorkloadSpec":
+    def validate(self) -> WorkloadSpec:
         if self.transactions < 0 or self.open_transactions < 0:
             raise InvalidInputError("transactions and open_transactions must be >= 0")
         lo, hi = self.writes_per_transaction

@@ -44,7 +44,7 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         for m in managers.values():
             for k in SIZES:
                 w = writes(k)
-                m.run(lambda txn: txn.put("co", w))
+                m.run(lambda txn, w=w: txn.put("co", w))
         for rep in range(reps):
             for k in C.rotated(SIZES, rep):
                 lat = {"on": [], "off": []}
@@ -53,7 +53,7 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                     for mode in order:
                         w = writes(k)
                         started = time.perf_counter()
-                        managers[mode].run(lambda txn: txn.put("co", w))
+                        managers[mode].run(lambda txn, w=w: txn.put("co", w))
                         lat[mode].append(time.perf_counter() - started)
                 on, off = C.median(lat["on"]), C.median(lat["off"])
                 runs.append(

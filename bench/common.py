@@ -16,10 +16,10 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 CASSANDRA_SCRIPT = REPO_ROOT / "scripts" / "cassandra.sh"
@@ -395,7 +395,7 @@ class CpuProbe:
     def _busy(t) -> float:
         return t.user + t.system + getattr(t, "nice", 0.0)
 
-    def start(self) -> "CpuProbe":
+    def start(self) -> CpuProbe:
         self._t = time.perf_counter()
         self._mine = sum(self._me.cpu_times()[:2])
         self._node = sum(self._cassandra.cpu_times()[:2]) if self._cassandra else None
@@ -442,7 +442,7 @@ def settle_node(max_seconds: float = 30.0, idle_cores: float = 0.15, window: flo
 
 # ----- results -------------------------------------------------------------------------------------
 def result_document(
-    name: str, *, quick: bool, backend: str, watch: "Stopwatch", machine: dict, params: dict, results: dict,
+    name: str, *, quick: bool, backend: str, watch: Stopwatch, machine: dict, params: dict, results: dict,
     goals: list, runs, method: str,
 ) -> dict:
     """The JSON document every benchmark writes (report.py reads these keys)."""

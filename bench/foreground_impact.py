@@ -89,7 +89,7 @@ class Sweeper:
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       env=env, cwd=str(C.REPO_ROOT))
 
-    def start(self) -> "Sweeper":
+    def start(self) -> Sweeper:
         line = self._proc.stdout.readline()
         if line.strip() != "ready":
             self._proc.kill()
@@ -134,7 +134,7 @@ class Foreground:
         self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="fg")
         self._thread = threading.Thread(target=self._schedule, name="fg-schedule", daemon=True)
 
-    def start(self) -> "Foreground":
+    def start(self) -> Foreground:
         self._thread.start()
         return self
 
@@ -366,7 +366,7 @@ def report_lines(doc: dict) -> list[str]:
     header = ["limit (entries/s)", "fg p50 ms", "fg p99 ms", "p99 / no sweep", "pooled p99 ms", "sweep entries/s",
               "share of unthrottled", "paced s", "machine cores busy", "node cores"]
     rows = []
-    for key, row in r["phases"].items():
+    for row in r["phases"].values():
         label = "no sweep" if row["limit"] is None else ("unlimited" if row["limit"] == 0 else f"{row['limit']:,}")
         if row["limit"] == p.get("default_limit"):
             label += " (default)"

@@ -45,8 +45,7 @@ def _child(url: str, sweep_ts: int, batch: int) -> None:
     from airflow_atlas.store import AtlasStore
 
     store = AtlasStore.open(url, StoreConfig(batch_limit=batch))
-    store.sweeper  # build the components before measuring the baseline
-    store.queue
+    _built = (store.sweeper, store.queue)  # build the components before measuring the baseline
     peak_open = _vm("VmHWM")
     rss_before = _vm("VmRSS")
     # Reset the peak to the current RSS, so the peak read afterwards is the iteration's own.

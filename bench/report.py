@@ -143,7 +143,7 @@ def _machine_lines(docs: dict) -> list[str]:
 def _utc(epoch: float) -> str:
     import datetime
 
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M")
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def write_report(out: Path) -> Path:

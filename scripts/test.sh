@@ -4,6 +4,7 @@
 # password, TLS, JMX authentication) and the Spark standalone master with two workers (127.0.0.5), runs pytest.
 # Every start is idempotent (a running node or master is reused, never restarted).
 # Extra arguments go to pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
+# The linters run inside pytest (tests/lint: ruff and mypy, configured in pyproject.toml), so a finding fails.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

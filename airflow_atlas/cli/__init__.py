@@ -18,7 +18,6 @@ part of a password (:func:`airflow_atlas.kvs.url.scrub`).
 from __future__ import annotations
 
 import os
-import sys
 import traceback
 
 from ..errors import AtlasError, InvalidInputError, StoreAccessError, StoreUnavailableError, TableNotFoundError

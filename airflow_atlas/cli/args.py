@@ -7,7 +7,9 @@ from .. import __version__
 from ..errors import InvalidInputError
 from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
 from ..sweep.reader import DEFAULT_COUNT_CAP
-from .output import ENV_STORE_URL, EXIT_CODES_HELP, EXIT_USAGE, PROG, STRATEGIES, CliError
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..kvs.url import STORE_URL_ENV
+from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -102,7 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     g = common.add_argument_group("store")
     g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                   help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${ENV_STORE_URL}")
+                   help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${STORE_URL_ENV}")
     g.add_argument("--conn-id", metavar="ID", default=argparse.SUPPRESS,
                    help="Airflow connection id of the store (needs Apache Airflow installed)")
     g.add_argument("--set", metavar="NAME=VALUE", dest="settings", action="append", type=_setting,

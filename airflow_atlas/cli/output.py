@@ -6,9 +6,6 @@ import json
 import sys
 import time
 
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
-from ..kvs.url import STORE_URL_ENV
-
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -19,7 +16,6 @@ EXIT_ACCESS = 5
 """The store refused the credentials, the TLS handshake failed, or the role lacks a permission."""
 EXIT_INTERRUPTED = 130
 PROG = "atlas-sweep"
-ENV_STORE_URL = STORE_URL_ENV
 
 EXIT_CODES_HELP = """\
 exit codes:
@@ -35,7 +31,6 @@ store selection (first that applies): --store URL, --conn-id ID (an Airflow conn
   cassandra://[user:password@]host1,host2[:port]/keyspace[?replication_factor=1&ssl=true...]
 """
 
-
 class CliError(Exception):
     """An expected failure: ``message`` goes to stderr as one line, ``code`` is the exit code."""
 
@@ -44,38 +39,31 @@ class CliError(Exception):
         self.code = code
         self.message = message
 
-
 def wants_json(args) -> bool:
     return bool(getattr(args, "json", False))
-
 
 def emit_json(data) -> None:
     """The one place a command's result is serialised for ``--json`` (None stays null)."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
-
 def fail(code: int, message: str) -> int:
     print(f"{PROG}: error: {message}", file=sys.stderr)
     return code
-
 
 def table(headers: list[str], rows: list[list]) -> str:
     """A left-aligned text table; None prints as ``-``."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
     for r in cells:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
     return "\n".join(lines) + "\n"
-
 
 def count(n: int, capped: bool) -> str:
     return f"{n}+" if capped else str(n)
 
-
 def rate(value) -> str:
     return "-" if value is None else f"{value:.3g}/s"
-
 
 class ProgressBar:
     """A tiny progress bar on stderr: ``label [#######.........]  345/1000  34% 120/s``.
@@ -127,7 +115,7 @@ class ProgressBar:
             self._draw(end="\n")
         self._closed = True
 
-    def __enter__(self) -> "ProgressBar":
+    def __enter__(self) -> ProgressBar:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,7 +1,8 @@
 """``atlas-sweep shards``: show the shard count and progress, or raise the count."""
 from __future__ import annotations
 
-from .output import EXIT_OK, EXIT_USAGE, STRATEGIES, CliError, emit_json, table, wants_json
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, table, wants_json
 
 
 def cmd_shards(args, h) -> int:

@@ -7,7 +7,8 @@ import sys
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
 from ..kvs.url import redact_url, scrub, store_url_from_environment, url_secrets
-from .output import ENV_STORE_URL, EXIT_USAGE, PROG, CliError
+from ..kvs.url import STORE_URL_ENV
+from .output import EXIT_USAGE, PROG, CliError
 
 
 def engine_config(args):
@@ -56,7 +57,7 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         if url is None:
             url = store_url_from_environment()
             if not url:
-                raise CliError(EXIT_USAGE, f"no store given: pass --store URL or --conn-id ID, or set {ENV_STORE_URL}")
+                raise CliError(EXIT_USAGE, f"no store given: pass --store URL or --conn-id ID, or set {STORE_URL_ENV}")
         from ..store import AtlasStore
 
         label = redact_url(url)

@@ -7,6 +7,7 @@ import sys
 import time
 
 from ..errors import StoreAccessError, StoreUnavailableError
+from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..status.text import format_duration
 from ..sweep.results import RUN_TOTALS
 from .output import (
@@ -14,7 +15,6 @@ from .output import (
     EXIT_OK,
     EXIT_SKIPPED,
     PROG,
-    STRATEGIES,
     ProgressBar,
     emit_json,
     wants_json,

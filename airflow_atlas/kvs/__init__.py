@@ -5,6 +5,8 @@ Nothing here imports Airflow.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from .api import (
     LWT_TIMESTAMP,
     MAX_CELL_NAME_BYTES,
@@ -23,6 +25,10 @@ from .api import (
     validate_value,
 )
 from .url import open_kvs, redact_url
+
+if TYPE_CHECKING:  # for readers and type checkers; at run time __getattr__ below imports them on first use
+    from .cassandra import CassandraKeyValueService
+    from .sqlite import SqliteKeyValueService
 
 __all__ = [
     "LWT_TIMESTAMP",

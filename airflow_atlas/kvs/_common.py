@@ -6,9 +6,8 @@ program that runs on the embedded store runs unchanged on Cassandra.
 """
 from __future__ import annotations
 
-import math
 from collections import defaultdict
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
@@ -100,7 +99,7 @@ def check_mapping(values: object, what: str) -> Mapping:
 
 def check_values(values: object) -> dict[Cell, bytes]:
     """Mapping[Cell, bytes] -> a validated dict."""
-    check_mapping(values, "values")
+    values = check_mapping(values, "values")
     return {validate_cell(cell): validate_value(value) for cell, value in values.items()}
 
 
@@ -114,13 +113,14 @@ def check_cells(cells: object) -> list[Cell]:
 
 
 def check_cell_timestamps(cells: object) -> dict[Cell, int]:
-    check_mapping(cells, "cells")
+    cells = check_mapping(cells, "cells")
     return {validate_cell(cell): check_read_timestamp(ts) for cell, ts in cells.items()}
 
 
 def check_versions(versions: object) -> list[tuple[Cell, int]]:
     if isinstance(versions, (bytes, str)) or not isinstance(versions, Iterable):
         raise InvalidInputError("versions must be an iterable of (cell, timestamp) pairs")
+    items: Iterable[object]
     if isinstance(versions, Mapping):
         items = versions.items()
     else:
@@ -134,7 +134,7 @@ def check_versions(versions: object) -> list[tuple[Cell, int]]:
 
 
 def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
-    check_mapping(ranges, "ranges")
+    ranges = check_mapping(ranges, "ranges")
     out: dict[Cell, tuple[int, int]] = {}
     for cell, bounds in ranges.items():
         cell = validate_cell(cell)

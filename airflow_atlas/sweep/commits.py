@@ -36,7 +36,7 @@ class RollbackGuard:
     max_fraction: float
 
     @classmethod
-    def from_config(cls, config) -> "RollbackGuard":
+    def from_config(cls, config) -> RollbackGuard:
         return cls(config.rollback_guard_min_transactions, config.rollback_guard_max_fraction)
 
     def check(self, missing: list[int], total: int, table: str) -> None:

@@ -15,8 +15,8 @@ Any failure raises: the caller must not advance progress past an unswept entry.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, KeyValueService, SweepStrategy
 from ..kvs.consistency import Operation

@@ -23,7 +23,7 @@ class LeaseKeeper:
         self._lost: Exception | None = None
         self._thread = threading.Thread(target=self._run, name=f"lease-keeper:{lease.name}", daemon=True)
 
-    def __enter__(self) -> "LeaseKeeper":
+    def __enter__(self) -> LeaseKeeper:
         self._thread.start()
         return self
 
@@ -58,7 +58,7 @@ class FixedLease:
         self._locks = locks
         self.lease = lease
 
-    def __enter__(self) -> "FixedLease":
+    def __enter__(self) -> FixedLease:
         return self
 
     def __exit__(self, *exc) -> None:

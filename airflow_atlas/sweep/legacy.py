@@ -17,8 +17,8 @@ embedded key range) lets Spark sweep a table in parallel; ``start_after_row`` re
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Iterator
 
 from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange, SweepStrategy

@@ -57,7 +57,7 @@ class TargetedSweepMetadata:
         return bytes((byte0, byte1, 0, 0))
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "TargetedSweepMetadata":
+    def from_bytes(cls, data: bytes) -> TargetedSweepMetadata:
         """Decode 4 persisted bytes; raises CorruptQueueDataError when they are not a valid encoding."""
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise InvalidInputError(f"metadata must be bytes, got {type(data).__name__}")

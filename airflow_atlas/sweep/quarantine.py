@@ -11,12 +11,19 @@ from ..kvs.api import SweepStrategy
 log = logging.getLogger(__name__)
 
 
+def _as_record(cell) -> dict:
+    """A corrupt-cell record as a dict (the reader's are named tuples; dicts pass through)."""
+    if isinstance(cell, dict):
+        return cell
+    return dict(cell._asdict() if hasattr(cell, "_asdict") else cell)
+
+
 def quarantine_corrupt(history, shard: int, strategy: SweepStrategy, corrupt) -> None:
     """Record and alert corrupt cells once. A cell the reader meets again (an undecodable
     ``_sweep_timestamps`` column stays until progress leaves its coarse partition; a corrupt cell in a
     partition the shard is blocked in is re-read every run) is not re-recorded or re-alerted while its
     quarantine record lives (the history's TTL): a warning says it is still there."""
-    records = [dict(getattr(c, "_asdict", lambda: c)()) if not isinstance(c, dict) else c for c in corrupt]
+    records = [_as_record(c) for c in corrupt]
     try:
         seen = {
             (r.get("shard"), r.get("strategy"), r.get("row_hex"), r.get("col_hex"), r.get("reason"))

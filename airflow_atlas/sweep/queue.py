@@ -6,7 +6,7 @@ be given the queue directly.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from ..kvs.api import KeyValueService, SweepStrategy
 from .cleaner import CleanResult, SweepQueueCleaner
@@ -14,8 +14,8 @@ from .constants import DEFAULT_BATCH_LIMIT
 from .progress import ShardProgress
 from .queue_tables import QUEUE_TABLES
 from .reader import SweepBatch, SweepQueueReader
-from .writer import StrategyOf, SweepQueueWriter
 from .write_info import WriteInfo
+from .writer import StrategyOf, SweepQueueWriter
 
 
 def ensure_queue_tables(kvs: KeyValueService) -> None:

@@ -44,6 +44,7 @@ from ..encoding import LONG_MAX
 from ..errors import CorruptQueueDataError, InvalidInputError
 from ..kvs.api import KeyValueService, SweepStrategy
 from ..validation import check_int
+from ._varint import read_var_signed_long
 from .constants import (
     DEFAULT_BATCH_LIMIT,
     FINE_PARTITION,
@@ -66,7 +67,6 @@ from .queue_tables import (
 )
 from .timestamp_index import SweepableTimestampsIndex
 from .write_info import WriteInfo
-from ._varint import read_var_signed_long
 from .write_reference import decode_write_info
 
 DEFAULT_PAGE_SIZE = 5_000

@@ -17,8 +17,8 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Sequence
 
 from ..encoding import decode_var_long, encode_var_long
 from ..errors import CorruptQueueDataError, InvalidInputError, KeyAlreadyExistsError
@@ -64,7 +64,7 @@ class ScrubQueue:
     def pending(self) -> list[tuple[Cell, WriteInfo]]:
         """Every queued scrub entry (decodable ones), in row order."""
         out = []
-        for cell, ts, value in self._kvs.scan(TABLE):
+        for cell, _ts, value in self._kvs.scan(TABLE):
             try:
                 start, used = decode_var_long(cell.col)
                 out.append((cell, decode_write_reference(value).at(start)))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import InvalidInputError
 from ..kvs.api import SweepStrategy

@@ -16,7 +16,7 @@ below the sweep timestamp no longer changes, so the scan is not racing with writ
 """
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from ..errors import CorruptQueueDataError
 from ..kvs.api import KeyValueService
@@ -73,7 +73,7 @@ class SweepableTimestampsIndex:
             group = range(coarse, min(coarse + size, max_coarse + 1))
             keys = [timestamps_row(shard, c, conservative) for c in group]
             found = self.kvs.get_rows_columns(SWEEPABLE_TIMESTAMPS, keys)
-            for c, key in zip(group, keys):
+            for c, key in zip(group, keys, strict=True):
                 columns = found.get(key)
                 if columns:
                     yield c, self._decode_columns(c, key, (col for col, _ in columns), on_corrupt)

@@ -1,7 +1,8 @@
 """WriteInfo: what the sweep queue records for each write of a committing transaction (spec 000)."""
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple, Protocol
 
 from ..kvs.api import Cell
 

@@ -44,13 +44,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from math import ceil
-from typing import Callable, Sequence
 
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, validate_table_name
 from ..kvs.consistency import Operation
+from ._varint import var_signed_long
 from .constants import (
     FINE_PARTITION,
     MAX_CELLS_DEDICATED,
@@ -58,7 +59,6 @@ from .constants import (
     MAX_DEDICATED_ROWS,
     MAX_WRITES_PER_PARTITION,
 )
-from ._varint import var_signed_long
 from .partitions import fine
 from .progress import ShardProgress
 from .queue_tables import (

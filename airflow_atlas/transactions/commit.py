@@ -40,16 +40,42 @@ The conflict checks read the versions they walk through :class:`~airflow_atlas.t
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..errors import KeyAlreadyExistsError, StoreUnavailableError, TransactionAbortedError, TransactionConflictError
 from ..kvs.api import MAX_TIMESTAMP, SENTINEL_TIMESTAMP, Cell
 from ..sweep.write_info import WriteInfo
 from .conflicts import VersionWalk
 from .encoding import ABORTED
 
+if TYPE_CHECKING:
+    from .manager import TransactionManager
+
 
 class CommitProtocol:
     """commit() of :class:`~airflow_atlas.transactions.snapshot.SnapshotTransaction` (its state, lease and
     abort methods live there)."""
+
+    # What commit() uses of SnapshotTransaction, declared for the type checker (snapshot.py defines them).
+    _m: TransactionManager
+    _start: int
+    read_only: bool
+    hard_delete: bool
+    _writes: dict[str, dict[Cell, bytes]]
+    _state: str
+    _commit_timestamp: int | None
+
+    if TYPE_CHECKING:
+
+        def _ensure_open(self) -> None: ...
+
+        def _keep_lease(self) -> None: ...
+
+        def _unregister(self) -> None: ...
+
+        def _verify_registration(self) -> None: ...
+
+        def _abort(self, *, mark_aborted: bool) -> None: ...
 
     def commit(self) -> int | None:
         """Commit; returns the commit timestamp, or None when nothing was written (read-only, or no writes).

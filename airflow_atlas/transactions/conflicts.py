@@ -19,7 +19,7 @@ where sweep runs).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
 from ..kvs.api import Cell, KeyValueService
 

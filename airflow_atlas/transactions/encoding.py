@@ -23,8 +23,8 @@ from ..encoding import (
     var_long,
 )
 from ..errors import InvalidInputError
-from ..validation import check_int
 from ..kvs.api import Cell
+from ..validation import check_int
 
 ABORTED = -1
 """Commit timestamp recorded for a transaction that was rolled back."""

@@ -22,8 +22,9 @@ import socket
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Callable, Iterable, TypeVar
+from typing import TypeVar
 
 from ..errors import (
     InvalidInputError,
@@ -143,7 +144,7 @@ class TransactionManager:
         holder: str | None = None,
         registry_margin_seconds: float = 1.0,
         install_timestamp_supplier: bool = True,
-    ) -> "TransactionManager":
+    ) -> TransactionManager:
         """Wire every service on ``kvs``, create their tables, and (by default) make the timestamp service the
         store's supplier of fresh timestamps for deletes and sentinels."""
         timestamps = TimestampService(kvs)

@@ -16,12 +16,12 @@ The newest punch at or before W is the first column at or after ``key(W)`` in W'
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..encoding import LONG_MAX, fixed_long, from_fixed_long
 from ..errors import InvalidInputError
-from ..validation import check_int
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
+from ..validation import check_int
 from .encoding import check_start_timestamp
 
 PUNCH_TABLE = "_punch"

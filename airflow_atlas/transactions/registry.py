@@ -42,8 +42,8 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from ..encoding import fixed_long, from_fixed_long
 from ..errors import InvalidInputError, LockNotHeldError

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from ..encoding import from_var_long, var_long
 from ..errors import InvalidInputError, KeyAlreadyExistsError
-from ..validation import check_int
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..validation import check_int
 
 SCHEMA_TABLE = "_transactions_schema"
 SCHEMA_TABLE_METADATA = TableMetadata(strategy=SweepStrategy.NOTHING, write_mode=WriteMode.LWT)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError

@@ -38,7 +38,7 @@ def statsd(monkeypatch, airflow_home):
         while True:
             try:
                 data, _ = sock.recvfrom(65536)
-            except socket.timeout:
+            except TimeoutError:
                 return received
             received.extend(data.decode().splitlines())
 

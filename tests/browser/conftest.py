@@ -80,7 +80,7 @@ class AirflowServer:
         while True:
             try:
                 data, _ = self.statsd.recvfrom(65536)
-            except (BlockingIOError, socket.timeout):
+            except (TimeoutError, BlockingIOError):
                 return self._statsd_lines
             self._statsd_lines.extend(data.decode(errors="replace").splitlines())
 

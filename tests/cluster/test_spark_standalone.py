@@ -19,7 +19,7 @@ def test_targeted_sweep_job_on_the_standalone_master_sweeps_the_rf3_store(
     spark_master, cluster_stores, monkeypatch, tmp_path, airflow_home
 ):
     from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
-    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
     store = cluster_stores(shards=SHARDS)

@@ -18,8 +18,8 @@ import random
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping
 
 from airflow_atlas import oracle
 from airflow_atlas.config import StoreConfig
@@ -81,7 +81,7 @@ class Committed:
         }
 
     @classmethod
-    def from_json(cls, data: dict) -> "Committed":
+    def from_json(cls, data: dict) -> Committed:
         writes = {
             t: {Cell(bytes.fromhex(r), bytes.fromhex(c)): bytes.fromhex(v) for r, c, v in cells}
             for t, cells in data["writes"].items()
@@ -183,7 +183,7 @@ class WriterStats:
     failed: int = 0
     errors: list = field(default_factory=list)
 
-    def add(self, other: "WriterStats") -> None:
+    def add(self, other: WriterStats) -> None:
         for name in ("committed", "writes_committed", "large", "dead_writers", "aborted", "conflicts", "failed"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.errors.extend(other.errors)

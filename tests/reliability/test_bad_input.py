@@ -37,7 +37,7 @@ from hypothesis import strategies as st
 from airflow_atlas.encoding import var_long
 from airflow_atlas.errors import CorruptTransactionDataError, InvalidInputError
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from airflow_atlas.sweep.constants import FINE_PARTITION
 from airflow_atlas.sweep.partitions import fine
 from airflow_atlas.sweep.queue_tables import (

@@ -28,7 +28,7 @@ import threading
 import pytest
 
 from airflow_atlas.errors import LockNotHeldError
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from airflow_atlas.sweep.constants import FINE_PARTITION
 from airflow_atlas.sweep.targeted import TargetedSweeper
 

@@ -28,7 +28,7 @@ import textwrap
 
 import pytest
 
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from tests.conftest import REPO_ROOT
 
 from .helpers import (

@@ -29,7 +29,7 @@ from collections import Counter
 import pytest
 
 from airflow_atlas.errors import StoreUnavailableError
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from airflow_atlas.sweep.shards import shard_for
 
 from .helpers import (
@@ -93,7 +93,7 @@ class Recorder:
         stashed = self.local.batch
         if stashed is not None and result.status not in ("skipped_locked", "dry_run"):
             _, batch = stashed
-            keys = [k for k, e in zip(self._keys(batch), batch.entries) if result.old_progress < e.start_ts <= result.new_progress]
+            keys = [k for k, e in zip(self._keys(batch), batch.entries, strict=True) if result.old_progress < e.start_ts <= result.new_progress]
             with self.lock:
                 for key in keys:
                     self.consumed[key] += 1

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from tests.conftest import REPO_ROOT
 from tests.faults import faulty_job_env
 
@@ -141,7 +141,7 @@ def _scenario(shared_stores, tmp_path, *, shards: int, kills: int, transactions:
     for (pair, persisted) in outcome["killed"]:
         assert progress_now[pair] >= persisted > -1
         name = store.sweeper.lock_name(*pair)
-        wait_until(lambda: store.locks.describe(name).expired, 60, "the dead attempt's lease to expire")
+        wait_until(lambda name=name: store.locks.describe(name).expired, 60, "the dead attempt's lease to expire")
         nxt = store.sweeper.sweep_shard(pair[0], pair[1], holder="next-run")
         assert nxt.status == "caught_up" and nxt.old_progress >= persisted, nxt
         outcome["next_run"][pair] = nxt

@@ -218,7 +218,8 @@ def test_hostile_table_names_are_refused_before_any_cql(shared_stores):
     store, _ = shared_stores()
     store.create_table("sec_ok", "THOROUGH")
     recorder = StatementRecorder(store.kvs.session)
-    for name in HOSTILE_TABLES:
+
+    def attempts_on(name):
         attempts = {
             "create_table": lambda: store.create_table(name, "THOROUGH"),
             "drop_table": lambda: store.drop_table(name),
@@ -231,7 +232,10 @@ def test_hostile_table_names_are_refused_before_any_cql(shared_stores):
         if name in HOSTILE_TABLES[:3]:  # these begin transactions (slow): a few names are enough
             attempts["workload"] = lambda: run_workload(store, WorkloadSpec(transactions=1, tables={name: "THOROUGH"}))
             attempts["transaction put"] = lambda: store.transactions.run(lambda t: t.put(name, {Cell(b"r", b"c"): b"v"}))
-        for what, attempt in attempts.items():
+        return attempts
+
+    for name in HOSTILE_TABLES:
+        for what, attempt in attempts_on(name).items():
             if name == "_locks" and what in ("kvs.put", "kvs.get", "physical_table_name"):
                 continue  # internal tables are valid at the key-value level, just not for users
             if name == "atlas_locks" and what == "physical_table_name":
@@ -270,7 +274,7 @@ def test_hostile_cell_names_and_values_are_bound_stored_swept_and_read_back_verb
     assert sum(r.cells_tombstoned for r in results) == len(cells)
     assert store.transactions.run(lambda t: t.get(table, cells)) == newest
     remaining = {}
-    for c, version_ts, value in store.kvs.scan(table):
+    for c, _version_ts, value in store.kvs.scan(table):
         remaining.setdefault(c, []).append(value)
     assert remaining == {c: [b"", newest[c]] for c in cells}  # the sentinel and the newest version, exactly
     # Hostile lock names and holders are just bytes in a cell too.
@@ -304,9 +308,9 @@ def test_no_shell_anywhere_in_the_package():
 
 
 def test_nodetool_runner_passes_a_hostile_table_as_one_argument(tmp_path):
-    from airflow_atlas.airflow.hooks import nodetool
-
     import shutil
+
+    from airflow_atlas.airflow.hooks import nodetool
 
     echo = [shutil.which("printf"), "%s\\0"]  # prints each argument it receives, NUL-terminated
     runner = nodetool.LocalNodetoolRunner(echo, timeout_seconds=60)

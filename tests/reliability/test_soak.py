@@ -39,7 +39,7 @@ import time
 import pytest
 
 from airflow_atlas.errors import StoreUnavailableError, TransactionError
-from airflow_atlas.oracle import ABSENT, Reader, compare, obsolete_versions, observe
+from airflow_atlas.oracle import ABSENT, Reader, compare, observe, obsolete_versions
 from tests.conftest import REPO_ROOT
 
 from .helpers import (
@@ -103,7 +103,7 @@ class Sweeper:
 
     def _lag(self, ts: dict) -> None:
         now = time.time()
-        for (shard, s), p in progress_of(self.store).items():
+        for (_shard, s), p in progress_of(self.store).items():
             self.max_lag_ts = max(self.max_lag_ts, ts[s] - 1 - p)
             self.max_lag_seconds = max(self.max_lag_seconds, self.clock.age(p + 1, now) - self.clock.age(ts[s], now))
 

@@ -12,8 +12,8 @@ import json
 import sys
 import threading
 
-from tests.reliability.helpers import CONFIG, Committed, Model, WriterLoop
 from airflow_atlas.store import AtlasStore
+from tests.reliability.helpers import CONFIG, Committed, Model, WriterLoop
 
 
 def main(argv: list[str]) -> int:

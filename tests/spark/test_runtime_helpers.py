@@ -9,18 +9,15 @@ import zipfile
 
 import pytest
 
-from airflow_atlas.spark.args import pairs_from_shards
-from airflow_atlas.spark.artifact import build_engine_zip, engine_files
-from airflow_atlas.kvs.url import redact_url, scrub
 from airflow_atlas.spark import (
     EXIT_USAGE,
+    RESULT_BEGIN,
+    RESULT_END,
+    STORE_URL_ENV,
     FullSweepJob,
     ItemResult,
     JobDocument,
     TargetedSweepJob,
-    RESULT_BEGIN,
-    RESULT_END,
-    STORE_URL_ENV,
     effective_max_failures,
     emit_document,
     extract_document,
@@ -29,6 +26,9 @@ from airflow_atlas.spark import (
     read_store_url,
     settings_from_spark_conf,
 )
+from airflow_atlas.spark.args import pairs_from_shards
+from airflow_atlas.spark.artifact import build_engine_zip, engine_files
+from airflow_atlas.kvs.url import redact_url, scrub
 
 SECRET_URL = "cassandra://atlas:p%40ss-W0rd@10.0.0.1,10.0.0.2:9042/prod"
 

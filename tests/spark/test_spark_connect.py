@@ -129,7 +129,7 @@ def test_closed_session_is_replaced(connect_server, engine_zip, tmp_path):
 
 
 def test_targeted_sweep_dag_on_spark_connect(connect_conn, embedded_store, monkeypatch):  # noqa: F811
-    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
     store, _ = embedded_store

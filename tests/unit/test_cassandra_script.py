@@ -8,6 +8,7 @@ import struct
 import subprocess
 import threading
 from contextlib import contextmanager
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,7 @@ def test_cluster_nodes_share_seed_and_name_and_get_balanced_tokens():
     assert {c["auto_bootstrap"] for c in confs} == {"false"}
     tokens = [int(c["initial_token"]) for c in confs]
     assert tokens == sorted(tokens) and tokens[0] == -(2**63)
-    gaps = {b - a for a, b in zip(tokens, tokens[1:])} | {2**64 - (tokens[-1] - tokens[0])}
+    gaps = {b - a for a, b in pairwise(tokens)} | {2**64 - (tokens[-1] - tokens[0])}
     assert max(gaps) - min(gaps) <= 1
 
 

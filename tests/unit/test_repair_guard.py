@@ -1,9 +1,9 @@
 """The compaction guard's decision (airflow_atlas/airflow/hooks/repair.py): pure logic, no services."""
 from __future__ import annotations
 
-import pytest
-
 from types import SimpleNamespace
+
+import pytest
 
 from airflow_atlas.airflow.hooks.repair import (
     MAX_TOKEN,

@@ -7,8 +7,8 @@ import pytest
 
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import MAX_VALUE_BYTES
-from airflow_atlas.transactions.service import _LruCache
 from airflow_atlas.transactions.manager import TransactionConfig
+from airflow_atlas.transactions.service import _LruCache
 
 
 def test_config_defaults():

@@ -9,7 +9,9 @@ from airflow_atlas.encoding import LONG_MAX, fixed_long, from_var_long, reverse_
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.transactions import encoding as enc
-from airflow_atlas.transactions.encoding import ABORTED, PARTITIONING_QUANTUM as PQ, ROWS_PER_QUANTUM as NP
+from airflow_atlas.transactions.encoding import ABORTED
+from airflow_atlas.transactions.encoding import PARTITIONING_QUANTUM as PQ
+from airflow_atlas.transactions.encoding import ROWS_PER_QUANTUM as NP
 
 timestamps = st.integers(min_value=0, max_value=LONG_MAX)
 

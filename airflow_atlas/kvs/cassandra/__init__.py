@@ -11,7 +11,8 @@ Modules, one concern each:
 * :mod:`.schema` - keyspace, tables, the metadata registry, the gc_grace guard (mixin);
 * :mod:`.reads` - point reads, version lists, row slices, token-range scans (mixin);
 * :mod:`.lwt` - LWT (Paxos) and WALLCLOCK tables (mixin);
-* :mod:`.service` - :class:`CassandraKeyValueService`: construction, plumbing, LOGICAL writes.
+* :mod:`.service` - :class:`CassandraKeyValueService`: construction, plumbing, LOGICAL writes;
+* :mod:`.host` - what the mixins use of the service, declared for the type checker.
 
 Write modes (see :mod:`airflow_atlas.kvs.api`): LOGICAL writes use ``USING TIMESTAMP <atlas ts>``;
 ``delete``, ``delete_all_timestamps``, ``add_gc_sentinels`` and ``delete_rows`` take ONE fresh timestamp from

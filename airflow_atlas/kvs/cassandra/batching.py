@@ -12,13 +12,14 @@ statements would; like them it is not atomic across partitions.
 """
 from __future__ import annotations
 
-from typing import Callable, Hashable, Iterable, Iterator, NamedTuple
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 
 class Statement(NamedTuple):
     """One CQL statement: a prepared statement (opaque here) and its parameters."""
 
-    prepared: object
+    prepared: Any  # a driver PreparedStatement (cassandra-driver has no type information)
     params: tuple
 
 

@@ -18,7 +18,8 @@ import os
 import socket
 import threading
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ...errors import InvalidInputError
 from .. import _common as C
@@ -55,7 +56,7 @@ def ensure_tcp_nodelay(cluster) -> None:
 
 
 def cluster_factory(
-    hosts: "str | Sequence[str]",
+    hosts: str | Sequence[str],
     *,
     keyspace: str,
     port: int,
@@ -73,8 +74,8 @@ def cluster_factory(
     (token-aware, DC-aware load balancing; tuple rows; TCP_NODELAY)."""
     if isinstance(hosts, str):
         hosts = hosts.split(",")
-    hosts = [h.strip() for h in hosts] if isinstance(hosts, (list, tuple)) else None
-    if not hosts or any(not h or any(ch.isspace() or ch in "/@?#" for ch in h) for h in hosts):
+    host_list = [h.strip() for h in hosts] if isinstance(hosts, (list, tuple)) else None
+    if not host_list or any(not h or any(ch.isspace() or ch in "/@?#" for ch in h) for h in host_list):
         raise InvalidInputError("hosts must be a non-empty list of host names or addresses")
     validate_keyspace(keyspace)
     port = C.check_int(port, "port", 1, 65535)
@@ -86,7 +87,7 @@ def cluster_factory(
         raise InvalidInputError("password must be a string")
     validate_datacenter(datacenter)
 
-    def factory():
+    def factory() -> Any:  # a driver Cluster
         from cassandra.auth import PlainTextAuthProvider
         from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
         from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
@@ -98,7 +99,7 @@ def cluster_factory(
             row_factory=tuple_factory,
         )
         kwargs: dict = dict(
-            contact_points=list(hosts),
+            contact_points=list(host_list),
             port=port,
             protocol_version=protocol_version,
             execution_profiles={EXEC_PROFILE_DEFAULT: profile},
@@ -140,7 +141,7 @@ def timed_out(exc: BaseException) -> bool:
 
 
 def open_session(
-    factory: Callable[[], object],
+    factory: Callable[[], Any],  # returns a driver Cluster or Session
     *,
     attempts: int = CONNECT_ATTEMPTS,
     pause: float = CONNECT_RETRY_PAUSE_SECONDS,

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 import ssl
-from typing import Sequence
+from collections.abc import Sequence
 
 from cassandra import (
     AuthenticationFailed,

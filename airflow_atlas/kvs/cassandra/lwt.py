@@ -7,7 +7,8 @@ time at the data_write level, optional TTL.
 """
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cassandra.query import BatchStatement, BatchType
 
@@ -15,10 +16,11 @@ from ...errors import KeyAlreadyExistsError
 from .. import _common as C
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
+from .host import CassandraHost
 from .statements import row_tuple
 
 
-class LwtMixin:
+class LwtMixin(CassandraHost):
     """The LWT and WALLCLOCK part of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`."""
 
     def put_unless_exists(
@@ -32,8 +34,8 @@ class LwtMixin:
         if not values:
             return
         ps = self._prep(table, "lwt_insert")
-        statements = []
-        for row, cells in C.group_by_row(values).items():
+        statements: list[tuple[Any, tuple | None]] = []  # (statement or batch, parameters)
+        for cells in C.group_by_row(values).values():
             if len(cells) == 1:
                 c = cells[0]
                 statements.append((ps, (c.row, c.col, values[c])))
@@ -87,6 +89,7 @@ class LwtMixin:
         new = None if new is None else validate_value(new, what="new value")
         if expected is None and new is None:
             return cell not in self.get_lwt(table, [cell], serial=True)
+        params: tuple
         if expected is None:
             ps, params = self._prep(table, "lwt_insert"), (cell.row, cell.col, new)
         elif new is None:
@@ -104,7 +107,7 @@ class LwtMixin:
         ps = self._prep(table, "lwt_get_serial" if serial else "lwt_get")
         results = self._concurrent("get_lwt", table, [(ps, (c.row, c.col)) for c in cells])
         out: dict[Cell, bytes] = {}
-        for cell, rs in zip(cells, results):
+        for cell, rs in zip(cells, results, strict=True):
             rows = rs.current_rows
             if rows:
                 out[cell] = row_tuple(rows[0])[0]
@@ -124,6 +127,7 @@ class LwtMixin:
         ttl_seconds = C.check_ttl(ttl_seconds)
         if not values:
             return
+        statements: list[tuple[Any, tuple]]
         if ttl_seconds is None:
             ps = self._prep(table, "wc_put")
             statements = [(ps, (c.row, c.col, v)) for c, v in values.items()]
@@ -149,6 +153,7 @@ class LwtMixin:
         limit = C.check_limit(limit)
         if limit == 0:
             return []
+        params: tuple
         if start_col is None:
             ps, params = self._prep(table, "rc"), (row,)
         else:

@@ -6,13 +6,13 @@ ranges: ``(start, end]`` of the Murmur3 ring.
 """
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
+from .host import CassandraHost
 from .statements import RING_MAX, RING_MIN, row_tuple, token
-
 
 IN_READ_PARTITIONS = 100
 """Rows per multi-partition read (``key IN ?``) of the cells of one column (get_all_timestamps).
@@ -25,7 +25,7 @@ each request (and the coordinator's fan-out to replicas) small and below any san
 ``partition_keys_in_select_*`` guardrail an operator may set."""
 
 
-class ReadsMixin:
+class ReadsMixin(CassandraHost):
     """The read half of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`."""
 
     def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
@@ -38,7 +38,7 @@ class ReadsMixin:
         keys = list(cells.items())
         results = self._concurrent("get", table, [(ps, (c.row, c.col, ts)) for c, ts in keys])
         out: dict[Cell, Value] = {}
-        for (cell, _), rs in zip(keys, results):
+        for (cell, _), rs in zip(keys, results, strict=True):
             rows = rs.current_rows
             if rows:
                 ts, value = row_tuple(rows[0])
@@ -72,18 +72,18 @@ class ReadsMixin:
                 columns.append((col, None))
         results = self._concurrent("get_all_timestamps", table, statements)
         found: dict[Cell, list[int]] = {}
-        for (col, row), rs in zip(columns, results):
+        for (col, row), rs in zip(columns, results, strict=True):
             if row is not None:
                 versions = [r[0] for r in self._rows("get_all_timestamps", table, rs)]  # fetches further pages
                 if versions:
                     found[Cell(row, col)] = versions
                 continue
             for key, ts in self._rows("get_all_timestamps", table, rs):  # a partition's rows arrive in order
-                versions = found.get(Cell(key, col))
-                if versions is None:
+                known = found.get(Cell(key, col))
+                if known is None:
                     found[Cell(key, col)] = [ts]
                 else:
-                    versions.append(ts)
+                    known.append(ts)
         return {cell: found[cell] for cell in cells if cell in found}
 
     def _row_columns_statement(self, table: str, row: bytes, start_col, end_col):
@@ -100,19 +100,19 @@ class ReadsMixin:
         """Rows arrive ordered by (column1, column2) ascending: the last version below ``timestamp`` of each
         column is its latest. Stops reading (and paging) once ``limit`` columns are complete."""
         out: list[tuple[bytes, Value]] = []
-        current_col = None
-        current: Value | None = None
+        current_col: bytes | None = None
+        current: tuple[bytes, Value] | None = None  # (current_col, its latest version so far)
         for col, ts, value in rows:
             if col != current_col:
                 if current is not None:
-                    out.append((current_col, current))
+                    out.append(current)
                     if limit is not None and len(out) >= limit:
                         return out
                 current_col, current = col, None
             if ts < timestamp:
-                current = Value(ts, value)
+                current = (col, Value(ts, value))
         if current is not None:
-            out.append((current_col, current))
+            out.append(current)
         return out
 
     def get_row_columns(
@@ -156,7 +156,7 @@ class ReadsMixin:
         statements = [self._row_columns_statement(table, r, start_col, end_col) for r in rows]
         results = self._concurrent("get_rows_columns", table, statements)
         out: dict[bytes, list[tuple[bytes, Value]]] = {}
-        for row, rs in zip(rows, results):
+        for row, rs in zip(rows, results, strict=True):
             cols = self._latest_per_column(self._rows("get_rows_columns", table, rs), timestamp, None)
             if cols:
                 out[row] = cols

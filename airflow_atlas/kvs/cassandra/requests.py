@@ -85,6 +85,6 @@ class RequestBuilder:
                 serializers = self._serializers[query_id] = serializers_of(prepared)
             if serializers is not None and len(serializers) == len(params):
                 bound = BoundStatement(prepared)
-                bound.values = [serialize(value) for serialize, value in zip(serializers, params)]
+                bound.values = [serialize(value) for serialize, value in zip(serializers, params, strict=True)]
                 return bound
         return prepared.bind(params)

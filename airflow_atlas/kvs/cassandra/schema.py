@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import json
 import time
+from typing import cast
 
 from ...errors import InvalidInputError, StoreNotInitializedError, TableNotFoundError
 from .. import _common as C
 from ..api import SweepStrategy, TableMetadata, WriteMode
 from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS
 from .errors import says_missing
+from .host import CassandraHost
 from .statements import (
     GC_GRACE_QUERY,
     REGISTRY_COLUMN,
@@ -27,7 +29,7 @@ from .statements import (
 )
 
 
-class SchemaMixin:
+class SchemaMixin(CassandraHost):
     """Tables and metadata of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService` (its
     ``_execute``, ``_prep``, ``_s`` and caches)."""
 
@@ -123,7 +125,8 @@ class SchemaMixin:
         exists = self._physical_exists(phys)
         if not table.startswith("_") and metadata.write_mode is WriteMode.LOGICAL:
             # Internal tables keep their own options (the registry's gc_grace_seconds 0 is deliberate).
-            grace = metadata.cassandra_options.get("gc_grace_seconds")
+            # An int when present: C.check_metadata validated the options above.
+            grace = cast("int | None", metadata.cassandra_options.get("gc_grace_seconds"))
             if grace is None:
                 grace = self._live_gc_grace(phys, "create_table", table) if exists else None
             if grace is None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
-from typing import Callable, Iterable, Iterator, Mapping, Sequence
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
@@ -16,7 +16,14 @@ from cassandra.concurrent import execute_concurrent
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, KeyValueService, TableMetadata, WriteMode
-from ..consistency import WRITE_OPERATIONS, ConsistencyPolicy, GcGraceGuard, Operation, check_policies, resolve_operation
+from ..consistency import (
+    WRITE_OPERATIONS,
+    ConsistencyPolicy,
+    GcGraceGuard,
+    Operation,
+    check_policies,
+    resolve_operation,
+)
 from .batching import Statement, WriteItem, plan_batches, single
 from .connection import cluster_factory, fork_lock, open_session
 from .errors import translate
@@ -48,7 +55,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
 
     def __init__(
         self,
-        session_or_cluster_factory: "Session | Callable[[], object]",
+        session_or_cluster_factory: Session | Callable[[], object],
         keyspace: str,
         *,
         fresh_timestamp_supplier: Callable[[], int] | None = None,
@@ -80,7 +87,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         self._ddl_timeout = float(ddl_timeout)
         self._meta_ttl = float(metadata_cache_seconds)
         self._secrets = tuple(s for s in _secrets if s)
-        self._supplier = None
+        self._supplier: Callable[[], int] | None = None
         if fresh_timestamp_supplier is not None:
             self.set_fresh_timestamp_supplier(fresh_timestamp_supplier)
         self._lock = threading.Lock()
@@ -114,7 +121,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     @classmethod
     def connect(
         cls,
-        hosts: "str | Sequence[str]",
+        hosts: str | Sequence[str],
         *,
         keyspace: str,
         port: int = 9042,
@@ -129,7 +136,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
         **options,
-    ) -> "CassandraKeyValueService":
+    ) -> CassandraKeyValueService:
         """Build (and own) a Cluster for ``hosts`` and open the service on ``keyspace``.
 
         ``create_keyspace`` creates it if absent (SimpleStrategy with ``replication_factor``, or
@@ -366,7 +373,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     ) -> None:
         C.check_mapping(puts, "puts")
         timestamp = C.check_write_timestamp(timestamp)
-        items = []
+        items: list[WriteItem] = []
         for table, values in puts.items():
             self._require(table, op, WriteMode.LOGICAL)
             values = C.check_values(values)

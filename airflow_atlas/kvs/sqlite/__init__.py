@@ -14,7 +14,8 @@ accepted but unused (spec 002 concerns Cassandra only).
 
 Modules, one concern each: :mod:`.files` (path checks, names, shared SQL, the connection class),
 :mod:`.service` (:class:`SqliteKeyValueService`: connections, errors, lifecycle, registry, file operations),
-:mod:`.writes`, :mod:`.reads` and :mod:`.lwt` (mixins: LOGICAL writes; reads; LWT and WALLCLOCK tables).
+:mod:`.writes`, :mod:`.reads` and :mod:`.lwt` (mixins: LOGICAL writes; reads; LWT and WALLCLOCK tables),
+:mod:`.host` (what the mixins use of the service, declared for the type checker).
 """
 from __future__ import annotations
 

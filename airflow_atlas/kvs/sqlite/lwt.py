@@ -3,16 +3,17 @@ processes because every write is one BEGIN IMMEDIATE transaction; WALLCLOCK cell
 from __future__ import annotations
 
 import time
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
+from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, physical_name
+from .host import SqliteHost
 
 
-class LwtMixin:
+class LwtMixin(SqliteHost):
     """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
 
     # ----- LWT tables ------------------------------------------------------------------------------
@@ -29,7 +30,7 @@ class LwtMixin:
         select = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ?"
         insert = f"INSERT INTO {physical_name(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, NULL)"
         with self._write("put_unless_exists", table) as conn:
-            for row, cells in C.group_by_row(values).items():
+            for cells in C.group_by_row(values).values():
                 found = {}
                 for cell in cells:
                     hit = conn.execute(select, (cell.row, cell.col, LWT_TIMESTAMP)).fetchone()

@@ -3,15 +3,16 @@ reads in one read transaction)."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
 from .files import NOT_EXPIRED, now_ms, physical_name
+from .host import SqliteHost
 
 
-class ReadsMixin:
+class ReadsMixin(SqliteHost):
     """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
 
     # ----- reads -----------------------------------------------------------------------------------

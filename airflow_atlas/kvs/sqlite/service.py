@@ -7,8 +7,8 @@ import os
 import sqlite3
 import threading
 import weakref
+from collections.abc import Callable
 from contextlib import contextmanager
-from typing import Callable
 from urllib.parse import quote
 
 from ...errors import InvalidInputError, StoreNotInitializedError, StoreUnavailableError, TableNotFoundError
@@ -66,7 +66,7 @@ class SqliteKeyValueService(WritesMixin, ReadsMixin, LwtMixin, KeyValueService):
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._local = threading.local()
-        self._conns: "weakref.WeakSet[WeakConnection]" = weakref.WeakSet()
+        self._conns: weakref.WeakSet[WeakConnection] = weakref.WeakSet()
         self._meta_cache: dict[str, TableMetadata] = {}
         self._closed = False
         self._last_purge: dict[str, float] = {}

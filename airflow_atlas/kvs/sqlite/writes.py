@@ -3,15 +3,16 @@ transaction)."""
 from __future__ import annotations
 
 import sqlite3
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from .. import _common as C
-from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
 from ..api import SENTINEL_TIMESTAMP, Cell, WriteMode
+from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
 from .files import DELETE_RANGE_SQL, SENTINEL_SQL, physical_name
+from .host import SqliteHost
 
 
-class WritesMixin:
+class WritesMixin(SqliteHost):
     """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
 
     # ----- LOGICAL writes --------------------------------------------------------------------------

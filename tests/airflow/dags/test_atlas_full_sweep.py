@@ -1,7 +1,6 @@
 """atlas_full_sweep: legacy sweep of data the sweep queue never saw (written before it existed)."""
 from __future__ import annotations
 
-
 import pytest
 
 from tests.airflow.conftest import load_dag, settle, task_states, xcom
@@ -20,7 +19,7 @@ def _write_without_queue(store, table, rounds=4, rows=30) -> None:
 
 
 def test_full_sweep_removes_versions_written_before_the_queue(atlas_store):
-    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 
     store, _ = atlas_store
     store.create_table("legacy_data", "THOROUGH")

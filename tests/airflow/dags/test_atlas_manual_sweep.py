@@ -2,7 +2,6 @@
 run writes nothing, a chosen pair is swept alone, and the reconcile step removes queue leftovers."""
 from __future__ import annotations
 
-
 import pytest
 
 from tests.airflow.conftest import load_dag, settle, sqlite_tables, task_instances, task_states, xcom

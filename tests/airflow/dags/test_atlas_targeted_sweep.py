@@ -21,7 +21,7 @@ def _progress(store) -> dict[tuple[int, str], int]:
 
 
 def test_targeted_sweep_run_sweeps_obsolete_versions_and_keeps_visible_data(atlas_store):
-    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
     store, _ = atlas_store

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
+from itertools import pairwise
 
 import pytest
 
@@ -54,7 +55,7 @@ def test_dagbag_owners_retries_and_shape(airflow_home):
     assert sweep.max_active_runs == 1
     assert sweep.timetable.expression == "*/5 * * * *"
     group = ["shard.acquire_lock", "shard.sweep", "shard.reconcile_queue", "shard.release_lock"]
-    for upstream, downstream in zip(group, group[1:]):
+    for upstream, downstream in pairwise(group):
         assert downstream in sweep.task_dict[upstream].downstream_task_ids
     assert sweep.task_dict["shard.release_lock"].trigger_rule == "all_done"
     assert sweep.task_dict["summary"].trigger_rule == "all_done"

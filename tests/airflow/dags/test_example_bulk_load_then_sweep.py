@@ -38,7 +38,7 @@ def test_bulk_load_waits_in_the_trigger_then_sweeps_the_touched_shards(atlas_sto
     assert {(t["shard"], t["strategy"]) for t in swept} == {(t["shard"], t["strategy"]) for t in load["targets"]}
     assert sum(t["result"]["cells_tombstoned"] for t in swept) == 300
     versions = {}
-    for cell, ts, _ in store.kvs.scan("example_events"):
+    for cell, _ts, _ in store.kvs.scan("example_events"):
         versions[cell] = versions.get(cell, 0) + 1
     assert len(versions) == 300 and set(versions.values()) == {1}  # THOROUGH: only the newest is left
     assert all(lock.holder is None for lock in store.locks.list_locks("sweep/"))

@@ -33,7 +33,7 @@ def test_operator_loop_on_cassandra(cassandra_node, fresh_keyspace, tmp_path):
         swept = cli.json("sweep")
         assert swept["failures"] == [] and {r["status"] for r in swept["results"]} == {"caught_up"}
         after = cli.json("status")
-        for old, new in zip(before["shards"], after["shards"]):
+        for old, new in zip(before["shards"], after["shards"], strict=True):
             assert new["progress"] > old["progress"]
             assert new["progress"] == store.queue.progress.get_progress(new["shard"], new["strategy"])
             assert new["backlog_entries"] == 0

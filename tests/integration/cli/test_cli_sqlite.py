@@ -41,7 +41,7 @@ def test_init_workload_status_sweep_verify(sqlite_cli):
     assert swept["totals"]["entries_read"] == sum(r["backlog_entries"] for r in before["shards"])
 
     after = sqlite_cli.json("status")
-    for old, new in zip(before["shards"], after["shards"]):
+    for old, new in zip(before["shards"], after["shards"], strict=True):
         assert new["progress"] > old["progress"]
         assert new["backlog_entries"] == 0 and new["sweepable_entries"] == 0
         assert new["last_run"]["status"] == "caught_up" and new["last_run"]["outcome"] == "ok"

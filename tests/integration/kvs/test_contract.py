@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import uuid
+from itertools import pairwise
 
 import pytest
 
@@ -159,7 +160,7 @@ UNKNOWN_TABLE_OPERATIONS = {
 
 def test_unknown_table_raises_table_not_found(kvs):
     missing = f"missing{uuid.uuid4().hex[:12]}"
-    for op_name, op in UNKNOWN_TABLE_OPERATIONS.items():
+    for op in UNKNOWN_TABLE_OPERATIONS.values():
         with pytest.raises(TableNotFoundError, match=missing):
             op(kvs, missing)
     assert kvs.table_exists(missing) is False
@@ -360,7 +361,7 @@ def test_get_all_timestamps_mixed_columns_and_absent_cells(kvs, make_table):
     kvs.put(name, written, 10)
     absent = [cell(b"r%03d" % i, b"c%d" % ((i + 1) % 3)) for i in range(60)]  # the rows exist, the cells not
     absent += [cell(b"nobody%03d" % i, "c0") for i in range(40)] + [cell("nobody", "alone")]
-    asked = [c for pair in zip(written, absent) for c in pair] + absent[len(written):]
+    asked = [c for pair in zip(written, absent, strict=False) for c in pair] + absent[len(written):]
     assert kvs.get_all_timestamps(name, asked) == {c: [10] for c in written}
     assert kvs.get_all_timestamps(name, absent) == {}
 
@@ -462,7 +463,7 @@ def _fill_for_scan(kvs, name, rows=60):
 def _check_scan_order(items):
     """Rows contiguous (backend order), then column ascending, then timestamp ascending."""
     seen_rows = []
-    for (c, ts, _), (c2, ts2, _) in zip(items, items[1:]):
+    for (c, ts, _), (c2, ts2, _) in pairwise(items):
         if c.row == c2.row:
             assert (c.col, ts) < (c2.col, ts2)
         else:

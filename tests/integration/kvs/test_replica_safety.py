@@ -20,7 +20,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
-from airflow_atlas.kvs import Cell, SweepStrategy, TableMetadata, WriteMode
+from airflow_atlas.kvs import Cell, SweepStrategy, TableMetadata
 from airflow_atlas.kvs.consistency import GcGraceGuard, Operation
 from airflow_atlas.kvs.url import open_kvs
 from airflow_atlas.settings_resolver import with_store_url
@@ -221,7 +221,7 @@ def test_sweep_at_all_with_a_replica_down_fails_cleanly_and_leaves_progress(cass
         results = [store.sweeper.sweep_shard(s, SweepStrategy.THOROUGH) for s in range(shard)]
         assert all(r.status == "caught_up" for r in results), results
         after = [store.queue.progress.get_progress(s, SweepStrategy.THOROUGH) for s in range(shard)]
-        assert all(a > b for a, b in zip(after, before) if a != b) and after != before
+        assert all(a > b for a, b in zip(after, before, strict=True) if a != b) and after != before
         assert weak.get_all_timestamps(table, [CELL])[CELL] == versions[-1:]  # older versions swept
     finally:
         store.kvs._internal.session.execute_async(f"DROP KEYSPACE IF EXISTS {internal_url.split('/')[-1].split('?')[0]}")

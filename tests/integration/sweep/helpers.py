@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
 
 from airflow_atlas import oracle
 from airflow_atlas.config import StoreConfig

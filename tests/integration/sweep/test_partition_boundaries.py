@@ -8,7 +8,7 @@ import pytest
 
 from airflow_atlas.sweep.partitions import coarse, fine
 
-from .helpers import CONS, COARSE, FINE, THOR
+from .helpers import COARSE, CONS, FINE, THOR
 
 
 @pytest.mark.parametrize("strategy", [THOR, CONS], ids=lambda s: s.value)

@@ -1,6 +1,8 @@
 """The reader returns exactly what was enqueued, batch by batch, in the spec's order and bounds."""
 from __future__ import annotations
 
+from itertools import pairwise
+
 from airflow_atlas.kvs.api import Cell, SweepStrategy
 from airflow_atlas.sweep.partitions import fine
 from airflow_atlas.sweep.queue_tables import (
@@ -114,7 +116,7 @@ def test_batch_limit_never_splits_a_start_timestamp(kvs, queue):
         entries, batches = drain(queue, 0, C, max_exclusive=100_000, batch_limit=limit)
         assert len(entries) == 10 * 30 + 70 + 5
         starts = [{e.start_ts for e in b.entries} for b in batches]
-        for a, b in zip(starts, starts[1:]):
+        for a, b in pairwise(starts):
             assert not (a & b), "a start timestamp appears in two batches"
 
 

@@ -69,7 +69,7 @@ def test_init_persists_the_version_and_every_process_uses_it(store_url):
         assert isinstance(store.transaction_service, TransactionServiceV1)
     with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=2)) as store:
         with pytest.raises(InvalidInputError, match="schema version 1"):
-            store.transaction_service
+            _ = store.transaction_service
         # and init cannot change it either
         with pytest.raises(InvalidInputError, match="schema version 1"):
             store.initialize()
@@ -114,7 +114,7 @@ def test_a_store_initialised_before_the_marker_is_inferred_from_its_data(store_u
         other = 2 if expected == 1 else 1
     with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=other)) as store:
         with pytest.raises(InvalidInputError, match="transactions_schema_version"):
-            store.transaction_service
+            _ = store.transaction_service
     with AtlasStore.open(store_url) as store:
         store.initialize()  # records the inferred version
         assert schema.persisted_version(store.kvs) == expected
@@ -124,7 +124,7 @@ def test_a_legacy_store_with_both_tables_holding_data_is_refused(store_url):
     _legacy_store(store_url, {TRANSACTIONS_TABLE: True, TRANSACTIONS2_TABLE: True})
     with AtlasStore.open(store_url) as store:
         with pytest.raises(InvalidInputError, match="both"):
-            store.transaction_service
+            _ = store.transaction_service
     # An operator who knows which one is right says so at init; it is recorded from then on.
     with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=2)) as store:
         store.initialize()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from itertools import pairwise
 
 import pytest
 
@@ -164,7 +165,7 @@ def test_concurrent_writers_in_threads(manager, make_table):
     final = int(read(manager, table, [C])[C])
     assert final == len(committed)
     spans = sorted(committed)
-    for (s1, c1), (s2, c2) in zip(spans, spans[1:]):
+    for (s1, c1), (s2, c2) in pairwise(spans):
         assert c1 < s2, f"transactions {s1}->{c1} and {s2}->{c2} overlap and both committed"
     assert len(committed) + len(conflicts) == 24
 

@@ -85,7 +85,7 @@ def test_the_issue_16_loss_is_caught(store, url, capsys):
     wrong.ensure_tables()
     for start in starts:
         wrong.put_unless_exists(start, -1)
-    store.kvs.delete("t", list(zip(cells, starts)))
+    store.kvs.delete("t", list(zip(cells, starts, strict=True)))
 
     report = run_verify(store)
     assert not report.ok

@@ -97,8 +97,8 @@ def test_write_reference_bijection(row, col, tomb):
 
 # ----- the shared encodings, the transactions tables and the reader's entry point --------------------------------
 from airflow_atlas import encoding as E  # noqa: E402
-from airflow_atlas.transactions import encoding as T  # noqa: E402
 from airflow_atlas.sweep.write_reference import decode_write_info  # noqa: E402
+from airflow_atlas.transactions import encoding as T  # noqa: E402
 
 OTHER_DECODERS = [
     E.decode_var_long,
