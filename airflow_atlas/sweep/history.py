@@ -147,9 +147,10 @@ class SweepHistory:
         """The newest ``limit`` compaction records of ``table``, newest first."""
         return [json.loads(v) for _, v in self._kvs.get_wallclock_row(TABLE, _compacted_row(table), limit=limit)]
 
-    def tombstones_since_compaction(self, table: str, cap: int = TOMBSTONE_READ_CAP) -> TableTombstones:
-        """Two bounded reads: the newest compaction record, then at most ``cap`` tombstone cells above its
-        ``through_ts``."""
+    def tombstones_since_compaction(self, table: str, cap: int | None = None) -> TableTombstones:
+        """Two bounded reads: the newest compaction record, then at most ``cap`` (default
+        :data:`TOMBSTONE_READ_CAP`) tombstone cells above its ``through_ts``."""
+        cap = TOMBSTONE_READ_CAP if cap is None else cap
         newest = self.compactions(table, limit=1)
         since = int(newest[0]["through_ts"]) if newest else 0
         rows = self._kvs.get_wallclock_row(TABLE, _tombstones_row(table), start_col=fixed_long(since + 1), limit=cap + 1)
