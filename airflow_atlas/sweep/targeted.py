@@ -18,13 +18,11 @@ Steps of :meth:`TargetedSweeper.run_iteration` (spec 000, "Targeted Sweep Implem
 8. persist progress with check-and-set (only ever increasing);
 9. release the lock, whatever happened.
 
-Between 6 and 7 the tombstones written per table are recorded in the store (the sweep history's
-``tombstones/<table>`` rows, what compaction counts), under a fresh timestamp drawn after the deletes.
+Between 6 and 7 the tombstones per table are recorded (what compaction counts, sweep/history.py).
 
 A crash between any two steps is safe: everything before progress is persisted is idempotent and is
-simply redone by the next iteration; progress never passes an entry that was not swept, nor tombstones
-that were not counted (a crash between the deletes and their record redoes and counts them again: the
-count may be over, never under, for a table still swept).
+simply redone by the next iteration; progress never passes an entry that was not swept, nor tombstones not
+counted (a crash between deletes and record: the redo writes and counts them again - over, never under).
 """
 from __future__ import annotations
 
@@ -237,13 +235,6 @@ class TargetedSweeper:
         except Exception as exc:  # history feeds status and the dashboard; never mask the run's outcome
             log.warning("could not record the sweep run in the history: %s", exc)
 
-    def _record_tombstones(self, result: SweepResult) -> None:
-        """The iteration's tombstones per table, recorded under a fresh timestamp drawn now, after its
-        deletes returned (:meth:`SweepHistory.record_tombstones`: what compaction counts). Raises on failure."""
-        if result.tables:
-            source = {"source": "targeted", "shard": result.shard, "strategy": result.strategy}
-            self._store.history.record_tombstones(result.tables, self._store.timestamps.fresh_timestamp(), source)
-
     def _release(self, lease) -> None:
         try:
             self._store.locks.release(lease)
@@ -375,9 +366,10 @@ class TargetedSweeper:
             result.status = "dry_run"
             return self._finish(result, started)
 
-        # Count the tombstones in the store before progress passes them (even when the lease was lost: the
-        # deletes happened). A crash before this leaves progress behind: the redo writes and counts them again.
-        self._record_tombstones(result)
+        # Count the tombstones (history.py) before progress passes them, lease lost or not: the deletes happened.
+        if result.tables:
+            self._store.history.record_tombstones(result.tables, self._store.timestamps.fresh_timestamp(),
+                                                  {"source": "targeted", "shard": shard, "strategy": strategy.value})
         # Fencing: stop before the destructive queue cleanup and progress if our lease was lost.
         keeper.check()
         if new > old:
