@@ -2,15 +2,23 @@
 
 Sweep only writes tombstones; the space comes back when a table is compacted (Cassandra) or the file is
 vacuumed (embedded store). Compacting after every sweep would waste I/O, so a table is compacted when the
-tombstones written into it since its last compaction reach a threshold. The caller keeps those counts (the
-Airflow glue keeps them in a Variable) and hands them in; this module decides and reports:
+tombstones written into it since its last compaction reach a threshold. Those counts come from the store
+itself: every sweep step that writes tombstones (targeted iteration, full-sweep batch, scrub) records them
+per table in the sweep history, and every compaction records itself there too
+(:mod:`airflow_atlas.sweep.history`: fresh timestamps order the two, so nothing depends on who was told
+what - a paused Airflow DAG, a task result lost with its worker, a cleared Variable change nothing).
 
-* :func:`add_tombstones` - the counts after a sweep (tables that no longer exist are left out);
-* :func:`compact_due_tables` - THE entry point: plan (thresholds, ``force``, the tables asked for), ask the
-  backend's guard for each due table (on Cassandra the repair guard: compaction must not purge a tombstone
-  that may not have reached every replica), compact the allowed tables through a :class:`Compactor` and
-  return a :class:`CompactionResult`; a table the guard refuses keeps its count and is reported under
-  ``skipped`` with the reason, and the next run tries again.
+* :func:`tombstones_since_compaction` - the counts per table (bounded reads; ``capped`` tables are due);
+* :func:`compact_due_tables` - THE entry point: plan (thresholds, ``force``, the tables asked for), take
+  each due table's compaction lease (``compaction/<table>`` in the lock service: a second compaction at
+  once skips the table instead of compacting it twice) and read its count again under it, ask the backend's
+  guard (on Cassandra the repair guard: compaction must not purge a tombstone that may not have reached
+  every replica), draw ``through_ts`` (a fresh timestamp), compact the allowed tables through a
+  :class:`Compactor`, record each compaction with ``through_ts`` and return a :class:`CompactionResult`.
+  A table the guard refuses keeps its count and is reported under ``skipped`` with the reason, and the next
+  run tries again. Tombstones written while a compaction runs are counted for the next one (over-count,
+  never under-count); a compaction whose lease lapsed still records itself correctly (the newest
+  ``through_ts`` wins), the lease only saves the duplicate work.
 
 A :class:`Compactor` is the backend's part: :class:`VacuumCompactor` for the embedded store (no guard: one
 file, one copy) here; the Cassandra one (``nodetool`` and the repair history) lives with the nodetool hook
@@ -21,9 +29,11 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Protocol, Sequence
+from contextlib import ExitStack
+from typing import Any, Iterable, Mapping, Protocol, Sequence
 
 from .errors import InvalidInputError
+from .sweep.history import TableTombstones
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +86,8 @@ class TableCompaction:
 @dataclass(frozen=True)
 class CompactionResult:
     """One compaction run: the tables compacted (with their reports), the due tables the guard refused
-    (``{table: reason}``) and the counts still pending afterwards (compacted tables at 0)."""
+    (``{table: reason}``) and the tombstones since each table's last compaction afterwards (a compacted
+    table: those written while it was compacted)."""
 
     threshold: int
     method: str
@@ -140,19 +151,10 @@ class VacuumCompactor:
         return report
 
 
-def add_tombstones(
-    pending: Mapping[str, int], tombstones: Mapping[str, int], known_tables: Sequence[str] | Mapping[str, object]
-) -> tuple[dict[str, int], dict[str, int]]:
-    """``(counts, ignored)``: ``pending`` plus the newly written ``tombstones`` per table, and the new
-    tombstones of tables that no longer exist (not counted)."""
-    counts = {table: int(n) for table, n in pending.items()}
-    ignored: dict[str, int] = {}
-    for table, n in tombstones.items():
-        if table not in known_tables:
-            ignored[table] = int(n)
-            continue
-        counts[table] = counts.get(table, 0) + int(n)
-    return counts, ignored
+def tombstones_since_compaction(store: Any, tables: Iterable[str]) -> dict[str, TableTombstones]:
+    """``{table: TableTombstones}``: the tombstones each table got since its last compaction, from the
+    store's records (two bounded reads per table, :meth:`SweepHistory.tombstones_since_compaction`)."""
+    return {table: store.history.tombstones_since_compaction(table) for table in tables}
 
 
 def check_tables(tables: Sequence[str] | None, known_tables: Sequence[str] | Mapping[str, object]) -> None:
@@ -178,36 +180,78 @@ def due_tables(
     return [t for t in candidates if t in known_tables and (force or int(pending.get(t, 0)) >= max(threshold, 1))]
 
 
+def lock_name(table: str) -> str:
+    """The lease a compaction of ``table`` holds (lock service)."""
+    return f"compaction/{table}"
+
+
 def compact_due_tables(
+    store: Any,
     compactor: Compactor,
-    pending: Mapping[str, int],
-    known_tables: Sequence[str] | Mapping[str, object],
     *,
     threshold: int,
     tables: Sequence[str] | None = None,
     force: bool = False,
     store_conn_id: str | None = None,
+    holder: str | None = None,
 ) -> CompactionResult:
-    """Compact the due tables (:func:`due_tables`) that the compactor's guard allows; see the module doc.
-    ``pending`` is not changed: the result's ``pending`` is the counts afterwards."""
+    """Compact the due tables (:func:`due_tables` on the store's counts; a ``capped`` count is due) that no
+    other compaction holds and the compactor's guard allows; see the module doc. ``force`` without
+    ``tables``: every table with at least one tombstone since its last compaction."""
+    from .sweep.lease_keeper import LeaseKeeper
+    from .sweep.results import default_holder
+
     threshold = int(threshold)
-    due = due_tables(pending, known_tables, threshold=threshold, tables=tables, force=force)
-    log.info("tombstones since last compaction: %s; threshold %d; due: %s", dict(pending), threshold, due)
-    allowed: list[str] = []
+    known = store.user_tables()
+    check_tables(tables, known)
+    counts = tombstones_since_compaction(store, list(tables) if tables else sorted(known))
+    pending = {t: c.count for t, c in counts.items() if c.count or tables}
+    due = due_tables(pending, known, threshold=threshold, tables=tables, force=force)
+    due += [t for t, c in counts.items() if c.capped and t not in due]
+    log.info("tombstones since last compaction: %s; threshold %d; due: %s", pending, threshold, due)
     skipped: dict[str, str] = {}
-    for table in due:
-        verdict = compactor.guard(table)
-        if verdict.allowed:
-            log.info("%s: compaction allowed: %s", table, verdict.reason)
-            allowed.append(table)
-        else:
-            log.warning("%s: NOT compacted: %s", table, verdict.reason)
-            skipped[table] = verdict.reason
-    compacted = compactor.compact(allowed) if allowed else {}
-    after = {table: int(n) for table, n in pending.items()}
-    after.update({table: 0 for table in compacted})
+    compacted: dict[str, TableCompaction] = {}
+    lease_seconds = store.config.lock_lease_seconds
+    holder = holder or default_holder()
+    with ExitStack() as leases:
+        allowed: list[str] = []
+        for table in due:
+            lease = store.locks.acquire(lock_name(table), holder, lease_seconds)
+            if lease is None:
+                state = store.locks.describe(lock_name(table))
+                skipped[table] = f"another compaction holds {lock_name(table)} ({getattr(state, 'holder', None)})"
+                log.warning("%s: NOT compacted: %s", table, skipped[table])
+                continue
+            leases.callback(_release, store.locks, lease)
+            leases.enter_context(LeaseKeeper(store.locks, lease, lease_seconds))
+            again = store.history.tombstones_since_compaction(table)  # another compaction may just have ended
+            pending[table] = again.count
+            if not (force or again.capped or again.count >= max(threshold, 1)):
+                log.info("%s: compacted meanwhile by another run (%d tombstones since): not due", table, again.count)
+                continue
+            verdict = compactor.guard(table)
+            if verdict.allowed:
+                log.info("%s: compaction allowed: %s", table, verdict.reason)
+                allowed.append(table)
+            else:
+                log.warning("%s: NOT compacted: %s", table, verdict.reason)
+                skipped[table] = verdict.reason
+        if allowed:
+            through_ts = store.timestamps.fresh_timestamp()  # before the compaction starts (module doc)
+            compacted = compactor.compact(allowed)
+            for table, report in compacted.items():
+                store.history.record_compaction(table, through_ts, {"method": compactor.method, "holder": holder,
+                                                                    "store_conn_id": store_conn_id, **report.to_json()})
+                pending[table] = store.history.tombstones_since_compaction(table).count
     return CompactionResult(threshold=threshold, method=compactor.method, compacted=compacted, skipped=skipped,
-                            pending=after, store_conn_id=store_conn_id)
+                            pending=pending, store_conn_id=store_conn_id)
+
+
+def _release(locks: Any, lease: Any) -> None:
+    try:
+        locks.release(lease)
+    except Exception as exc:  # the lease expires on its own; never mask the compaction's outcome
+        log.warning("could not release %s: %s", getattr(lease, "name", lease), exc)
 
 
 __all__ = [
@@ -218,9 +262,10 @@ __all__ = [
     "GuardVerdict",
     "TableCompaction",
     "VacuumCompactor",
-    "add_tombstones",
     "check_method",
     "check_tables",
     "compact_due_tables",
     "due_tables",
+    "lock_name",
+    "tombstones_since_compaction",
 ]

@@ -4,20 +4,21 @@
 Runs after any sweep that wrote tombstones (scheduled on the asset alias `atlas_swept_tables`, fed by
 `atlas_targeted_sweep`, `atlas_manual_sweep`, `atlas_full_sweep` and `atlas_scrub`).
 
-`count_tombstones` sums the tombstones per table from the triggering asset events; `compact` adds them to
-each table's count since its last compaction (Variable `atlas_compaction_state`) and compacts the tables
-that reached `compaction_threshold_tombstones`: `nodetool flush` + `compact`/`garbagecollect` on Cassandra
+The asset events only trigger it: `compact` reads from the store how many tombstones each table got since
+its last compaction (every sweep step and every compaction is recorded there, so sweeps that ran while this
+DAG was paused, or whose task results never reached Airflow, are counted too) and compacts the tables that
+reached `compaction_threshold_tombstones`: `nodetool flush` + `compact`/`garbagecollect` on Cassandra
 (locally or over SSH, settings `nodetool_*`), `VACUUM` on the embedded store. It reports the space before
-and after and records the outcome in the state Variable. Trigger it by hand with `{"force": true}` to
-compact every counted table now.
+and after; the store records the compaction, and the table's count restarts. Trigger it by hand with
+`{"force": true}` to compact every table with a tombstone since its last compaction now.
 """
 from __future__ import annotations
 
 from datetime import datetime
 
-from airflow.sdk import DAG, Param, task
+from airflow.sdk import DAG, Param
 
-from airflow_atlas.airflow.assets import SWEPT_TABLES, tombstones_from_events
+from airflow_atlas.airflow.assets import SWEPT_TABLES
 from airflow_atlas.airflow.operators import CompactionOperator
 from airflow_atlas.airflow.settings import AtlasSettings
 
@@ -32,14 +33,10 @@ with DAG(
     max_active_runs=1,
     default_args=settings.default_args(),
     render_template_as_native_obj=True,
-    params={"force": Param(False, type="boolean", description="Compact every counted table whatever its count")},
+    params={"force": Param(False, type="boolean",
+                           description="Compact every table with a tombstone since its last compaction, whatever the count")},
     tags=["airflow-atlas", "compaction"],
     doc_md=__doc__,
 ) as dag:
 
-    @task
-    def count_tombstones(triggering_asset_events=None) -> dict:
-        """Tombstones per table from the asset events that triggered this run."""
-        return tombstones_from_events(triggering_asset_events, AtlasSettings.load().store_conn_id)
-
-    CompactionOperator(task_id="compact", tombstones=count_tombstones(), force="{{ params.force }}")
+    CompactionOperator(task_id="compact", force="{{ params.force }}")

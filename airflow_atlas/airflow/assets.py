@@ -14,7 +14,6 @@ result under ``"swept_tables"`` (:class:`TableTombstones`, one format for all th
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
@@ -23,7 +22,7 @@ from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.reports import TableTombstones, swept_tables, tombstones_by_table
 
 __all__ = ["SWEPT_TABLES", "EmitSweptTablesOperator", "TableTombstones", "swept_tables", "table_asset",
-           "tombstones_by_table", "tombstones_from_events"]
+           "tombstones_by_table"]
 
 SWEPT_TABLES = AssetAlias("atlas_swept_tables")
 """Alias through which every per-table "tombstones were written" event is emitted."""
@@ -67,18 +66,3 @@ class EmitSweptTablesOperator(AtlasBaseOperator):
         if not counts:
             self.log.info("no table got tombstones: no asset event")
         return counts
-
-
-def tombstones_from_events(triggering_asset_events: Any, store_conn_id: str) -> dict[str, int]:
-    """``{table: tombstones}`` summed over the asset events that triggered a run, for one store.
-
-    ``triggering_asset_events`` is the run context's mapping ``{asset: [AssetEvent, ...]}``; events of other
-    stores and events without counts are ignored."""
-    totals: dict[str, int] = defaultdict(int)
-    for events in (triggering_asset_events or {}).values():
-        for event in events or []:
-            extra = getattr(event, "extra", None) or {}
-            if extra.get("store_conn_id") != store_conn_id or not isinstance(extra.get("table"), str):
-                continue
-            totals[extra["table"]] += int(extra.get("tombstones") or 0)
-    return dict(totals)

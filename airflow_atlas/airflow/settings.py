@@ -313,11 +313,6 @@ class AtlasSettings:
         "timeout of one nodetool command",
         read="hooks/nodetool.py",
     )
-    compaction_state_variable: str = setting(
-        "atlas_compaction_state", Text(),
-        "Variable holding per-table tombstone counts since the last compaction",
-        read="operators/compaction.py",
-    )
     full_sweep_schedule: str | None = setting(
         None, SCHEDULE,
         "schedule of `atlas_full_sweep` (`null`: by hand)",

@@ -159,6 +159,9 @@ class LegacySweeper:
             self._kvs.add_gc_sentinels(table, sentinel_cells, operation=Operation.SENTINEL)  # before any delete
         if deletes:
             self._kvs.delete(table, deletes, operation=Operation.SWEEP_DELETE)
+            # counted for compaction (sweep/history.py) under a fresh timestamp drawn after the deletes
+            self._store.history.record_tombstones({table: len(deletes)}, self._store.timestamps.fresh_timestamp(),
+                                                  {"source": "full_sweep"})
 
     def _commit_timestamps(self, starts: list[int], result: LegacySweepResult, dry_run: bool) -> dict[int, int]:
         """Commit timestamps in bulk; transactions with no entry are aborted (put -1 unless exists)."""

@@ -148,6 +148,9 @@ class Scrubber:
             result.cells_tombstoned += counts.cells_tombstoned
             result.tables[table] = counts.cells_tombstoned
         if done and not dry_run:
+            # counted for compaction (sweep/history.py) before the queue forgets the entries
+            written = {t: result.tables.get(t, 0) + len(aborted.get(t, [])) for t in set(result.tables) | set(aborted)}
+            self._store.history.record_tombstones(written, self._store.timestamps.fresh_timestamp(), {"source": "scrub"})
             self._kvs.delete(TABLE, done, operation=Operation.QUEUE_CLEANUP)
         result.entries_scrubbed = len(done)
         result.duration_seconds = round(time.monotonic() - started, 6)

@@ -18,8 +18,11 @@ Steps of :meth:`TargetedSweeper.run_iteration` (spec 000, "Targeted Sweep Implem
 8. persist progress with check-and-set (only ever increasing);
 9. release the lock, whatever happened.
 
+Between 6 and 7 the tombstones per table are recorded (what compaction counts, sweep/history.py).
+
 A crash between any two steps is safe: everything before progress is persisted is idempotent and is
-simply redone by the next iteration; progress never passes an entry that was not swept.
+simply redone by the next iteration; progress never passes an entry that was not swept, nor tombstones not
+counted (a crash between deletes and record: the redo writes and counts them again - over, never under).
 """
 from __future__ import annotations
 
@@ -365,6 +368,10 @@ class TargetedSweeper:
             result.status = "dry_run"
             return self._finish(result, started)
 
+        # Count the tombstones (history.py) before progress passes them, lease lost or not: the deletes happened.
+        if result.tables:
+            self._store.history.record_tombstones(result.tables, self._store.timestamps.fresh_timestamp(),
+                                                  {"source": "targeted", "shard": shard, "strategy": strategy.value})
         # Fencing: stop before the destructive queue cleanup and progress if our lease was lost.
         keeper.check()
         if new > old:

@@ -1,9 +1,8 @@
 """Per-table counts for asset events, and summing the events that trigger compaction."""
 from __future__ import annotations
 
-from types import SimpleNamespace
 
-from airflow_atlas.airflow.assets import table_asset, tombstones_by_table, tombstones_from_events
+from airflow_atlas.airflow.assets import table_asset, tombstones_by_table
 
 
 def test_counts_are_summed_from_the_one_report_format_in_any_nesting():
@@ -34,17 +33,6 @@ def test_sweep_results_report_their_tables_except_dry_runs_and_skips():
     ]
     assert _swept_tables({"status": "dry_run", "tables": {"a": 100}}) == []
     assert _swept_tables({"status": "skipped_locked"}) == [] and _swept_tables(None) == []
-
-
-def test_events_of_one_store_are_summed_per_table():
-    ev = lambda **extra: SimpleNamespace(extra=extra)  # noqa: E731 - the shape of an AssetEvent
-    events = {
-        table_asset("s1", "a"): [ev(store_conn_id="s1", table="a", tombstones=3), ev(store_conn_id="s1", table="a", tombstones=4)],
-        table_asset("s2", "a"): [ev(store_conn_id="s2", table="a", tombstones=100)],
-        table_asset("s1", "b"): [ev(store_conn_id="s1", table="b", tombstones=1), ev()],
-    }
-    assert tombstones_from_events(events, "s1") == {"a": 7, "b": 1}
-    assert tombstones_from_events(None, "s1") == {}
 
 
 def test_table_asset_uri():

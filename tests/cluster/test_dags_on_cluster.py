@@ -127,10 +127,8 @@ def test_with_a_replica_down_the_sweep_refuses_and_nothing_advances(cluster_airf
 
 
 def test_compaction_runs_on_every_node_only_after_repair(cluster_airflow_store, cassandra_cluster, monkeypatch):
-    from airflow.models import Variable
-
     from airflow_atlas.airflow.hooks import nodetool
-    from tests.airflow.dags.test_atlas_compaction import TABLE, _asset_events, _overwrite, _seed_state
+    from tests.airflow.dags.test_atlas_compaction import TABLE, _overwrite
 
     store, keyspace = cluster_airflow_store
     store.create_table(TABLE, "THOROUGH")  # default gc_grace_seconds (10 days)
@@ -144,7 +142,6 @@ def test_compaction_runs_on_every_node_only_after_repair(cluster_airflow_store, 
     set_settings(monkeypatch, **CLUSTER_SETTINGS, compaction_threshold_tombstones=50)
     sweep_run = load_dag("atlas_targeted_sweep").test()
     assert str(sweep_run.state) == "success", task_states(sweep_run)
-    _seed_state(_asset_events(sweep_run))
 
     # no repair since the sweep's tombstones: the guard skips the table and says why; nothing is purged
     skipped_run = load_dag("atlas_compaction").test()
@@ -153,7 +150,7 @@ def test_compaction_runs_on_every_node_only_after_repair(cluster_airflow_store, 
     assert report["compacted"] == {}
     assert "no repair of the table" in report["skipped"][TABLE] and "nodetool repair" in report["skipped"][TABLE]
     assert report["pending"][TABLE] >= 100
-    assert json.loads(Variable.get("atlas_compaction_state"))[CONN_ID][TABLE]["pending_tombstones"] >= 100  # noqa: AIR311 - the metadata database from outside a task: the Task SDK Variable works only inside one
+    assert store.history.tombstones_since_compaction(TABLE).count >= 100  # the refused table keeps its count
 
     cassandra_cluster.repair(keyspace)
     run = load_dag("atlas_compaction").test()
@@ -175,7 +172,7 @@ def test_compaction_names_the_cause_when_a_user_forces_gc_grace_zero(cluster_air
     repair can make a purge safe, and atlas_compaction refuses that table and says why."""
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
-    from tests.airflow.dags.test_atlas_compaction import TABLE, _asset_events, _overwrite, _seed_state
+    from tests.airflow.dags.test_atlas_compaction import TABLE, _overwrite
 
     from .conftest import CONFIG, LocalCluster
 
@@ -191,7 +188,6 @@ def test_compaction_names_the_cause_when_a_user_forces_gc_grace_zero(cluster_air
     set_settings(monkeypatch, **CLUSTER_SETTINGS, compaction_threshold_tombstones=10)
     sweep_run = load_dag("atlas_targeted_sweep").test()
     assert str(sweep_run.state) == "success", task_states(sweep_run)
-    _seed_state(_asset_events(sweep_run))
     run = load_dag("atlas_compaction").test()
     assert str(run.state) == "success", task_states(run)
     report = xcom(run, "compact")

@@ -1,5 +1,7 @@
-"""The compaction policy of the engine (airflow_atlas.compaction): counting, what is due, the guard's
-refusals, the result. The backend is a test double passed as the ``Compactor`` argument."""
+"""The compaction policy of the engine (airflow_atlas.compaction): what is due, the guard's refusals, the
+result. The counts come from a real embedded store (its sweep history); the backend is a test double passed
+as the ``Compactor`` argument. Counting from real sweeps, on both stores: tests/integration/sweep/
+test_compaction_counts.py."""
 from __future__ import annotations
 
 import pytest
@@ -8,7 +10,6 @@ from airflow_atlas.compaction import (
     CompactionResult,
     GuardVerdict,
     TableCompaction,
-    add_tombstones,
     check_method,
     compact_due_tables,
     due_tables,
@@ -37,10 +38,21 @@ class RecordingCompactor:
                 for t in tables}
 
 
-def test_add_tombstones_counts_existing_tables_and_reports_the_others():
-    counts, ignored = add_tombstones({"a": 5}, {"a": 10, "b": 1, "gone": 7}, KNOWN)
-    assert counts == {"a": 15, "b": 1}
-    assert ignored == {"gone": 7}
+@pytest.fixture
+def store(tmp_path):
+    from airflow_atlas.store import AtlasStore
+
+    store = AtlasStore.open(f"sqlite:///{tmp_path / 'atlas.db'}")
+    store.initialize()
+    for table in KNOWN:
+        store.create_table(table, "THOROUGH")
+    yield store
+    store.close()
+
+
+def _counted(store, counts):
+    """Record ``{table: n}`` as one sweep step would."""
+    store.history.record_tombstones(counts, store.timestamps.fresh_timestamp(), {"source": "test"})
 
 
 def test_due_tables_threshold_force_and_the_tables_asked_for():
@@ -54,9 +66,10 @@ def test_due_tables_threshold_force_and_the_tables_asked_for():
         due_tables(pending, KNOWN, threshold=1, tables=["a", "nope"])
 
 
-def test_the_guard_keeps_the_count_of_a_refused_table_and_says_why():
+def test_the_guard_keeps_the_count_of_a_refused_table_and_says_why(store):
     compactor = RecordingCompactor(refuse={"b"})
-    result = compact_due_tables(compactor, {"a": 200, "b": 300, "c": 5}, KNOWN, threshold=100, store_conn_id="x")
+    _counted(store, {"a": 200, "b": 300, "c": 5})
+    result = compact_due_tables(store, compactor, threshold=100, store_conn_id="x")
     assert compactor.compacted == [["a"]]
     assert isinstance(result, CompactionResult)
     assert set(result.compacted) == {"a"}
@@ -68,17 +81,46 @@ def test_the_guard_keeps_the_count_of_a_refused_table_and_says_why():
                             "duration_seconds": 0.1, "runner": "test", "sstables_before": 3, "sstables_after": 1}},
         "skipped": {"b": "b: no complete repair in the window"}, "pending": {"a": 0, "b": 300, "c": 5},
     }
+    again = compact_due_tables(store, RecordingCompactor(), threshold=100)  # the refused table, next run
+    assert set(again.compacted) == {"b"} and again.pending == {"b": 0, "c": 5}
 
 
-def test_nothing_due_compacts_nothing():
+def test_nothing_due_compacts_nothing(store):
     compactor = RecordingCompactor()
-    result = compact_due_tables(compactor, {"a": 1}, KNOWN, threshold=100)
+    _counted(store, {"a": 1})
+    result = compact_due_tables(store, compactor, threshold=100)
     assert compactor.compacted == [] and result.compacted == {} and result.pending == {"a": 1}
 
 
-def test_a_forced_table_without_a_count_is_reported_at_zero():
-    result = compact_due_tables(RecordingCompactor(), {}, KNOWN, threshold=100, tables=["c"], force=True)
+def test_a_forced_table_without_a_count_is_reported_at_zero(store):
+    result = compact_due_tables(store, RecordingCompactor(), threshold=100, tables=["c"], force=True)
     assert result.pending == {"c": 0} and set(result.compacted) == {"c"}
+
+
+def test_force_without_tables_compacts_every_table_with_a_tombstone(store):
+    _counted(store, {"a": 1})
+    compactor = RecordingCompactor()
+    result = compact_due_tables(store, compactor, threshold=100, force=True)
+    assert compactor.compacted == [["a"]] and result.pending == {"a": 0}
+
+
+def test_unknown_tables_are_bad_input(store):
+    with pytest.raises(InvalidInputError, match="unknown table"):
+        compact_due_tables(store, RecordingCompactor(), threshold=1, tables=["nope"])
+
+
+def test_a_capped_count_is_due(store, monkeypatch):
+    from airflow_atlas.sweep import history
+
+    for _ in range(3):
+        _counted(store, {"a": 1})
+    capped = store.history.tombstones_since_compaction("a", cap=2)
+    assert capped.capped and capped.count == 2 and capped.records == 2
+    assert not store.history.tombstones_since_compaction("a").capped
+    monkeypatch.setattr(history, "TOMBSTONE_READ_CAP", 2)
+    compactor = RecordingCompactor()
+    result = compact_due_tables(store, compactor, threshold=1000)
+    assert compactor.compacted == [["a"]], result
 
 
 def test_method():

@@ -307,11 +307,8 @@ def test_compaction_dag_over_ssh_drops_live_space(private_sshd, ssh_runner, cass
     """The real atlas_compaction DAG (dag.test()) with nodetool_ssh_conn_ids: flush, tablestats, compact,
     tablestats all go through the private sshd, and the table's live space drops. Like
     tests/airflow/dags/test_atlas_compaction.py, but the sweep that writes the tombstones runs through the
-    engine directly (the sweep DAG is that test's business) and the tombstone count is seeded in the state
-    Variable the way count_tombstones would have added it."""
-    from airflow.models import Variable
-
-    from tests.airflow.conftest import CONN_ID, FAST, SHARDS, load_dag, task_states, xcom
+    engine directly (the sweep DAG is that test's business): the store counts its tombstones."""
+    from tests.airflow.conftest import FAST, SHARDS, load_dag, task_states, xcom
     from tests.airflow.dags.test_atlas_compaction import TABLE, _overwrite
 
     store, conn = cassandra_store
@@ -323,7 +320,6 @@ def test_compaction_dag_over_ssh_drops_live_space(private_sshd, ssh_runner, cass
     nodetool.flush(ssh_runner, keyspace, TABLE)
     tombstones = sum(store.sweeper.sweep_shard(shard, "THOROUGH").cells_tombstoned for shard in range(SHARDS))
     assert tombstones >= 150
-    Variable.set("atlas_compaction_state", json.dumps({CONN_ID: {TABLE: {"pending_tombstones": tombstones}}}))  # noqa: AIR311 - the metadata database from outside a task: the Task SDK Variable works only inside one
     set_settings(
         monkeypatch,
         **FAST,

@@ -1,7 +1,6 @@
-"""CompactionOperator: its Variable-backed counts and the result it returns (a real run of the
-``atlas_compaction`` DAG on the embedded store: the counts live in an Airflow Variable, which only a task
-can write), its bad input (run on its own: refused before any count is written), and the Cassandra
-compactor it calls (a real keyspace and repair guard; ``runner`` is the operator's own seam for nodetool).
+"""CompactionOperator: the result it returns from the store's counts (a real run of the ``atlas_compaction``
+DAG on the embedded store), its bad input (run on its own), and the Cassandra compactor it calls (a real
+keyspace and repair guard; ``runner`` is the operator's own seam for nodetool).
 The whole path with real nodetool: tests/airflow/dags/test_atlas_compaction.py."""
 from __future__ import annotations
 
@@ -25,7 +24,7 @@ def _compaction(**kwargs):
 
 
 def test_template_fields():
-    assert {"tombstones", "tables", "force", "threshold", "method", "store_conn_id"} <= set(_compaction().template_fields)
+    assert {"tables", "force", "threshold", "method", "store_conn_id"} <= set(_compaction().template_fields)
 
 
 @pytest.mark.parametrize(
@@ -37,18 +36,15 @@ def test_template_fields():
     ],
 )
 def test_bad_input_fails_at_once(embedded_store, monkeypatch, kwargs, params, message):
-    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_COMPACTION_STATE", json.dumps({CONN_ID: {"x": {"pending_tombstones": 1}}}))
     fails_at_once(lambda: run_operator(_compaction(**kwargs), params=params), message)
 
 
-def test_a_forced_run_vacuums_and_resets_the_counts(embedded_store, monkeypatch):
-    from airflow.models import Variable
-
+def test_a_forced_run_vacuums_and_restarts_the_counts(embedded_store, monkeypatch):
     store, _ = embedded_store
     store.create_table(TABLE, "THOROUGH")
     store.create_table("quiet_t", "THOROUGH")
     set_settings(monkeypatch, **FAST, compaction_threshold_tombstones=1000)
-    Variable.set("atlas_compaction_state", json.dumps({CONN_ID: {TABLE: {"pending_tombstones": 10}, "gone": {"pending_tombstones": 3}}}))
+    store.history.record_tombstones({TABLE: 10, "gone": 3}, store.timestamps.fresh_timestamp(), {"source": "test"})
     run = load_dag("atlas_compaction").test(run_conf={"force": True})
     assert str(run.state) == "success", task_states(run)
     out = xcom(run, "compact")
@@ -56,10 +52,10 @@ def test_a_forced_run_vacuums_and_resets_the_counts(embedded_store, monkeypatch)
     report = out["compacted"][TABLE]
     assert report["runner"] == "sqlite VACUUM" and report["file_after_bytes"] <= report["file_before_bytes"]
     assert "sstables_before" not in report and "nodes" not in report
-    assert set(out["compacted"]) == {TABLE}  # "gone" no longer exists: never compacted
-    assert out["pending"] == {TABLE: 0, "gone": 3}
-    state = json.loads(Variable.get("atlas_compaction_state"))[CONN_ID]
-    assert state[TABLE]["pending_tombstones"] == 0 and state[TABLE]["last_compaction"]["runner"] == "sqlite VACUUM"
+    assert set(out["compacted"]) == {TABLE}  # "gone" does not exist, "quiet_t" has no tombstone
+    assert out["pending"] == {TABLE: 0}
+    last = store.history.tombstones_since_compaction(TABLE)
+    assert last.count == 0 and last.last_compaction is not None and last.last_compaction["runner"] == "sqlite VACUUM"
 
 
 class StatsRunner:
@@ -98,7 +94,8 @@ def test_the_cassandra_compactor_checks_the_repair_guard_and_reports_per_node(ca
     assert isinstance(compactor, NodetoolCompactor) and compactor.method == "garbagecollect"
     verdict = compactor.guard(TABLE)
     assert verdict.allowed, verdict.reason  # replication factor 1: one copy, nothing to repair
-    result = compact_due_tables(compactor, {TABLE: 200}, store.user_tables(), threshold=100)
+    store.history.record_tombstones({TABLE: 200}, store.timestamps.fresh_timestamp(), {"source": "test"})
+    result = compact_due_tables(store, compactor, threshold=100, tables=[TABLE])
     physical = physical_table_name(TABLE)
     assert [c[0] for c in runner.commands] == ["flush", "tablestats", "garbagecollect", "tablestats"]
     assert runner.commands[0] == ["flush", "--", conn["schema"], physical]
