@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Protocol, Sequence
+from typing import Protocol
 
 from .errors import InvalidInputError
 

@@ -5,10 +5,10 @@ import argparse
 
 from .. import __version__
 from ..errors import InvalidInputError
-from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
-from ..sweep.reader import DEFAULT_COUNT_CAP
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..kvs.url import STORE_URL_ENV
+from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
+from ..sweep.reader import DEFAULT_COUNT_CAP
 from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 
 

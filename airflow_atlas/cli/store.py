@@ -6,8 +6,7 @@ import contextlib
 import sys
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
-from ..kvs.url import redact_url, scrub, store_url_from_environment, url_secrets
-from ..kvs.url import STORE_URL_ENV
+from ..kvs.url import STORE_URL_ENV, redact_url, scrub, store_url_from_environment, url_secrets
 from .output import EXIT_USAGE, PROG, CliError
 
 

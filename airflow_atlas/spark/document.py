@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 RESULT_BEGIN = "=====ATLAS-SPARK-RESULT-BEGIN====="
 RESULT_END = "=====ATLAS-SPARK-RESULT-END====="
@@ -53,7 +54,7 @@ class ItemResult:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], item_keys: Sequence[str]) -> "ItemResult":
+    def from_json(cls, data: Mapping[str, Any], item_keys: Sequence[str]) -> ItemResult:
         item = {k: data[k] for k in item_keys if k in data}
         task = {k: data.get(k) for k in cls._TASK_FIELDS}
         rest = {k: v for k, v in data.items() if k not in item and k not in cls._TASK_FIELDS}
@@ -94,7 +95,7 @@ class JobDocument:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "JobDocument":
+    def from_json(cls, data: Mapping[str, Any]) -> JobDocument:
         own = {f.name for f in fields(cls)} - {"params", "results"}
         keys = cls.ITEM_KEYS.get(data.get("job"), ())
         return cls(

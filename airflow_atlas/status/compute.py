@@ -8,20 +8,20 @@ punch table (one small write), and the registry deletes expired registrations it
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Sequence
 
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
-from ..validation import check_int
 from ..sweep.constants import MAX_SHARDS
+from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..sweep.results import SUMMED_FIELDS, holder_process_gone
+from ..validation import check_int
 from .clock import TimestampClock
 from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .text import format_duration, round_or_none
 from .why import explain_why
-from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100

@@ -31,15 +31,15 @@ from collections import defaultdict
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
-from ..validation import check_int
 from ..kvs.consistency import Operation
-from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
+from ..validation import check_int
 from .commits import RollbackGuard, resolve_commits, with_writes_named
+from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .deleter import SweepDeleter
 from .intensity import SweepPacer
+from .lease_keeper import FixedLease, LeaseKeeper
 from .quarantine import quarantine_corrupt
 from .reader import BatchReadAhead
-from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
     LockHolderInfo,
     ShardSweepResult,

@@ -27,8 +27,9 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 

@@ -25,8 +25,8 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from airflow_atlas.errors import InvalidInputError
 

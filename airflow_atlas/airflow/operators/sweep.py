@@ -8,18 +8,18 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
 from airflow_atlas.airflow.execution.spark import SparkSubmission, sweep_on_spark
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import SweepSummary
-from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
+from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.settings_resolver import Layer, Rank
-from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
 class SweepShardOperator(AtlasBaseOperator):

@@ -5,9 +5,9 @@ from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.results import SweepTimestamps
-from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.airflow.settings import EXECUTION_MODES
 from airflow_atlas.airflow.targets import SweepTarget, as_int, batches
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 

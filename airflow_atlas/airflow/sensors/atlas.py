@@ -22,7 +22,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.airflow.triggers.atlas import (
     LockFreeTrigger,
     SweepableWorkTrigger,
@@ -35,6 +34,7 @@ from airflow_atlas.airflow.triggers.atlas import (
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.sweep.targeted import TargetedSweeper
 
 
 class AtlasBaseSensor(BaseSensorOperator):
