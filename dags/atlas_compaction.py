@@ -37,7 +37,7 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task
+    @task(multiple_outputs=False)  # one XCom, the whole {table: count}, which `compact` takes
     def count_tombstones(triggering_asset_events=None) -> dict:
         """Tombstones per table from the asset events that triggered this run."""
         return tombstones_from_events(triggering_asset_events, AtlasSettings.load().store_conn_id)

@@ -101,7 +101,7 @@ def _setting(text: str) -> tuple[str, str]:
 # ----- parser ---------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The ``atlas-sweep`` argument parser (also used by the tests)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)  # a parent: only its arguments are used (one parser class, for the types)
     g = common.add_argument_group("store")
     g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
                    help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${STORE_URL_ENV}")

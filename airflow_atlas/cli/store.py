@@ -79,7 +79,7 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
             store.close()
             raise CliError(EXIT_USAGE, f"store {label} is not initialized: run '{PROG} init' first")
         try:
-            store.transactions_schema_version  # refuse a disagreeing setting before anything runs
+            _ = store.transactions_schema_version  # refuse a disagreeing setting before anything runs
         except BaseException:
             store.close()
             raise

@@ -199,6 +199,8 @@ def run_partition(spec: TaskSpec, items: Iterator) -> list[ItemResult]:
     from pyspark import TaskContext
 
     context = TaskContext.get()
+    if context is None:  # only inside a Spark task is there one
+        raise RuntimeError("run_partition runs as the body of a Spark task (no TaskContext here)")
     attempt, partition = context.attemptNumber(), context.partitionId()
     out: list[ItemResult] = []
     store = None

@@ -12,9 +12,9 @@ the items, how an executor sweeps one, what the document sums, and the job's com
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from ..sweep.legacy import LEGACY_SUMMED_FIELDS
 from ..sweep.results import RUN_TOTALS
@@ -30,7 +30,7 @@ def holder(app_id: str, shard: int, strategy: str) -> str:
 
 @dataclass(frozen=True)
 class TargetedSweepJob:
-    pairs: tuple = ()
+    pairs: Sequence[Any] = ()  # any form parse_pairs takes; a tuple of (shard, STRATEGY) once constructed
     batch_limit: int | None = None
     max_iterations: int | None = None
     dry_run: bool = False

@@ -336,7 +336,8 @@ class TargetedSweeper:
                     with self._blocked_lock:
                         self._blocked[key] = (s, c)
                     break
-                if s in now_conservative_starts and (s >= conservative_ts or (c != ABORTED and c >= conservative_ts)):
+                if (s in now_conservative_starts and conservative_ts is not None
+                        and (s >= conservative_ts or (c != ABORTED and c >= conservative_ts))):
                     blocked_at = s
                     result.blocked_by = {"start_ts": s, "commit_ts": c, "reason": "table now CONSERVATIVE"}
                     break
@@ -413,7 +414,8 @@ class TargetedSweeper:
         table_strategies = table_strategies or {}
         aborted: dict[str, list] = defaultdict(list)
         newest: dict[str, dict] = defaultdict(dict)
-        last_table, of_table = None, None
+        last_table: str | None = None
+        of_table: dict = {}  # newest[last_table]
         for table, cell, start_ts, is_tombstone in entries:
             if commits[start_ts] == ABORTED:
                 aborted[table].append((cell, start_ts))

@@ -89,7 +89,7 @@ class LocalNodetoolRunner:
             return [self._run_one("local", [*self.command, *args], args)]
         return [
             self._run_one(target, [*self.command, "-h", host, "-p", port, *args], args)
-            for target, (host, port) in zip(self.targets, self._target_args)
+            for target, (host, port) in zip(self.targets, self._target_args, strict=True)
         ]
 
     def _run_one(self, node: str, argv: list[str], args: Sequence[str]) -> NodetoolOutput:

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Mapping
 from typing import Any
+
+from airflow.sdk import XComArg
 
 from airflow_atlas.airflow.hooks.compaction import compactor_for
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
@@ -83,9 +86,9 @@ class CompactionOperator(AtlasBaseOperator):
     def __init__(
         self,
         *,
-        tombstones: dict | None = None,
+        tombstones: Mapping[str, int] | XComArg | None = None,
         tables: list[str] | None = None,
-        force: bool = False,
+        force: bool | str = False,  # a bool, or a template that renders to one
         threshold: int | None = None,
         method: str | None = None,
         runner: Any = None,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import XComArg
+
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
@@ -53,7 +55,14 @@ class PlanFullSweepOperator(AtlasBaseOperator):
 
     template_fields = (*AtlasBaseOperator.template_fields, "tables", "parts", "execution_mode")
 
-    def __init__(self, *, tables: list[str] | None = None, parts: int | None = None, execution_mode: str | None = None, **kwargs):
+    def __init__(
+        self,
+        *,
+        tables: list[str] | XComArg | None = None,
+        parts: int | XComArg | None = None,
+        execution_mode: str | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.tables = tables
         self.parts = parts

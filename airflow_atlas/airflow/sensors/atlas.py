@@ -14,6 +14,7 @@ retries.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -38,7 +39,7 @@ from airflow_atlas.sweep.targeted import TargetedSweeper
 
 
 class AtlasBaseSensor(BaseSensorOperator):
-    template_fields = ("store_conn_id", "store_config")
+    template_fields: Sequence[str] = ("store_conn_id", "store_config")
     ui_color = "#fdf3e1"
 
     def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, deferrable: bool = True, **kwargs):
@@ -166,7 +167,11 @@ class LockFreeSensor(AtlasBaseSensor):
         self.strategy = strategy
 
     def _name(self) -> str:
-        return self.lock or TargetedSweeper.lock_name(int(self.shard), self.strategy)
+        if self.lock:
+            return self.lock
+        if self.shard is None or self.strategy is None:  # a lock template rendered empty
+            raise InvalidInputError("LockFreeSensor: the lock name is empty and no shard and strategy are given")
+        return TargetedSweeper.lock_name(int(self.shard), self.strategy)
 
     def check(self, store):
         return check_lock_free(store, self._name())
