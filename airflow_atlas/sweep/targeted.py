@@ -60,7 +60,7 @@ def _check_batch_limit(batch_limit: object) -> int:
     return check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
 
 class TargetedSweeper:
-    def __init__(self, store):
+    def __init__(self, store) -> None:
         self._store = store
         self._kvs = store.kvs
         self._queue = store.queue

@@ -102,7 +102,7 @@ class CompactionOperator(AtlasBaseOperator):
         self.method = method
         self.runner = runner
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
         conn_id = self.resolved_conn_id(settings)
         threshold = settings.compaction_threshold_tombstones if self.threshold in (None, "") else as_int(self.threshold, "threshold")
         compactor = compactor_for(store, self.method or settings.compaction_method, self.runner, settings)
