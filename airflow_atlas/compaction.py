@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+from collections.abc import Iterable, Mapping, Sequence
 from contextlib import ExitStack
-from typing import Any, Iterable, Mapping, Protocol, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 from .errors import InvalidInputError
 from .sweep.history import TableTombstones

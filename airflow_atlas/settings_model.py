@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from .errors import InvalidInputError
 from .validation import check_int

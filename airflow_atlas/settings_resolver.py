@@ -27,8 +27,9 @@ in as layers.
 from __future__ import annotations
 
 import enum
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from .config import StoreConfig
 from .errors import InvalidInputError

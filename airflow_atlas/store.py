@@ -25,7 +25,7 @@ class AtlasStore:
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, url: str, config: StoreConfig | None = None, **kvs_options) -> "AtlasStore":
+    def open(cls, url: str, config: StoreConfig | None = None, **kvs_options) -> AtlasStore:
         """The store a URL names. ``config``: the resolved settings of every layer below the store
         (:func:`airflow_atlas.settings_resolver.resolve`; None = the defaults); the URL's own
         replica-safety options are the top layer (:func:`~airflow_atlas.settings_resolver.with_store_url`).
@@ -42,7 +42,7 @@ class AtlasStore:
     def close(self) -> None:
         self.kvs.close()
 
-    def __enter__(self) -> "AtlasStore":
+    def __enter__(self) -> AtlasStore:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -123,7 +123,7 @@ def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
                     "not visible to readers (an aborted or dead writer's version, a THOROUGH delete or sentinel): "
                     "space only. If it persists after the next sweep, report a sweep bug; a legacy full sweep of the "
                     "table removes it")
-    for start, exc in sorted(corrupt.items()):
+    for _start, exc in sorted(corrupt.items()):
         cells = getattr(exc, "cells", [])
         where = f"; it wrote {cells[0][0]} row {cells[0][1].row.hex()} column {cells[0][1].col.hex()}" if cells else ""
         more = f" (and {len(cells) - 1} more cell(s))" if len(cells) > 1 else ""
@@ -173,8 +173,8 @@ def _check_schema_tables(store, out: _Collector) -> None:
                     f"{other_cls.table} is not used by this store; it cannot decide this transaction")
     corrupt: dict = {}
     ours = load_commits(service, entries, corrupt)
-    for start, exc in sorted(corrupt.items()):
-        out.add("corrupt_transaction_entries", "corrupt_transaction_entry", str(exc),
+    for _start, error in sorted(corrupt.items()):
+        out.add("corrupt_transaction_entries", "corrupt_transaction_entry", str(error),
                 "rewrite the entry once its outcome is known (see the message)")
     mine_name = f"{service.table} (this store's table, schema version {store.transactions_schema_version})"
     for start, theirs in sorted(entries.items()):

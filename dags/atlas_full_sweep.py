@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.providers.standard.operators.empty import EmptyOperator
-from airflow.sdk import DAG, TriggerRule
+from airflow.sdk import DAG, TriggerRule, XComArg
 
 from airflow_atlas.airflow.assets import EmitSweptTablesOperator
 from airflow_atlas.airflow.operators import FullTableSweepOperator, PlanFullSweepOperator
@@ -37,14 +37,16 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
     request = ValidateSweepRequestOperator(task_id="validate_request", request="full")
-    plan = PlanFullSweepOperator(task_id="plan", tables=request.output["tables"], parts=request.output["parts"])
+    plan = PlanFullSweepOperator(
+        task_id="plan", tables=XComArg(request, key="tables"), parts=XComArg(request, key="parts")
+    )
     sweep = FullTableSweepOperator.partial(
         task_id="sweep_table",
-        dry_run=request.output["dry_run"],
+        dry_run=XComArg(request, key="dry_run"),
         max_active_tis_per_dagrun=settings.max_parallel_groups,
         map_index_template="{{ task.table }}",
     ).expand_kwargs(plan.output)
     publish = EmitSweptTablesOperator(task_id="publish_swept_tables", reports=sweep.output, trigger_rule=TriggerRule.ALL_DONE)
-    done = EmptyOperator(task_id="all_swept")
+    all_swept = EmptyOperator(task_id="all_swept")
     request >> plan
-    sweep >> done
+    sweep >> all_swept

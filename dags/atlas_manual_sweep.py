@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from airflow.sdk import DAG
+from airflow.sdk import DAG, XComArg
 
 from airflow_atlas.airflow.groups import targeted_sweep_pipeline
 from airflow_atlas.airflow.params import ValidateSweepRequestOperator, manual_sweep_params
@@ -41,11 +41,11 @@ with DAG(
     request = ValidateSweepRequestOperator(task_id="validate_request", request="targeted")
     tasks = targeted_sweep_pipeline(
         settings,
-        shards=request.output["shards"],
-        strategies=request.output["strategies"],
+        shards=XComArg(request, key="shards"),
+        strategies=XComArg(request, key="strategies"),
         skip_idle=False,
-        dry_run=request.output["dry_run"],
-        max_iterations=request.output["max_batches"],
-        store_config=request.output["store_config"],  # the form's intensity, a settings layer (or {})
+        dry_run=XComArg(request, key="dry_run"),
+        max_iterations=XComArg(request, key="max_batches"),
+        store_config=XComArg(request, key="store_config"),  # the form's intensity, a settings layer (or {})
     )
     request >> tasks["compute_sweep_timestamps"]

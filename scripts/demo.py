@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
-    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.store import AtlasStore
     from airflow_atlas.workload import WorkloadSpec, run_workload
 

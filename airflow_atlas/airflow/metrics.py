@@ -40,7 +40,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from airflow_atlas.sweep.reader import DEFAULT_COUNT_CAP as BACKLOG_CAP
 

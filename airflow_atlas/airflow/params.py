@@ -7,18 +7,18 @@ that and fails with one message listing every problem.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from airflow.sdk import Param
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
+from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS, AtlasSettings
 from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER_SECOND, check_setting
-from airflow_atlas.validation import check_int
+from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.sweep.constants import MAX_SHARDS
-
+from airflow_atlas.validation import check_int
 
 FORM_RATE = "the form's max_entries_per_second"
 """How errors name the manual sweep form's intensity (a settings layer of the run's sweep tasks)."""
@@ -205,7 +205,7 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
             raise ValueError("request must be 'targeted' or 'full'")
         self.request = request
 
-    def execute_with_store(self, context, store, settings) -> Any:
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         conf = dict(getattr(context.get("dag_run"), "conf", None) or {})
         params = dict(context["params"])
         if self.request == "targeted":

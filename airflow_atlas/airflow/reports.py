@@ -2,8 +2,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -24,7 +25,7 @@ class TableTombstones:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: Mapping) -> "TableTombstones":
+    def from_json(cls, data: Mapping) -> TableTombstones:
         return cls(**dict(data))
 
 

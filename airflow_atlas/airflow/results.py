@@ -16,8 +16,9 @@ JSON, nothing for a dry run): what the asset events are made of.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from airflow_atlas.sweep.legacy import LEGACY_SUMMED_FIELDS
 from airflow_atlas.sweep.results import RUN_TOTALS
@@ -37,7 +38,7 @@ class SweepTimestamps:
         return dict(self.timestamps)
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SweepTimestamps":
+    def from_json(cls, data: Mapping[str, Any]) -> SweepTimestamps:
         return cls({str(k): int(v) for k, v in data.items()})
 
 

@@ -35,14 +35,14 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Mapping
+from typing import Any
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
-from airflow_atlas.settings_resolver import Layer, Rank, resolve
 from airflow_atlas.settings_model import (
     Bool,
     Choice,
@@ -60,6 +60,7 @@ from airflow_atlas.settings_model import (
     setting_fields,
     validate_fields,
 )
+from airflow_atlas.settings_resolver import Layer, Rank, resolve
 
 VARIABLE = "atlas_settings"
 """Name of the Airflow Variable (JSON object) holding the settings."""
@@ -362,7 +363,7 @@ class AtlasSettings:
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any] | None, source: str = SOURCE) -> "AtlasSettings":
+    def from_mapping(cls, values: Mapping[str, Any] | None, source: str = SOURCE) -> AtlasSettings:
         """Settings from the Variable's JSON object: Airflow keys, engine keys at the top level or inside
         ``store_config``. Unknown keys and bad values raise InvalidInputError naming them and ``source``."""
         if values is None:
@@ -385,7 +386,7 @@ class AtlasSettings:
         return cls(engine_layer=layer, engine=resolve(layer), **own)
 
     @classmethod
-    def load(cls) -> "AtlasSettings":
+    def load(cls) -> AtlasSettings:
         """Read the ``atlas_settings`` Variable (defaults when it does not exist) - when a task runs, never
         at DAG-file parse time (there use :meth:`for_dag_files`)."""
         from airflow.sdk import Variable
@@ -393,13 +394,13 @@ class AtlasSettings:
         return cls.from_text(Variable.get(VARIABLE, default=None))
 
     @classmethod
-    def for_dag_files(cls) -> "AtlasSettings":
+    def for_dag_files(cls) -> AtlasSettings:
         """The settings that shape the DAGs, for the DAG files: from the environment variable
         :data:`VARIABLE_ENV` only (no database query at parse time); defaults when it is unset."""
         return cls.from_text(os.environ.get(VARIABLE_ENV), f"the environment variable {VARIABLE_ENV}")
 
     @classmethod
-    def from_text(cls, raw: Any, source: str = SOURCE) -> "AtlasSettings":
+    def from_text(cls, raw: Any, source: str = SOURCE) -> AtlasSettings:
         """Settings from the Variable's value (JSON text, or a mapping already decoded)."""
         if raw is None or (isinstance(raw, str) and not raw.strip()):
             return cls()

@@ -15,16 +15,17 @@ fencing tokens, not credentials; nothing secret ever goes into a target.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.validation import check_int
 from airflow_atlas.kvs.api import SweepStrategy
 from airflow_atlas.locks import Lease
 from airflow_atlas.sweep.constants import MAX_SHARDS
 from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.targeted import TargetedSweeper
+from airflow_atlas.validation import check_int
 
 SKIPPED = "skipped_locked"
 SWEEP_MODES = ("in_task", "spark")
@@ -77,7 +78,7 @@ class SweepTarget:
             raise InvalidInputError(f"a target's execution_mode must be one of {', '.join(SWEEP_MODES)}, got {self.execution_mode!r}")
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "SweepTarget":
+    def from_json(cls, data: Mapping[str, Any]) -> SweepTarget:
         if isinstance(data, SweepTarget):
             return data
         if not isinstance(data, Mapping) or "shard" not in data or "strategy" not in data:
@@ -91,7 +92,7 @@ class SweepTarget:
     def to_json(self) -> dict:
         return asdict(self)
 
-    def with_(self, **changes) -> "SweepTarget":
+    def with_(self, **changes) -> SweepTarget:
         return replace(self, **changes)
 
     @property
@@ -118,11 +119,11 @@ class SweepTarget:
         return ShardSweepResult(shard=self.shard, strategy=self.strategy, status=SKIPPED, sweep_ts=self.sweep_ts,
                                 lock_holder=held_by)
 
-    def skipped(self, held_by: str | None) -> "SweepTarget":
+    def skipped(self, held_by: str | None) -> SweepTarget:
         """This target with its :meth:`skipped_result`."""
         return replace(self, result=self.skipped_result(held_by).to_json())
 
-    def with_lease(self, lease: Lease) -> "SweepTarget":
+    def with_lease(self, lease: Lease) -> SweepTarget:
         return replace(self, lock=lease.name, holder=lease.holder, token=lease.token, expires_at=lease.expires_at,
                        acquired=True, held_by=None)
 

@@ -13,7 +13,8 @@ and the dashboard would no longer see plain JSON.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 def to_xcom(value: Any) -> Any:

@@ -23,6 +23,7 @@ import traceback
 from ..errors import AtlasError, InvalidInputError, StoreAccessError, StoreUnavailableError, TableNotFoundError
 from ..kvs.url import scrub, url_secrets
 from .args import build_parser
+from .grants import cmd_grants
 from .init import cmd_init
 from .output import (
     EXIT_ACCESS,
@@ -37,7 +38,6 @@ from .output import (
     ProgressBar,
     fail,
 )
-from .grants import cmd_grants
 from .shards import cmd_shards
 from .status import cmd_status, render_status
 from .store import StoreHandle, chosen_url, open_store

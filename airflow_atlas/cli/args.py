@@ -5,10 +5,10 @@ import argparse
 
 from .. import __version__
 from ..errors import InvalidInputError
-from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
-from ..sweep.reader import DEFAULT_COUNT_CAP
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..kvs.url import STORE_URL_ENV
+from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
+from ..sweep.reader import DEFAULT_COUNT_CAP
 from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 
 
@@ -101,7 +101,7 @@ def _setting(text: str) -> tuple[str, str]:
 # ----- parser ---------------------------------------------------------------------------------------------
 def build_parser() -> argparse.ArgumentParser:
     """The ``atlas-sweep`` argument parser (also used by the tests)."""
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)  # a parent: only its arguments are used (one parser class, for the types)
     g = common.add_argument_group("store")
     g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
                    help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${STORE_URL_ENV}")

@@ -6,8 +6,7 @@ import contextlib
 import sys
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
-from ..kvs.url import redact_url, scrub, store_url_from_environment, url_secrets
-from ..kvs.url import STORE_URL_ENV
+from ..kvs.url import STORE_URL_ENV, redact_url, scrub, store_url_from_environment, url_secrets
 from .output import EXIT_USAGE, PROG, CliError
 
 
@@ -80,7 +79,7 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
             store.close()
             raise CliError(EXIT_USAGE, f"store {label} is not initialized: run '{PROG} init' first")
         try:
-            store.transactions_schema_version  # refuse a disagreeing setting before anything runs
+            _ = store.transactions_schema_version  # refuse a disagreeing setting before anything runs
         except BaseException:
             store.close()
             raise

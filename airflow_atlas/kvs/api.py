@@ -25,8 +25,9 @@ from __future__ import annotations
 import enum
 import re
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Mapping, NamedTuple, Sequence
+from typing import NamedTuple
 
 from ..errors import InvalidInputError
 from .consistency import Operation
@@ -55,7 +56,7 @@ class SweepStrategy(str, enum.Enum):
     THOROUGH = "THOROUGH"
 
     @classmethod
-    def parse(cls, value: "str | SweepStrategy") -> "SweepStrategy":
+    def parse(cls, value: str | SweepStrategy) -> SweepStrategy:
         if isinstance(value, SweepStrategy):
             return value
         try:
@@ -71,7 +72,7 @@ class SweepStrategy(str, enum.Enum):
         return self is not SweepStrategy.NOTHING
 
     @classmethod
-    def parse_swept(cls, value: "str | SweepStrategy") -> "SweepStrategy":
+    def parse_swept(cls, value: str | SweepStrategy) -> SweepStrategy:
         """:meth:`parse`, refusing NOTHING (InvalidInputError): for arguments that name what to sweep."""
         strategy = cls.parse(value)
         if not strategy.is_swept:
@@ -110,7 +111,7 @@ class TableMetadata:
         }
 
     @classmethod
-    def from_json(cls, data: Mapping) -> "TableMetadata":
+    def from_json(cls, data: Mapping) -> TableMetadata:
         return cls(
             strategy=SweepStrategy.parse(data.get("strategy", "CONSERVATIVE")),
             write_mode=WriteMode(data.get("write_mode", "logical")),

@@ -65,6 +65,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
 from ..errors import InvalidInputError
 
 
@@ -122,7 +123,7 @@ def setting_name(operation: Operation) -> str:
     return f"consistency_{operation.value}"
 
 
-def allowed_levels(operation: "Operation | str") -> tuple:
+def allowed_levels(operation: Operation | str) -> tuple:
     """The level names ``operation`` accepts."""
     operation = Operation(operation)
     if operation is Operation.SERIAL:
@@ -147,7 +148,7 @@ class ConsistencyPolicy:
     lwt_commit: str = DEFAULT_LEVELS[Operation.LWT_COMMIT]
     serial: str = DEFAULT_LEVELS[Operation.SERIAL]
 
-    def level(self, operation: "Operation | str") -> str:
+    def level(self, operation: Operation | str) -> str:
         return str(getattr(self, Operation(operation).value))
 
 
@@ -215,7 +216,7 @@ LWT_OPERATIONS = (Operation.LWT_COMMIT,)
 
 
 def resolve_operation(
-    operation: "Operation | str | None", default: Operation, allowed: tuple, method: str
+    operation: Operation | str | None, default: Operation, allowed: tuple, method: str
 ) -> Operation:
     """``operation`` (or ``default`` when None) if ``method`` may run as it, else InvalidInputError."""
     if operation is None:

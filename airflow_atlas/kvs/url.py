@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Iterable
+from collections.abc import Iterable
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import InvalidInputError
@@ -35,7 +35,7 @@ STORE_URL_ENV = "ATLAS_STORE_URL"
 job without ``--store-url-file``); read only by :func:`store_url_from_environment`."""
 
 
-def store_url_from_environment(environ: "os._Environ[str] | dict[str, str] | None" = None) -> str | None:
+def store_url_from_environment(environ: os._Environ[str] | dict[str, str] | None = None) -> str | None:
     """The store URL of :data:`STORE_URL_ENV` (stripped), or None when it is unset or empty."""
     url = ((os.environ if environ is None else environ).get(STORE_URL_ENV) or "").strip()
     return url or None

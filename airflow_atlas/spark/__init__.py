@@ -11,7 +11,13 @@ functions, so importing this package needs only the engine).
 
 See docs/SPARK.md.
 """
-from .args import STORE_SETTING_CONF_PREFIX, effective_max_failures, parse_pairs, parse_settings, settings_from_spark_conf
+from .args import (
+    STORE_SETTING_CONF_PREFIX,
+    effective_max_failures,
+    parse_pairs,
+    parse_settings,
+    settings_from_spark_conf,
+)
 from .document import (
     EXIT_JOB_FAILED,
     EXIT_OK,

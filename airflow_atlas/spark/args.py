@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import json
-from typing import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES
 
@@ -16,19 +17,21 @@ def parse_pairs(text: str | Sequence) -> list[tuple[int, str]]:
     items = [t for t in (x.strip() for x in text.split(",")) if t] if isinstance(text, str) else list(text)
     out: list[tuple[int, str]] = []
     for item in items:
+        shard_text: Any  # a str, or whatever a mapping or a pair holds (checked by int() below)
+        given: Any  # the strategy as given: a str, a SweepStrategy member...
         if isinstance(item, str):
-            shard_text, sep, strategy = item.partition(":")
+            shard_text, sep, given = item.partition(":")
             if not sep:
                 raise ValueError(f"pair {item!r} is not SHARD:STRATEGY")
         elif isinstance(item, Mapping):
-            shard_text, strategy = item.get("shard"), item.get("strategy")
+            shard_text, given = item.get("shard"), item.get("strategy")
         else:
-            shard_text, strategy = item
+            shard_text, given = item
         try:
             shard = int(shard_text)
         except (TypeError, ValueError):
             raise ValueError(f"pair {item!r}: shard {shard_text!r} is not an integer") from None
-        strategy = str(getattr(strategy, "value", strategy)).strip().upper()  # SweepStrategy members too
+        strategy = str(getattr(given, "value", given)).strip().upper()  # SweepStrategy members too
         if strategy not in SWEEPABLE_STRATEGY_NAMES:
             raise ValueError(f"pair {item!r}: strategy must be CONSERVATIVE or THOROUGH")
         if shard < 0:

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, ClassVar
 
 RESULT_BEGIN = "=====ATLAS-SPARK-RESULT-BEGIN====="
 RESULT_END = "=====ATLAS-SPARK-RESULT-END====="
@@ -53,9 +54,9 @@ class ItemResult:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any], item_keys: Sequence[str]) -> "ItemResult":
+    def from_json(cls, data: Mapping[str, Any], item_keys: Sequence[str]) -> ItemResult:
         item = {k: data[k] for k in item_keys if k in data}
-        task = {k: data.get(k) for k in cls._TASK_FIELDS}
+        task: dict[str, Any] = {k: data.get(k) for k in cls._TASK_FIELDS}
         rest = {k: v for k, v in data.items() if k not in item and k not in cls._TASK_FIELDS}
         status = task.pop("status") or FAILED
         engine = None if status == FAILED else {**rest, "status": status}
@@ -85,7 +86,9 @@ class JobDocument:
     spark_submit: dict | None = None
     version: int = DOCUMENT_VERSION
 
-    ITEM_KEYS = {"targeted_sweep": ("shard", "strategy"), "full_sweep": ("range_index", "table")}
+    ITEM_KEYS: ClassVar[dict[str, tuple[str, ...]]] = {
+        "targeted_sweep": ("shard", "strategy"), "full_sweep": ("range_index", "table"),
+    }
 
     def to_json(self) -> dict:
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("params", "results")}
@@ -94,11 +97,13 @@ class JobDocument:
         return out
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> "JobDocument":
+    def from_json(cls, data: Mapping[str, Any]) -> JobDocument:
         own = {f.name for f in fields(cls)} - {"params", "results"}
-        keys = cls.ITEM_KEYS.get(data.get("job"), ())
+        job = data.get("job")
+        keys = cls.ITEM_KEYS.get(job, ()) if isinstance(job, str) else ()
+        values: dict[str, Any] = {k: data.get(k) for k in own if k in data and k != "version"}
         return cls(
-            **{k: data.get(k) for k in own if k in data and k != "version"},
+            **values,
             params={k: v for k, v in data.items() if k not in own and k != "results"},
             results=[ItemResult.from_json(r, keys) for r in data.get("results") or []],
         )

@@ -7,16 +7,16 @@ import functools
 import time
 import traceback
 import uuid
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import is_retriable
-from .connect import is_connect, run_items, server_facts
-from .args import effective_max_failures, settings_from_spark_conf
-from .document import JobDocument, summarize
-from .executor import TaskSpec, classify_job_error, open_store as default_open_store, run_partition
-from .jobs import FullSweepJob, TargetedSweepJob
 from ..kvs.url import redact_url, scrub
-
+from .args import effective_max_failures, settings_from_spark_conf
+from .connect import is_connect, run_items, server_facts
+from .document import JobDocument, summarize
+from .executor import TaskSpec, classify_job_error, run_partition
+from .executor import open_store as default_open_store
+from .jobs import FullSweepJob, TargetedSweepJob
 
 SETTING_SOURCE = "--setting"
 CONF_SOURCE = "spark.atlas.store.* conf"

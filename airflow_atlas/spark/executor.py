@@ -24,12 +24,13 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from ..errors import ExecutorEnvironmentError, is_retriable
-from .document import FAILED, ItemResult
 from ..kvs.url import scrub
+from .document import FAILED, ItemResult
 
 PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
 """Spark's error condition for a Python worker whose minor version differs from the driver's."""
@@ -53,13 +54,13 @@ least recently used is closed beyond it."""
 _KEPT_LOCK = threading.Lock()
 
 
-def _kept_key(spec: "TaskSpec") -> tuple | None:
+def _kept_key(spec: TaskSpec) -> tuple | None:
     if spec.open_store is not open_store:
         return None
     return spec.store_url, json.dumps(spec.settings, sort_keys=True, default=str)
 
 
-def _acquire_store(spec: "TaskSpec"):
+def _acquire_store(spec: TaskSpec):
     """The store for a task: a kept one of this process (default opener), else a new one."""
     key = _kept_key(spec)
     if key is None:
@@ -84,7 +85,7 @@ def _acquire_store(spec: "TaskSpec"):
     return store
 
 
-def _release_store(spec: "TaskSpec", store, failed: bool) -> None:
+def _release_store(spec: TaskSpec, store, failed: bool) -> None:
     """Keep a kept store unless an item failed (then drop and close it); close any other store."""
     key = _kept_key(spec)
     if key is not None and not failed:
@@ -198,6 +199,8 @@ def run_partition(spec: TaskSpec, items: Iterator) -> list[ItemResult]:
     from pyspark import TaskContext
 
     context = TaskContext.get()
+    if context is None:  # only inside a Spark task is there one
+        raise RuntimeError("run_partition runs as the body of a Spark task (no TaskContext here)")
     attempt, partition = context.attemptNumber(), context.partitionId()
     out: list[ItemResult] = []
     store = None

@@ -12,8 +12,9 @@ the items, how an executor sweeps one, what the document sums, and the job's com
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, ClassVar
+from typing import Any, ClassVar
 
 from ..sweep.legacy import LEGACY_SUMMED_FIELDS
 from ..sweep.results import RUN_TOTALS
@@ -29,7 +30,7 @@ def holder(app_id: str, shard: int, strategy: str) -> str:
 
 @dataclass(frozen=True)
 class TargetedSweepJob:
-    pairs: tuple = ()
+    pairs: Sequence[Any] = ()  # any form parse_pairs takes; a tuple of (shard, STRATEGY) once constructed
     batch_limit: int | None = None
     max_iterations: int | None = None
     dry_run: bool = False
@@ -45,7 +46,7 @@ class TargetedSweepJob:
         object.__setattr__(self, "sweep_timestamps", parse_sweep_timestamps(self.sweep_timestamps))
 
     # driver
-    def plan(self, open_driver_store: Callable) -> tuple["TargetedSweepJob", list]:
+    def plan(self, open_driver_store: Callable) -> tuple[TargetedSweepJob, list]:
         return self, list(self.pairs)
 
     def params(self) -> dict:
@@ -90,7 +91,7 @@ class TargetedSweepJob:
         )
 
     @classmethod
-    def from_args(cls, args, parser: argparse.ArgumentParser) -> "TargetedSweepJob":
+    def from_args(cls, args, parser: argparse.ArgumentParser) -> TargetedSweepJob:
         if args.pairs and args.shards:
             parser.error("give --pairs or --shards/--strategies, not both")
         if not (args.pairs or args.shards):
@@ -128,7 +129,7 @@ class FullSweepJob:
             raise ValueError("batch_size must be at least 1")
 
     # driver
-    def plan(self, open_driver_store: Callable) -> tuple["FullSweepJob", list]:
+    def plan(self, open_driver_store: Callable) -> tuple[FullSweepJob, list]:
         """Split the table and take one sweep timestamp for all ranges (a timestamp taken earlier stays
         safe if a task is retried later)."""
         store = open_driver_store()
@@ -177,5 +178,5 @@ class FullSweepJob:
         parser.add_argument("--batch-size", type=int, default=1000, help="cells per delete batch")
 
     @classmethod
-    def from_args(cls, args, parser: argparse.ArgumentParser) -> "FullSweepJob":
+    def from_args(cls, args, parser: argparse.ArgumentParser) -> FullSweepJob:
         return cls(table=args.table, parts=args.parts, batch_size=args.batch_size, dry_run=args.dry_run)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
+from ..errors import InvalidInputError
+from ..kvs.url import redact_url
 from .args import STORE_SETTING_CONF_PREFIX, parse_settings
 from .document import EXIT_JOB_FAILED, EXIT_OK, EXIT_PAIRS_FAILED, EXIT_USAGE, emit_document
-from ..errors import InvalidInputError
 from .driver import check_setting_values, failure_document, run_job
 from .executor import open_store as default_open_store
-from ..kvs.url import redact_url
 from .secrets import STORE_URL_ENV, read_store_url
 
 

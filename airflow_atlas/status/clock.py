@@ -3,7 +3,7 @@ the store by :mod:`airflow_atlas.status.compute`)."""
 from __future__ import annotations
 
 import bisect
-from typing import Iterable
+from collections.abc import Iterable
 
 
 class TimestampClock:
@@ -26,7 +26,7 @@ class TimestampClock:
         self._tss = [p[1] for p in points]
 
     @classmethod
-    def from_store(cls, store, now: float, fresh_ts: int, records: Iterable[dict] = ()) -> "TimestampClock":
+    def from_store(cls, store, now: float, fresh_ts: int, records: Iterable[dict] = ()) -> TimestampClock:
         """A clock with the anchors of ``store`` (see :func:`airflow_atlas.status.compute.clock_anchors`)."""
         from .compute import clock_anchors
 

@@ -8,20 +8,22 @@ punch table (one small write), and the registry deletes expired registrations it
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Iterable, Sequence
+from itertools import pairwise
+from typing import Any
 
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
-from ..validation import check_int
 from ..sweep.constants import MAX_SHARDS
+from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..sweep.results import SUMMED_FIELDS, holder_process_gone
+from ..validation import check_int
 from .clock import TimestampClock
 from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .text import format_duration, round_or_none
 from .why import explain_why
-from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100
@@ -307,7 +309,8 @@ def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: 
     records, runs = o["records"], o["runs"]
     sweepable, pinned = o["sweepable"], o["pinned"]
     lag_ts = max(0, sweep_ts - 1 - progress)
-    lag_seconds, lower_bound = 0.0, False
+    lag_seconds: float | None = 0.0
+    lower_bound = False
     if lag_ts > 0:
         w_sweep = clock.wall_of(sweep_ts)
         w_prog = clock.wall_of(progress + 1)
@@ -316,7 +319,7 @@ def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: 
         lag_seconds = None if w_sweep is None or w_prog is None else max(0.0, w_sweep - w_prog)
     lock = o["lock"]
     held = bool(lock is not None and not lock.expired and lock.holder)
-    recent = {"runs": len(records), "since": round_or_none(records[0]["at"]) if records else None}
+    recent: dict[str, Any] = {"runs": len(records), "since": round_or_none(records[0]["at"]) if records else None}
     for name, key in (("entries_swept", "entries_read"), ("tombstones_written", "cells_tombstoned"),
                       ("sentinels_written", "sentinels_written"), ("aborted_writes_deleted", "aborted_writes_deleted"),
                       ("transactions_aborted", "transactions_aborted"), ("corrupt_entries", "corrupt_entries")):
@@ -397,7 +400,7 @@ def _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_cap
     in_window = [r for r in records if r["at"] >= start]
     # Usual time between runs: the gaps between records that separate runs (iterations of one run follow
     # each other within seconds), over every record read, so slow schedules are known too.
-    gaps = sorted(b["at"] - a["at"] for a, b in zip(records, records[1:]) if b["at"] - a["at"] > RUN_GAP_SECONDS)
+    gaps = sorted(b["at"] - a["at"] for a, b in pairwise(records) if b["at"] - a["at"] > RUN_GAP_SECONDS)
     typical = gaps[len(gaps) // 2] if gaps else None
     idle = now - records[-1]["at"] if records else None
     runs = group_runs(in_window)

@@ -32,9 +32,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 from ..encoding import LONG_MAX, fixed_long, from_fixed_long
 from ..kvs.api import Cell, KeyValueService, TableMetadata, WriteMode

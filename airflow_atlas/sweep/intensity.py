@@ -28,7 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..validation import check_float, check_int
 

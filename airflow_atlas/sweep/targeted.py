@@ -34,15 +34,15 @@ from collections import defaultdict
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
 from ..kvs.api import SweepStrategy
-from ..validation import check_int
 from ..kvs.consistency import Operation
-from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
+from ..validation import check_int
 from .commits import RollbackGuard, resolve_commits, with_writes_named
+from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .deleter import SweepDeleter
 from .intensity import SweepPacer
+from .lease_keeper import FixedLease, LeaseKeeper
 from .quarantine import quarantine_corrupt
 from .reader import BatchReadAhead
-from .lease_keeper import FixedLease, LeaseKeeper
 from .results import (
     LockHolderInfo,
     ShardSweepResult,
@@ -63,7 +63,7 @@ def _check_batch_limit(batch_limit: object) -> int:
     return check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
 
 class TargetedSweeper:
-    def __init__(self, store):
+    def __init__(self, store) -> None:
         self._store = store
         self._kvs = store.kvs
         self._queue = store.queue
@@ -339,7 +339,8 @@ class TargetedSweeper:
                     with self._blocked_lock:
                         self._blocked[key] = (s, c)
                     break
-                if s in now_conservative_starts and (s >= conservative_ts or (c != ABORTED and c >= conservative_ts)):
+                if (s in now_conservative_starts and conservative_ts is not None
+                        and (s >= conservative_ts or (c != ABORTED and c >= conservative_ts))):
                     blocked_at = s
                     result.blocked_by = {"start_ts": s, "commit_ts": c, "reason": "table now CONSERVATIVE"}
                     break
@@ -420,7 +421,8 @@ class TargetedSweeper:
         table_strategies = table_strategies or {}
         aborted: dict[str, list] = defaultdict(list)
         newest: dict[str, dict] = defaultdict(dict)
-        last_table, of_table = None, None
+        last_table: str | None = None
+        of_table: dict = {}  # newest[last_table]
         for table, cell, start_ts, is_tombstone in entries:
             if commits[start_ts] == ABORTED:
                 aborted[table].append((cell, start_ts))

@@ -1,7 +1,6 @@
 """Per-table counts for asset events, and summing the events that trigger compaction."""
 from __future__ import annotations
 
-
 from airflow_atlas.airflow.assets import table_asset, tombstones_by_table
 
 

@@ -12,7 +12,6 @@ import pytest
 from tests.airflow.conftest import import_string
 from tests.conftest import REPO_ROOT
 
-
 STRICT = ["-W", "error::DeprecationWarning", "-W", "error::FutureWarning", "-W", "error::PendingDeprecationWarning"]
 
 

@@ -20,7 +20,6 @@ persisting progress), the last one a SIGKILL of the JVM instead of a graceful st
 from __future__ import annotations
 
 import dataclasses
-
 import uuid
 
 import pytest

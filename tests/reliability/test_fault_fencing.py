@@ -22,7 +22,6 @@ and every committed write is where the model says.
 from __future__ import annotations
 
 import dataclasses
-
 import threading
 
 import pytest

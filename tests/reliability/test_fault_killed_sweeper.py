@@ -18,7 +18,6 @@ subprocess) is SIGKILLed; the next ``atlas_targeted_sweep`` run recovers the sha
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import signal

@@ -27,7 +27,6 @@ store with 4 shards.
 from __future__ import annotations
 
 import dataclasses
-
 import json
 import os
 import subprocess

@@ -25,9 +25,8 @@ The default run has a short variant (about 12 s of load); ``-m reliability`` run
 """
 from __future__ import annotations
 
-import dataclasses
-
 import bisect
+import dataclasses
 import json
 import os
 import random

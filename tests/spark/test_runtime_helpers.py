@@ -9,6 +9,7 @@ import zipfile
 
 import pytest
 
+from airflow_atlas.kvs.url import redact_url, scrub
 from airflow_atlas.spark import (
     EXIT_USAGE,
     RESULT_BEGIN,
@@ -28,7 +29,6 @@ from airflow_atlas.spark import (
 )
 from airflow_atlas.spark.args import pairs_from_shards
 from airflow_atlas.spark.artifact import build_engine_zip, engine_files
-from airflow_atlas.kvs.url import redact_url, scrub
 
 SECRET_URL = "cassandra://atlas:p%40ss-W0rd@10.0.0.1,10.0.0.2:9042/prod"
 

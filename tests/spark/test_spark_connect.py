@@ -82,8 +82,8 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
 
 
 def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store):
-    from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
     from airflow_atlas.airflow.execution.spark import SparkSweepRefused
+    from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
 
     handle = make_store("sqlite", seed=5, transactions=30)
     with pytest.raises(SparkSweepRefused) as raised:

@@ -9,7 +9,6 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
 from airflow_atlas.settings_model import (
     Bool,
     Choice,
@@ -23,6 +22,7 @@ from airflow_atlas.settings_model import (
     setting_fields,
     spec_of,
 )
+from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
 from airflow_atlas.sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]

@@ -10,7 +10,15 @@ import pytest
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.url import STORE_URL_ENV, store_url_from_environment, url_settings
-from airflow_atlas.settings_resolver import Layer, Rank, parse_assignments, resolve, store_url_layer, text_layer, with_store_url
+from airflow_atlas.settings_resolver import (
+    Layer,
+    Rank,
+    parse_assignments,
+    resolve,
+    store_url_layer,
+    text_layer,
+    with_store_url,
+)
 
 KEY = "consistency_queue_cleanup"  # a key every layer may set, the store layer included
 

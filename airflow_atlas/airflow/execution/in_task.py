@@ -14,14 +14,14 @@ returned); bad input (``InvalidInputError``, ``TableNotFoundError``) fails the w
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.errors import InvalidInputError, LockNotHeldError, TableNotFoundError
 from airflow_atlas.locks import Lease
-from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.lease_keeper import LeaseKeeper
+from airflow_atlas.sweep.results import ShardSweepResult
 
 log = logging.getLogger(__name__)
 

@@ -27,8 +27,9 @@ import logging
 import os
 import tempfile
 import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -155,10 +156,11 @@ def submit_function(submit: Callable, spark_conn_id: str) -> Callable:
 
     if resolve_connection(spark_conn_id).conn_type != CONNECT_CONN_TYPE:
         return submit
-    return {
+    connect_functions: dict[Callable, Callable] = {
         spark_submit.submit_targeted_sweep: spark_connect.submit_targeted_sweep,
         spark_submit.submit_full_sweep: spark_connect.submit_full_sweep,
-    }.get(submit, submit)
+    }
+    return connect_functions.get(submit, submit)
 
 
 class SparkSubmission:

@@ -27,7 +27,8 @@ import hashlib
 import logging
 import time
 import uuid
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 

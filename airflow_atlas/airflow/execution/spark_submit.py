@@ -48,8 +48,9 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 

@@ -91,7 +91,7 @@ def _bool_extra(conn, name: str, default: bool) -> bool:
         raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}") from None
 
 
-def connection_layer(conn) -> "Layer":
+def connection_layer(conn) -> Layer:
     """The replica-safety settings a ``cassandra`` connection's extras set, as the settings resolver's
     ``STORE`` layer (text or JSON values; checked by the resolver, naming the connection)."""
     from airflow_atlas.kvs.consistency import SETTING_NAMES
@@ -219,7 +219,7 @@ class AtlasHook(BaseHook):
     def __init__(
         self,
         atlas_conn_id: str = default_conn_name,
-        config: "StoreConfig | None" = None,
+        config: StoreConfig | None = None,
         must_exist: bool = False,
         **kwargs,
     ):
@@ -229,17 +229,17 @@ class AtlasHook(BaseHook):
         self.atlas_conn_id = atlas_conn_id
         self.config = config
         self.must_exist = must_exist
-        self._store: "AtlasStore | None" = None
+        self._store: AtlasStore | None = None
 
     # ----- store -----------------------------------------------------------------------------------
     def describe(self) -> dict:
         """The validated, secret-free description of the connection."""
         return describe_connection(self.get_connection(self.atlas_conn_id))
 
-    def get_conn(self) -> "AtlasStore":
+    def get_conn(self) -> AtlasStore:
         return self.get_store()
 
-    def get_store(self) -> "AtlasStore":
+    def get_store(self) -> AtlasStore:
         """The store (opened once per hook). Bad connections raise InvalidInputError naming the problem."""
         if self._store is None:
             from airflow_atlas.store import AtlasStore
@@ -250,7 +250,7 @@ class AtlasHook(BaseHook):
             self._store = AtlasStore(self._open_kvs(conn, info, config), config)
         return self._store
 
-    def resolved_config(self, conn=None) -> "StoreConfig":
+    def resolved_config(self, conn=None) -> StoreConfig:
         """The store's engine settings: the connection's replica-safety extras over ``config`` (the
         layers below), resolved once (:func:`airflow_atlas.settings_resolver.resolve`). The embedded store
         keeps one copy of the data: its settings are checked, the levels then unused. This is what a Spark
@@ -260,7 +260,7 @@ class AtlasHook(BaseHook):
         conn = conn or self.get_connection(self.atlas_conn_id)
         return resolve(connection_layer(conn), base=self.config)
 
-    def _open_kvs(self, conn, info: dict, config: "StoreConfig"):
+    def _open_kvs(self, conn, info: dict, config: StoreConfig):
         if info["backend"] == "sqlite":
             from airflow_atlas.kvs.sqlite import SqliteKeyValueService
 
@@ -314,7 +314,7 @@ class AtlasHook(BaseHook):
         if store is not None:
             store.close()
 
-    def __enter__(self) -> "AtlasHook":
+    def __enter__(self) -> AtlasHook:
         return self
 
     def __exit__(self, *exc) -> None:

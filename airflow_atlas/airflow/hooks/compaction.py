@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow_atlas.airflow.hooks import nodetool, repair
 from airflow_atlas.compaction import Compactor, GuardVerdict, TableCompaction, VacuumCompactor, check_method

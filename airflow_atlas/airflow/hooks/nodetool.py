@@ -25,8 +25,8 @@ import re
 import shlex
 import subprocess
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from airflow_atlas.errors import InvalidInputError
 
@@ -89,7 +89,7 @@ class LocalNodetoolRunner:
             return [self._run_one("local", [*self.command, *args], args)]
         return [
             self._run_one(target, [*self.command, "-h", host, "-p", port, *args], args)
-            for target, (host, port) in zip(self.targets, self._target_args)
+            for target, (host, port) in zip(self.targets, self._target_args, strict=True)
         ]
 
     def _run_one(self, node: str, argv: list[str], args: Sequence[str]) -> NodetoolOutput:

@@ -31,8 +31,8 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 PURGE_MARGIN_SECONDS = 600
 """Slack between the guard's check and the compaction's purge time (and clock skew between machines)."""
@@ -121,13 +121,13 @@ def decide(rows: Iterable[RepairRow], replication_factor: int, gc_grace_seconds:
 
 
 def _iso(epoch: float) -> str:
-    return dt.datetime.fromtimestamp(epoch, dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def _epoch(value) -> float:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:  # the driver returns naive UTC datetimes
-            value = value.replace(tzinfo=dt.timezone.utc)
+            value = value.replace(tzinfo=dt.UTC)
         return value.timestamp()
     return float(value)
 

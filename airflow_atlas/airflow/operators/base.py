@@ -15,8 +15,9 @@ retried.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException

@@ -58,7 +58,7 @@ class CompactionOperator(AtlasBaseOperator):
         self,
         *,
         tables: list[str] | None = None,
-        force: bool = False,
+        force: bool | str = False,  # a bool, or a template that renders to one
         threshold: int | None = None,
         method: str | None = None,
         runner: Any = None,
@@ -71,7 +71,7 @@ class CompactionOperator(AtlasBaseOperator):
         self.method = method
         self.runner = runner
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
         conn_id = self.resolved_conn_id(settings)
         threshold = settings.compaction_threshold_tombstones if self.threshold in (None, "") else as_int(self.threshold, "threshold")
         compactor = compactor_for(store, self.method or settings.compaction_method, self.runner, settings)

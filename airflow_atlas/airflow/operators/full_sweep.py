@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow.sdk import XComArg
+
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
+from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import ScanRange
@@ -53,13 +56,20 @@ class PlanFullSweepOperator(AtlasBaseOperator):
 
     template_fields = (*AtlasBaseOperator.template_fields, "tables", "parts", "execution_mode")
 
-    def __init__(self, *, tables: list[str] | None = None, parts: int | None = None, execution_mode: str | None = None, **kwargs):
+    def __init__(
+        self,
+        *,
+        tables: list[str] | XComArg | None = None,
+        parts: int | XComArg | None = None,
+        execution_mode: str | None = None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.tables = tables
         self.parts = parts
         self.execution_mode = execution_mode
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
         known = store.user_tables()
         tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s.is_swept)
         unknown = sorted(set(tables) - set(known))
@@ -144,7 +154,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         self.execution_mode = execution_mode
         self.spark_conn_id = spark_conn_id
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         mode = run_mode(self.execution_mode or settings.execution_mode)
         strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
         if not strategy.is_swept:
@@ -154,6 +164,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         dry_run = bool(self.sweep_dry_run)
         if mode == "spark":
             return to_xcom(self._sweep_spark(context, settings, strategy, batch_size, dry_run))
+        ranges: list[ScanRange | None]  # None: the whole table
         if self.scan_ranges:
             ranges = [scan_range_from_json(r) for r in self.scan_ranges]
         elif self.parts:

@@ -14,6 +14,7 @@ from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.results import LockRelease
+from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget, holder_for, normalize_targets
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.locks import Lease
@@ -55,7 +56,7 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         targets = normalize_targets(self.targets, self.shard, self.strategy)
         lease_seconds = float(self.lease_seconds or settings.lock_lease_seconds)
         wait = settings.lock_wait_seconds if self.wait_seconds is None else float(self.wait_seconds)
@@ -108,7 +109,7 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
         self.strategy = strategy
         self.holder = holder
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         out: list[LockRelease] = []
         for target in normalize_targets(self.targets, self.shard, self.strategy):
             name = target.lock_name

@@ -1,9 +1,12 @@
 """Scrub: physically remove hard-deleted data (spec 003) once no open transaction can still read it."""
 from __future__ import annotations
 
+from typing import Any
+
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import ScrubReport
+from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.xcom import to_xcom
 
 
@@ -30,7 +33,7 @@ class ScrubOperator(AtlasBaseOperator):
         self.max_entries = max_entries
         self.scrub_dry_run = dry_run
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         limit = self.max_entries if self.max_entries is not None else settings.scrub_max_entries
         dry_run = bool(self.scrub_dry_run)
         result = store.scrubber.scrub(max_entries=int(limit) if limit else None, dry_run=dry_run)

@@ -8,18 +8,27 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
 from airflow_atlas.airflow.execution.spark import SparkSubmission, sweep_on_spark
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import SweepSummary
+from airflow_atlas.airflow.settings import AtlasSettings
+from airflow_atlas.airflow.targets import (
+    SKIPPED,
+    SWEEP_MODES,
+    SweepTarget,
+    as_int,
+    flat_targets,
+    holder_for,
+    normalize_targets,
+)
 from airflow_atlas.airflow.xcom import to_xcom
-from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, as_int, flat_targets, holder_for, normalize_targets
 from airflow_atlas.config import check_setting
+from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.settings_resolver import Layer, Rank
-from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 
 
 class SweepShardOperator(AtlasBaseOperator):
@@ -111,7 +120,7 @@ class SweepShardOperator(AtlasBaseOperator):
         self._kill_conn: tuple[str, Any] | None = None
         self._submission = SparkSubmission()
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         targets = normalize_targets(self.targets, self.shard, self.strategy)
         if self.sweep_ts is not None:
             sweep_ts = as_int(self.sweep_ts, "sweep_ts")
@@ -128,7 +137,7 @@ class SweepShardOperator(AtlasBaseOperator):
             )
             if document is not None:
                 self.log.info("Spark job %s: %s", document.app_id, document.summary)
-            failed = []
+            failed: list[SweepTarget] = []
         else:
             self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
             self._in_use.clear()  # the operator object may be reused by a retry in the same process
@@ -141,7 +150,7 @@ class SweepShardOperator(AtlasBaseOperator):
         if failed:
             raise AirflowException(
                 f"{len(failed)} of {len(targets)} pair(s) failed: "
-                + "; ".join(f"{t.label}: {t.result['error']}" for t in failed)
+                + "; ".join(f"{t.label}: {(t.result or {}).get('error')}" for t in failed)
             )
         return to_xcom([target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)) for target in swept])
 
@@ -221,7 +230,7 @@ class ReconcileSweepQueueOperator(AtlasBaseOperator):
         self.shard = shard
         self.strategy = strategy
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         out = []
         for target in normalize_targets(self.targets, self.shard, self.strategy):
             if target.status in (SKIPPED, "dry_run"):

@@ -5,9 +5,9 @@ from typing import Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.results import SweepTimestamps
-from airflow_atlas.airflow.xcom import to_xcom
-from airflow_atlas.airflow.settings import EXECUTION_MODES
+from airflow_atlas.airflow.settings import EXECUTION_MODES, AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget, as_int, batches
+from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 
@@ -33,7 +33,7 @@ class ComputeSweepTimestampsOperator(AtlasBaseOperator):
         super().__init__(**kwargs)
         self.explain = explain
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         timestamps = SweepTimestamps(store.sweep_timestamps.all())
         self.log.info("sweep timestamps: %s", timestamps.timestamps)
         if self.explain:
@@ -99,7 +99,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         self.group_size = group_size
         self.execution_mode = execution_mode
 
-    def execute_with_store(self, context, store, settings):
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         if settings.shard_count and store.number_of_shards() < settings.shard_count:
             self.log.info("growing the store to %d shards (setting shard_count)", settings.shard_count)
             store.initialize(shards=settings.shard_count)

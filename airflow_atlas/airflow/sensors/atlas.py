@@ -14,6 +14,7 @@ retries.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -22,7 +23,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.airflow.triggers.atlas import (
     LockFreeTrigger,
     SweepableWorkTrigger,
@@ -35,10 +35,11 @@ from airflow_atlas.airflow.triggers.atlas import (
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.sweep.targeted import TargetedSweeper
 
 
 class AtlasBaseSensor(BaseSensorOperator):
-    template_fields = ("store_conn_id", "store_config")
+    template_fields: Sequence[str] = ("store_conn_id", "store_config")
     ui_color = "#fdf3e1"
 
     def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, deferrable: bool = True, **kwargs):
@@ -166,7 +167,11 @@ class LockFreeSensor(AtlasBaseSensor):
         self.strategy = strategy
 
     def _name(self) -> str:
-        return self.lock or TargetedSweeper.lock_name(int(self.shard), self.strategy)
+        if self.lock:
+            return self.lock
+        if self.shard is None or self.strategy is None:  # a lock template rendered empty
+            raise InvalidInputError("LockFreeSensor: the lock name is empty and no shard and strategy are given")
+        return TargetedSweeper.lock_name(int(self.shard), self.strategy)
 
     def check(self, store):
         return check_lock_free(store, self._name())

@@ -14,7 +14,8 @@ take over). The check functions are shared with the sensors' non-deferrable ``po
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 

@@ -13,7 +13,7 @@ pytestmark = [pytest.mark.airflow, pytest.mark.spark]
 
 
 def test_targeted_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
-    from airflow_atlas.oracle import Reader, compare, obsolete_versions, observe
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
     store, _ = embedded_store

@@ -5,7 +5,6 @@ and progress; interleaved sweepers keep progress correct through check-and-set."
 from __future__ import annotations
 
 import dataclasses
-
 import time
 
 import pytest
