@@ -127,7 +127,8 @@ def test_validate_request_operator_pushes_each_key_and_fails_at_once_on_a_bad_fo
               "max_entries_per_second": None}
     out = operator.execute({"ti": ti, "params": params, "dag_run": None})
     assert out["shards"] == [1] and out["strategies"] == ["THOROUGH"] and out["tables"] == ["events"]
-    assert out["max_entries_per_second"] == store.config.sweep_max_entries_per_second  # unset: the setting
+    # unset: no layer of its own, the settings (Variable and below) decide when the sweep task runs
+    assert out["max_entries_per_second"] is None and out["store_config"] == {}
     assert ti.pushed["max_batches"] == 0 and ti.pushed["shards"] == [1] and ti.pushed["dry_run"] is True
     fails_at_once(lambda: operator.execute({"ti": TaskInstance(), "params": {**params, "shards": [SHARDS]}, "dag_run": None}),
                   "out of range")
