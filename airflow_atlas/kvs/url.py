@@ -23,12 +23,15 @@ from __future__ import annotations
 import math
 import os
 import re
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import InvalidInputError
 from . import consistency
 from .api import KeyValueService
+
+if TYPE_CHECKING:
+    import ssl
 
 STORE_URL_ENV = "ATLAS_STORE_URL"
 """The environment variable naming the store for processes without an argument for it (the CLI, a Spark
@@ -249,6 +252,23 @@ def _parse_hosts(hostpart: str) -> tuple[list[str], int | None]:
     return hosts, (ports.pop() if ports else None)
 
 
+def tls_context(ssl_ca: str | None = None, ssl_verify: bool = True) -> ssl.SSLContext:
+    """THE client TLS context of the project, for the URL options ``ssl_ca`` / ``ssl_verify`` and an Airflow
+    connection's TLS extras alike: the CA file ``ssl_ca`` pinned (without it, the system's CAs), the node's
+    certificate chain AND its name (the address or host name connected to) verified unless ``ssl_verify``
+    is false. A CA file that cannot be read or parsed is InvalidInputError (never retried)."""
+    import ssl
+
+    try:
+        context = ssl.create_default_context(cafile=ssl_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidInputError(f"cannot load the TLS CA file {ssl_ca!r}: {exc.__class__.__name__}") from None
+    if not ssl_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def _open_cassandra(url: str, opts: dict) -> KeyValueService:
     from .cassandra import CassandraKeyValueService, validate_keyspace
 
@@ -298,16 +318,7 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
         raise InvalidInputError("URL options ssl_ca / ssl_verify need ssl=true")
     kwargs: dict = dict(q)
     if ssl_on:
-        import ssl
-
-        try:
-            context = ssl.create_default_context(cafile=ssl_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise InvalidInputError(f"cannot load the TLS CA file {ssl_ca!r}: {exc.__class__.__name__}") from None
-        if not ssl_verify:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        kwargs["ssl_context"] = context
+        kwargs["ssl_context"] = tls_context(ssl_ca, ssl_verify)
     if port is not None:
         kwargs["port"] = port
     if username is not None:
