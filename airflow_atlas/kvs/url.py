@@ -110,6 +110,33 @@ def redact_url(url: str) -> str:
     return scrub(f"{scheme}://{prefix}{rest}", url_secrets(url))
 
 
+def url_option(url: object, name: str) -> str | None:
+    """The (decoded) value of the query option ``name`` of a store URL, or None (absent, not a URL)."""
+    if not isinstance(url, str) or "://" not in url:
+        return None
+    scheme = url.strip().partition("://")[0].lower()
+    try:
+        _, _, query = _split(url.strip(), scheme)
+        pairs = parse_qsl(query, keep_blank_values=True)
+    except (InvalidInputError, ValueError):
+        return None
+    return next((value for key, value in pairs if key == name), None)
+
+
+def with_url_option(url: str, name: str, value: str) -> str:
+    """``url`` with its query option ``name`` set to ``value`` (replaced, or added last); scheme,
+    credentials, hosts and keyspace are kept as they are written."""
+    from urllib.parse import urlencode
+
+    url = url.strip()
+    scheme, _, rest = url.partition("://")
+    at = -1 if scheme.lower() == "sqlite" else _userinfo_end(rest)
+    head, rest = rest[: at + 1], rest[at + 1 :]
+    path, _, query = rest.partition("?")
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != name] + [(name, value)]
+    return f"{scheme}://{head}{path}?{urlencode(pairs)}"
+
+
 def url_settings(url: object) -> dict[str, str]:
     """The replica-safety options of a ``cassandra://`` URL's query, as text (validated by the settings
     resolver, not here); ``{}`` for other URLs and for text that is not a URL."""

@@ -137,3 +137,58 @@ def test_the_connection_verifies_the_hostname_by_default(secure_node, secure_key
         set_connection(monkeypatch, CONN_ID, {**conn, "host": "127.0.0.10", "extra": {**conn["extra"], "ssl_verify": False}})
         with AtlasHook(CONN_ID) as hook:
             assert hook.get_store().number_of_shards() == SHARDS
+
+
+# ----- Spark standalone master (spark://127.0.0.5:7077, scripts/spark.sh; never started here) -----------------
+MASTER = "spark://127.0.0.5:7077"
+STANDALONE_CONF = {"spark.ui.enabled": "false", "spark.cores.max": "2", "spark.executor.memory": "512m"}
+
+
+@pytest.fixture
+def standalone(monkeypatch, tmp_path):
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.5", 7077), timeout=2).close()
+    except OSError:
+        pytest.fail(f"no Spark standalone master at {MASTER} (scripts/spark.sh start)")
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", json.dumps({"conn_type": "spark", "host": MASTER}))
+    monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
+    return "spark_standalone"
+
+
+def test_targeted_sweep_in_spark_mode_on_the_standalone_master(sweeper_store, secure_node, secure_keyspace, sweeper,
+                                                               standalone, monkeypatch, tmp_path):
+    set_settings(monkeypatch, **FAST, execution_mode="spark", spark_conn_id=standalone, spark_group_size=SHARDS * 2,
+                 spark_driver_host="127.0.0.5", spark_conf=STANDALONE_CONF)
+    run = sweep_and_check(sweeper_store, secure_node, secure_keyspace, sweeper, tmp_path, mode="spark")
+    swept = xcom(run, "shard.sweep", map_index=0)
+    assert {t["result"]["status"] for t in swept} == {"caught_up"}, swept
+
+
+def test_the_pinned_ca_travels_with_the_job(sweeper_store, secure_node, secure_keyspace, sweeper, standalone):
+    """The CA named by a path that exists for the driver only: ``../<dir>/ca.pem`` from spark-submit's
+    working directory (a private directory in the temp dir) is a file there, and nothing in an executor's
+    working directory (``work/<app>/<n>`` of its worker). The executors pin the content the driver read."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+
+    directory = Path(tempfile.gettempdir()) / f"atlas-ca-only-here-{uuid.uuid4().hex[:8]}"
+    directory.mkdir()
+    try:
+        shutil.copy(secure_node.ca, directory / "ca.pem")
+        url = secure_node.url(sweeper, PASSWORD, secure_keyspace, create_keyspace="false")
+        url = url.replace(f"ssl_ca={secure_node.ca}", f"ssl_ca=../{directory.name}/ca.pem")
+        pairs = [(shard, strategy) for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")]
+        doc = submit_targeted_sweep(None, spark_conn_id=standalone, store_url=url, pairs=pairs, batch_limit=50,
+                                    max_iterations=None, dry_run=False, settings={"unreadable_window_seconds": 0},
+                                    driver_host="127.0.0.5", spark_conf=STANDALONE_CONF).to_json()
+    finally:
+        shutil.rmtree(directory)
+    assert doc["ok"] and doc["master"] == MASTER, doc
+    executors = {r["executor"]["pid"] for r in doc["results"]}
+    assert executors and all(r["status"] in ("caught_up", "skipped_locked") for r in doc["results"]), doc
+    assert PASSWORD not in json.dumps(doc)
