@@ -24,11 +24,15 @@ import math
 import os
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qsl, unquote
 
 from ..errors import InvalidInputError
 from . import consistency
 from .api import KeyValueService
+
+if TYPE_CHECKING:
+    import ssl
 
 STORE_URL_ENV = "ATLAS_STORE_URL"
 """The environment variable naming the store for processes without an argument for it (the CLI, a Spark
@@ -105,6 +109,33 @@ def redact_url(url: str) -> str:
         prefix = ""
     rest = re.sub(r"(?i)([?&]password=)[^&#]*", r"\1***", rest)
     return scrub(f"{scheme}://{prefix}{rest}", url_secrets(url))
+
+
+def url_option(url: object, name: str) -> str | None:
+    """The (decoded) value of the query option ``name`` of a store URL, or None (absent, not a URL)."""
+    if not isinstance(url, str) or "://" not in url:
+        return None
+    scheme = url.strip().partition("://")[0].lower()
+    try:
+        _, _, query = _split(url.strip(), scheme)
+        pairs = parse_qsl(query, keep_blank_values=True)
+    except (InvalidInputError, ValueError):
+        return None
+    return next((value for key, value in pairs if key == name), None)
+
+
+def with_url_option(url: str, name: str, value: str) -> str:
+    """``url`` with its query option ``name`` set to ``value`` (replaced, or added last); scheme,
+    credentials, hosts and keyspace are kept as they are written."""
+    from urllib.parse import urlencode
+
+    url = url.strip()
+    scheme, _, rest = url.partition("://")
+    at = -1 if scheme.lower() == "sqlite" else _userinfo_end(rest)
+    head, rest = rest[: at + 1], rest[at + 1 :]
+    path, _, query = rest.partition("?")
+    pairs = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if k != name] + [(name, value)]
+    return f"{scheme}://{head}{path}?{urlencode(pairs)}"
 
 
 def url_settings(url: object) -> dict[str, str]:
@@ -249,6 +280,23 @@ def _parse_hosts(hostpart: str) -> tuple[list[str], int | None]:
     return hosts, (ports.pop() if ports else None)
 
 
+def tls_context(ssl_ca: str | None = None, ssl_verify: bool = True) -> ssl.SSLContext:
+    """THE client TLS context of the project, for the URL options ``ssl_ca`` / ``ssl_verify`` and an Airflow
+    connection's TLS extras alike: the CA file ``ssl_ca`` pinned (without it, the system's CAs), the node's
+    certificate chain AND its name (the address or host name connected to) verified unless ``ssl_verify``
+    is false. A CA file that cannot be read or parsed is InvalidInputError (never retried)."""
+    import ssl
+
+    try:
+        context = ssl.create_default_context(cafile=ssl_ca)
+    except (OSError, ssl.SSLError) as exc:
+        raise InvalidInputError(f"cannot load the TLS CA file {ssl_ca!r}: {exc.__class__.__name__}") from None
+    if not ssl_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def _open_cassandra(url: str, opts: dict) -> KeyValueService:
     from .cassandra import CassandraKeyValueService, validate_keyspace
 
@@ -298,16 +346,7 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
         raise InvalidInputError("URL options ssl_ca / ssl_verify need ssl=true")
     kwargs: dict = dict(q)
     if ssl_on:
-        import ssl
-
-        try:
-            context = ssl.create_default_context(cafile=ssl_ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise InvalidInputError(f"cannot load the TLS CA file {ssl_ca!r}: {exc.__class__.__name__}") from None
-        if not ssl_verify:
-            context.check_hostname = False
-            context.verify_mode = ssl.CERT_NONE
-        kwargs["ssl_context"] = context
+        kwargs["ssl_context"] = tls_context(ssl_ca, ssl_verify)
     if port is not None:
         kwargs["port"] = port
     if username is not None:

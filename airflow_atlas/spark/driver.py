@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from ..errors import is_retriable
 from ..kvs.url import redact_url, scrub
 from .args import effective_max_failures, settings_from_spark_conf
+from .ca import job_ca
 from .connect import is_connect, run_items, server_facts
 from .document import JobDocument, summarize
 from .executor import TaskSpec, classify_job_error, run_partition
@@ -75,9 +76,10 @@ def run_job(
     max_attempts = effective_max_failures(master, max_failures)
     # Serialised once: every task opens its store with these values (StoreConfig(**merged)).
     merged = job_config(conf_items, settings).to_json()
+    ca_pem = job_ca(store_url)  # the pinned CA travels with the job (see .ca)
     job, items = job.plan(lambda: open_store(store_url, merged))
     spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=app_id,
-                    job=job, open_store=open_store)
+                    job=job, open_store=open_store, ca_pem=ca_pem)
     if is_connect(spark):  # the engine zip is a session artifact (connect.open_session)
         results = run_items(spark, spec, items)
     else:

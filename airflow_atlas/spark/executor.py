@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import ExecutorEnvironmentError, is_retriable
 from ..kvs.url import scrub
+from .ca import task_url
 from .document import FAILED, ItemResult
 
 PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
@@ -64,13 +65,13 @@ def _acquire_store(spec: TaskSpec):
     """The store for a task: a kept one of this process (default opener), else a new one."""
     key = _kept_key(spec)
     if key is None:
-        return spec.open_store(spec.store_url, spec.settings)
+        return spec.open_store(spec.task_store_url(), spec.settings)
     with _KEPT_LOCK:
         kept = _KEPT.pop(key, None)
         if kept is not None and kept[0] == os.getpid():
             _KEPT[key] = kept  # most recently used last
             return kept[1]
-        store = open_store(spec.store_url, spec.settings)
+        store = open_store(spec.task_store_url(), spec.settings)
         _KEPT[key] = (os.getpid(), store)
         evicted = []
         while len(_KEPT) > KEPT_STORES_MAX:
@@ -122,6 +123,12 @@ class TaskSpec:
     app_id: str
     job: Any  # a strategy of airflow_atlas.spark.jobs
     open_store: Callable = open_store
+    ca_pem: str | None = field(default=None, repr=False)
+    """The content of the URL's pinned CA file, read by the driver (:mod:`.ca`: it travels with the job)."""
+
+    def task_store_url(self) -> str:
+        """The URL this task opens: ``ssl_ca`` pointing at this machine's copy of the job's CA."""
+        return task_url(self.store_url, self.ca_pem)
 
 
 def environment_error(exc: ModuleNotFoundError) -> ExecutorEnvironmentError:

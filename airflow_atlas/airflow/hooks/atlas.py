@@ -6,6 +6,12 @@ Two connection types are understood:
     * host: contact points, comma separated (``10.0.0.1,10.0.0.2``); port: native port (9042)
     * schema: the keyspace (required)
     * login / password: PlainText authentication
+    * TLS extras, the same names and meaning as the store URL's options: ``ssl`` (bool), ``ssl_ca`` (the
+      absolute path of the CA file to pin; without it the system's CAs), ``ssl_verify`` (bool, default
+      true: the node's certificate chain AND its name are verified). The provider's ``ssl_options`` turns
+      TLS on too, its ``ca_certs`` being ``ssl_ca``. In the task and on Spark executors alike the TLS
+      context is :func:`airflow_atlas.kvs.url.tls_context` (hostname verification on by default, unlike
+      the driver's own handling of ``ssl_options``); Spark jobs get them as the URL's ``ssl*`` options.
     * extra (JSON): the provider's keys ``ssl_options`` (e.g. ``{"ca_certs": "/etc/ca.pem"}``),
       ``load_balancing_policy`` + ``load_balancing_policy_args``, ``protocol_version``, ``cql_version``;
       and ours: ``create_keyspace`` (bool, default false), ``replication_factor`` (int, default 1),
@@ -20,7 +26,7 @@ Two connection types are understood:
 
         AIRFLOW_CONN_ATLAS_DEFAULT='{"conn_type": "cassandra", "host": "10.0.0.1,10.0.0.2", "port": 9042,
             "schema": "atlas", "login": "sweeper", "password": "...",
-            "extra": {"ssl_options": {"ca_certs": "/etc/ssl/ca.pem"},
+            "extra": {"ssl": true, "ssl_ca": "/etc/ssl/atlas-ca.pem",
                       "load_balancing_policy": "DCAwareRoundRobinPolicy",
                       "load_balancing_policy_args": {"local_dc": "dc1"}}}'
 
@@ -91,6 +97,34 @@ def _bool_extra(conn, name: str, default: bool) -> bool:
         raise InvalidInputError(f"connection {conn.conn_id!r}: extra {name} must be true or false, got {value!r}") from None
 
 
+def connection_tls(conn) -> dict:
+    """The TLS of a ``cassandra`` connection, validated: ``{"ssl": bool, "ssl_ca": path or None,
+    "ssl_verify": bool}`` from the extras ``ssl`` / ``ssl_ca`` / ``ssl_verify`` (the store URL's options)
+    or the provider's ``ssl_options`` (TLS on; its ``ca_certs`` is the CA). Secret-free."""
+    conn_id = conn.conn_id
+    ssl_options = _extra(conn, "ssl_options")
+    if ssl_options in ("", None):
+        ssl_options = None
+    elif not isinstance(ssl_options, dict):
+        raise InvalidInputError(f"connection {conn_id!r}: extra ssl_options must be a JSON object")
+    ca = _extra(conn, "ssl_ca")
+    provider_ca = (ssl_options or {}).get("ca_certs")
+    if ca and provider_ca and ca != provider_ca:
+        raise InvalidInputError(
+            f"connection {conn_id!r}: extras ssl_ca and ssl_options.ca_certs name different CA files: keep one"
+        )
+    ca = ca or provider_ca or None
+    on = _bool_extra(conn, "ssl", bool(ssl_options))
+    verify = _bool_extra(conn, "ssl_verify", True)
+    if not on and (ca is not None or _extra(conn, "ssl_verify") is not None or ssl_options is not None):
+        raise InvalidInputError(f"connection {conn_id!r}: extras ssl_ca / ssl_verify / ssl_options need ssl true")
+    if ca is not None and (not isinstance(ca, str) or not os.path.isabs(ca.strip())):
+        raise InvalidInputError(
+            f"connection {conn_id!r}: extra ssl_ca must be the absolute path of the CA file, got {ca!r}"
+        )
+    return {"ssl": on, "ssl_ca": ca.strip() if ca else None, "ssl_verify": verify}
+
+
 def connection_layer(conn) -> Layer:
     """The replica-safety settings a ``cassandra`` connection's extras set, as the settings resolver's
     ``STORE`` layer (text or JSON values; checked by the resolver, naming the connection)."""
@@ -150,7 +184,7 @@ def describe_connection(conn) -> dict:
             "port": int(conn.port) if conn.port else 9042,
             "keyspace": conn.schema,
             "authenticated": bool(conn.login),
-            "ssl": bool(_extra(conn, "ssl_options")),
+            **connection_tls(conn),
             "load_balancing_policy": _extra(conn, "load_balancing_policy") or "RoundRobinPolicy",
             "protocol_version": int(protocol) if protocol else DEFAULT_PROTOCOL_VERSION,
             "create_keyspace": _bool_extra(conn, "create_keyspace", False),
@@ -181,11 +215,12 @@ def store_url(conn) -> str:
         "create_keyspace": "true" if info["create_keyspace"] else "false",
         "replication_factor": info["replication_factor"],
     }
-    ssl_options = _extra(conn, "ssl_options")
-    if ssl_options:
+    if info["ssl"]:
         query["ssl"] = "true"
-        if isinstance(ssl_options, dict) and ssl_options.get("ca_certs"):
-            query["ssl_ca"] = ssl_options["ca_certs"]
+        if info["ssl_ca"]:
+            query["ssl_ca"] = info["ssl_ca"]
+        if not info["ssl_verify"]:
+            query["ssl_verify"] = "false"
     policy_args = _extra(conn, "load_balancing_policy_args")
     local_dc = policy_args.get("local_dc") if isinstance(policy_args, dict) else None
     datacenter = info["datacenter"] or local_dc
@@ -267,9 +302,13 @@ class AtlasHook(BaseHook):
             return SqliteKeyValueService(info["path"], create=not self.must_exist)
 
         from airflow_atlas.kvs.cassandra import CassandraKeyValueService
+        from airflow_atlas.kvs.url import tls_context
 
         conn_id = self.atlas_conn_id
         explicit_protocol = _extra(conn, "protocol_version") is not None
+        # The one TLS context of the project (as for the URL form): built here, so a CA file that cannot be
+        # read fails before connecting; kept by the factory (a forked child reuses it).
+        tls = tls_context(info["ssl_ca"], info["ssl_verify"]) if info["ssl"] else None
 
         def cluster_factory():
             # The Cassandra provider's hook reads the connection (hosts, port, auth, TLS, policies) and
@@ -284,6 +323,8 @@ class AtlasHook(BaseHook):
                 cluster = CassandraHook(cassandra_conn_id=conn_id).get_cluster()
             if not explicit_protocol:
                 cluster.protocol_version = DEFAULT_PROTOCOL_VERSION
+            if tls is not None:
+                cluster.ssl_context = tls  # over the driver's context from ssl_options (no hostname check)
             return cluster
 
         return CassandraKeyValueService(
@@ -302,7 +343,7 @@ class AtlasHook(BaseHook):
         """The store as an engine URL (``sqlite:///...`` / ``cassandra://...``) for processes without
         Airflow, e.g. Spark executors. It CONTAINS THE PASSWORD: never log it or put it in XCom (the Spark
         helper passes it through a private file). Only what the URL form supports is carried over:
-        hosts, port, keyspace, credentials, ``protocol_version``, TLS with ``ssl_options.ca_certs``, the
+        hosts, port, keyspace, credentials, ``protocol_version``, TLS (:func:`connection_tls`), the
         local datacenter of ``DCAwareRoundRobinPolicy``, and our ``create_keyspace`` /
         ``replication_factor`` extras. The replica-safety extras are settings: they reach Spark with the
         resolved settings (``store.config``), not in the URL."""

@@ -39,6 +39,8 @@ _CQL_NAME = re.compile(r"[A-Za-z0-9_]{1,222}", re.ASCII)
 # dropped while ``tablestats`` walks every table's MBean (nodetool filters only afterwards). Transient.
 _MBEAN_RACE = "Server is not initialized yet"
 TABLESTATS_ATTEMPTS = 4
+JMX_REFUSED = ("Authentication failed", "Credentials required", "Invalid username or password")
+"""What nodetool prints when a node's JMX refuses it (no or wrong credentials)."""
 
 
 class NodetoolError(RuntimeError):
@@ -102,7 +104,14 @@ class LocalNodetoolRunner:
             raise NodetoolError(f"nodetool {list(args)} timed out after {self.timeout_seconds:.0f}s on {node}") from exc
         if done.returncode != 0:
             where = "the local node" if node == "local" else node
-            raise NodetoolError(f"nodetool {list(args)} exited {done.returncode} on {where}: {_tail(done.stderr or done.stdout)}")
+            output = done.stderr or done.stdout
+            refused = next((line.strip() for line in output.splitlines() if any(t in line for t in JMX_REFUSED)), None)
+            if refused:  # the useful line is at the head, above the stack trace
+                raise NodetoolError(
+                    f"nodetool {list(args)} on {where}: JMX refused the credentials ({_tail(refused, 300)}); give "
+                    "the JMX user and nodetool's password file in the nodetool_command setting (-u USER -pwf FILE)"
+                )
+            raise NodetoolError(f"nodetool {list(args)} exited {done.returncode} on {where}: {_tail(output)}")
         return NodetoolOutput(node, tuple(args), done.stdout)
 
 

@@ -48,6 +48,8 @@ def test_cassandra_connection_is_read_like_the_provider_does():
         "keyspace": "atlas",
         "authenticated": True,
         "ssl": True,
+        "ssl_ca": "/etc/ca.pem",
+        "ssl_verify": True,
         "load_balancing_policy": "DCAwareRoundRobinPolicy",
         "protocol_version": 4,
         "create_keyspace": True,

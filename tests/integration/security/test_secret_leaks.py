@@ -1,0 +1,179 @@
+"""Issue 22 item 4 on real processes: with a real password on the secured node, during and after
+``atlas_targeted_sweep`` in Spark mode (spark-submit on ``local[2]``) and in the task, the password and its
+URL-encoded forms appear in none of the places below; a failure names the place.
+
+* ``/proc/*/cmdline`` of every process (spark-submit, the driver's JVM and Python, the executors' Python
+  workers), sampled every 0.1 s while the run goes on;
+* the Spark application's environment JSON (the driver UI's REST endpoint ``/api/v1/applications/<id>/environment``),
+  fetched while the application runs;
+* the Airflow task logs of the ``dag.test()`` runs (what they wrote: captured output and log records, and
+  any file under ``$AIRFLOW_HOME/logs``);
+* every XCom value and every rendered template field of the runs (the metadata database);
+* the status JSON (``atlas-sweep status --json`` as the sweeper) and the run's swept results;
+* exception messages: a run with a wrong password (texts and the exception of the hook, with its chain).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+import time
+import traceback
+import urllib.request
+import uuid
+from pathlib import Path
+from urllib.parse import quote, quote_plus
+
+import pytest
+
+from tests.airflow.conftest import CONN_ID, FAST, SHARDS, load_dag, set_connection, set_settings, settle, task_states
+from tests.integration.cli.conftest import Cli
+from tests.integration.security.test_secured_airflow import PASSWORD, connection, sweeper, sweeper_store  # noqa: F401
+
+pytestmark = [pytest.mark.cassandra, pytest.mark.airflow, pytest.mark.spark]
+
+
+def forms(secret: str) -> set[str]:
+    return {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
+
+
+class Places:
+    """Text seen per place; :meth:`check` fails naming every place that holds a form of the secret."""
+
+    def __init__(self, secret: str):
+        self.forms = forms(secret)
+        self.texts: dict[str, list[str]] = {}
+
+    def add(self, place: str, text: str) -> None:
+        self.texts.setdefault(place, []).append(text)
+
+    def check(self, *required: str) -> None:
+        missing = [p for p in required if not any(self.texts.get(p, []))]
+        assert not missing, f"nothing was seen in {missing}: the scan of those places would prove nothing"
+        leaks = sorted({place for place, texts in self.texts.items() for t in texts for f in self.forms if f in t})
+        assert not leaks, f"the password leaked into: {', '.join(leaks)}"
+
+
+class ProcessSampler(threading.Thread):
+    """Reads ``/proc/*/cmdline`` of every process and the Spark UI's environment JSON every 0.1 s."""
+
+    def __init__(self, places: Places, ui_port: int):
+        super().__init__(daemon=True)
+        self.places, self.ui_port = places, ui_port
+        self.stop = threading.Event()
+        self.commands: set[str] = set()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            for proc in Path("/proc").iterdir():
+                if not proc.name.isdigit():
+                    continue
+                try:
+                    command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                except OSError:
+                    continue
+                if command and command not in self.commands:
+                    self.commands.add(command)
+                    self.places.add("/proc/*/cmdline", command)
+            self._spark_environment()
+            time.sleep(0.1)
+
+    def _spark_environment(self) -> None:
+        base = f"http://127.0.0.1:{self.ui_port}/api/v1/applications"
+        try:
+            apps = json.loads(urllib.request.urlopen(base, timeout=1).read())
+            for app in apps:
+                env = urllib.request.urlopen(f"{base}/{app['id']}/environment", timeout=2).read().decode()
+                self.places.add("Spark application environment JSON", env)
+        except (OSError, ValueError):
+            pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _database(places: Places, run) -> None:
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        for row in session.query(XComModel).filter_by(dag_id=run.dag_id, run_id=run.run_id):
+            places.add("XCom values", json.dumps(XComModel.deserialize_value(row), default=str))
+        for row in session.query(RenderedTaskInstanceFields).filter_by(dag_id=run.dag_id, run_id=run.run_id):
+            places.add("rendered template fields", json.dumps(row.rendered_fields, default=str))
+
+
+def _logs(places: Places, caplog, capfd, airflow_home) -> None:
+    out, err = capfd.readouterr()
+    places.add("Airflow task logs", caplog.text + out + err)
+    for path in Path(airflow_home, "logs").rglob("*"):
+        if path.is_file():
+            places.add("Airflow task logs", path.read_text(errors="replace"))
+
+
+def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace, sweeper, monkeypatch, tmp_path,  # noqa: F811
+                                    airflow_home, caplog, capfd):
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    places = Places(PASSWORD)
+    ui_port = _free_port()
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_TEST", json.dumps({"conn_type": "spark", "host": "local[2]"}))
+    runs = []
+    for mode in ("spark", "in_task"):
+        run_workload(sweeper_store, WorkloadSpec(transactions=30, rows=20, seed=len(runs) + 3))
+        settle(sweeper_store)
+        extra = {"execution_mode": "spark", "spark_conn_id": "spark_test", "spark_group_size": SHARDS * 2,
+                 "spark_conf": {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}} if mode == "spark" else {}
+        set_settings(monkeypatch, **FAST, **extra)
+        sampler = ProcessSampler(places, ui_port)
+        sampler.start()
+        try:
+            run = load_dag("atlas_targeted_sweep").test()
+        finally:
+            sampler.stop.set()
+            sampler.join(timeout=10)
+        assert str(run.state) == "success", task_states(run)
+        runs.append(run)
+        if mode == "spark":
+            seen = "\n".join(sampler.commands)
+            assert "spark-submit" in seen or "SparkSubmit" in seen, "the sampler never saw spark-submit run"
+            assert "pyspark" in seen, "the sampler never saw a Python worker"
+    for run in runs:
+        _database(places, run)
+    _logs(places, caplog, capfd, airflow_home)
+
+    # status JSON, as the sweeper sees it (after the sampling: this command line holds the URL by design)
+    status = Cli(secure_node.url(sweeper, PASSWORD, secure_keyspace), tmp_path).ok("status", "--json")
+    places.add("status JSON", status.stdout + status.stderr)
+
+    # exception messages: the same DAG with a wrong password, and the hook's exception with its chain
+    wrong = "wr0ng:p@ss/" + uuid.uuid4().hex[:8]
+    wrong_places = Places(wrong)
+    set_connection(monkeypatch, CONN_ID, connection(secure_node, secure_keyspace, sweeper, wrong))
+    set_settings(monkeypatch, **FAST)
+    failed = load_dag("atlas_targeted_sweep").test()
+    assert str(failed.state) == "failed"
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+
+    with AtlasHook(CONN_ID) as hook, pytest.raises(Exception) as refused:
+        hook.get_store()
+    wrong_places.add("exception messages", "".join(traceback.format_exception(refused.value)) + repr(refused.value))
+    _logs(wrong_places, caplog, capfd, airflow_home)
+    _database(wrong_places, failed)
+    assert "refused the credentials" in str(refused.value)
+
+    probe = Places(PASSWORD)  # the scan itself finds every form
+    for form in probe.forms:
+        probe.add("probe", f"x{form}x")
+        with pytest.raises(AssertionError, match="probe"):
+            probe.check()
+        probe.texts.clear()
+    places.check("/proc/*/cmdline", "Spark application environment JSON", "Airflow task logs", "XCom values",
+                 "rendered template fields", "status JSON")
+    wrong_places.check("exception messages", "Airflow task logs")
+    assert os.environ.get(f"AIRFLOW_CONN_{CONN_ID.upper()}")  # (the test's own connection: env, by design)
