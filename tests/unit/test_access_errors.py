@@ -28,7 +28,8 @@ def test_missing_permission_names_permission_and_resource_and_is_not_retried():
 
 
 def test_refused_credentials_on_every_host_is_an_authentication_error():
-    exc = NoHostAvailable("Unable to connect to any servers", {"h1:9042": AuthenticationFailed("Bad credentials pw")})
+    exc = NoHostAvailable("Unable to connect to any servers", {"h1:9042": AuthenticationFailed(
+        'Error from server: code=0100 [Bad credentials] message="Provided username sweeper and/or password are incorrect" pw')})
     err = translate(exc, "connect", None, "ks", ["pw"])
     assert isinstance(err, StoreAuthenticationError) and not is_retriable(err)
     assert "pw" not in str(err)
@@ -41,6 +42,15 @@ def test_tls_failure_on_every_host_is_a_tls_error():
     })
     err = translate(exc, "connect", None, "ks", [])
     assert isinstance(err, StoreTlsError) and not is_retriable(err)
+
+
+def test_an_authentication_the_node_could_not_perform_stays_retriable():
+    """While system_auth's replicas come up a node answers AuthenticationFailed without judging the password."""
+    exc = NoHostAvailable("Unable to connect to any servers", {"h1:9042": AuthenticationFailed(
+        "Failed to authenticate to h1:9042: Error from server: code=0100 [Bad credentials] message=\"Unable to "
+        "perform authentication: Cannot achieve consistency level LOCAL_ONE\"")})
+    err = translate(exc, "connect", None, "ks", [])
+    assert isinstance(err, StoreUnavailableError) and is_retriable(err)
 
 
 def test_mixed_host_errors_stay_retriable():

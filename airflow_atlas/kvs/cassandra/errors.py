@@ -67,6 +67,14 @@ def _host_errors(exc: NoHostAvailable) -> list[BaseException]:
     return [e for e in errors.values() if isinstance(e, BaseException)]
 
 
+def _refused_credentials(exc: BaseException) -> bool:
+    """An authentication failure that judged the credentials (wrong password, a role without LOGIN), not one
+    where the node could not check them yet ("Unable to perform authentication: Cannot achieve consistency
+    level ..." while system_auth's replicas come up; the server files both under code 0100 "Bad
+    credentials"): only the first is final."""
+    return "Unable to perform authentication" not in str(exc)
+
+
 def access_error(exc: BaseException, op: str, where: str, detail: str) -> Exception | None:
     """The non-retriable access error behind ``exc`` (every host refused us for the same reason), or None."""
     if isinstance(exc, Unauthorized):
@@ -77,7 +85,7 @@ def access_error(exc: BaseException, op: str, where: str, detail: str) -> Except
     if not isinstance(exc, NoHostAvailable):
         return None
     errors = _host_errors(exc)
-    if errors and all(isinstance(e, AuthenticationFailed) for e in errors):
+    if errors and all(isinstance(e, AuthenticationFailed) and _refused_credentials(e) for e in errors):
         return StoreAuthenticationError(f"cassandra {op}{where}: the store refused the credentials ({detail})")
     if errors and all(isinstance(e, ssl.SSLError) or any(t in str(e) for t in TLS_FAILURES) for e in errors):
         return StoreTlsError(
