@@ -585,8 +585,8 @@ password = open(password_file).read()
 context = ssl.create_default_context(cafile=ca)
 
 
-def session_as(user, pw):
-    cluster = Cluster(hosts, auth_provider=PlainTextAuthProvider(user, pw), ssl_context=context,
+def session_as(user, pw, contact=None):
+    cluster = Cluster(contact or hosts, auth_provider=PlainTextAuthProvider(user, pw), ssl_context=context,
                       ssl_options={"check_hostname": True}, protocol_version=5, connect_timeout=10)
     try:
         return cluster, cluster.connect()
@@ -628,6 +628,16 @@ while True:
     break
 session.execute("ALTER ROLE cassandra WITH SUPERUSER = false AND LOGIN = false")
 cluster.shutdown()
+# Every node authenticates on its own (after a restart, system_auth's replicas may still be coming up there).
+for host in hosts if len(hosts) > 1 else []:
+    while True:
+        try:
+            session_as(admin, password, [host])[0].shutdown()
+            break
+        except NoHostAvailable as exc:
+            if time.monotonic() > deadline:
+                sys.exit(f"{admin} cannot log in through {host} alone: {exc}")
+            time.sleep(2)
 print(f"role {admin} set up; the default superuser can no longer log in", file=sys.stderr)
 PY
 }
