@@ -31,8 +31,7 @@ import threading
 import time
 from collections import defaultdict
 
-from ..encoding import LONG_MAX
-from ..errors import CorruptTransactionDataError, InvalidInputError, TableNotFoundError
+from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from ..kvs.consistency import Operation
 from ..validation import check_int
@@ -41,15 +40,10 @@ from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .deleter import SweepDeleter
 from .intensity import SweepPacer
 from .lease_keeper import FixedLease, LeaseKeeper
+from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
 from .reader import BatchReadAhead
-from .results import (
-    LockHolderInfo,
-    ShardSweepResult,
-    SweepResult,
-    default_holder,
-    holder_process_gone,
-)
+from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_holder
 
 log = logging.getLogger(__name__)
 
@@ -62,46 +56,16 @@ def _check_batch_limit(batch_limit: object) -> int:
     declaration, StoreConfig; the engine does not import the settings)."""
     return check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
 
-class TargetedSweeper:
+class TargetedSweeper(SweepPairs):
     def __init__(self, store) -> None:
-        self._store = store
+        super().__init__(store)
         self._kvs = store.kvs
-        self._queue = store.queue
         self._deleter = SweepDeleter(store.kvs)
         # (shard, strategy) -> (start_ts, commit_ts) of the first transaction found committed too late.
         self._blocked: dict[tuple[int, str], tuple[int, int]] = {}
         self._blocked_lock = threading.Lock()
         # (shard, strategy) -> the next batch read ahead while the current one is deleted (reader.py).
         self._read_ahead: dict[tuple[int, str], BatchReadAhead] = {}
-
-    # ----- naming and validation -------------------------------------------------------------------
-    @staticmethod
-    def lock_name(shard: int, strategy: SweepStrategy | str) -> str:
-        return f"sweep/{SweepStrategy.parse(strategy).value.lower()}/{int(shard)}"
-
-    def _check(self, shard, strategy) -> tuple[int, SweepStrategy]:
-        strategy = SweepStrategy.parse_swept(strategy)
-        check_int(shard, "shard")
-        shards = self._queue.progress.get_number_of_shards()
-        if not 0 <= shard < shards:
-            raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
-        return shard, strategy
-
-    def check_sweep_ts(self, sweep_ts) -> None:
-        """A caller-supplied sweep timestamp (e.g. from XCom) must be a non-negative integer that the
-        timestamp service has issued: a value from the future would sweep versions open transactions
-        still read. (Only the compute-sweep-timestamps step should supply it; the engine cannot check a
-        past value against the immutable timestamp cheaply, because that may dip briefly while a
-        transaction registers.)"""
-        if sweep_ts is None:
-            return
-        check_int(sweep_ts, "sweep_ts", 0, LONG_MAX)
-        issued = self._store.timestamps.current_bound()
-        if sweep_ts > issued:
-            raise InvalidInputError(
-                f"sweep_ts {sweep_ts} is above every timestamp issued so far ({issued}): "
-                "pass the sweep timestamp computed by the store (sweep_timestamps), never a guess"
-            )
 
     # ----- the iteration ---------------------------------------------------------------------------
     def run_iteration(
@@ -222,14 +186,6 @@ class TargetedSweeper:
             if not dry_run:
                 self._record_run(summary)
         return summary
-
-    def lock_holder(self, shard: int, strategy: SweepStrategy | str) -> LockHolderInfo:
-        """Who holds the pair's lease now (all None when nobody does)."""
-        shard, strategy = self._check(shard, strategy)
-        state = self._store.locks.describe(self.lock_name(shard, strategy))
-        if state is None or state.expired or not state.holder:
-            return LockHolderInfo(None, None, None)
-        return LockHolderInfo(state.holder, state.expires_at, holder_process_gone(state.holder))
 
     def _record_run(self, summary: ShardSweepResult) -> None:
         try:
@@ -462,35 +418,6 @@ class TargetedSweeper:
             except TableNotFoundError:
                 # Dropped between the check and the delete: its entries are obsolete, skip them.
                 result.entries_skipped_dropped_tables += len(versions) + len(cells)
-
-    # ----- observation -----------------------------------------------------------------------------
-    def has_sweepable_work(self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None) -> bool:
-        shard, strategy = self._check(shard, strategy)
-        if sweep_ts is None:
-            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
-        old = self._queue.progress.get_progress(shard, strategy)
-        if old >= sweep_ts - 1:
-            return False
-        return self._queue.reader.next_fine_partition(shard, strategy, old, sweep_ts) is not None
-
-    def sweepable_entries(
-        self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None, *, cap: int | None = None
-    ) -> int:
-        """THE count of a pair's sweepable entries: queued writes with a start timestamp above the pair's
-        progress and below ``sweep_ts`` (default: the strategy's sweep timestamp now). Counting stops at
-        ``cap`` (the result is then ``cap``, meaning "at least"). Used by ``status``, the CLI's progress
-        bar and the operators' in-task / Spark decision."""
-        shard, strategy = self._check(shard, strategy)
-        if sweep_ts is None:
-            sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
-        progress = self._queue.progress.get_progress(shard, strategy)
-        if progress >= sweep_ts - 1:
-            return 0
-        if cap is None:
-            return self._queue.reader.count_entries(shard, strategy, progress, sweep_ts)
-        if cap <= 0:
-            return 0
-        return self._queue.reader.count_entries(shard, strategy, progress, sweep_ts, cap=cap)
 
 
 def _count_rows(cleaned) -> int:
