@@ -175,10 +175,9 @@ class StatusCollector:
         if not isinstance(max_age_seconds, (int, float)) or not 0 <= max_age_seconds < float("inf"):
             raise InvalidInputError(f"max_age_seconds must be a non-negative number of seconds, got {max_age_seconds!r}")
         self._open_store = open_store
-        self._options = {
-            "shards": shards, "strategies": strategies, "window_seconds": window_seconds,
-            "history_limit": history_limit, "backlog_cap": backlog_cap,
-        }
+        self._shards, self._strategies = shards, strategies
+        self.window_seconds = float(window_seconds)
+        self.history_limit = history_limit
         self.backlog_cap = backlog_cap
         self.timeout_seconds = float(timeout_seconds)
         self.max_age_seconds = float(max_age_seconds)
@@ -232,7 +231,8 @@ class StatusCollector:
         store = None
         try:
             store = self._open_store()
-            document = build_status(store, **self._options)
+            document = build_status(store, self._shards, self._strategies, window_seconds=self.window_seconds,
+                                    history_limit=self.history_limit, backlog_cap=self.backlog_cap)
         except Exception as exc:  # a scrape reports the failure as atlas_status_up 0, never raises
             log.warning("atlas metrics: reading the status failed: %s: %s", type(exc).__name__, exc)
             if store is not None and self._on_error is not None:
