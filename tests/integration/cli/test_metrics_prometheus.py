@@ -77,17 +77,22 @@ def exporter_of(tmp_path):
 
 @pytest.fixture
 def prometheus(tmp_path):
-    """Starts a private Prometheus scraping 127.0.0.1:PORT every second; returns a query function."""
+    """Starts a private Prometheus scraping 127.0.0.1:PORT every second (optionally another path, with a
+    bearer token); returns a query function and Prometheus's log file."""
     if not Path(PROMETHEUS).exists():
         pytest.fail(f"{PROMETHEUS} is missing: run scripts/ensure_prometheus.sh (Debian's prometheus package)")
     procs: list[subprocess.Popen] = []
 
-    def start(target_port: int):
+    def start(target_port: int, metrics_path: str = "/metrics", token: str | None = None):
         home = tmp_path / "prometheus"
         home.mkdir()
+        auth = ""
+        if token is not None:
+            (home / "token").write_text(token)
+            auth = f"    authorization:\n      credentials_file: {home / 'token'}\n"
         (home / "prometheus.yml").write_text(
             "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n  evaluation_interval: 1s\n"
-            "scrape_configs:\n  - job_name: atlas\n    static_configs:\n"
+            f"scrape_configs:\n  - job_name: atlas\n    metrics_path: {metrics_path}\n{auth}    static_configs:\n"
             f"      - targets: ['127.0.0.1:{target_port}']\n"
         )
         port = _free_port()
@@ -113,7 +118,7 @@ def prometheus(tmp_path):
         _stop(proc)
 
 
-def _wait_for(query, expr: str, log: Path, timeout: float = 90) -> list[dict]:
+def wait_for(query, expr: str, log: Path, timeout: float = 90) -> list[dict]:
     """The query's result once Prometheus has scraped a sample of it (1 s interval)."""
     deadline = time.monotonic() + timeout
     last: object = None
@@ -148,7 +153,7 @@ def _prepare(cli: Cli) -> None:
 
 def _check_prometheus_against_status(cli: Cli, exporter_of, prometheus) -> None:
     query, log = prometheus(exporter_of(cli))
-    assert _wait_for(query, "atlas_status_up == 1", log)
+    assert wait_for(query, "atlas_status_up == 1", log)
     status = cli.json("status")
     rows = {(r["shard"], r["strategy"]): r for r in status["shards"]}
 
@@ -156,7 +161,7 @@ def _check_prometheus_against_status(cli: Cli, exporter_of, prometheus) -> None:
     assert [float(r["value"][1]) for r in up] == [1.0]
     assert float(query("atlas_store_shards")[0]["value"][1]) == status["number_of_shards"] == 2
 
-    progress = _by_pair(_wait_for(query, "atlas_sweep_progress_ts", log))
+    progress = _by_pair(wait_for(query, "atlas_sweep_progress_ts", log))
     backlog = _by_pair(query("atlas_sweep_backlog_entries"))
     failing = _by_pair(query("atlas_sweep_failing_runs"))
     held = _by_pair(query("atlas_sweep_lock_held"))
@@ -178,7 +183,7 @@ def _check_prometheus_against_status(cli: Cli, exporter_of, prometheus) -> None:
     assert failing_pairs == {k: v["failing_pairs"] for k, v in status["totals"].items()}
     # The sweep timestamp moves forward with time: a later scrape shows at least what status saw.
     for strategy, ts in status["sweep_timestamps"].items():
-        assert _wait_for(query, f'atlas_sweep_ts{{strategy="{strategy}"}} >= {ts}', log, timeout=30)
+        assert wait_for(query, f'atlas_sweep_ts{{strategy="{strategy}"}} >= {ts}', log, timeout=30)
     last_run = _by_pair(query("atlas_sweep_last_run_timestamp_seconds"))
     for pair, r in rows.items():
         assert abs(last_run[pair] - r["last_run"]["at"]) < 0.01, pair
@@ -199,3 +204,19 @@ def test_prometheus_scrapes_the_exporter_of_a_cassandra_store(tmp_path, exporter
     cli = Cli(url, tmp_path, ("unreadable_window_seconds=0",))
     _prepare(cli)
     _check_prometheus_against_status(cli, exporter_of, prometheus)
+
+
+def test_the_metrics_command_refuses_an_uninitialized_store_and_a_taken_port(sqlite_cli, tmp_path):
+    refused = sqlite_cli.run("metrics", "--once")
+    assert refused.returncode == 2 and "run 'atlas-sweep init' first" in refused.stderr
+    assert not (tmp_path / "atlas.db").exists()
+    sqlite_cli.ok("init")
+    once = sqlite_cli.ok("metrics", "--once").stdout
+    assert "atlas_status_up 1.0" in once and 'atlas_sweep_backlog_entries{shard="0",strategy="THOROUGH"} 0.0' in once
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        busy = sqlite_cli.run("metrics", "--listen", f"127.0.0.1:{port}", timeout=60)
+    assert busy.returncode == 2 and f"cannot listen on 127.0.0.1:{port}" in busy.stderr, busy.stderr
+    assert len(busy.stderr.strip().splitlines()) == 1
