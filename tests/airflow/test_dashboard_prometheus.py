@@ -39,7 +39,7 @@ def api_server(airflow_home):
     purge_cached_app()
 
 
-def test_prometheus_scrapes_the_plugins_metrics_with_a_token(api_server, embedded_store, prometheus):
+def test_prometheus_scrapes_the_plugins_metrics_with_a_token(api_server, embedded_store, prometheus):  # noqa: F811
     from airflow_atlas.status import compute_status
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
@@ -54,7 +54,7 @@ def test_prometheus_scrapes_the_plugins_metrics_with_a_token(api_server, embedde
     assert sum(backlog.values()) > 0
 
 
-def test_prometheus_without_a_token_is_refused(api_server, embedded_store, prometheus):
+def test_prometheus_without_a_token_is_refused(api_server, embedded_store, prometheus):  # noqa: F811
     port, _ = api_server
     query, log = prometheus(port, metrics_path="/atlas/metrics")
     (up,) = wait_for(query, 'up{job="atlas"}', log)
