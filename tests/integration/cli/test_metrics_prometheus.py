@@ -30,6 +30,7 @@ PROMETHEUS = os.environ.get("ATLAS_PROMETHEUS", "/usr/bin/prometheus")
 LIFETIME_SECONDS = 300
 """Each server started here ends by itself after this long (coreutils ``timeout``), whatever the test does."""
 HOLDER = "metrics-test-holder:1"
+EXPORTER_TIMEOUT_SECONDS = 0.5
 
 
 def _free_port() -> int:
@@ -57,8 +58,10 @@ def exporter_of(tmp_path):
         env = os.environ.copy()
         env.pop("ATLAS_STORE_URL", None)
         env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-        argv = ["timeout", str(LIFETIME_SECONDS)] + cli_command() + ["metrics", "--listen", "127.0.0.1:0",
-                                                                     "--store", str(cli.url)]
+        # A scrape answers within Prometheus's 1 s scrape timeout: a slower read says atlas_status_up 0
+        # and serves a later scrape (the bound the exporter promises).
+        argv = ["timeout", str(LIFETIME_SECONDS)] + cli_command() + [
+            "metrics", "--listen", "127.0.0.1:0", "--timeout", str(EXPORTER_TIMEOUT_SECONDS), "--store", str(cli.url)]
         for setting in cli.settings:
             argv += ["--set", setting]
         log = open(tmp_path / "exporter.log", "w")  # noqa: SIM115 - closed with the process below
@@ -157,14 +160,19 @@ def _check_prometheus_against_status(cli: Cli, exporter_of, prometheus) -> None:
     status = cli.json("status")
     rows = {(r["shard"], r["strategy"]): r for r in status["shards"]}
 
-    up = query('up{job="atlas"}')
-    assert [float(r["value"][1]) for r in up] == [1.0]
-    assert float(query("atlas_store_shards")[0]["value"][1]) == status["number_of_shards"] == 2
+    # Every scrape answered in time (a slow read is atlas_status_up 0, never a failed scrape).
+    assert wait_for(query, 'count_over_time(up{job="atlas"}[1m]) >= 3', log)
+    assert [float(r["value"][1]) for r in query('min_over_time(up{job="atlas"}[1m])')] == [1.0]
 
-    progress = _by_pair(wait_for(query, "atlas_sweep_progress_ts", log))
-    backlog = _by_pair(query("atlas_sweep_backlog_entries"))
-    failing = _by_pair(query("atlas_sweep_failing_runs"))
-    held = _by_pair(query("atlas_sweep_lock_held"))
+    def last(name: str) -> list[dict]:
+        """The newest sample of each series (a scrape whose read was slow has none of the atlas_sweep_*)."""
+        return query(f"last_over_time({name}[1m])")
+
+    assert float(last("atlas_store_shards")[0]["value"][1]) == status["number_of_shards"] == 2
+    progress = _by_pair(wait_for(query, "last_over_time(atlas_sweep_progress_ts[1m])", log))
+    backlog = _by_pair(last("atlas_sweep_backlog_entries"))
+    failing = _by_pair(last("atlas_sweep_failing_runs"))
+    held = _by_pair(last("atlas_sweep_lock_held"))
     assert set(progress) == set(backlog) == set(failing) == set(held) == set(rows)
     for pair, r in rows.items():
         assert progress[pair] == r["progress"], pair
@@ -175,16 +183,16 @@ def _check_prometheus_against_status(cli: Cli, exporter_of, prometheus) -> None:
     assert [p for p, r in rows.items() if r["failing"]] == [p for p, v in failing.items() if v > 0] != []
     assert [p for p, r in rows.items() if r["lock_holder"]] == [(1, "CONSERVATIVE")]
 
-    holders = query("atlas_sweep_lock_holder_info")
+    holders = last("atlas_sweep_lock_holder_info")
     assert [(r["metric"]["shard"], r["metric"]["strategy"], r["metric"]["holder"]) for r in holders] == [
         ("1", "CONSERVATIVE", HOLDER)
     ]
-    failing_pairs = {r["metric"]["strategy"]: float(r["value"][1]) for r in query("atlas_sweep_failing_pairs")}
+    failing_pairs = {r["metric"]["strategy"]: float(r["value"][1]) for r in last("atlas_sweep_failing_pairs")}
     assert failing_pairs == {k: v["failing_pairs"] for k, v in status["totals"].items()}
     # The sweep timestamp moves forward with time: a later scrape shows at least what status saw.
     for strategy, ts in status["sweep_timestamps"].items():
         assert wait_for(query, f'atlas_sweep_ts{{strategy="{strategy}"}} >= {ts}', log, timeout=30)
-    last_run = _by_pair(query("atlas_sweep_last_run_timestamp_seconds"))
+    last_run = _by_pair(last("atlas_sweep_last_run_timestamp_seconds"))
     for pair, r in rows.items():
         assert abs(last_run[pair] - r["last_run"]["at"]) < 0.01, pair
 
