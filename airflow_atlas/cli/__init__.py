@@ -1,6 +1,6 @@
 """``atlas-sweep``: operate an Atlas store from a shell (docs/CLI.md).
 
-Subcommands: ``init``, ``workload``, ``status``, ``sweep``, ``verify``, ``shards`` (``atlas-sweep COMMAND
+Subcommands: ``init``, ``workload``, ``status``, ``metrics``, ``sweep``, ``verify``, ``shards``, ``grants`` (``atlas-sweep COMMAND
 --help`` for each), one module each; :mod:`.output` holds what they share (exit codes, JSON, tables, the
 progress bar), :mod:`.args` the parser, :mod:`.store` the opening of the store (nothing is written unless
 the command is ``init``). The store is chosen by ``--store URL``, by ``--conn-id ID`` (an Airflow
@@ -25,6 +25,7 @@ from ..kvs.url import scrub, url_secrets
 from .args import build_parser
 from .grants import cmd_grants
 from .init import cmd_init
+from .metrics import cmd_metrics
 from .output import (
     EXIT_ACCESS,
     EXIT_FAILED,
@@ -54,6 +55,7 @@ COMMANDS = {
     "verify": (cmd_verify, True),
     "shards": (cmd_shards, True),
     "grants": (cmd_grants, True),
+    "metrics": (cmd_metrics, True),
 }
 
 

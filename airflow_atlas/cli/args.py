@@ -7,8 +7,10 @@ from .. import __version__
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..kvs.url import STORE_URL_ENV
+from ..status.metrics import SCRAPE_BACKLOG_CAP, SCRAPE_HISTORY_LIMIT, SCRAPE_TIMEOUT_SECONDS
 from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
 from ..sweep.reader import DEFAULT_COUNT_CAP
+from .metrics import DEFAULT_LISTEN
 from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 
 
@@ -170,6 +172,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backlog-cap", type=_int_in(1), default=DEFAULT_COUNT_CAP, metavar="N",
                    help=f"stop counting queued entries at N per shard and strategy (default {DEFAULT_COUNT_CAP})")
 
+    p = add("metrics", "serve the sweep status as Prometheus gauges",
+            "Serve the store's sweep status (lag, backlog, failing runs, lock holders, sweep and ingest rates, per "
+            "shard and strategy; docs/METRICS.md) in the Prometheus text format over HTTP, read from the store at "
+            "each scrape with small caps so a scrape stays cheap, until interrupted (SIGINT or SIGTERM). Listens "
+            "on loopback unless --listen names another address.")
+    _selection_args(p)
+    p.add_argument("--listen", type=_listen, default=_listen(DEFAULT_LISTEN), metavar="HOST:PORT",
+                   help=f"address to serve on (default {DEFAULT_LISTEN}; port 0 picks a free one, printed on stdout)")
+    p.add_argument("--once", action="store_true", help="print the metrics once on stdout and exit (no server)")
+    p.add_argument("--window", type=_positive_float, default=3600.0, metavar="SECONDS",
+                   help="how far back rates are measured (default 3600)")
+    p.add_argument("--history", type=_int_in(1, 10_000), default=SCRAPE_HISTORY_LIMIT, metavar="N",
+                   help=f"history records read per shard and strategy and scrape (default {SCRAPE_HISTORY_LIMIT})")
+    p.add_argument("--backlog-cap", type=_int_in(1), default=SCRAPE_BACKLOG_CAP, metavar="N",
+                   help=f"stop counting queued entries at N per shard and strategy (default {SCRAPE_BACKLOG_CAP})")
+    p.add_argument("--timeout", type=_positive_float, default=SCRAPE_TIMEOUT_SECONDS, metavar="SECONDS",
+                   help="longest a scrape waits for the status; then it answers atlas_status_up 0 "
+                        f"(default {SCRAPE_TIMEOUT_SECONDS:g})")
+
     p = add("sweep", "run sweep iterations locally",
             "Sweep the chosen shards and strategies (default: all), each pair under one lease for the whole run "
             "(the engine's TargetedSweeper.sweep_shard, as the Airflow tasks do), until it is caught up to the "
@@ -209,6 +230,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", type=_identifier, default=None, metavar="ROLE",
                    help="the CQL role to grant to (default: the --role name)")
     return parser
+
+
+def _listen(text: str) -> tuple[str, int]:
+    from .metrics import parse_listen
+
+    try:
+        return parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _identifier(text: str) -> str:

@@ -21,7 +21,9 @@ Modules, pure parts apart from the one that reads the store:
 * :mod:`.why` - the why-explainer (pure);
 * :mod:`.text` - duration and number formatting (pure);
 * :mod:`.compute` - reads the store: :func:`build_status` (the dataclass) and :func:`compute_status`
-  (its JSON).
+  (its JSON);
+* :mod:`.metrics` - :class:`~.metrics.StatusCollector`, the document as Prometheus gauges at each scrape
+  (``atlas-sweep metrics``, the plugin's ``/atlas/metrics``); imported on its own, not from here.
 
 Timestamps are logical, so seconds are *estimates* (precision about one punch interval).
 """

@@ -58,7 +58,8 @@ def test_the_plugin_mounts_the_dashboard_and_the_ui_lists_it(api_app):
     assert ours["external_views"][0]["url_route"] == "atlas" and ours["external_views"][0]["href"] == "/atlas/"
 
 
-@pytest.mark.parametrize("path", ["/atlas/", "/atlas/api/status", "/atlas/?shards=0", "/atlas/api/status?strategy=THOROUGH"])
+@pytest.mark.parametrize("path", ["/atlas/", "/atlas/api/status", "/atlas/?shards=0", "/atlas/api/status?strategy=THOROUGH",
+                                  "/atlas/metrics"])
 def test_every_route_needs_an_authenticated_user(api_app, path):
     client, _ = api_app
     assert client.get(path).status_code == 401
@@ -138,6 +139,49 @@ def test_a_store_that_cannot_be_opened_gives_503_with_the_reason(api_app, embedd
     assert response.status_code == 503 and "must be absolute" in response.json()["detail"]
     response = client.get("/atlas/", headers=_auth(token))
     assert response.status_code == 503 and "must be absolute" in response.text
+
+
+def _scrape(client, token) -> dict:
+    """The /atlas/metrics samples as {(name, labels): value}, parsed by prometheus_client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    response = client.get("/atlas/metrics", headers=_auth(token))
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    assert response.headers["cache-control"] == "no-store"
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text) for s in family.samples
+    }
+
+
+def test_metrics_show_the_stores_status_as_gauges(dashboard):
+    from airflow_atlas.status import compute_status
+
+    client, token, store = dashboard
+    time.sleep(1.1)  # past the collector's reuse of a read (SCRAPE_MAX_AGE_SECONDS): this store, read now
+    got = _scrape(client, token)
+    want = compute_status(store)
+    assert got[("atlas_status_up", ())] == 1
+    assert got[("atlas_store_shards", ())] == want["number_of_shards"] == 2
+    for r in want["shards"]:
+        labels = (("shard", str(r["shard"])), ("strategy", r["strategy"]))
+        assert got[("atlas_sweep_progress_ts", labels)] == r["progress"]
+        assert got[("atlas_sweep_backlog_entries", labels)] == r["backlog_entries"]
+        assert got[("atlas_sweep_failing_runs", labels)] == 0
+        assert got[("atlas_sweep_lock_held", labels)] == 0
+    assert sum(v for (name, _), v in got.items() if name == "atlas_sweep_backlog_entries") > 0
+    for strategy, totals in want["totals"].items():
+        assert got[("atlas_sweep_backlog_total_entries", (("strategy", strategy),))] == totals["backlog_entries"]
+
+
+def test_metrics_of_a_store_that_cannot_be_opened_say_status_up_0(api_app, embedded_store, monkeypatch):
+    client, token = api_app
+    time.sleep(1.1)  # past the collector's reuse of the previous test's read
+    set_connection(monkeypatch, CONN_ID, {"conn_type": "atlas_embedded", "host": "relative/path.db"})
+    got = _scrape(client, token)
+    assert got[("atlas_status_up", ())] == 0
+    assert not any(name.startswith("atlas_sweep_") for name, _ in got)
 
 
 def test_loading_the_plugin_stays_light_for_task_processes():

@@ -3,9 +3,10 @@
 
 * ``GET /atlas/`` - the page: per shard and strategy progress, lag, backlog, last run, lock holder,
   tombstones, a lag-over-time chart, why the sweep timestamp is not advancing, the backlog drain forecast;
-* ``GET /atlas/api/status`` - the same as JSON (:func:`airflow_atlas.status.compute_status`).
+* ``GET /atlas/api/status`` - the same as JSON (:func:`airflow_atlas.status.compute_status`);
+* ``GET /atlas/metrics`` - the same figures as Prometheus gauges (:mod:`.metrics`).
 
-Both require an authenticated Airflow user. Details in :mod:`.app`; the page in :mod:`.render`.
+All require an authenticated Airflow user. Details in :mod:`.app`; the page in :mod:`.render`.
 """
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """The dashboard's FastAPI app, mounted by the plugin under ``/atlas`` in the Airflow API server.
 
-Routes (both need an authenticated Airflow user: the API server's own ``requires_authenticated``
+Routes (all need an authenticated Airflow user: the API server's own ``requires_authenticated``
 dependency, so the UI's session cookie or an ``Authorization: Bearer <token>`` from ``POST /auth/token``;
 without one: 401, with an invalid token: 403):
 
 * ``GET /`` - the dashboard page (HTML, see :mod:`.render`);
-* ``GET /api/status`` - the same data as JSON: :func:`airflow_atlas.status.compute_status`'s dict.
+* ``GET /api/status`` - the same data as JSON: :func:`airflow_atlas.status.compute_status`'s dict;
+* ``GET /metrics`` - the same figures as Prometheus gauges (:mod:`.metrics`, docs/METRICS.md).
 
-Query parameters of both: ``shards`` (``0,2,5``; default all), ``strategy`` (``CONSERVATIVE``,
+Query parameters of the page and the JSON: ``shards`` (``0,2,5``; default all), ``strategy`` (``CONSERVATIVE``,
 ``THOROUGH`` or ``ALL``), ``window`` (seconds over which rates are measured, default 3600); the page also
 takes ``refresh`` (reload every N seconds, 5..3600). Bad values: 400 naming the problem. A store or
 settings problem: 503 with the message (the page shows it).
@@ -66,6 +67,9 @@ async def _lifespan(app: FastAPI):
     try:
         yield
     finally:
+        collector = getattr(app.state, "atlas_metrics_collector", None)
+        if collector is not None:
+            collector.close()
         app.state.atlas_stores.close()
 
 
@@ -79,6 +83,10 @@ def install_routes(app: FastAPI) -> None:
     app.add_api_route("/", dashboard_page, methods=["GET"], dependencies=authenticated, response_class=HTMLResponse,
                       name="atlas_dashboard")
     app.add_api_route("/api/status", status_json, methods=["GET"], dependencies=authenticated, name="atlas_status")
+    from .metrics import attach_metrics, metrics_route
+
+    attach_metrics(app, app.state.atlas_stores)
+    app.add_api_route("/metrics", metrics_route, methods=["GET"], dependencies=authenticated, name="atlas_metrics")
     app.state.atlas_routes_installed = True
 
 
