@@ -120,7 +120,9 @@ def test_the_lock_of_a_killed_task_is_recovered_after_its_lease_expires(embedded
     (execution/in_task.py ``_ensure_lease``) - a larger token, by design: the lock was free, and anything
     the first lease fenced refuses it now. A failed sweep whose retry finds the lease expired does the same.
     Nothing else takes the lock in the run (reconcile does not lock; release keeps the token). So the
-    sweep's XCom carries the lease it swept under, and the lock ends released with exactly that token."""
+    sweep's XCom carries the lease it swept under, and the lock ends released with exactly that token.
+    Checked for every pair of the run: the other pairs' leases expire the same way (their sweeps wait
+    for all acquires too), so most runs take the re-acquisition path for some pair."""
     import os
     import signal
     import subprocess
@@ -175,6 +177,10 @@ with AtlasHook({CONN_ID!r}) as hook:
     assert swept["holder"] == acquired["holder"] == swept["result"]["lock_holder"] and swept["token"] >= acquired["token"]
     state = store.locks.describe(name)
     assert state.holder is None and state.token == swept["token"]  # released by this run after its last acquisition
+    for i in range(len(groups)):  # the other pairs too (their leases also expire while the other groups run)
+        for target in xcom(run, "shard.sweep", map_index=i):
+            state = store.locks.describe(target["lock"])
+            assert state.holder is None and state.token == target["token"] >= 1, (target, state)
 
 
 def test_a_stuck_sweep_times_out_its_on_kill_releases_the_lease_and_the_retry_succeeds(embedded_store, monkeypatch, tmp_path):
