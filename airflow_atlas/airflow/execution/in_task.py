@@ -7,8 +7,8 @@ acquire task and this one: a scheduler or worker slower than the lease, a retry 
 ``on_kill``) is re-acquired by the same holder when free - with a new, larger fencing token - and a
 target whose lock another holder has comes back ``skipped_locked``. A swept target carries the lease it
 was swept under (its ``token`` is the acquire task's, or the larger one of a re-acquisition). A target
-without a lease (standalone use) is swept under a lock the engine takes and releases itself. The leases in use are kept in ``in_use`` (a dict the operator owns) so
-its ``on_kill`` can release them.
+without a lease (standalone use) is swept under a lock the engine takes and releases itself. The leases
+in use are kept in ``in_use`` (a dict the operator owns) so its ``on_kill`` can release them.
 
 Isolation: pairs are swept one after the other; a failing pair does not stop the others (its error is
 returned); bad input (``InvalidInputError``, ``TableNotFoundError``) fails the whole call at once.
