@@ -5,7 +5,8 @@ A :class:`SweepTarget` picks up fields as it goes through the group::
     plan      -> shard, strategy, sweep_ts, execution_mode ("in_task" | "spark": chosen once, by the plan)
     acquire   -> + lock, holder, acquired, token, expires_at (or held_by when someone else holds the lock)
     sweep     -> + result (the engine's ShardSweepResult.to_json(), plus the Spark task's fields in spark mode),
-                 swept_tables (the tombstones per table, for the asset events)
+                 swept_tables (the tombstones per table, for the asset events); in the task, token and
+                 expires_at of the lease it swept under (a larger token if the acquire's lease had expired)
     reconcile -> + reconciled
 
 It crosses XCom as JSON exactly once per task: ``SweepTarget.from_json`` on the way in (validating: bad

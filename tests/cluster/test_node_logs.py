@@ -5,7 +5,9 @@ all nodes are up; ``scripts/cassandra.sh`` once set that retry delay to 0, so th
 machine the roll-over then carried away the "listening for CQL clients" line the start script waited for.
 
 Read from each node's own log, since its last start: the retries come at most one per 5 seconds (Cassandra's
-default delay is 10 s), and the start itself is still in the current system.log (it did not roll over)."""
+default delay is 10 s), and the log did not roll over for size since the start. It may have rolled over at
+midnight (logback's daily roll-over into ``system.log.<date>.<i>.zip``, see scripts/cassandra/conf/logback.xml):
+the start and the lines after it are then read from the rolled zip(s) too (tests/cluster/node_logs.py)."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -13,6 +15,7 @@ from datetime import datetime
 import pytest
 
 from tests.cluster.conftest import NODES
+from tests.cluster.node_logs import log_files, read_since_last
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
@@ -30,13 +33,16 @@ def _timestamp(line: str) -> datetime:
 @pytest.mark.parametrize("node", range(1, NODES + 1))
 def test_a_node_retries_its_role_setup_slowly_since_its_start(cassandra_cluster, node):
     path = cassandra_cluster.logfile(node)
-    lines = path.read_text(errors="replace").splitlines()
-    starts = [i for i, line in enumerate(lines) if NODE_START in line]
-    assert starts, (
-        f"node{node}'s {path} no longer holds the node's start: it rolled over since then "
-        f"({path.stat().st_size} bytes, {len(lines)} lines)"
+    log = read_since_last(path, NODE_START)
+    assert log is not None, (
+        f"node{node}'s log no longer holds the node's start: it rolled away since then "
+        f"(files: {', '.join(f.path.name for f in log_files(path))})"
     )
-    retries = [_timestamp(line) for line in lines[starts[-1]:] if ROLE_SETUP_RETRY in line]
+    assert log.size_roll_overs == 0, (
+        f"node{node}'s log rolled over for size {log.size_roll_overs} time(s) since its start: "
+        f"{', '.join(f.path.name for f in log.files)}"
+    )
+    retries = [_timestamp(line) for line in log.lines if ROLE_SETUP_RETRY in line]
     span = (retries[-1] - retries[0]).total_seconds() if retries else 0.0
     assert len(retries) <= 2 + span / MIN_SECONDS_BETWEEN_RETRIES, (
         f"node{node} retried its role setup {len(retries)} times in {span:.1f} s since its start "

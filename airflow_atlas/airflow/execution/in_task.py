@@ -2,11 +2,13 @@
 :meth:`TargetedSweeper.sweep_shard`, under the lease the group's acquire task took.
 
 Leases: a target carrying a lease is swept under it, refreshed in the background (``LeaseKeeper``) every
-third of the lease while the engine runs. A lease that expired meanwhile (e.g. during a retry delay, or
-released by ``on_kill``) is re-acquired by the same holder when free; a target whose lock another holder
-has comes back ``skipped_locked``. A target without a lease (standalone use) is swept under a lock the
-engine takes and releases itself. The leases in use are kept in ``in_use`` (a dict the operator owns) so
-its ``on_kill`` can release them.
+third of the lease while the engine runs. A lease that expired meanwhile (nobody refreshes it between the
+acquire task and this one: a scheduler or worker slower than the lease, a retry delay; or released by
+``on_kill``) is re-acquired by the same holder when free - with a new, larger fencing token - and a
+target whose lock another holder has comes back ``skipped_locked``. A swept target carries the lease it
+was swept under (its ``token`` is the acquire task's, or the larger one of a re-acquisition). A target
+without a lease (standalone use) is swept under a lock the engine takes and releases itself. The leases
+in use are kept in ``in_use`` (a dict the operator owns) so its ``on_kill`` can release them.
 
 Isolation: pairs are swept one after the other; a failing pair does not stop the others (its error is
 returned); bad input (``InvalidInputError``, ``TableNotFoundError``) fails the whole call at once.
@@ -49,7 +51,7 @@ def sweep_in_task(
     out, failed = [], []
     for target in targets:
         try:
-            result = _sweep_one(store, target, options, lease_seconds, holder_of, in_use)
+            result, lease = _sweep_one(store, target, options, lease_seconds, holder_of, in_use)
         except (InvalidInputError, TableNotFoundError):
             raise
         except Exception as exc:
@@ -61,39 +63,46 @@ def sweep_in_task(
             target.label, result.status, result.iterations, result.old_progress,
             result.new_progress, result.cells_tombstoned, result.aborted_writes_deleted,
         )
-        out.append(target.with_(result=result.to_json()))
+        swept = target if lease is None else target.with_lease(lease)
+        out.append(swept.with_(result=result.to_json()))
     return out, failed
 
 
-def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds, holder_of, in_use) -> ShardSweepResult:
+def _sweep_one(store, target: SweepTarget, options: SweepOptions, lease_seconds, holder_of, in_use
+               ) -> tuple[ShardSweepResult, Lease | None]:
+    """The pair's result and the lease it was swept under (None: not swept under a lease of the group)."""
     engine = {"sweep_ts": target.sweep_ts, "batch_limit": options.batch_limit,
               "max_iterations": options.max_iterations, "dry_run": options.dry_run}
     if target.acquired is False:
-        return target.skipped_result(target.held_by)
+        return target.skipped_result(target.held_by), None
     lease = target.lease()
     if lease is None:  # standalone: the engine takes and releases the lock itself
-        return store.sweeper.sweep_shard(target.shard, target.strategy, holder=holder_of(target), **engine)
+        return store.sweeper.sweep_shard(target.shard, target.strategy, holder=holder_of(target), **engine), None
     lease = _ensure_lease(store, lease, lease_seconds)
     if lease is None:
         state = store.locks.describe(target.lock_name)
-        return target.skipped_result(getattr(state, "holder", None))
+        return target.skipped_result(getattr(state, "holder", None)), None
     # Known to on_kill while in use. Kept there when a timeout or termination (BaseException, not
     # Exception) interrupts the sweep: Airflow calls on_kill after this frame has unwound.
     in_use[lease.name] = lease
     try:
-        with LeaseKeeper(store.locks, lease, lease_seconds):
+        with LeaseKeeper(store.locks, lease, lease_seconds) as keeper:
             result = store.sweeper.sweep_shard(target.shard, target.strategy, lease=lease, **engine)
     except Exception:
         in_use.pop(lease.name, None)
         raise
     in_use.pop(lease.name, None)
-    return result
+    return result, keeper.lease
 
 
 def _ensure_lease(store, lease: Lease, lease_seconds: float) -> Lease | None:
-    """Refresh ``lease``; if it was lost (expired, e.g. during a retry delay, or released by ``on_kill``),
-    take the lock again as the same holder when it is free. None when someone else holds it."""
+    """Refresh ``lease``; if it was lost (expired, e.g. between the acquire task and this one or during a
+    retry delay, or released by ``on_kill``), take the lock again as the same holder when it is free (a new
+    fencing token). None when someone else holds it."""
     try:
         return store.locks.refresh(lease, lease_seconds)
-    except LockNotHeldError:
-        return store.locks.acquire(lease.name, lease.holder, lease_seconds)
+    except LockNotHeldError as lost:
+        again = store.locks.acquire(lease.name, lease.holder, lease_seconds)
+        log.warning("%s: the lease with token %d was lost before this sweep (%s); %s", lease.name, lease.token, lost,
+                    "held by another holder now" if again is None else f"re-acquired as {lease.holder} with token {again.token}")
+        return again

@@ -43,7 +43,8 @@ class SweepShardOperator(AtlasBaseOperator):
     Returns the targets (:class:`~airflow_atlas.airflow.targets.SweepTarget` JSON), each with ``result``:
     the engine's ``ShardSweepResult.to_json()`` (status ``caught_up | blocked | iteration_limit |
     skipped_locked | dry_run``, iterations, progress before and after, cells tombstoned, aborted writes
-    deleted, per-table counts, duration) and ``execution_mode``.
+    deleted, per-table counts, duration) and ``execution_mode``; swept in the task, a target carries the
+    lease it was swept under (``token``: the acquire task's, or a larger one if that lease had expired).
 
     Locks: in the task, a target's lease from
     :class:`~airflow_atlas.airflow.operators.locks.AcquireSweepLockOperator` is kept refreshed while it is

@@ -110,7 +110,19 @@ def test_a_shard_task_that_fails_once_is_retried_and_the_run_succeeds(embedded_s
 
 def test_the_lock_of_a_killed_task_is_recovered_after_its_lease_expires(embedded_store, monkeypatch, tmp_path):
     """A process holding a shard lock (refreshing it, as a running sweep does) is SIGKILLed: no release,
-    no on_kill. The next run waits for the lease to expire, takes the lock over and sweeps."""
+    no on_kill. The next run waits for the lease to expire, takes the lock over and sweeps.
+
+    Which fencing token the run ends with: the acquire task takes the lock over (the dead holder's token
+    + 1). Nobody refreshes that lease until the group's sweep task starts, and dag.test() runs every
+    group's acquire_lock before the first sweep, one task at a time (about a second each here, several on a
+    loaded machine): with a 5 s lease the lease often expires in between (seen: 7.3 s between this pair's
+    acquire and its sweep under load). The sweep task then re-acquires it as the same holder
+    (execution/in_task.py ``_ensure_lease``) - a larger token, by design: the lock was free, and anything
+    the first lease fenced refuses it now. A failed sweep whose retry finds the lease expired does the same.
+    Nothing else takes the lock in the run (reconcile does not lock; release keeps the token). So the
+    sweep's XCom carries the lease it swept under, and the lock ends released with exactly that token.
+    Checked for every pair of the run: the other pairs' leases expire the same way (their sweeps wait
+    for all acquires too), so most runs take the re-acquisition path for some pair."""
     import os
     import signal
     import subprocess
@@ -158,11 +170,17 @@ with AtlasHook({CONN_ID!r}) as hook:
     groups = xcom(run, "plan")
     index = next(i for i, g in enumerate(groups) if g[0]["shard"] == 0 and g[0]["strategy"] == "THOROUGH")
     acquired = xcom(run, "shard.acquire_lock", map_index=index)[0]
-    assert acquired["acquired"] is True and acquired["token"] > killed_token
-    swept = xcom(run, "shard.sweep", map_index=index)[0]["result"]
-    assert swept["status"] == "caught_up" and swept["new_progress"] > -1
+    assert acquired["acquired"] is True and acquired["token"] == killed_token + 1  # taken over from the dead holder
+    swept = xcom(run, "shard.sweep", map_index=index)[0]
+    assert swept["result"]["status"] == "caught_up" and swept["result"]["new_progress"] > -1
+    # swept under the acquire task's lease, or (expired meanwhile) the same holder's re-acquisition
+    assert swept["holder"] == acquired["holder"] == swept["result"]["lock_holder"] and swept["token"] >= acquired["token"]
     state = store.locks.describe(name)
-    assert state.holder is None and state.token == acquired["token"]  # released by this run
+    assert state.holder is None and state.token == swept["token"]  # released by this run after its last acquisition
+    for i in range(len(groups)):  # the other pairs too (their leases also expire while the other groups run)
+        for target in xcom(run, "shard.sweep", map_index=i):
+            state = store.locks.describe(target["lock"])
+            assert state.holder is None and state.token == target["token"] >= 1, (target, state)
 
 
 def test_a_stuck_sweep_times_out_its_on_kill_releases_the_lease_and_the_retry_succeeds(embedded_store, monkeypatch, tmp_path):

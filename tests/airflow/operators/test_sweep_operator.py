@@ -77,3 +77,32 @@ def test_sweep_in_task_skips_unacquired_and_foreign_locks_and_sweeps_the_rest(tm
     assert swept[2].result["lock_holder"] == "x"
     assert store.locks.describe(SweepTarget(1, "THOROUGH").lock_name).holder == "someone-else"  # untouched
     store.close()
+
+
+def test_a_lease_that_expired_before_the_sweep_is_re_acquired_and_the_swept_target_carries_the_new_token(tmp_path):
+    """Nobody refreshes the acquire task's lease until the sweep task starts: when the gap is longer than
+    the lease, the sweep re-acquires the lock as the same holder (a larger token) and reports that lease;
+    a lease still valid is swept under as it is (same token)."""
+    import time
+
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.store import AtlasStore
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    store = AtlasStore.open(f"sqlite:///{tmp_path / 'atlas.db'}", config=StoreConfig(unreadable_window_seconds=0))
+    store.initialize(shards=2)
+    run_workload(store, WorkloadSpec(transactions=30, rows=10, seed=4))
+    expired = store.locks.acquire(SweepTarget(0, "THOROUGH").lock_name, "me", 0.2)
+    valid = store.locks.acquire(SweepTarget(1, "THOROUGH").lock_name, "me", 60.0)
+    time.sleep(0.5)
+    assert store.locks.describe(expired.name).expired and not store.locks.describe(valid.name).expired
+    targets = [SweepTarget(0, "THOROUGH").with_lease(expired), SweepTarget(1, "THOROUGH").with_lease(valid)]
+    swept, failed = sweep_in_task(store, targets, SweepOptions(batch_limit=50, max_iterations=10), lease_seconds=60.0,
+                                  holder_of=lambda t: "unused", in_use={})
+    assert failed == [] and [t.status for t in swept] == ["caught_up", "caught_up"]
+    assert swept[0].holder == "me" and swept[0].token == expired.token + 1 and swept[0].expires_at > expired.expires_at
+    assert swept[1].holder == "me" and swept[1].token == valid.token
+    for target in swept:  # the lock still held (the group's release task frees it) with the token reported
+        state = store.locks.describe(target.lock_name)
+        assert state.holder == "me" and state.token == target.token
+    store.close()
