@@ -194,6 +194,17 @@ def check_metadata(metadata: object) -> TableMetadata:
         metadata.cassandra_options))
 
 
+def check_write_mode(meta: TableMetadata, table: str, op: str, modes: tuple[WriteMode, ...]) -> TableMetadata:
+    """``meta`` when its write mode is one of ``modes`` (the modes ``op`` is allowed on), else InvalidInputError."""
+    if meta.write_mode not in modes:
+        allowed = " or ".join(m.value.upper() for m in modes)
+        raise InvalidInputError(
+            f"{op} is not allowed on table {table!r}: its write mode is {meta.write_mode.value.upper()}, "
+            f"{op} needs {allowed}"
+        )
+    return meta
+
+
 def group_by_row(cells: Iterable[Cell]) -> dict[bytes, list[Cell]]:
     groups: dict[bytes, list[Cell]] = defaultdict(list)
     for cell in cells:

@@ -9,7 +9,7 @@ from ...errors import KeyAlreadyExistsError
 from .. import _common as C
 from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
-from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, physical_name
+from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, optional_filters, physical_name
 from .host import SqliteHost
 
 
@@ -140,12 +140,9 @@ class LwtMixin(SqliteHost):
         limit = C.check_limit(limit)
         if limit == 0:
             return []
-        sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED}"
-        params: list = [row, LWT_TIMESTAMP, now_ms()]
-        if start_col is not None:
-            sql += " AND c >= ?"
-            params.append(start_col)
-        sql += " ORDER BY c"
+        bounds, extra = optional_filters(("c >= ?", start_col))
+        sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED}{bounds} ORDER BY c"
+        params: list = [row, LWT_TIMESTAMP, now_ms(), *extra]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)

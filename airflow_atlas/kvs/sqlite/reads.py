@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
-from .files import NOT_EXPIRED, now_ms, physical_name
+from .files import NOT_EXPIRED, now_ms, optional_filters, physical_name
 from .host import SqliteHost
 
 
@@ -52,14 +52,8 @@ class ReadsMixin(SqliteHost):
 
     def _row_columns_sql(self, table: str, start_col, end_col, limit) -> tuple[str, list]:
         # SQLite: bare columns next to MAX() come from the row holding the maximum.
-        sql = f"SELECT c, MAX(ts), v FROM {physical_name(table)} WHERE r = ? AND ts < ? AND {NOT_EXPIRED}"
-        extra: list = []
-        if start_col is not None:
-            sql += " AND c >= ?"
-            extra.append(start_col)
-        if end_col is not None:
-            sql += " AND c < ?"
-            extra.append(end_col)
+        bounds, extra = optional_filters(("c >= ?", start_col), ("c < ?", end_col))
+        sql = f"SELECT c, MAX(ts), v FROM {physical_name(table)} WHERE r = ? AND ts < ? AND {NOT_EXPIRED}{bounds}"
         sql += " GROUP BY c ORDER BY c"
         if limit is not None:
             sql += " LIMIT ?"
@@ -156,14 +150,9 @@ class ReadsMixin(SqliteHost):
         # which SQLite turns into one index seek (extra lower bounds on r would make it seek by row only,
         # re-reading a wide row for every page).
         common = f"SELECT r, c, ts, v FROM {physical_name(table)} WHERE ts < ? AND {NOT_EXPIRED}"
-        upper, upper_args = ("", []) if end is None else (" AND r < ?", [end])
-        first, first_args = common + upper, [timestamp, now_ms(), *upper_args]
-        if start is not None:
-            first += " AND r >= ?"
-            first_args.append(start)
-        if after is not None:
-            first += " AND r > ?"
-            first_args.append(after)
+        upper, upper_args = optional_filters(("r < ?", end))
+        lower, lower_args = optional_filters(("r >= ?", start), ("r > ?", after))
+        first, first_args = common + upper + lower, [timestamp, now_ms(), *upper_args, *lower_args]
         last = None
         while True:
             if last is None:
