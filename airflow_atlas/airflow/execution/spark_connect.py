@@ -189,10 +189,7 @@ def submit_full_sweep(
     """The legacy sweep of ``table`` in ``parts`` ranges on the Connect server of ``spark_conn_id``."""
     from airflow_atlas.spark import FullSweepJob
 
-    if int(parts) < 1:
-        raise ValueError("parts must be at least 1")
-    if int(batch_size) < 1:
-        raise ValueError("batch_size must be at least 1")
+    # FullSweepJob checks table, parts and batch_size (ValueError / InvalidInputError) before anything runs.
     job = FullSweepJob(table=str(table), parts=int(parts), batch_size=int(batch_size), dry_run=bool(dry_run))
     return _run("full-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url,
                 extra_conf=extra_conf, settings=settings, spark_conf=spark_conf, executor_python=executor_python,
