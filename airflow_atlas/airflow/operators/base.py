@@ -24,6 +24,7 @@ from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
+from airflow_atlas.airflow.targets import SweepTarget, normalize_targets
 from airflow_atlas.errors import AtlasError, is_retriable
 
 
@@ -62,3 +63,20 @@ class AtlasBaseOperator(BaseOperator):
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+class AtlasTargetsOperator(AtlasBaseOperator):
+    """An operator that works on (shard, strategy) targets: ``targets`` (a list of target dicts, e.g. a
+    planning task's output) or one pair given as ``shard`` + ``strategy`` (all three templated)."""
+
+    template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy")
+
+    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, **kwargs):
+        super().__init__(**kwargs)
+        self.targets = targets
+        self.shard = shard
+        self.strategy = strategy
+
+    def sweep_targets(self) -> list[SweepTarget]:
+        """The validated targets (:func:`~airflow_atlas.airflow.targets.normalize_targets`)."""
+        return normalize_targets(self.targets, self.shard, self.strategy)
