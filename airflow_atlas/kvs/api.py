@@ -189,10 +189,8 @@ def validate_value(value: bytes, *, what: str = "value") -> bytes:
 
 
 # ----- the checks of the read arguments the interface's own methods take (also used by the backends) -----
-
 def check_read_timestamp(ts: object) -> int:
     return check_int(ts, "read timestamp")
-
 
 
 def check_optional_bytes(value: object, what: str) -> bytes | None:
@@ -201,7 +199,6 @@ def check_optional_bytes(value: object, what: str) -> bytes | None:
     if not isinstance(value, (bytes, bytearray)):
         raise InvalidInputError(f"{what} must be bytes or None, got {type(value).__name__}")
     return bytes(value)
-
 
 
 def check_page_size(page_size: object) -> int:
@@ -214,7 +211,6 @@ def check_limit(limit: object) -> int | None:
     return check_int(limit, "limit", 0, LONG_MAX)
 
 
-
 def check_row(row: object) -> bytes:
     if not isinstance(row, (bytes, bytearray)):
         raise InvalidInputError(f"a row name must be bytes, got {type(row).__name__}")
@@ -223,7 +219,6 @@ def check_row(row: object) -> bytes:
     if len(row) > MAX_CELL_NAME_BYTES:
         raise InvalidInputError(f"row names are limited to {MAX_CELL_NAME_BYTES} bytes")
     return bytes(row)
-
 
 
 def check_rows(rows: object) -> list[bytes]:
