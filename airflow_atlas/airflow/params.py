@@ -24,6 +24,11 @@ FORM_RATE = "the form's max_entries_per_second"
 """How errors name the manual sweep form's intensity (a settings layer of the run's sweep tasks)."""
 
 
+def _optional_int(minimum: int, maximum: int, title: str, description: str) -> Param:
+    """A form field for an integer in ``minimum..maximum`` that may be left empty (then a setting applies)."""
+    return Param(None, type=["null", "integer"], minimum=minimum, maximum=maximum, title=title, description=description)
+
+
 def manual_sweep_params() -> dict[str, Param]:
     return {
         "tables": Param(
@@ -49,21 +54,13 @@ def manual_sweep_params() -> dict[str, Param]:
             description="Sweep strategy to sweep (ALL: both, or those of the chosen tables).",
         ),
         "dry_run": Param(False, type="boolean", title="Dry run", description="Read and report only; write nothing."),
-        "max_batches": Param(
-            None,
-            type=["null", "integer"],
-            minimum=1,
-            maximum=MAX_ITERATIONS_PER_SHARD,
-            title="Maximum batches",
-            description="Iterations (batches of batch_limit queue entries) per shard and strategy (empty: setting max_iterations_per_shard).",
+        "max_batches": _optional_int(
+            1, MAX_ITERATIONS_PER_SHARD, "Maximum batches",
+            "Iterations (batches of batch_limit queue entries) per shard and strategy (empty: setting max_iterations_per_shard).",
         ),
-        "max_entries_per_second": Param(
-            None,
-            type=["null", "integer"],
-            minimum=0,
-            maximum=MAX_SWEEP_ENTRIES_PER_SECOND,
-            title="Maximum entries per second",
-            description="Intensity: sweep-queue entries each sweep task takes per second at most, per pair, paced "
+        "max_entries_per_second": _optional_int(
+            0, MAX_SWEEP_ENTRIES_PER_SECOND, "Maximum entries per second",
+            "Intensity: sweep-queue entries each sweep task takes per second at most, per pair, paced "
             "between batches (0: unlimited; empty: setting sweep_max_entries_per_second). The total is this times "
             "the sweep tasks running at once (see docs/INTENSITY.md).",
         ),
@@ -75,10 +72,7 @@ def full_sweep_params() -> dict[str, Param]:
         "tables": Param(
             [], type="array", items={"type": "string"}, title="Tables", description="Tables to sweep (empty: every swept table)."
         ),
-        "parts": Param(
-            None, type=["null", "integer"], minimum=1, maximum=MAX_FULL_SWEEP_PARTS, title="Parts",
-            description="Scan ranges per table (empty: setting full_sweep_parts).",
-        ),
+        "parts": _optional_int(1, MAX_FULL_SWEEP_PARTS, "Parts", "Scan ranges per table (empty: setting full_sweep_parts)."),
         "dry_run": Param(False, type="boolean", title="Dry run", description="Report only; delete nothing."),
     }
 

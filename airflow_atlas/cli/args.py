@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from .. import __version__
 from ..errors import InvalidInputError
@@ -37,24 +38,24 @@ def _int_in(lo: int, hi: int | None = None):
     return parse
 
 
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"{value} must be between 0 and 1")
-    return value
+def _float_where(accept: Callable[[float], bool], rule: str) -> Callable[[str], float]:
+    """An argument type: a number that ``accept`` accepts; otherwise the error "<text> <rule>"."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not accept(value):
+            raise argparse.ArgumentTypeError(f"{text} {rule}")
+        return value
+
+    parse.__name__ = "number"
+    return parse
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value != value or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"{text} must be a positive number")
-    return value
+_ratio = _float_where(lambda value: 0.0 <= value <= 1.0, "must be between 0 and 1")
+_positive_float = _float_where(lambda value: 0 < value < float("inf"), "must be a positive number")
 
 
 def _strategy(text: str) -> str:

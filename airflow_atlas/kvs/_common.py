@@ -14,12 +14,12 @@ from ..errors import InvalidInputError
 from ..validation import check_float, check_int
 from .api import (
     LWT_TIMESTAMP,
-    MAX_CELL_NAME_BYTES,
     MAX_TIMESTAMP,
     Cell,
     SweepStrategy,
     TableMetadata,
     WriteMode,
+    check_read_timestamp,
     validate_cell,
     validate_table_name,
     validate_value,
@@ -54,31 +54,9 @@ def check_write_timestamp(ts: object) -> int:
     return check_int(ts, "write timestamp", 0, MAX_TIMESTAMP - 1)
 
 
-def check_read_timestamp(ts: object) -> int:
-    return check_int(ts, "read timestamp")
-
-
 def check_version_timestamp(ts: object) -> int:
     """A stored version's timestamp: a sentinel (-1) or a start timestamp."""
     return check_int(ts, "version timestamp", LWT_TIMESTAMP, MAX_TIMESTAMP)
-
-
-def check_optional_bytes(value: object, what: str) -> bytes | None:
-    if value is None:
-        return None
-    if not isinstance(value, (bytes, bytearray)):
-        raise InvalidInputError(f"{what} must be bytes or None, got {type(value).__name__}")
-    return bytes(value)
-
-
-def check_limit(limit: object) -> int | None:
-    if limit is None:
-        return None
-    return check_int(limit, "limit", 0, LONG_MAX)
-
-
-def check_page_size(page_size: object) -> int:
-    return check_int(page_size, "page_size", 1, 1_000_000)
 
 
 def check_ttl(ttl: object) -> int | None:
@@ -163,25 +141,6 @@ def check_ranges_within(ranges: Mapping[Cell, tuple[int, int]], cells: list[Cell
         )
 
 
-def check_rows(rows: object) -> list[bytes]:
-    if isinstance(rows, (bytes, bytearray, str)) or not isinstance(rows, Iterable):
-        raise InvalidInputError(f"rows must be an iterable of bytes, got {type(rows).__name__}")
-    out: dict[bytes, None] = {}
-    for row in rows:
-        out[check_row(row)] = None
-    return list(out)
-
-
-def check_row(row: object) -> bytes:
-    if not isinstance(row, (bytes, bytearray)):
-        raise InvalidInputError(f"a row name must be bytes, got {type(row).__name__}")
-    if not row:
-        raise InvalidInputError("a row name must not be empty")
-    if len(row) > MAX_CELL_NAME_BYTES:
-        raise InvalidInputError(f"row names are limited to {MAX_CELL_NAME_BYTES} bytes")
-    return bytes(row)
-
-
 def check_metadata(metadata: object) -> TableMetadata:
     if not isinstance(metadata, TableMetadata):
         raise InvalidInputError(f"metadata must be a TableMetadata, got {type(metadata).__name__}")
@@ -192,6 +151,17 @@ def check_metadata(metadata: object) -> TableMetadata:
         raise InvalidInputError(f"unknown write mode {metadata.write_mode!r}") from None
     return TableMetadata(strategy=strategy, write_mode=mode, cassandra_options=normalize_cassandra_options(
         metadata.cassandra_options))
+
+
+def check_write_mode(meta: TableMetadata, table: str, op: str, modes: tuple[WriteMode, ...]) -> TableMetadata:
+    """``meta`` when its write mode is one of ``modes`` (the modes ``op`` is allowed on), else InvalidInputError."""
+    if meta.write_mode not in modes:
+        allowed = " or ".join(m.value.upper() for m in modes)
+        raise InvalidInputError(
+            f"{op} is not allowed on table {table!r}: its write mode is {meta.write_mode.value.upper()}, "
+            f"{op} needs {allowed}"
+        )
+    return meta
 
 
 def group_by_row(cells: Iterable[Cell]) -> dict[bytes, list[Cell]]:

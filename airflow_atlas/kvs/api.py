@@ -29,7 +29,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
+from ..validation import check_int
 from .consistency import Operation
 
 SENTINEL_TIMESTAMP = -1
@@ -186,6 +188,48 @@ def validate_value(value: bytes, *, what: str = "value") -> bytes:
     return bytes(value)
 
 
+# ----- the checks of the read arguments the interface's own methods take (also used by the backends) -----
+def check_read_timestamp(ts: object) -> int:
+    return check_int(ts, "read timestamp")
+
+
+def check_optional_bytes(value: object, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, (bytes, bytearray)):
+        raise InvalidInputError(f"{what} must be bytes or None, got {type(value).__name__}")
+    return bytes(value)
+
+
+def check_page_size(page_size: object) -> int:
+    return check_int(page_size, "page_size", 1, 1_000_000)
+
+
+def check_limit(limit: object) -> int | None:
+    if limit is None:
+        return None
+    return check_int(limit, "limit", 0, LONG_MAX)
+
+
+def check_row(row: object) -> bytes:
+    if not isinstance(row, (bytes, bytearray)):
+        raise InvalidInputError(f"a row name must be bytes, got {type(row).__name__}")
+    if not row:
+        raise InvalidInputError("a row name must not be empty")
+    if len(row) > MAX_CELL_NAME_BYTES:
+        raise InvalidInputError(f"row names are limited to {MAX_CELL_NAME_BYTES} bytes")
+    return bytes(row)
+
+
+def check_rows(rows: object) -> list[bytes]:
+    if isinstance(rows, (bytes, bytearray, str)) or not isinstance(rows, Iterable):
+        raise InvalidInputError(f"rows must be an iterable of bytes, got {type(rows).__name__}")
+    out: dict[bytes, None] = {}
+    for row in rows:
+        out[check_row(row)] = None
+    return list(out)
+
+
 class KeyValueService(ABC):
     """Backend-agnostic versioned key-value store. Implementations are thread-safe."""
 
@@ -306,7 +350,6 @@ class KeyValueService(ABC):
     ) -> dict[Cell, list[int]]:
         """Every version's timestamp strictly below ``timestamp``, ascending, per cell (absent cells omitted)."""
 
-    @abstractmethod
     def get_row_columns(
         self,
         table: str,
@@ -319,8 +362,16 @@ class KeyValueService(ABC):
         """Latest version (below ``timestamp``) of each column of one row with
         ``start_col <= col < end_col`` (None = open), ordered by column bytes, at most ``limit`` columns.
         Pages through wide rows on Cassandra."""
+        self._meta(table, "get_row_columns")
+        row = check_row(row)
+        start_col = check_optional_bytes(start_col, "start_col")
+        end_col = check_optional_bytes(end_col, "end_col")
+        limit = check_limit(limit)
+        timestamp = check_read_timestamp(timestamp)
+        if limit == 0 or (start_col is not None and end_col is not None and start_col >= end_col):
+            return []
+        return self._row_columns(table, row, start_col, end_col, limit, timestamp)
 
-    @abstractmethod
     def get_rows_columns(
         self,
         table: str,
@@ -330,6 +381,28 @@ class KeyValueService(ABC):
         timestamp: int = MAX_TIMESTAMP,
     ) -> dict[bytes, list[tuple[bytes, Value]]]:
         """``get_row_columns`` for many rows, executed concurrently (empty rows omitted)."""
+        self._meta(table, "get_rows_columns")
+        rows = check_rows(rows)
+        start_col = check_optional_bytes(start_col, "start_col")
+        end_col = check_optional_bytes(end_col, "end_col")
+        timestamp = check_read_timestamp(timestamp)
+        if not rows or (start_col is not None and end_col is not None and start_col >= end_col):
+            return {}
+        return self._rows_columns(table, rows, start_col, end_col, timestamp)
+
+    @abstractmethod
+    def _meta(self, table: str, op: str) -> TableMetadata:
+        """The table's metadata (``op`` names the operation in errors); TableNotFoundError for an unknown table."""
+
+    @abstractmethod
+    def _row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None, limit: int | None,
+                     timestamp: int) -> list[tuple[bytes, Value]]:
+        """:meth:`get_row_columns` on checked arguments: a column range that is not empty, ``limit`` None or > 0."""
+
+    @abstractmethod
+    def _rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
+                      timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
+        """:meth:`get_rows_columns` on checked arguments: some rows, a column range that is not empty."""
 
     @abstractmethod
     def full_range(self, table: str) -> ScanRange: ...
@@ -338,7 +411,6 @@ class KeyValueService(ABC):
     def split_ranges(self, table: str, parts: int) -> list[ScanRange]:
         """Split the table into about ``parts`` disjoint ranges covering every row."""
 
-    @abstractmethod
     def scan(
         self,
         table: str,
@@ -350,6 +422,18 @@ class KeyValueService(ABC):
         """Every version ``(cell, ts, value)`` with ts below ``timestamp`` in the range, in the backend's
         row order, then column, then timestamp ascending. ``start_after_row`` resumes after a row
         previously returned from the same range. Pages with ``page_size``."""
+        self._meta(table, "scan")
+        bounds = self._scan_bounds(scan_range, start_after_row)
+        return self._scan(table, bounds, check_page_size(page_size), check_read_timestamp(timestamp))
+
+    @abstractmethod
+    def _scan_bounds(self, scan_range: ScanRange | None, start_after_row: bytes | None) -> tuple:
+        """The checked bounds (the backend's own) of a scan of ``scan_range`` (None: the whole table)
+        resuming after ``start_after_row``; InvalidInputError for a range of the other backend's kind."""
+
+    @abstractmethod
+    def _scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
+        """:meth:`scan` within ``bounds`` (from :meth:`_scan_bounds`) on checked arguments."""
 
     # ----- LWT tables ------------------------------------------------------------------------------
     @abstractmethod
@@ -381,11 +465,25 @@ class KeyValueService(ABC):
     @abstractmethod
     def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None: ...
 
-    @abstractmethod
     def get_wallclock_row(
         self, table: str, row: bytes, start_col: bytes | None = None, limit: int | None = None
     ) -> list[tuple[bytes, bytes]]:
         """Columns of one row of a WALLCLOCK table ordered by column bytes."""
+        self._require(table, "get_wallclock_row", WriteMode.WALLCLOCK, WriteMode.LWT)
+        row = check_row(row)
+        start_col = check_optional_bytes(start_col, "start_col")
+        limit = check_limit(limit)
+        if limit == 0:
+            return []
+        return self._wallclock_row(table, row, start_col, limit)
+
+    @abstractmethod
+    def _require(self, table: str, op: str, *modes: WriteMode) -> TableMetadata:
+        """The table's metadata when its write mode is one of ``modes``, else InvalidInputError."""
+
+    @abstractmethod
+    def _wallclock_row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+        """:meth:`get_wallclock_row` on checked arguments (``limit`` None or > 0)."""
 
     # ----- operations ------------------------------------------------------------------------------
     def space_used_bytes(self, table: str) -> int | None:

@@ -29,7 +29,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -45,6 +45,21 @@ DEFAULT_LOCAL_MASTER = "local[*]"
 ARTIFACT_DIR_ENV = "ATLAS_SPARK_ARTIFACT_DIR"
 CONNECT_CONN_TYPE = "spark_connect"
 """The connection type that selects the Spark Connect path."""
+
+
+
+class SubmitOptions(TypedDict, total=False):
+    """The keyword arguments every submission function takes besides its job's own (both jobs, both paths):
+    ``extra_conf`` (Spark conf; ``spark.atlas.store.<setting>`` entries override store settings),
+    ``settings`` (engine settings, a shorthand for those), and the Spark-on-a-cluster settings
+    (:func:`cluster_options`: ``spark_conf``, ``executor_python``, ``driver_host``; spark-submit only)."""
+
+    extra_conf: Mapping[str, Any] | None
+    settings: Mapping[str, Any] | None
+    spark_conf: Mapping[str, Any] | None
+    executor_python: str | None
+    driver_host: str | None
+
 
 _RUNNING: dict[str, Any] = {}
 _RUNNING_LOCK = threading.Lock()

@@ -28,13 +28,14 @@ import logging
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Unpack
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_atlas.airflow.execution.spark import (
     CONNECT_CONN_TYPE,
     SparkSweepFailed,
+    SubmitOptions,
     artifact_dir,
     killable,
     raise_for_document,
@@ -78,7 +79,7 @@ def _session_file(remote: str, zip_path: str):
     return artifact_dir() / "connect-sessions" / f"{key}-{zip_path.rsplit('/', 1)[-1].removesuffix('.zip')}.id"
 
 
-def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_conf, settings,
+def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_conf=None, settings=None,
          spark_conf=None, executor_python=None, driver_host=None) -> JobDocument:
     from airflow_atlas.spark import run_job
     from airflow_atlas.spark.connect import connect_client_mode, open_session
@@ -152,12 +153,8 @@ def submit_targeted_sweep(
     batch_limit: int | None,
     max_iterations: int | None,
     dry_run: bool,
-    extra_conf: Mapping[str, Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
     sweep_timestamps: Mapping[str, int] | None = None,
-    spark_conf: Mapping[str, Any] | None = None,
-    executor_python: str | None = None,
-    driver_host: str | None = None,
+    **options: Unpack[SubmitOptions],
 ) -> JobDocument:
     """The targeted sweep of ``pairs`` on the Connect server of ``spark_conn_id`` (arguments as
     :func:`airflow_atlas.airflow.execution.spark_submit.submit_targeted_sweep`)."""
@@ -166,9 +163,7 @@ def submit_targeted_sweep(
     job = TargetedSweepJob(pairs=parse_pairs(pairs), batch_limit=None if batch_limit is None else int(batch_limit),
                            max_iterations=None if max_iterations is None else int(max_iterations),
                            dry_run=bool(dry_run), sweep_timestamps=dict(sweep_timestamps) if sweep_timestamps else None)
-    return _run("targeted-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url,
-                extra_conf=extra_conf, settings=settings, spark_conf=spark_conf, executor_python=executor_python,
-                driver_host=driver_host)
+    return _run("targeted-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url, **options)
 
 
 def submit_full_sweep(
@@ -180,23 +175,14 @@ def submit_full_sweep(
     parts: int,
     batch_size: int,
     dry_run: bool,
-    extra_conf: Mapping[str, Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
-    spark_conf: Mapping[str, Any] | None = None,
-    executor_python: str | None = None,
-    driver_host: str | None = None,
+    **options: Unpack[SubmitOptions],
 ) -> JobDocument:
     """The legacy sweep of ``table`` in ``parts`` ranges on the Connect server of ``spark_conn_id``."""
     from airflow_atlas.spark import FullSweepJob
 
-    if int(parts) < 1:
-        raise ValueError("parts must be at least 1")
-    if int(batch_size) < 1:
-        raise ValueError("batch_size must be at least 1")
+    # FullSweepJob checks table, parts and batch_size (ValueError / InvalidInputError) before anything runs.
     job = FullSweepJob(table=str(table), parts=int(parts), batch_size=int(batch_size), dry_run=bool(dry_run))
-    return _run("full-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url,
-                extra_conf=extra_conf, settings=settings, spark_conf=spark_conf, executor_python=executor_python,
-                driver_host=driver_host)
+    return _run("full-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url, **options)
 
 
 __all__ = ["submit_targeted_sweep", "submit_full_sweep", "connect_url", "CONNECT_CONN_TYPE"]

@@ -50,13 +50,14 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_atlas.airflow.execution.spark import (
     DEFAULT_SPARK_CONN_ID,
     SparkSweepFailed,
+    SubmitOptions,
     artifact_dir,
     killable,
     raise_for_document,
@@ -172,7 +173,8 @@ def _run(
     store_url: str,
     script: str,
     job_args: list[str],
-    extra_conf: Mapping[str, Any] | None,
+    extra_conf: Mapping[str, Any] | None = None,
+    settings: Mapping[str, Any] | None = None,
     spark_conf: Mapping[str, Any] | None = None,
     executor_python: str | None = None,
     driver_host: str | None = None,
@@ -189,7 +191,8 @@ def _run(
             f"Spark connection {spark_conn_id!r} uses deploy-mode cluster: the sweep jobs return their result "
             "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
         )
-    conf = submit_conf(spark_conf=spark_conf, executor_python=executor_python, driver_host=driver_host, extra_conf=extra_conf)
+    conf = submit_conf(spark_conf=spark_conf, executor_python=executor_python, driver_host=driver_host,
+                       extra_conf={**_setting_conf(settings), **(extra_conf or {})})
     application = job_script(script)
     zip_path = build_engine_zip(artifact_dir())
     workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
@@ -254,12 +257,8 @@ def submit_targeted_sweep(
     batch_limit: int | None,
     max_iterations: int | None,
     dry_run: bool,
-    extra_conf: Mapping[str, Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
     sweep_timestamps: Mapping[str, int] | None = None,
-    spark_conf: Mapping[str, Any] | None = None,
-    executor_python: str | None = None,
-    driver_host: str | None = None,
+    **options: Unpack[SubmitOptions],
 ) -> JobDocument:
     """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
 
@@ -280,18 +279,8 @@ def submit_targeted_sweep(
         args.append("--dry-run")
     if sweep_timestamps:
         args += ["--sweep-ts", ",".join(f"{k}={int(v)}" for k, v in sorted(sweep_timestamps.items()))]
-    return _run(
-        "targeted-sweep",
-        context,
-        spark_conn_id=spark_conn_id,
-        store_url=store_url,
-        script="targeted_sweep_job.py",
-        job_args=args,
-        extra_conf={**_setting_conf(settings), **(extra_conf or {})},
-        spark_conf=spark_conf,
-        executor_python=executor_python,
-        driver_host=driver_host,
-    )
+    return _run("targeted-sweep", context, spark_conn_id=spark_conn_id, store_url=store_url,
+                script="targeted_sweep_job.py", job_args=args, **options)
 
 
 def submit_full_sweep(
@@ -303,11 +292,7 @@ def submit_full_sweep(
     parts: int,
     batch_size: int,
     dry_run: bool,
-    extra_conf: Mapping[str, Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
-    spark_conf: Mapping[str, Any] | None = None,
-    executor_python: str | None = None,
-    driver_host: str | None = None,
+    **options: Unpack[SubmitOptions],
 ) -> JobDocument:
     """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
     its result document."""
@@ -318,18 +303,8 @@ def submit_full_sweep(
     args = ["--table", str(table), "--parts", str(int(parts)), "--batch-size", str(int(batch_size))]
     if dry_run:
         args.append("--dry-run")
-    return _run(
-        "full-sweep",
-        context,
-        spark_conn_id=spark_conn_id,
-        store_url=store_url,
-        script="full_sweep_job.py",
-        job_args=args,
-        extra_conf={**_setting_conf(settings), **(extra_conf or {})},
-        spark_conf=spark_conf,
-        executor_python=executor_python,
-        driver_host=driver_host,
-    )
+    return _run("full-sweep", context, spark_conn_id=spark_conn_id, store_url=store_url,
+                script="full_sweep_job.py", job_args=args, **options)
 
 
 __all__ = [

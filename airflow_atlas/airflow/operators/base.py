@@ -22,8 +22,10 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException
 
+from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
+from airflow_atlas.airflow.targets import SweepTarget, normalize_targets
 from airflow_atlas.errors import AtlasError, is_retriable
 
 
@@ -62,3 +64,50 @@ class AtlasBaseOperator(BaseOperator):
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
+
+
+class AtlasTargetsOperator(AtlasBaseOperator):
+    """An operator that works on (shard, strategy) targets: ``targets`` (a list of target dicts, e.g. a
+    planning task's output) or one pair given as ``shard`` + ``strategy`` (all three templated)."""
+
+    template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy")
+
+    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, **kwargs):
+        super().__init__(**kwargs)
+        self.targets = targets
+        self.shard = shard
+        self.strategy = strategy
+
+    def sweep_targets(self) -> list[SweepTarget]:
+        """The validated targets (:func:`~airflow_atlas.airflow.targets.normalize_targets`)."""
+        return normalize_targets(self.targets, self.shard, self.strategy)
+
+
+SWEEP_RUN_FIELDS = ("sweep_ts", "sweep_dry_run", "execution_mode", "spark_conn_id")
+"""The templated fields of :class:`AtlasSweepRunOperator`."""
+
+
+class AtlasSweepRunOperator(AtlasBaseOperator):
+    """An operator that sweeps, in the task or as a Spark application: ``sweep_ts``, ``dry_run`` (kept as
+    ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``), ``execution_mode`` and ``spark_conn_id``
+    (all templated); ``on_kill`` stops its Spark submission."""
+
+    template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, *SWEEP_RUN_FIELDS)
+
+    def __init__(self, *, sweep_ts: int | None = None, dry_run: bool = False, execution_mode: str | None = None,
+                 spark_conn_id: str | None = None, **kwargs):
+        super().__init__(**kwargs)
+        self.sweep_ts = sweep_ts
+        self.sweep_dry_run = dry_run
+        self.execution_mode = execution_mode
+        self.spark_conn_id = spark_conn_id
+        self._submission = SparkSubmission()
+
+    def spark_args(self, settings: AtlasSettings) -> dict[str, Any]:
+        """What a Spark submission of this task takes besides its job: the store and Spark connections,
+        the settings and the task's engine settings."""
+        return {"store_conn_id": self.resolved_conn_id(settings), "spark_conn_id": self.spark_conn_id or settings.spark_conn_id,
+                "settings": settings, "engine_config": self.engine_config(settings)}
+
+    def on_kill(self) -> None:
+        self._submission.kill()

@@ -7,8 +7,7 @@ from typing import Any
 from airflow.sdk import XComArg
 
 from airflow_atlas.airflow.execution import run_mode
-from airflow_atlas.airflow.execution.spark import SparkSubmission
-from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.operators.base import AtlasBaseOperator, AtlasSweepRunOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
 from airflow_atlas.airflow.settings import AtlasSettings
@@ -93,7 +92,7 @@ class PlanFullSweepOperator(AtlasBaseOperator):
         return to_xcom(out)
 
 
-class FullTableSweepOperator(AtlasBaseOperator):
+class FullTableSweepOperator(AtlasSweepRunOperator):
     """Legacy sweep of one table (or some scan ranges of it).
 
     :param table: the table (templated).
@@ -118,41 +117,17 @@ class FullTableSweepOperator(AtlasBaseOperator):
     (The ``dry_run`` argument is kept as ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``.)
     """
 
-    template_fields = (
-        *AtlasBaseOperator.template_fields,
-        "table",
-        "scan_ranges",
-        "sweep_ts",
-        "batch_size",
-        "sweep_dry_run",
-        "execution_mode",
-        "spark_conn_id",
-        "parts",
-    )
+    template_fields = (*AtlasSweepRunOperator.template_fields, "table", "scan_ranges", "batch_size", "parts")
 
     def __init__(
-        self,
-        *,
-        table: str,
-        scan_ranges: list | None = None,
-        sweep_ts: int | None = None,
-        batch_size: int | None = None,
-        dry_run: bool = False,
-        execution_mode: str | None = None,
-        spark_conn_id: str | None = None,
-        parts: int | None = None,
+        self, *, table: str, scan_ranges: list | None = None, batch_size: int | None = None, parts: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.parts = parts
-        self._submission = SparkSubmission()
         self.table = table
         self.scan_ranges = scan_ranges
-        self.sweep_ts = sweep_ts
         self.batch_size = batch_size
-        self.sweep_dry_run = dry_run
-        self.execution_mode = execution_mode
-        self.spark_conn_id = spark_conn_id
+        self.parts = parts
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         mode = run_mode(self.execution_mode or settings.execution_mode)
@@ -194,10 +169,7 @@ class FullTableSweepOperator(AtlasBaseOperator):
         document = self._submission.run(
             context,
             submit_full_sweep,
-            store_conn_id=self.resolved_conn_id(settings),
-            spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
-            settings=settings,
-            engine_config=self.engine_config(settings),
+            **self.spark_args(settings),
             table=self.table,
             parts=int(self.parts or settings.full_sweep_parts),
             batch_size=batch_size,
@@ -212,9 +184,6 @@ class FullTableSweepOperator(AtlasBaseOperator):
             swept_tables=_swept(self.table, dry_run, counts["versions_deleted"]),
             spark={"app_id": document.app_id, "master": document.master},
         )
-
-    def on_kill(self) -> None:
-        self._submission.kill()
 
 
 def _swept(table: str, dry_run: bool, versions_deleted: int) -> list[dict]:

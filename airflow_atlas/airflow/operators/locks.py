@@ -12,15 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.operators.base import AtlasTargetsOperator
 from airflow_atlas.airflow.results import LockRelease
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.airflow.targets import SweepTarget, holder_for, normalize_targets
+from airflow_atlas.airflow.targets import SweepTarget, holder_for
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.locks import Lease
 
 
-class AcquireSweepLockOperator(AtlasBaseOperator):
+class AcquireSweepLockOperator(AtlasTargetsOperator):
     """Take the lock of each target. Returns the targets with the lease recorded (XCom).
 
     :param targets: list of ``{"shard": int, "strategy": str, ...}`` (templated; e.g. a planning task's
@@ -35,29 +35,23 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
-    template_fields = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy", "holder", "lease_seconds", "wait_seconds")
+    template_fields = (*AtlasTargetsOperator.template_fields, "holder", "lease_seconds", "wait_seconds")
 
     def __init__(
         self,
         *,
-        targets: Any = None,
-        shard: Any = None,
-        strategy: Any = None,
         holder: str | None = None,
         lease_seconds: float | None = None,
         wait_seconds: float | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.targets = targets
-        self.shard = shard
-        self.strategy = strategy
         self.holder = holder
         self.lease_seconds = lease_seconds
         self.wait_seconds = wait_seconds
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
-        targets = normalize_targets(self.targets, self.shard, self.strategy)
+        targets = self.sweep_targets()
         lease_seconds = float(self.lease_seconds or settings.lock_lease_seconds)
         wait = settings.lock_wait_seconds if self.wait_seconds is None else float(self.wait_seconds)
         out: list[SweepTarget] = []
@@ -86,7 +80,7 @@ class AcquireSweepLockOperator(AtlasBaseOperator):
         return to_xcom(out)
 
 
-class ReleaseSweepLockOperator(AtlasBaseOperator):
+class ReleaseSweepLockOperator(AtlasTargetsOperator):
     """Release the locks this run's holder owns for the targets; idempotent (a lock already released,
     expired and taken by someone else, or never taken is left alone). Returns one
     :class:`~airflow_atlas.airflow.results.LockRelease` per target (``shard``, ``strategy``, ``lock``,
@@ -100,18 +94,15 @@ class ReleaseSweepLockOperator(AtlasBaseOperator):
     failed.
     """
 
-    template_fields = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy", "holder")
+    template_fields = (*AtlasTargetsOperator.template_fields, "holder")
 
-    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, holder: str | None = None, **kwargs):
+    def __init__(self, *, holder: str | None = None, **kwargs):
         super().__init__(**kwargs)
-        self.targets = targets
-        self.shard = shard
-        self.strategy = strategy
         self.holder = holder
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         out: list[LockRelease] = []
-        for target in normalize_targets(self.targets, self.shard, self.strategy):
+        for target in self.sweep_targets():
             name = target.lock_name
             holder = self.holder or holder_for(context, target)
             released = store.locks.release_held_by(name, holder)

@@ -10,9 +10,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
-from airflow_atlas.airflow.execution.spark import SparkSubmission, sweep_on_spark
+from airflow_atlas.airflow.execution.spark import sweep_on_spark
 from airflow_atlas.airflow.metrics import emit_shard_metrics
-from airflow_atlas.airflow.operators.base import AtlasBaseOperator
+from airflow_atlas.airflow.operators.base import SWEEP_RUN_FIELDS, AtlasSweepRunOperator, AtlasTargetsOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import SweepSummary
 from airflow_atlas.airflow.settings import AtlasSettings
@@ -23,7 +23,6 @@ from airflow_atlas.airflow.targets import (
     as_int,
     flat_targets,
     holder_for,
-    normalize_targets,
 )
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
@@ -31,7 +30,7 @@ from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.settings_resolver import Layer, Rank
 
 
-class SweepShardOperator(AtlasBaseOperator):
+class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
     """Run targeted sweep on (shard, strategy) pairs until each is caught up to its sweep timestamp,
     blocked by a transaction that committed too late, or ``max_iterations`` is reached.
 
@@ -78,51 +77,26 @@ class SweepShardOperator(AtlasBaseOperator):
     """
 
     template_fields = (
-        *AtlasBaseOperator.template_fields,
-        "targets",
-        "shard",
-        "strategy",
-        "sweep_ts",
-        "batch_limit",
-        "max_iterations",
-        "max_entries_per_second",
-        "sweep_dry_run",
-        "execution_mode",
-        "spark_conn_id",
+        *AtlasTargetsOperator.template_fields, *SWEEP_RUN_FIELDS, "batch_limit", "max_iterations", "max_entries_per_second",
     )
 
     def __init__(
         self,
         *,
-        targets: Any = None,
-        shard: Any = None,
-        strategy: Any = None,
-        sweep_ts: int | None = None,
         batch_limit: int | None = None,
         max_iterations: int | None = None,
-        dry_run: bool = False,
-        execution_mode: str | None = None,
-        spark_conn_id: str | None = None,
         max_entries_per_second: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
-        self.targets = targets
-        self.shard = shard
-        self.strategy = strategy
-        self.sweep_ts = sweep_ts
         self.batch_limit = batch_limit
         self.max_iterations = max_iterations
         self.max_entries_per_second = max_entries_per_second
-        self.sweep_dry_run = dry_run
-        self.execution_mode = execution_mode
-        self.spark_conn_id = spark_conn_id
         self._in_use: dict[str, Any] = {}
         self._kill_conn: tuple[str, Any] | None = None
-        self._submission = SparkSubmission()
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
-        targets = normalize_targets(self.targets, self.shard, self.strategy)
+        targets = self.sweep_targets()
         if self.sweep_ts is not None:
             sweep_ts = as_int(self.sweep_ts, "sweep_ts")
             targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=sweep_ts) for t in targets]
@@ -132,9 +106,7 @@ class SweepShardOperator(AtlasBaseOperator):
         options = self._options(settings)
         if mode == "spark":
             swept, document = sweep_on_spark(
-                self._submission, context, store, targets, options,
-                store_conn_id=self.resolved_conn_id(settings), spark_conn_id=self.spark_conn_id or settings.spark_conn_id,
-                settings=settings, engine_config=self.engine_config(settings),
+                self._submission, context, store, targets, options, **self.spark_args(settings),
             )
             if document is not None:
                 self.log.info("Spark job %s: %s", document.app_id, document.summary)
@@ -189,7 +161,7 @@ class SweepShardOperator(AtlasBaseOperator):
     def on_kill(self) -> None:
         """Stop the Spark submission if one runs; release the leases in use (with a fresh connection:
         the task's own may be mid-request)."""
-        self._submission.kill()
+        super().on_kill()
         leases = list(self._in_use.values())
         if not leases or self._kill_conn is None:
             return
@@ -212,7 +184,7 @@ def _swept_tables(result: dict | None) -> list[dict]:
     return swept_tables(cells=result.get("tables"))
 
 
-class ReconcileSweepQueueOperator(AtlasBaseOperator):
+class ReconcileSweepQueueOperator(AtlasTargetsOperator):
     """Remove sweep-queue rows wholly below each pair's persisted progress (what an interrupted run can
     leave behind; the sweep iteration itself cleans as it goes). Idempotent; reads the progress itself.
 
@@ -223,17 +195,9 @@ class ReconcileSweepQueueOperator(AtlasBaseOperator):
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
-    template_fields = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy")
-
-    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, **kwargs):
-        super().__init__(**kwargs)
-        self.targets = targets
-        self.shard = shard
-        self.strategy = strategy
-
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         out = []
-        for target in normalize_targets(self.targets, self.shard, self.strategy):
+        for target in self.sweep_targets():
             if target.status in (SKIPPED, "dry_run"):
                 out.append(target.with_(reconciled=None))
                 continue

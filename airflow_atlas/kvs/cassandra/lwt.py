@@ -14,7 +14,14 @@ from cassandra.query import BatchStatement, BatchType
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
+from ..api import (
+    LWT_TIMESTAMP,
+    Cell,
+    WriteMode,
+    check_row,
+    validate_cell,
+    validate_value,
+)
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from .host import CassandraHost
 from .statements import row_tuple
@@ -115,7 +122,7 @@ class LwtMixin(CassandraHost):
 
     def get_lwt_row(self, table: str, row: bytes, serial: bool = False) -> dict[bytes, bytes]:
         self._require(table, "get_lwt_row", WriteMode.LWT, WriteMode.WALLCLOCK)
-        row = C.check_row(row)
+        row = check_row(row)
         ps = self._prep(table, "lwt_row_serial" if serial else "rc")
         rs = self._execute("get_lwt_row", table, ps, (row,))
         return {col: value for col, ts, value in self._rows("get_lwt_row", table, rs) if ts == LWT_TIMESTAMP}
@@ -144,15 +151,7 @@ class LwtMixin(CassandraHost):
         ps = self._prep(table, "wc_delete")
         self._concurrent("delete_wallclock", table, [(ps, (c.row, c.col)) for c in cells])
 
-    def get_wallclock_row(
-        self, table: str, row: bytes, start_col: bytes | None = None, limit: int | None = None
-    ) -> list[tuple[bytes, bytes]]:
-        self._require(table, "get_wallclock_row", WriteMode.WALLCLOCK, WriteMode.LWT)
-        row = C.check_row(row)
-        start_col = C.check_optional_bytes(start_col, "start_col")
-        limit = C.check_limit(limit)
-        if limit == 0:
-            return []
+    def _wallclock_row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
         params: tuple
         if start_col is None:
             ps, params = self._prep(table, "rc"), (row,)

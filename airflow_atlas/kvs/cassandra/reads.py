@@ -6,11 +6,11 @@ ranges: ``(start, end]`` of the Murmur3 ring.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 
 from ...errors import InvalidInputError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
+from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value, check_read_timestamp, check_row
 from .host import CassandraHost
 from .statements import RING_MAX, RING_MIN, row_tuple, token
 
@@ -53,7 +53,7 @@ class ReadsMixin(CassandraHost):
         result pages on. Each list is ascending (the clustering order), as with one query per cell."""
         self._meta(table, "get_all_timestamps")
         cells = C.check_cells(cells)
-        timestamp = C.check_read_timestamp(timestamp)
+        timestamp = check_read_timestamp(timestamp)
         if not cells:
             return {}
         rows_of: dict[bytes, list[bytes]] = {}
@@ -115,44 +115,16 @@ class ReadsMixin(CassandraHost):
             out.append(current)
         return out
 
-    def get_row_columns(
-        self,
-        table: str,
-        row: bytes,
-        start_col: bytes | None = None,
-        end_col: bytes | None = None,
-        limit: int | None = None,
-        timestamp: int = MAX_TIMESTAMP,
-    ) -> list[tuple[bytes, Value]]:
+    def _row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None, limit: int | None,
+                     timestamp: int) -> list[tuple[bytes, Value]]:
         """Reads the row's versions in pages of ``page_size`` and keeps the latest below ``timestamp``."""
-        self._meta(table, "get_row_columns")
-        row = C.check_row(row)
-        start_col = C.check_optional_bytes(start_col, "start_col")
-        end_col = C.check_optional_bytes(end_col, "end_col")
-        limit = C.check_limit(limit)
-        timestamp = C.check_read_timestamp(timestamp)
-        if limit == 0 or (start_col is not None and end_col is not None and start_col >= end_col):
-            return []
         ps, params = self._row_columns_statement(table, row, start_col, end_col)
         rs = self._execute("get_row_columns", table, ps, params)
         return self._latest_per_column(self._rows("get_row_columns", table, rs), timestamp, limit)
 
-    def get_rows_columns(
-        self,
-        table: str,
-        rows: Sequence[bytes],
-        start_col: bytes | None = None,
-        end_col: bytes | None = None,
-        timestamp: int = MAX_TIMESTAMP,
-    ) -> dict[bytes, list[tuple[bytes, Value]]]:
+    def _rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
+                      timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
         """First pages of all rows concurrently; wide rows then page on."""
-        self._meta(table, "get_rows_columns")
-        rows = C.check_rows(rows)
-        start_col = C.check_optional_bytes(start_col, "start_col")
-        end_col = C.check_optional_bytes(end_col, "end_col")
-        timestamp = C.check_read_timestamp(timestamp)
-        if not rows or (start_col is not None and end_col is not None and start_col >= end_col):
-            return {}
         statements = [self._row_columns_statement(table, r, start_col, end_col) for r in rows]
         results = self._concurrent("get_rows_columns", table, statements)
         out: dict[bytes, list[tuple[bytes, Value]]] = {}
@@ -174,18 +146,10 @@ class ReadsMixin(CassandraHost):
         bounds = [RING_MIN + (i * span) // parts for i in range(parts)] + [RING_MAX]
         return [ScanRange("token", bounds[i], bounds[i + 1]) for i in range(parts)]
 
-    def scan(
-        self,
-        table: str,
-        scan_range: ScanRange | None = None,
-        start_after_row: bytes | None = None,
-        page_size: int = 1000,
-        timestamp: int = MAX_TIMESTAMP,
-    ) -> Iterator[tuple[Cell, int, bytes]]:
+    def _scan_bounds(self, scan_range: ScanRange | None, start_after_row: bytes | None) -> tuple[int, int]:
         """Token order, then column, then timestamp. ``start_after_row`` resumes at ``token(key) >
         token(start_after_row)``: rows sharing that row's token (a Murmur3 collision, astronomically rare)
         would be skipped."""
-        self._meta(table, "scan")
         if scan_range is None:
             scan_range = ScanRange("token", RING_MIN, RING_MAX)
         if not isinstance(scan_range, ScanRange) or scan_range.kind != "token":
@@ -193,12 +157,11 @@ class ReadsMixin(CassandraHost):
         start = C.check_int(scan_range.start, "scan range start")
         end = C.check_int(scan_range.end, "scan range end")
         if start_after_row is not None:
-            start = max(start, token(C.check_row(start_after_row)))
-        page_size = C.check_page_size(page_size)
-        timestamp = C.check_read_timestamp(timestamp)
-        return self._scan(table, start, end, page_size, timestamp)
+            start = max(start, token(check_row(start_after_row)))
+        return start, end
 
-    def _scan(self, table, start, end, page_size, timestamp) -> Iterator[tuple[Cell, int, bytes]]:
+    def _scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
+        start, end = bounds
         if start >= end:
             return
         bound = self._prep(table, "scan").bind((start, end))

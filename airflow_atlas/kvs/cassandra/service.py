@@ -15,7 +15,7 @@ from cassandra.concurrent import execute_concurrent
 
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, KeyValueService, TableMetadata, WriteMode
+from ..api import MAX_TIMESTAMP, Cell, KeyValueService, TableMetadata, WriteMode, check_page_size, check_rows
 from ..consistency import (
     WRITE_OPERATIONS,
     ConsistencyPolicy,
@@ -78,7 +78,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         replication_factor = C.check_int(replication_factor, "replication_factor", 1, 99)
         validate_datacenter(datacenter)
         self._concurrency = C.check_int(concurrency, "concurrency", 1, 4096)
-        self._page_size = C.check_page_size(page_size)
+        self._page_size = check_page_size(page_size)
         self._batch_partitions = C.check_int(batch_partitions, "batch_partitions", 1, 1000)
         self._batch_bytes = C.check_int(batch_bytes, "batch_bytes", 64, 1 << 20)
         self.consistency, self.gc_grace_guard = check_policies(consistency, gc_grace_guard)
@@ -483,7 +483,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         below T stay hidden (Cassandra semantics; the embedded store has no such shadow)."""
         operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
         self._require(table, "delete_rows", WriteMode.LOGICAL)
-        rows = C.check_rows(rows)
+        rows = check_rows(rows)
         if not rows:
             return
         ps = self._prep(table, "delete_row", operation)

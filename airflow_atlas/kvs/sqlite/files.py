@@ -22,6 +22,13 @@ SENTINEL_SQL = "INSERT OR REPLACE INTO {t} (r, c, ts, v, exp) VALUES (?, ?, ?, X
 DELETE_RANGE_SQL = "DELETE FROM {t} WHERE r = ? AND c = ? AND ts >= ? AND ts <= ?"
 
 
+def optional_filters(*conditions: tuple[str, object]) -> tuple[str, list]:
+    """``" AND <sql>"`` for each ``(sql, value)`` whose value is not None (the value is its one ``?``), and
+    those values in order: the optional bounds of a query (column or row ranges, resume positions)."""
+    present = [(sql, value) for sql, value in conditions if value is not None]
+    return "".join(f" AND {sql}" for sql, _ in present), [value for _, value in present]
+
+
 class WeakConnection(sqlite3.Connection):
     """A connection that can be weakly referenced: a thread's connection closes when the thread ends."""
 

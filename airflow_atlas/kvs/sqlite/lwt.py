@@ -7,9 +7,16 @@ from collections.abc import Iterable, Mapping
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import LWT_TIMESTAMP, Cell, WriteMode, validate_cell, validate_value
+from ..api import (
+    LWT_TIMESTAMP,
+    Cell,
+    WriteMode,
+    check_row,
+    validate_cell,
+    validate_value,
+)
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
-from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, physical_name
+from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, optional_filters, physical_name
 from .host import SqliteHost
 
 
@@ -91,7 +98,7 @@ class LwtMixin(SqliteHost):
 
     def get_lwt_row(self, table: str, row: bytes, serial: bool = False) -> dict[bytes, bytes]:
         self._require(table, "get_lwt_row", WriteMode.LWT, WriteMode.WALLCLOCK)
-        row = C.check_row(row)
+        row = check_row(row)
         sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED} ORDER BY c"
         with self._read("get_lwt_row", table) as conn:
             return {c: v for c, v in conn.execute(sql, (row, LWT_TIMESTAMP, now_ms()))}
@@ -131,21 +138,10 @@ class LwtMixin(SqliteHost):
                 table,
             )
 
-    def get_wallclock_row(
-        self, table: str, row: bytes, start_col: bytes | None = None, limit: int | None = None
-    ) -> list[tuple[bytes, bytes]]:
-        self._require(table, "get_wallclock_row", WriteMode.WALLCLOCK, WriteMode.LWT)
-        row = C.check_row(row)
-        start_col = C.check_optional_bytes(start_col, "start_col")
-        limit = C.check_limit(limit)
-        if limit == 0:
-            return []
-        sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED}"
-        params: list = [row, LWT_TIMESTAMP, now_ms()]
-        if start_col is not None:
-            sql += " AND c >= ?"
-            params.append(start_col)
-        sql += " ORDER BY c"
+    def _wallclock_row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+        bounds, extra = optional_filters(("c >= ?", start_col))
+        sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED}{bounds} ORDER BY c"
+        params: list = [row, LWT_TIMESTAMP, now_ms(), *extra]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)

@@ -3,12 +3,12 @@ reads in one read transaction)."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 
 from ...errors import InvalidInputError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value
-from .files import NOT_EXPIRED, now_ms, physical_name
+from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value, check_optional_bytes, check_read_timestamp, check_row
+from .files import NOT_EXPIRED, now_ms, optional_filters, physical_name
 from .host import SqliteHost
 
 
@@ -39,7 +39,7 @@ class ReadsMixin(SqliteHost):
     ) -> dict[Cell, list[int]]:
         self._meta(table, "get_all_timestamps")
         cells = C.check_cells(cells)
-        timestamp = C.check_read_timestamp(timestamp)
+        timestamp = check_read_timestamp(timestamp)
         out: dict[Cell, list[int]] = {}
         sql = f"SELECT ts FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts < ? AND {NOT_EXPIRED} ORDER BY ts"
         now = now_ms()
@@ -52,54 +52,22 @@ class ReadsMixin(SqliteHost):
 
     def _row_columns_sql(self, table: str, start_col, end_col, limit) -> tuple[str, list]:
         # SQLite: bare columns next to MAX() come from the row holding the maximum.
-        sql = f"SELECT c, MAX(ts), v FROM {physical_name(table)} WHERE r = ? AND ts < ? AND {NOT_EXPIRED}"
-        extra: list = []
-        if start_col is not None:
-            sql += " AND c >= ?"
-            extra.append(start_col)
-        if end_col is not None:
-            sql += " AND c < ?"
-            extra.append(end_col)
+        bounds, extra = optional_filters(("c >= ?", start_col), ("c < ?", end_col))
+        sql = f"SELECT c, MAX(ts), v FROM {physical_name(table)} WHERE r = ? AND ts < ? AND {NOT_EXPIRED}{bounds}"
         sql += " GROUP BY c ORDER BY c"
         if limit is not None:
             sql += " LIMIT ?"
         return sql, extra
 
-    def get_row_columns(
-        self,
-        table: str,
-        row: bytes,
-        start_col: bytes | None = None,
-        end_col: bytes | None = None,
-        limit: int | None = None,
-        timestamp: int = MAX_TIMESTAMP,
-    ) -> list[tuple[bytes, Value]]:
-        self._meta(table, "get_row_columns")
-        row = C.check_row(row)
-        start_col = C.check_optional_bytes(start_col, "start_col")
-        end_col = C.check_optional_bytes(end_col, "end_col")
-        limit = C.check_limit(limit)
-        timestamp = C.check_read_timestamp(timestamp)
-        if limit == 0:
-            return []
+    def _row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None, limit: int | None,
+                     timestamp: int) -> list[tuple[bytes, Value]]:
         sql, extra = self._row_columns_sql(table, start_col, end_col, limit)
         params = [row, timestamp, now_ms(), *extra] + ([limit] if limit is not None else [])
         with self._read("get_row_columns", table) as conn:
             return [(c, Value(ts, v)) for c, ts, v in conn.execute(sql, params)]
 
-    def get_rows_columns(
-        self,
-        table: str,
-        rows: Sequence[bytes],
-        start_col: bytes | None = None,
-        end_col: bytes | None = None,
-        timestamp: int = MAX_TIMESTAMP,
-    ) -> dict[bytes, list[tuple[bytes, Value]]]:
-        self._meta(table, "get_rows_columns")
-        rows = C.check_rows(rows)
-        start_col = C.check_optional_bytes(start_col, "start_col")
-        end_col = C.check_optional_bytes(end_col, "end_col")
-        timestamp = C.check_read_timestamp(timestamp)
+    def _rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
+                      timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
         sql, extra = self._row_columns_sql(table, start_col, end_col, None)
         now = now_ms()
         out: dict[bytes, list[tuple[bytes, Value]]] = {}
@@ -129,41 +97,29 @@ class ReadsMixin(SqliteHost):
         edges: list[bytes | None] = [None, *bounds, None]
         return [ScanRange("key", edges[i], edges[i + 1]) for i in range(len(edges) - 1)]
 
-    def scan(
-        self,
-        table: str,
-        scan_range: ScanRange | None = None,
-        start_after_row: bytes | None = None,
-        page_size: int = 1000,
-        timestamp: int = MAX_TIMESTAMP,
-    ) -> Iterator[tuple[Cell, int, bytes]]:
+    def _scan_bounds(
+        self, scan_range: ScanRange | None, start_after_row: bytes | None
+    ) -> tuple[bytes | None, bytes | None, bytes | None]:
         """Key order (unsigned bytes), keyset-paged: no cursor stays open between pages, so the caller may
         write to the store from the same thread while iterating."""
-        self._meta(table, "scan")
         if scan_range is None:
             scan_range = ScanRange("key", None, None)
         if not isinstance(scan_range, ScanRange) or scan_range.kind != "key":
             raise InvalidInputError(f"the sqlite store scans key ranges (ScanRange kind 'key'), got {scan_range!r}")
-        start = C.check_optional_bytes(scan_range.start, "scan range start")
-        end = C.check_optional_bytes(scan_range.end, "scan range end")
-        after = None if start_after_row is None else C.check_row(start_after_row)
-        page_size = C.check_page_size(page_size)
-        timestamp = C.check_read_timestamp(timestamp)
-        return self._scan(table, start, end, after, page_size, timestamp)
+        start = check_optional_bytes(scan_range.start, "scan range start")
+        end = check_optional_bytes(scan_range.end, "scan range end")
+        after = None if start_after_row is None else check_row(start_after_row)
+        return start, end, after
 
-    def _scan(self, table, start, end, after, page_size, timestamp) -> Iterator[tuple[Cell, int, bytes]]:
+    def _scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
+        start, end, after = bounds
         # First page: the range's lower bounds. Later pages: only the keyset position (r, c, ts) > last,
         # which SQLite turns into one index seek (extra lower bounds on r would make it seek by row only,
         # re-reading a wide row for every page).
         common = f"SELECT r, c, ts, v FROM {physical_name(table)} WHERE ts < ? AND {NOT_EXPIRED}"
-        upper, upper_args = ("", []) if end is None else (" AND r < ?", [end])
-        first, first_args = common + upper, [timestamp, now_ms(), *upper_args]
-        if start is not None:
-            first += " AND r >= ?"
-            first_args.append(start)
-        if after is not None:
-            first += " AND r > ?"
-            first_args.append(after)
+        upper, upper_args = optional_filters(("r < ?", end))
+        lower, lower_args = optional_filters(("r >= ?", start), ("r > ?", after))
+        first, first_args = common + upper + lower, [timestamp, now_ms(), *upper_args, *lower_args]
         last = None
         while True:
             if last is None:

@@ -236,14 +236,7 @@ class SqliteKeyValueService(WritesMixin, ReadsMixin, LwtMixin, KeyValueService):
         return meta
 
     def _require(self, table: str, op: str, *modes: WriteMode) -> TableMetadata:
-        meta = self._meta(table, op)
-        if meta.write_mode not in modes:
-            allowed = " or ".join(m.value.upper() for m in modes)
-            raise InvalidInputError(
-                f"{op} is not allowed on table {table!r}: its write mode is {meta.write_mode.value.upper()}, "
-                f"{op} needs {allowed}"
-            )
-        return meta
+        return C.check_write_mode(self._meta(table, op), table, op, modes)
 
     def create_table(self, table: str, metadata: TableMetadata = TableMetadata()) -> None:
         C.check_table(table)

@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from .. import _common as C
-from ..api import SENTINEL_TIMESTAMP, Cell, WriteMode
+from ..api import SENTINEL_TIMESTAMP, Cell, WriteMode, check_rows
 from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
 from .files import DELETE_RANGE_SQL, SENTINEL_SQL, physical_name
 from .host import SqliteHost
@@ -126,7 +126,7 @@ class WritesMixin(SqliteHost):
     def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
         resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
         self._require(table, "delete_rows", WriteMode.LOGICAL)
-        rows = C.check_rows(rows)
+        rows = check_rows(rows)
         if not rows:
             return
         with self._write("delete_rows", table) as conn:
