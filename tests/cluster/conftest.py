@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,13 +110,19 @@ class LocalCluster:
     def live(self, down: int | None = None) -> list[int]:
         return [i for i in range(1, NODES + 1) if i != down]
 
+    def nodetool_each(self, nodes, *args: str) -> None:
+        """``nodetool ARGS`` on each of ``nodes`` at once (each call is its own JVM, seconds to start; the
+        nodes are independent), returning when every call is done; the first failure is raised."""
+        nodes = list(nodes)
+        with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+            for done in [pool.submit(self.nodetool, node, *args) for node in nodes]:
+                done.result()
+
     def flush(self, keyspace: str, *nodes: int) -> None:
-        for node in nodes or self.live():
-            self.nodetool(node, "flush", keyspace)
+        self.nodetool_each(nodes or self.live(), "flush", keyspace)
 
     def compact(self, keyspace: str, table: str, *nodes: int) -> None:
-        for node in nodes or self.live():
-            self.nodetool(node, "compact", keyspace, table)
+        self.nodetool_each(nodes or self.live(), "compact", keyspace, table)
 
     def repair(self, keyspace: str, node: int = 1, *, full: bool = True) -> str:
         return self.nodetool(node, "repair", *(["--full"] if full else []), keyspace)
