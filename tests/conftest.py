@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -31,6 +33,24 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 CASSANDRA_HOST = os.environ.get("ATLAS_TEST_CASSANDRA_HOST", "127.0.0.1")
 CASSANDRA_PORT = int(os.environ.get("ATLAS_TEST_CASSANDRA_PORT", "9042"))
+
+
+def drop_keyspaces_soon(session, keyspaces, wait_seconds: float = 5.0) -> None:
+    """Ask the node(s) to drop ``keyspaces`` and wait at most ``wait_seconds`` in all: a drop of a keyspace
+    with a dozen tables takes seconds (tens on a loaded cluster), the node finishes it on its own, and a
+    test's keyspace names are its own. A failed drop never fails a test."""
+    pending = []
+    for keyspace in keyspaces:
+        done = threading.Event()
+        try:
+            future = session.execute_async(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
+            future.add_callbacks(lambda _, d=done: d.set(), lambda _, d=done: d.set())
+            pending.append(done)
+        except Exception:
+            pass
+    deadline = time.monotonic() + wait_seconds
+    for done in pending:
+        done.wait(max(0.0, deadline - time.monotonic()))
 
 
 def pytest_configure(config):

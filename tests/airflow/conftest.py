@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import REPO_ROOT
+from tests.conftest import REPO_ROOT, drop_keyspaces_soon
 
 CONN_ID = "atlas_test"
 SHARDS = 2
@@ -86,10 +86,7 @@ def _store(kind, request, monkeypatch, tmp_path):
     finally:
         hook.close()
         if keyspace:
-            try:
-                session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-            except Exception:
-                pass
+            drop_keyspaces_soon(session, [keyspace])
 
 
 def settle(store) -> None:

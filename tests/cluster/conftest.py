@@ -4,18 +4,20 @@ cluster``) and the Spark standalone master with two workers (127.0.0.5, ``script
 * ``cassandra_cluster`` (session): starts the cluster unless it runs (``scripts/test.sh`` starts it first;
   the start is idempotent) and returns a :class:`LocalCluster`: per-node nodetool, ``node_down(i)`` (a
   context manager that stops node i and always restarts it), flush/compact/repair helpers, store URLs.
-* after every test the autouse ``_all_nodes_up`` fixture restarts any node a test left down, so a failing
-  test never leaves the next one a 2-node cluster. Nothing here ever touches the shared node on 127.0.0.1.
+* after every test the autouse ``_all_nodes_up`` fixture restarts any node a test left down (checked in-process
+  with the CQL handshake), so a failing test never leaves the next one a 2-node cluster. Nothing here ever
+  touches the shared node on 127.0.0.1.
 * ``cluster_stores``: stores in fresh RF 3 keyspaces of the cluster, closed and dropped after the test.
 * ``spark_master`` (session): starts the Spark master and workers unless they run; returns the driver's
   properties (``scripts/spark.sh conf``) as a dict.
 """
 from __future__ import annotations
 
+import socket
+import struct
 import subprocess
-import threading
-import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
-from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT
+from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
 
 SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
 NODES = 3
@@ -40,6 +42,23 @@ CONFIG = dict(
     transaction_lease_seconds=600.0,
     running_writer_wait_seconds=2.0,
 )
+
+
+def _cql_answers(host: str, port: int = 9042) -> bool:
+    """The CQL native protocol handshake: OPTIONS (v4) answered by SUPPORTED."""
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            s.settimeout(3)
+            s.sendall(struct.pack(">BBhBi", 0x04, 0, 0, 0x05, 0))
+            header = b""
+            while len(header) < 9:
+                chunk = s.recv(9 - len(header))
+                if not chunk:
+                    return False
+                header += chunk
+            return header[4] == 0x06
+    except OSError:
+        return False
 
 
 def _script(script, *args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -62,7 +81,10 @@ class LocalCluster:
         return self.run("nodetool", str(node), *args)
 
     def up(self, node: int) -> bool:
-        return _script(CASSANDRA_SCRIPT, "cluster", "status-node", str(node), timeout=60).returncode == 0
+        """Node i answers the CQL handshake (what ``cassandra.sh cluster status-node I`` checks), asked
+        in-process: the script's check costs a bash and two Python start-ups per node, seconds on a loaded
+        machine, after every cluster test."""
+        return _cql_answers(self.hosts[node - 1])
 
     def stop_node(self, node: int) -> None:
         self.run("stop-node", str(node), timeout=180)
@@ -88,13 +110,19 @@ class LocalCluster:
     def live(self, down: int | None = None) -> list[int]:
         return [i for i in range(1, NODES + 1) if i != down]
 
+    def nodetool_each(self, nodes, *args: str) -> None:
+        """``nodetool ARGS`` on each of ``nodes`` at once (each call is its own JVM, seconds to start; the
+        nodes are independent), returning when every call is done; the first failure is raised."""
+        nodes = list(nodes)
+        with ThreadPoolExecutor(max_workers=max(1, len(nodes))) as pool:
+            for done in [pool.submit(self.nodetool, node, *args) for node in nodes]:
+                done.result()
+
     def flush(self, keyspace: str, *nodes: int) -> None:
-        for node in nodes or self.live():
-            self.nodetool(node, "flush", keyspace)
+        self.nodetool_each(nodes or self.live(), "flush", keyspace)
 
     def compact(self, keyspace: str, table: str, *nodes: int) -> None:
-        for node in nodes or self.live():
-            self.nodetool(node, "compact", keyspace, table)
+        self.nodetool_each(nodes or self.live(), "compact", keyspace, table)
 
     def repair(self, keyspace: str, node: int = 1, *, full: bool = True) -> str:
         return self.nodetool(node, "repair", *(["--full"] if full else []), keyspace)
@@ -157,18 +185,7 @@ class ClusterStores:
                 store.close()
             except Exception:
                 pass
-        pending = []
-        for keyspace in self.keyspaces:
-            done = threading.Event()
-            try:
-                future = self.session.execute_async(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-                future.add_callbacks(lambda _, d=done: d.set(), lambda _, d=done: d.set())
-                pending.append(done)
-            except Exception:
-                pass
-        deadline = time.monotonic() + 5
-        for done in pending:
-            done.wait(max(0.0, deadline - time.monotonic()))
+        drop_keyspaces_soon(self.session, self.keyspaces)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from tests.airflow.conftest import (
     task_states,
     xcom,
 )
-from tests.conftest import CASSANDRA_SCRIPT
+from tests.conftest import CASSANDRA_SCRIPT, drop_keyspaces_soon
 
 from .conftest import HOSTS, NODES
 
@@ -57,10 +57,7 @@ def cluster_airflow_store(cassandra_cluster, cluster_session, monkeypatch, airfl
         yield store, keyspace
     finally:
         hook.close()
-        try:
-            cluster_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-        except Exception:
-            pass
+        drop_keyspaces_soon(cluster_session, [keyspace])
 
 
 def _progress(store) -> dict:

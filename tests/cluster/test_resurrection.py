@@ -77,11 +77,11 @@ def sweep_everything(store) -> tuple[dict, list]:
 
 
 def compact(cluster, keyspace: str, nodes: list[int]) -> None:
-    """Flush, let one second pass (gc_grace_seconds = 0 counts whole seconds), then a major compaction."""
+    """Flush, let one second pass (gc_grace_seconds = 0 counts whole seconds), then a major compaction
+    (each step on every node at once)."""
     cluster.flush(keyspace, *nodes)
     time.sleep(1.5)
-    for node in nodes:
-        cluster.nodetool(node, "compact", keyspace)
+    cluster.nodetool_each(nodes, "compact", keyspace)
 
 
 def test_gc_grace_below_the_repair_interval_is_refused_on_swept_tables(cluster_stores):
@@ -112,8 +112,7 @@ def test_a_replica_outage_never_brings_deleted_data_back(cassandra_cluster, clus
     write_cells(store, conservative, range(CELLS), b"v1", expected)
 
     live = cluster.live(down=DOWN)
-    for node in live:
-        cluster.nodetool(node, "disablehandoff")
+    cluster.nodetool_each(live, "disablehandoff")
     try:
         with cluster.node_down(DOWN):
             # delete-heavy workload while the replica is down
@@ -131,8 +130,7 @@ def test_a_replica_outage_never_brings_deleted_data_back(cassandra_cluster, clus
             during = progress(store)
             compact(cluster, keyspace, live)
     finally:
-        for node in live:
-            cluster.nodetool(node, "enablehandoff")
+        cluster.nodetool_each(live, "enablehandoff")
 
     cluster.repair(keyspace)
     ts, results = sweep_everything(store)
