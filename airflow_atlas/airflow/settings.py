@@ -57,7 +57,6 @@ from airflow_atlas.settings_model import (
     check_known,
     known_names,
     layer_values,
-    markdown_table,
     setting,
     setting_fields,
     validate_fields,
@@ -120,6 +119,13 @@ def dag_setting(default: Any, kind: Kind, doc: str, *, read: str) -> Any:
 def dag_shaping_names() -> tuple[str, ...]:
     """The DAG-shaping settings (those :data:`DAG_SETTINGS_ENV` may hold), in declaration order."""
     return tuple(f.name for f in setting_fields(AtlasSettings) if f.metadata.get(DAG_SHAPING))
+
+
+def split_dag_settings(values: Mapping[str, Any]) -> tuple[dict, dict]:
+    """One JSON object of settings as its two sources: (the DAG-shaping keys, for :data:`DAG_SETTINGS_ENV`;
+    the rest, for the ``atlas_settings`` Variable). For scripts and tests that describe both at once."""
+    shaping = set(dag_shaping_names())
+    return {k: v for k, v in values.items() if k in shaping}, {k: v for k, v in values.items() if k not in shaping}
 
 
 @dataclass(frozen=True)
@@ -351,14 +357,23 @@ class AtlasSettings:
         return cls(engine_layer=layer, engine=resolve(layer), given=frozenset(own), **own)
 
     @classmethod
-    def load(cls, *, log_warnings: bool = True) -> AtlasSettings:
+    def load(cls, *, log_warnings: bool = True, through_cli: bool = False) -> AtlasSettings:
         """Read the ``atlas_settings`` Variable (defaults when it does not exist) - when a task runs, never
         at DAG-file parse time (there use :meth:`for_dag_files`). ``log_warnings``: log each of
-        :meth:`warnings` (in a task: its log), e.g. that :data:`VARIABLE_ENV` shadows the Variable."""
-        from airflow.sdk import Variable
+        :meth:`warnings` (in a task: its log), e.g. that :data:`VARIABLE_ENV` shadows the Variable.
 
+        ``through_cli``: for a process that is neither a task nor an Airflow server (``atlas-sweep
+        --conn-id``), where the Task SDK's ``Variable.get`` does not reach the metadata database: read it
+        as Airflow's own CLI does, ``airflow variables get`` (the environment, the secrets backends, then the
+        database: the precedence a task sees)."""
         shadowed = VARIABLE_ENV in os.environ  # Airflow's environment backend is read before the stored Variable
-        settings = dataclasses.replace(cls.from_text(Variable.get(VARIABLE, default=None)), shadowed=shadowed)
+        if through_cli:
+            raw = _variable_through_airflow_cli()
+        else:
+            from airflow.sdk import Variable
+
+            raw = Variable.get(VARIABLE, default=None)
+        settings = dataclasses.replace(cls.from_text(raw), shadowed=shadowed)
         if log_warnings:
             for message in settings.warnings():
                 log.warning("%s", message)
@@ -470,35 +485,36 @@ class AtlasSettings:
         return args
 
 
+def _variable_through_airflow_cli() -> str:
+    """The Variable's text as ``airflow variables get atlas_settings`` prints it (empty when it does not
+    exist), run with this interpreter; InvalidInputError with Airflow's message when the command fails.
+    The value is what the command prints last (log lines may come before it; a stored JSON value may span
+    lines): the shortest tail of the output that is JSON, else its last line."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "airflow", "variables", "get", VARIABLE, "--default", ""]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise InvalidInputError(f"reading the {VARIABLE} Variable with `airflow variables get` failed "
+                                f"(exit {result.returncode}): {detail[0]}")
+    lines = result.stdout.removesuffix("\n").split("\n")
+    for start in range(len(lines) - 1, -1, -1):
+        tail = "\n".join(lines[start:])
+        try:
+            json.loads(tail)
+        except ValueError:
+            continue
+        return tail
+    return lines[-1]
+
+
 STORE_CONFIG = "store_config"
 """Key of the Variable that may hold engine settings as a nested object (same layer as the top level)."""
 
 
-def settings_markdown() -> str:
-    """The one settings table (docs/SETTINGS.md): engine keys, then Airflow keys."""
-    return markdown_table(("engine", StoreConfig), ("Airflow", AtlasSettings))
-
-
-DOC = "docs/SETTINGS.md"
-BEGIN, END = "<!-- settings table: begin (generated) -->", "<!-- settings table: end -->"
-
-
-def render_doc(text: str) -> str:
-    """``text`` (docs/SETTINGS.md) with the generated table between the markers replaced."""
-    head, sep, rest = text.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
-    if not sep or not sep2:
-        raise InvalidInputError(f"{DOC} lacks the markers {BEGIN!r} / {END!r}")
-    return f"{head}{BEGIN}\n{settings_markdown()}{END}{tail}"
-
-
 if __name__ == "__main__":  # python -m airflow_atlas.airflow.settings [--write-docs]
-    import pathlib
-    import sys
+    from airflow_atlas.airflow.settings_doc import main
 
-    if sys.argv[1:] == ["--write-docs"]:
-        path = pathlib.Path(__file__).resolve().parents[2] / DOC
-        path.write_text(render_doc(path.read_text()))
-        print(f"wrote {path}")
-    else:
-        print(settings_markdown(), end="")
+    main()

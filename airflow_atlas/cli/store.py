@@ -118,7 +118,7 @@ def _open_from_connection(conn_id: str, layers: list, must_exist: bool):
         except ImportError as exc:
             raise CliError(EXIT_USAGE, f"--conn-id needs Apache Airflow and this package's Airflow hook: {exc}") from None
         try:
-            settings = AtlasSettings.load(log_warnings=False)
+            settings = AtlasSettings.load(log_warnings=False, through_cli=True)  # the stored Variable too
             hook = AtlasHook(atlas_conn_id=conn_id, config=settings.engine_config(*layers), must_exist=must_exist)
             store = hook.get_store()
             effective = settings.effective(*layers, connection_layer(hook.get_connection(conn_id)))

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings, settings_markdown
+from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings
+from airflow_atlas.airflow.settings_doc import settings_markdown
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_atlas.airflow.settings import split_dag_settings
 from tests.conftest import REPO_ROOT
 
 CHROMIUM = os.environ.get("ATLAS_CHROMIUM", "/usr/bin/chromium")
@@ -146,7 +147,8 @@ def _env(home: Path, dags: Path, port: int, store_path: Path, statsd_port: int) 
         AIRFLOW__METRICS__STATSD_PREFIX="airflow",
         AIRFLOW__METRICS__METRICS_ALLOW_LIST="atlas.sweep",
         AIRFLOW_CONN_ATLAS_DEFAULT=json.dumps({"conn_type": "atlas_embedded", "host": str(store_path)}),
-        AIRFLOW_VAR_ATLAS_SETTINGS=json.dumps(SETTINGS),
+        AIRFLOW_VAR_ATLAS_SETTINGS=json.dumps(split_dag_settings(SETTINGS)[1]),
+        ATLAS_DAG_SETTINGS=json.dumps(split_dag_settings(SETTINGS)[0]),
     )
     return env
 
