@@ -4,8 +4,8 @@ Chromium (Debian's /usr/bin/chromium driven by Playwright, never a downloaded br
 
 The DAGs folder holds only ``atlas_manual_sweep`` (a link to dags/), so nothing else gets scheduled and the
 DAG processor parses one file. The store is the embedded one (``AIRFLOW_CONN_ATLAS_DEFAULT``, a SQLite file
-the test process opens too); the ``atlas_settings`` Variable (``AIRFLOW_VAR_ATLAS_SETTINGS``) has short
-windows and one task group for all pairs, to keep the run small on a loaded 2-core machine.
+the test process opens too); the settings (the ``atlas_settings`` Variable as ``AIRFLOW_VAR_ATLAS_SETTINGS``,
+the DAG-shaping ones as ``ATLAS_DAG_SETTINGS``) have short windows and one task group for all pairs, to keep the run small on a loaded 2-core machine.
 
 Nothing is skipped: a missing Chromium fails with the command that installs it
 (scripts/ensure_chromium.sh, run by scripts/test.sh). Component logs are copied to
