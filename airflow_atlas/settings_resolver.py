@@ -91,6 +91,32 @@ def resolve(*layers: Layer, base: StoreConfig | None = None) -> StoreConfig:
         raise InvalidInputError(f"{exc} (settings from: {sources or 'the defaults'})") from None
 
 
+DEFAULT_SOURCE = "default"
+"""The source of a value no layer set (:func:`sourced`)."""
+
+
+@dataclass(frozen=True)
+class SettingValue:
+    """One effective setting and where it came from: ``source`` is the name of the highest layer that set
+    it (:attr:`Layer.source`) or :data:`DEFAULT_SOURCE`; ``group``: ``engine`` or ``Airflow``; ``value``
+    is its JSON value."""
+
+    name: str
+    group: str
+    value: Any
+    source: str
+
+
+def sourced(config: StoreConfig, *layers: Layer) -> list[SettingValue]:
+    """Each engine setting of ``config`` (what :func:`resolve` built from ``layers``) with the layer it came
+    from, by the same precedence (a higher rank wins; equal ranks: the later one)."""
+    source: dict[str, str] = {}
+    for layer in sorted(layers, key=lambda lay: lay.rank):
+        source.update(dict.fromkeys(layer.values, layer.source))
+    values = config.to_json()
+    return [SettingValue(f.name, "engine", values[f.name], source.get(f.name, DEFAULT_SOURCE)) for f in setting_fields(config)]
+
+
 def text_layer(rank: Rank, items: Mapping[str, str] | Iterable[tuple[str, str]], source: str) -> Layer:
     """A layer of ``NAME=VALUE`` text pairs (CLI ``--set``, a Spark job's ``--setting``); a name given
     twice is refused."""

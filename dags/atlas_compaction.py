@@ -22,7 +22,7 @@ from airflow_atlas.airflow.assets import SWEPT_TABLES
 from airflow_atlas.airflow.operators import CompactionOperator
 from airflow_atlas.airflow.settings import AtlasSettings
 
-settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
+settings = AtlasSettings.for_dag_files()  # from $ATLAS_DAG_SETTINGS only: no database query at parse time
 
 with DAG(
     dag_id="atlas_compaction",

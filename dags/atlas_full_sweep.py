@@ -22,7 +22,7 @@ from airflow_atlas.airflow.operators import FullTableSweepOperator, PlanFullSwee
 from airflow_atlas.airflow.params import ValidateSweepRequestOperator, full_sweep_params
 from airflow_atlas.airflow.settings import AtlasSettings
 
-settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
+settings = AtlasSettings.for_dag_files()  # from $ATLAS_DAG_SETTINGS only: no database query at parse time
 
 with DAG(
     dag_id="atlas_full_sweep",

@@ -23,7 +23,7 @@ from airflow_atlas.airflow.groups import targeted_sweep_pipeline
 from airflow_atlas.airflow.params import ValidateSweepRequestOperator, manual_sweep_params
 from airflow_atlas.airflow.settings import AtlasSettings
 
-settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
+settings = AtlasSettings.for_dag_files()  # from $ATLAS_DAG_SETTINGS only: no database query at parse time
 
 with DAG(
     dag_id="atlas_manual_sweep",

@@ -21,7 +21,7 @@ from airflow.sdk import DAG
 from airflow_atlas.airflow.groups import targeted_sweep_pipeline
 from airflow_atlas.airflow.settings import AtlasSettings
 
-settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
+settings = AtlasSettings.for_dag_files()  # from $ATLAS_DAG_SETTINGS only: no database query at parse time
 
 with DAG(
     dag_id="atlas_targeted_sweep",

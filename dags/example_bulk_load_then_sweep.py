@@ -27,7 +27,7 @@ from airflow_atlas.airflow.sensors import SweepTimestampSensor
 from airflow_atlas.airflow.settings import AtlasSettings
 
 TABLE = "example_events"
-settings = AtlasSettings.for_dag_files()  # the environment only: no database query at parse time
+settings = AtlasSettings.for_dag_files()  # from $ATLAS_DAG_SETTINGS only: no database query at parse time
 
 with DAG(
     dag_id="example_bulk_load_then_sweep",

@@ -5,6 +5,7 @@ real SQLite metadata database.
 """
 from __future__ import annotations
 
+import base64
 import os
 import subprocess
 import sys
@@ -27,6 +28,9 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
 os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
 os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME}/airflow.db")
 os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+# One Fernet key for every Airflow process of the run, as a deployment needs (docker/airflow.env.example):
+# without it each process makes its own and cannot decrypt a Variable another one stored.
+os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
 os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -4,45 +4,47 @@ Every setting - engine and Airflow - is listed with its default, accepted values
 ONE table: ``docs/SETTINGS.md`` (generated from the declarations here and in :mod:`airflow_atlas.config`;
 ``python -m airflow_atlas.airflow.settings --write-docs`` rewrites it).
 
-Settings live in ONE Airflow Variable, ``atlas_settings``, holding a JSON object. Only the keys you want to
-change need to be present. Engine keys (:class:`airflow_atlas.config.StoreConfig`) may be given at the top
-level or inside ``store_config`` (the same layer; giving one key in both places is refused). Unknown keys
-and bad values are rejected with a message naming the setting (a bad Variable fails the task that reads it;
-a bad ``AIRFLOW_VAR_ATLAS_SETTINGS`` makes the DAG files fail to import, so the mistake shows in the UI).
-Set it in the UI (Admin -> Variables), with the CLI::
+Each setting has ONE visible source in a deployment (docs/SETTINGS.md, "Where values come from"):
 
-    airflow variables set --json atlas_settings '{"shard_count": 16, "targeted_sweep_schedule": "*/2 * * * *"}'
+* **Run-time settings** (everything read when a task runs) live in ONE Airflow Variable, ``atlas_settings``,
+  holding a JSON object; only the keys you want to change need to be present. Engine keys
+  (:class:`airflow_atlas.config.StoreConfig`) may be given at the top level or inside ``store_config`` (the
+  same layer; giving one key in both places is refused). Set it in the UI (Admin -> Variables) or with
+  ``airflow variables set --json atlas_settings '{"shard_count": 16}'``; :meth:`AtlasSettings.load` reads it
+  (``Variable.get``) when a task runs, so an edit applies to the next task without a redeploy. Do not set
+  it as the environment variable ``AIRFLOW_VAR_ATLAS_SETTINGS``: Airflow reads that before the stored
+  Variable, so UI edits would be ignored - when it is set, every task logs a warning saying so and the
+  dashboard and ``atlas-sweep status --conn-id`` show it (:meth:`AtlasSettings.warnings`).
+* **DAG-shaping settings** (schedules, retries, pool, timeouts, parallelism: declared with
+  :func:`dag_setting`) are read when the DAG processor parses the DAG files, which must never query the
+  metadata database (it re-parses every file every 30 s; Airflow's guidance and ruff's AIR003). They come
+  from their own environment variable, :data:`DAG_SETTINGS_ENV` (``ATLAS_DAG_SETTINGS``, a JSON object of
+  those keys only), in the environment of the DAG processor and scheduler (:meth:`AtlasSettings.for_dag_files`).
+  A DAG-shaping key in the Variable has no effect, and tasks warn about it.
 
-or as an environment variable of every Airflow component (``AIRFLOW_VAR_ATLAS_SETTINGS='{...}'``) - the
-only way to change the settings that shape the DAGs (schedules, retries, pool...: see below).
-
-Two readers, so that parsing a DAG file never queries the metadata database (the DAG processor re-parses
-every file every 30 s; Airflow's guidance and ruff's AIR003: read Variables at run time):
-
-* :meth:`AtlasSettings.for_dag_files` - the settings that shape the DAGs (schedules, retries, pool,
-  timeouts, parallelism) - reads ONLY the environment variable ``AIRFLOW_VAR_ATLAS_SETTINGS`` (the same
-  JSON, as Airflow's environment-variable secrets backend holds it), never the database: set DAG-shaping
-  keys there, in the environment of the DAG processor (and scheduler). A Variable stored in the database
-  does not shape the DAGs.
-* :meth:`AtlasSettings.load` - everything read when a task runs - is ``Variable.get("atlas_settings")``
-  (environment first, then the secrets backends and the database; with ``[secrets] use_cache`` Airflow
-  caches it), so a change applies to the next task without a redeploy.
+Unknown keys and bad values are rejected with a message naming the setting (a bad Variable fails the task
+that reads it; a bad ``ATLAS_DAG_SETTINGS`` makes the DAG files fail to import, so the mistake shows in the UI).
 
 Engine keys go through the one settings resolver (:func:`airflow_atlas.settings_resolver.resolve`): the
 Variable's engine keys are the ``VARIABLE`` layer, a task's ``store_config`` the ``TASK`` layer.
+:meth:`AtlasSettings.effective` lists every effective value with the layer it came from (the dashboard and
+``atlas-sweep status --conn-id`` show it).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+from airflow_atlas.airflow.setting_kinds import SCHEDULE, SparkConf, Strategies
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
 from airflow_atlas.settings_model import (
     Bool,
     Choice,
@@ -55,22 +57,37 @@ from airflow_atlas.settings_model import (
     check_known,
     known_names,
     layer_values,
-    markdown_table,
     setting,
     setting_fields,
     validate_fields,
 )
-from airflow_atlas.settings_resolver import Layer, Rank, resolve
+from airflow_atlas.settings_resolver import DEFAULT_SOURCE, Layer, Rank, SettingValue, resolve, sourced
+
+log = logging.getLogger(__name__)
 
 VARIABLE = "atlas_settings"
 """Name of the Airflow Variable (JSON object) holding the settings."""
 
 VARIABLE_ENV = f"AIRFLOW_VAR_{VARIABLE.upper()}"
-"""The environment variable that holds the Variable for Airflow's environment secrets backend: the only
-source of the DAG-shaping settings (:meth:`AtlasSettings.for_dag_files`)."""
+"""The environment variable that Airflow's environment secrets backend reads BEFORE the stored Variable:
+when set, it shadows ``atlas_settings`` (UI edits have no effect), which :meth:`AtlasSettings.warnings`
+reports."""
+
+DAG_SETTINGS_ENV = "ATLAS_DAG_SETTINGS"
+"""The environment variable holding the DAG-shaping settings (JSON object; those keys only), read when the
+DAG files are parsed (:meth:`AtlasSettings.for_dag_files`)."""
 
 SOURCE = f"the {VARIABLE} Variable"
 """How errors name the Variable as the source of a bad value."""
+
+DAG_SOURCE = f"the environment variable {DAG_SETTINGS_ENV}"
+"""How errors and the effective-settings listing name :data:`DAG_SETTINGS_ENV`."""
+
+SHADOWED_SOURCE = f"the {VARIABLE} Variable from the environment variable {VARIABLE_ENV}"
+"""How the effective-settings listing names the Variable when :data:`VARIABLE_ENV` shadows it."""
+
+DAG_SHAPING = "atlas_dag_shaping"
+"""Key of a field's ``metadata`` marking a DAG-shaping setting (:func:`dag_setting`)."""
 
 TASK_SOURCE = "the task's store_config"
 """How errors name an operator's or sensor's ``store_config`` argument as the source of a bad value."""
@@ -91,74 +108,24 @@ LONG = (1 << 62)
 DAY = 86_400
 
 
-@dataclass(frozen=True)
-class Strategies(Kind):
-    """A non-empty list of sweepable strategies (case-insensitive, duplicates dropped)."""
-
-    def check(self, value: Any) -> tuple:
-        names = TextList(allow_empty=False).check(value)
-        out: list[str] = []
-        for name in names:
-            try:
-                parsed = SweepStrategy.parse(name).value
-            except InvalidInputError as exc:
-                raise ValueError(str(exc)) from None
-            if parsed not in SWEEPABLE_STRATEGY_NAMES:
-                raise ValueError(f"{parsed} is never swept; use CONSERVATIVE and/or THOROUGH")
-            if parsed not in out:
-                out.append(parsed)
-        return tuple(out)
-
-    def parse(self, text: str) -> tuple:
-        return TextList().parse(text)
-
-    def describe(self) -> str:
-        return "non-empty list of " + " / ".join(f"`{s}`" for s in SWEEPABLE_STRATEGY_NAMES)
+def dag_setting(default: Any, kind: Kind, doc: str, *, read: str) -> Any:
+    """Declare a DAG-shaping setting (:func:`~airflow_atlas.settings_model.setting`, marked): read when the
+    DAG files are parsed, from :data:`DAG_SETTINGS_ENV` only."""
+    base = setting(default, kind, doc, read=f"{read} (parse time: {DAG_SETTINGS_ENV} only)")
+    return field(default=base.default, default_factory=base.default_factory,
+                 metadata={**base.metadata, DAG_SHAPING: True})
 
 
-SCHEDULE = Nullable(Text("a cron expression or a preset like `@hourly`"))
-
-SPARK_CONF_OWNED = {
-    "spark.pyspark.python": "spark_executor_python",
-    "spark.driver.host": "spark_driver_host",
-    "spark.submit.deployMode": "nothing (the sweep jobs run in client mode only)",
-}
-"""Spark conf keys that ``spark_conf`` may not set, and what sets them instead."""
+def dag_shaping_names() -> tuple[str, ...]:
+    """The DAG-shaping settings (those :data:`DAG_SETTINGS_ENV` may hold), in declaration order."""
+    return tuple(f.name for f in setting_fields(AtlasSettings) if f.metadata.get(DAG_SHAPING))
 
 
-@dataclass(frozen=True)
-class SparkConf(Kind):
-    """Spark conf: ``spark.*`` keys with non-empty string, number or boolean values (stored as strings),
-    none that another setting owns (:data:`SPARK_CONF_OWNED`) or that is an engine setting."""
-
-    def check(self, value: Any) -> dict:
-        if not isinstance(value, Mapping):
-            raise ValueError(f"must be a JSON object of Spark conf, got {value!r}")
-        out = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or not key.startswith("spark."):
-                raise ValueError(f"{key!r} is not a Spark conf key (they start with 'spark.')")
-            if key.startswith("spark.atlas.store."):
-                raise ValueError(f"{key} is an engine setting: set it as one (top level or store_config)")
-            if key in SPARK_CONF_OWNED:
-                raise ValueError(f"set {key} through {SPARK_CONF_OWNED[key]}, not spark_conf")
-            if isinstance(item, bool):
-                item = "true" if item else "false"
-            elif isinstance(item, (int, float)) and item == item and item not in (float("inf"), float("-inf")):
-                item = str(item)
-            if not isinstance(item, str) or not item:
-                raise ValueError(f"{key} must be a non-empty string, number or boolean, got {item!r}")
-            out[key] = item
-        return out
-
-    def parse(self, text: str) -> dict:
-        try:
-            return json.loads(text)
-        except ValueError:
-            raise ValueError(f"must be a JSON object of Spark conf, got {text!r}") from None
-
-    def describe(self) -> str:
-        return "JSON object of `spark.*` conf"
+def split_dag_settings(values: Mapping[str, Any]) -> tuple[dict, dict]:
+    """One JSON object of settings as its two sources: (the DAG-shaping keys, for :data:`DAG_SETTINGS_ENV`;
+    the rest, for the ``atlas_settings`` Variable). For scripts and tests that describe both at once."""
+    shaping = set(dag_shaping_names())
+    return {k: v for k, v in values.items() if k in shaping}, {k: v for k, v in values.items() if k not in shaping}
 
 
 @dataclass(frozen=True)
@@ -218,22 +185,22 @@ class AtlasSettings:
         "`127.0.0.1`; `null` = Spark's choice (the machine's external interface)",
         read="airflow/execution/spark.py (cluster_options), execution/spark_submit.py (submit_conf)",
     )
-    max_parallel_groups: int = setting(
+    max_parallel_groups: int = dag_setting(
         16, Int(1, 1024),
         "mapped groups running at once in one DAG run",
-        read="groups.py, dags/atlas_full_sweep.py (parse time: environment only)",
+        read="groups.py, dags/atlas_full_sweep.py",
     )
-    sweep_pool: str | None = setting(
+    sweep_pool: str | None = dag_setting(
         None, Nullable(Text("an Airflow pool name")),
         "Airflow pool of the targeted sweep tasks of `atlas_targeted_sweep` and `atlas_manual_sweep` (`null`: "
         "`default_pool`); its slots cap the sweep tasks running at once across all runs, so the total sweep "
         "intensity is at most slots x sweep_max_entries_per_second (create the pool first; see docs/INTENSITY.md)",
-        read="groups.py (parse time: environment only)",
+        read="groups.py",
     )
-    targeted_sweep_schedule: str | None = setting(
+    targeted_sweep_schedule: str | None = dag_setting(
         "*/5 * * * *", SCHEDULE,
         "cron (or preset) of `atlas_targeted_sweep`; `null` = only triggered by hand",
-        read="dags/atlas_targeted_sweep.py (parse time: environment only)",
+        read="dags/atlas_targeted_sweep.py",
     )
     shard_count: int | None = setting(
         None, Nullable(Int(1, 256)),
@@ -256,31 +223,31 @@ class AtlasSettings:
         "how long lock acquisition waits for a lock held by someone else before skipping the pair",
         read="operators/locks.py",
     )
-    sweep_timeout_seconds: float | None = setting(
+    sweep_timeout_seconds: float | None = dag_setting(
         3600.0, Nullable(Float(0, 7 * DAY, lo_open=True)),
         "execution_timeout of a sweep task: a stuck sweep is stopped, its leases released (`on_kill`), and "
         "the task retried (`null`: no timeout)",
-        read="groups.py (parse time: environment only)",
+        read="groups.py",
     )
-    retries: int = setting(
+    retries: int = dag_setting(
         2, Int(1, 100),
         "retries of every task of our DAGs",
-        read="AtlasSettings.default_args (parse time: environment only)",
+        read="AtlasSettings.default_args",
     )
-    retry_delay_seconds: float = setting(
+    retry_delay_seconds: float = dag_setting(
         30.0, Float(0, DAY, lo_open=True),
         "first retry delay",
-        read="AtlasSettings.default_args (parse time: environment only)",
+        read="AtlasSettings.default_args",
     )
-    retry_exponential_backoff: float = setting(
+    retry_exponential_backoff: float = dag_setting(
         2.0, Float(0, 100),
         "multiplier of the delay per retry (0 = off)",
-        read="AtlasSettings.default_args (parse time: environment only)",
+        read="AtlasSettings.default_args",
     )
-    max_retry_delay_seconds: float = setting(
+    max_retry_delay_seconds: float = dag_setting(
         600.0, Float(0, 7 * DAY, lo_open=True),
         "cap of the retry delay",
-        read="AtlasSettings.default_args (parse time: environment only)",
+        read="AtlasSettings.default_args",
     )
     compaction_threshold_tombstones: int = setting(
         100_000, Int(0, LONG),
@@ -314,10 +281,10 @@ class AtlasSettings:
         "timeout of one nodetool command",
         read="hooks/nodetool.py",
     )
-    full_sweep_schedule: str | None = setting(
+    full_sweep_schedule: str | None = dag_setting(
         None, SCHEDULE,
         "schedule of `atlas_full_sweep` (`null`: by hand)",
-        read="dags/atlas_full_sweep.py (parse time: environment only)",
+        read="dags/atlas_full_sweep.py",
     )
     full_sweep_parts: int = setting(
         4, Int(1, MAX_FULL_SWEEP_PARTS),
@@ -329,26 +296,30 @@ class AtlasSettings:
         "cells per legacy-sweep batch",
         read="operators/full_sweep.py",
     )
-    scrub_schedule: str | None = setting(
+    scrub_schedule: str | None = dag_setting(
         "@hourly", SCHEDULE,
         "schedule of `atlas_scrub`",
-        read="dags/atlas_scrub.py (parse time: environment only)",
+        read="dags/atlas_scrub.py",
     )
     scrub_max_entries: int | None = setting(
         None, Nullable(Int(1, 1 << 31)),
         "ready entries per scrub run (`null` = all)",
         read="operators/scrub.py",
     )
-    sensor_poke_seconds: float = setting(
+    sensor_poke_seconds: float = dag_setting(
         30.0, Float(0, DAY, lo_open=True),
         "poll interval of our sensors and triggers",
-        read="dags/example_bulk_load_then_sweep.py (parse time: environment only)",
+        read="dags/example_bulk_load_then_sweep.py",
     )
     engine_layer: Layer = field(default_factory=lambda: Layer(Rank.VARIABLE, SOURCE), compare=False, repr=False)
     """The Variable's engine keys, as the resolver's ``VARIABLE`` layer; not a key of the Variable itself."""
     engine: StoreConfig = field(default_factory=StoreConfig)
     """The engine's settings of this Variable alone (defaults < its engine keys), for the Airflow layer's
     reads (e.g. ``settings.lock_lease_seconds``); a task's settings are :meth:`engine_config`."""
+    given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    """The Airflow keys its source set (the others are defaults); engine keys are in ``engine_layer``."""
+    shadowed: bool = field(default=False, compare=False, repr=False)
+    """Read by :meth:`load` while :data:`VARIABLE_ENV` was set: the environment shadowed the stored Variable."""
 
     def __post_init__(self) -> None:
         validate_fields(self)
@@ -383,21 +354,46 @@ class AtlasSettings:
             )
         layer = Layer(Rank.VARIABLE, source, {**nested, **top})
         own = layer_values(cls, {k: v for k, v in values.items() if k not in engine_keys and k != STORE_CONFIG}, source)
-        return cls(engine_layer=layer, engine=resolve(layer), **own)
+        return cls(engine_layer=layer, engine=resolve(layer), given=frozenset(own), **own)
 
     @classmethod
-    def load(cls) -> AtlasSettings:
+    def load(cls, *, log_warnings: bool = True, through_cli: bool = False) -> AtlasSettings:
         """Read the ``atlas_settings`` Variable (defaults when it does not exist) - when a task runs, never
-        at DAG-file parse time (there use :meth:`for_dag_files`)."""
-        from airflow.sdk import Variable
+        at DAG-file parse time (there use :meth:`for_dag_files`). ``log_warnings``: log each of
+        :meth:`warnings` (in a task: its log), e.g. that :data:`VARIABLE_ENV` shadows the Variable.
 
-        return cls.from_text(Variable.get(VARIABLE, default=None))
+        ``through_cli``: for a process that is neither a task nor an Airflow server (``atlas-sweep
+        --conn-id``), where the Task SDK's ``Variable.get`` does not reach the metadata database: read it
+        as Airflow's own CLI does, ``airflow variables get`` (the environment, the secrets backends, then the
+        database: the precedence a task sees)."""
+        shadowed = VARIABLE_ENV in os.environ  # Airflow's environment backend is read before the stored Variable
+        if through_cli:
+            raw = _variable_through_airflow_cli()
+        else:
+            from airflow.sdk import Variable
+
+            raw = Variable.get(VARIABLE, default=None)
+        settings = dataclasses.replace(cls.from_text(raw), shadowed=shadowed)
+        if log_warnings:
+            for message in settings.warnings():
+                log.warning("%s", message)
+        return settings
 
     @classmethod
     def for_dag_files(cls) -> AtlasSettings:
         """The settings that shape the DAGs, for the DAG files: from the environment variable
-        :data:`VARIABLE_ENV` only (no database query at parse time); defaults when it is unset."""
-        return cls.from_text(os.environ.get(VARIABLE_ENV), f"the environment variable {VARIABLE_ENV}")
+        :data:`DAG_SETTINGS_ENV` only (no database query at parse time; defaults when it is unset), which
+        may hold only the DAG-shaping keys (:func:`dag_shaping_names`): any other key is refused, naming
+        where it belongs."""
+        settings = cls.from_text(os.environ.get(DAG_SETTINGS_ENV), DAG_SOURCE)
+        outside = sorted((settings.given | set(settings.engine_layer.values)) - set(dag_shaping_names()))
+        if outside:
+            raise InvalidInputError(
+                f"{DAG_SOURCE} may hold only the settings that shape the DAGs ({', '.join(dag_shaping_names())}); "
+                f"{', '.join(outside)} {'is' if len(outside) == 1 else 'are'} read when a task runs: set "
+                f"{'it' if len(outside) == 1 else 'them'} in the {VARIABLE} Variable"
+            )
+        return settings
 
     @classmethod
     def from_text(cls, raw: Any, source: str = SOURCE) -> AtlasSettings:
@@ -424,6 +420,49 @@ class AtlasSettings:
         store's connection extras go on top in the hook (:meth:`AtlasHook.resolved_config`)."""
         return resolve(self.engine_layer, *layers, Layer(Rank.TASK, TASK_SOURCE, overrides))
 
+    def warnings(self) -> list[str]:
+        """What makes a setting's source differ from what a user may think: :data:`VARIABLE_ENV` shadowing
+        the stored Variable (:meth:`load`), DAG-shaping keys in the Variable (no effect there)."""
+        out = []
+        if self.shadowed:
+            out.append(
+                f"the {VARIABLE} Variable is read from the environment variable {VARIABLE_ENV} of this process, "
+                "which shadows the Variable stored in Airflow: edits in the UI or with `airflow variables set` "
+                f"have no effect while it is set. Remove {VARIABLE_ENV} from the environment of every Airflow "
+                "component and set the Variable instead (docs/SETTINGS.md)"
+            )
+        ignored = [name for name in dag_shaping_names() if name in self.given]
+        if ignored:
+            out.append(
+                f"the {VARIABLE} Variable sets {', '.join(ignored)}, which shape{'s' if len(ignored) == 1 else ''} the DAGs: "
+                f"{'it is' if len(ignored) == 1 else 'they are'} read when the DAG files are parsed, from the "
+                f"environment variable {DAG_SETTINGS_ENV} only, so the Variable's "
+                f"value{'' if len(ignored) == 1 else 's'} ha{'s' if len(ignored) == 1 else 've'} no effect "
+                "(docs/SETTINGS.md)"
+            )
+        return out
+
+    def effective(self, *layers: Layer, dag: AtlasSettings | None = None) -> list[SettingValue]:
+        """Every effective setting with where it came from: engine keys resolved once as a task resolves
+        them - this Variable < ``layers`` (a task's ``store_config``, the CLI's ``--set``, the connection's
+        extras: :func:`~airflow_atlas.airflow.hooks.atlas.connection_layer`) - then the Airflow keys: the
+        run-time ones from this Variable, the DAG-shaping ones from ``dag`` (default: :meth:`for_dag_files`
+        of this process). Sources are the layers' names or ``"default"``."""
+        variable = Layer(self.engine_layer.rank, SHADOWED_SOURCE if self.shadowed else self.engine_layer.source,
+                         self.engine_layer.values, self.engine_layer.text)
+        out = sourced(resolve(variable, *layers), variable, *layers)
+        dag = AtlasSettings.for_dag_files() if dag is None else dag
+        label = SHADOWED_SOURCE if self.shadowed else SOURCE
+        shaping = set(dag_shaping_names())
+        for f in setting_fields(self):
+            owner, source = (dag, DAG_SOURCE) if f.name in shaping else (self, label)
+            value = getattr(owner, f.name)
+            out.append(SettingValue(
+                f.name, "Airflow", list(value) if isinstance(value, tuple) else value,
+                source if f.name in owner.given else DEFAULT_SOURCE,
+            ))
+        return out
+
     @staticmethod
     def task_layer(store_config: Any, source: str = TASK_SOURCE) -> Layer:
         """An operator's or sensor's ``store_config`` argument as the resolver's ``TASK`` layer."""
@@ -446,35 +485,36 @@ class AtlasSettings:
         return args
 
 
+def _variable_through_airflow_cli() -> str:
+    """The Variable's text as ``airflow variables get atlas_settings`` prints it (empty when it does not
+    exist), run with this interpreter; InvalidInputError with Airflow's message when the command fails.
+    The value is what the command prints last (log lines may come before it; a stored JSON value may span
+    lines): the shortest tail of the output that is JSON, else its last line."""
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "airflow", "variables", "get", VARIABLE, "--default", ""]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if result.returncode != 0:
+        detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
+        raise InvalidInputError(f"reading the {VARIABLE} Variable with `airflow variables get` failed "
+                                f"(exit {result.returncode}): {detail[0]}")
+    lines = result.stdout.removesuffix("\n").split("\n")
+    for start in range(len(lines) - 1, -1, -1):
+        tail = "\n".join(lines[start:])
+        try:
+            json.loads(tail)
+        except ValueError:
+            continue
+        return tail
+    return lines[-1]
+
+
 STORE_CONFIG = "store_config"
 """Key of the Variable that may hold engine settings as a nested object (same layer as the top level)."""
 
 
-def settings_markdown() -> str:
-    """The one settings table (docs/SETTINGS.md): engine keys, then Airflow keys."""
-    return markdown_table(("engine", StoreConfig), ("Airflow", AtlasSettings))
-
-
-DOC = "docs/SETTINGS.md"
-BEGIN, END = "<!-- settings table: begin (generated) -->", "<!-- settings table: end -->"
-
-
-def render_doc(text: str) -> str:
-    """``text`` (docs/SETTINGS.md) with the generated table between the markers replaced."""
-    head, sep, rest = text.partition(BEGIN)
-    _, sep2, tail = rest.partition(END)
-    if not sep or not sep2:
-        raise InvalidInputError(f"{DOC} lacks the markers {BEGIN!r} / {END!r}")
-    return f"{head}{BEGIN}\n{settings_markdown()}{END}{tail}"
-
-
 if __name__ == "__main__":  # python -m airflow_atlas.airflow.settings [--write-docs]
-    import pathlib
-    import sys
+    from airflow_atlas.airflow.settings_doc import main
 
-    if sys.argv[1:] == ["--write-docs"]:
-        path = pathlib.Path(__file__).resolve().parents[2] / DOC
-        path.write_text(render_doc(path.read_text()))
-        print(f"wrote {path}")
-    else:
-        print(settings_markdown(), end="")
+    main()

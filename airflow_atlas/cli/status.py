@@ -1,6 +1,7 @@
 """``atlas-sweep status``: the status document (:func:`airflow_atlas.status.build_status`), as JSON or text."""
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -10,14 +11,16 @@ from .output import EXIT_OK, count, emit_json, rate, table, wants_json
 def cmd_status(args, h) -> int:
     from ..status import build_status
 
-    document = build_status(
+    status = build_status(
         h.store,
         shards=args.shard,
         strategies=args.strategy,
         window_seconds=args.window,
         history_limit=args.history,
         backlog_cap=args.backlog_cap,
-    ).to_json()
+    )
+    status.effective_settings, status.settings_warnings = list(h.settings), list(h.settings_warnings)
+    document = status.to_json()
     if wants_json(args):
         emit_json(document)
     else:
@@ -100,6 +103,7 @@ def render_status(status: dict) -> str:
             "INGEST OUTPACES SWEEP" if f["ingest_outpaces_sweep"] else "",
         ])
     out.append(table(["SHARD", "STRATEGY", "BACKLOG", "INGEST", "SWEEP", "DRAIN IN", "STATE", ""], rows).rstrip("\n"))
+    out.extend(render_settings(status))
     if status["warnings"] or status["quarantined_cells"] or status.get("table_warnings"):
         out.append("")
         out.append("Warnings")
@@ -110,3 +114,19 @@ def render_status(status: dict) -> str:
         if status["quarantined_cells"]:
             out.append(f"  {status['quarantined_cells']} corrupt queue cell(s) quarantined recently")
     return "\n".join(out) + "\n"
+
+
+def render_settings(status: dict) -> list[str]:
+    """The effective settings that differ from their defaults (with the layer each came from) and the
+    settings warnings; every key with its source is in the JSON form (``effective_settings``)."""
+    out = []
+    chosen = [s for s in status.get("effective_settings") or [] if s["source"] != "default"]
+    if status.get("effective_settings"):
+        out.append("")
+        out.append("Settings not at their default (all of them, with their sources: --json, effective_settings)")
+        rows = [[s["name"], s["group"], json.dumps(s["value"]), s["source"]] for s in chosen]
+        out.append(table(["SETTING", "GROUP", "VALUE", "FROM"], rows).rstrip("\n") if rows else "  none: every setting is at its default")
+    for message in status.get("settings_warnings") or []:
+        out.append("")
+        out.append(f"SETTINGS WARNING: {message}")
+    return out

@@ -10,27 +10,40 @@ from ..kvs.url import STORE_URL_ENV, redact_url, scrub, store_url_from_environme
 from .output import EXIT_USAGE, PROG, CliError
 
 
-def engine_config(args):
-    """The command's engine settings, resolved once (:func:`airflow_atlas.settings_resolver.resolve`):
-    defaults < ``--set NAME=VALUE`` and ``--max-entries-per-second`` (the ``COMMAND_LINE`` layer, each
-    value parsed and validated by its setting's declaration); the store URL's or connection's
-    replica-safety options go on top when the store opens."""
-    from ..settings_resolver import Rank, resolve, text_layer
+def command_line_layers(args) -> list:
+    """``--set NAME=VALUE`` and ``--max-entries-per-second`` as the resolver's ``COMMAND_LINE`` layers (each
+    value parsed and validated by its setting's declaration when resolved)."""
+    from ..settings_resolver import Rank, text_layer
 
     layers = [text_layer(Rank.COMMAND_LINE, getattr(args, "settings", None) or [], "--set")]
     rate = getattr(args, "max_entries_per_second", None)
     if rate is not None:
         layers.append(text_layer(Rank.COMMAND_LINE, {"sweep_max_entries_per_second": rate}, "--max-entries-per-second"))
-    return resolve(*layers)
+    return layers
+
+
+def engine_config(args):
+    """The command's engine settings with ``--store``, resolved once (:func:`airflow_atlas.settings_resolver.resolve`):
+    defaults < the command line (:func:`command_line_layers`); the store URL's replica-safety options go on
+    top when the store opens. (With ``--conn-id`` the ``atlas_settings`` Variable is the layer below the
+    command line, as in the DAGs: :func:`_open_from_connection`.)"""
+    from ..settings_resolver import resolve
+
+    return resolve(*command_line_layers(args))
 
 
 class StoreHandle:
-    """The opened store and how to describe it without secrets."""
+    """The opened store, how to describe it without secrets, and its effective settings with their sources
+    (``settings``: :class:`~airflow_atlas.settings_resolver.SettingValue` list; ``settings_warnings``: e.g.
+    a shadowed ``atlas_settings`` Variable)."""
 
-    def __init__(self, store, label: str, secrets: list[str]):
+    def __init__(self, store, label: str, secrets: list[str], settings: list | None = None,
+                 settings_warnings: list[str] | None = None):
         self.store = store
         self.label = label
         self.secrets = secrets
+        self.settings = settings or []
+        self.settings_warnings = settings_warnings or []
 
     def scrub(self, text: str) -> str:
         return scrub(text, self.secrets)
@@ -49,20 +62,24 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
     conn_id = getattr(args, "conn_id", None)
     if url is not None and conn_id is not None:
         raise CliError(EXIT_USAGE, "give either --store or --conn-id, not both")
-    config = engine_config(args)
+    layers = command_line_layers(args)
     if conn_id is not None:
-        store, label, secrets = _open_from_connection(conn_id, config, must_exist), f"Airflow connection {conn_id!r}", []
+        store, settings, warnings = _open_from_connection(conn_id, layers, must_exist)
+        label, secrets = f"Airflow connection {conn_id!r}", []
     else:
         if url is None:
             url = store_url_from_environment()
             if not url:
                 raise CliError(EXIT_USAGE, f"no store given: pass --store URL or --conn-id ID, or set {STORE_URL_ENV}")
+        from ..settings_resolver import resolve, sourced, store_url_layer
         from ..store import AtlasStore
 
         label = redact_url(url)
         secrets = url_secrets(url)
         try:
+            config = resolve(*layers)
             store = AtlasStore.open(url, config, must_exist=must_exist)
+            settings, warnings = sourced(store.config, *layers, store_url_layer(url)), []
         except StoreNotInitializedError as exc:
             raise CliError(EXIT_USAGE, f"{label}: {scrub(str(exc), secrets)}: run '{PROG} init' first") from None
         except InvalidInputError as exc:
@@ -83,21 +100,29 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         except BaseException:
             store.close()
             raise
-    return StoreHandle(store, label, secrets)
+    return StoreHandle(store, label, secrets, settings, warnings)
 
 
-def _open_from_connection(conn_id: str, config, must_exist: bool):
+def _open_from_connection(conn_id: str, layers: list, must_exist: bool):
     """The store of an Airflow connection, opened by the Airflow hook (which applies the connection's own
-    create_keyspace extra; the internal tables are checked afterwards)."""
+    create_keyspace extra; the internal tables are checked afterwards), with the settings the DAGs' tasks
+    use: the ``atlas_settings`` Variable < the command line (``layers``) < the connection's extras, resolved
+    by the tasks' own call (:meth:`AtlasSettings.engine_config`). Returns (store, effective settings with
+    their sources, settings warnings)."""
     # Airflow may log to stdout while it loads its configuration and resolves the connection; keep stdout
     # for results (--json) by sending anything printed meanwhile to stderr.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            from ..airflow.hooks.atlas import AtlasHook  # imports Airflow: only on this path
+            from ..airflow.hooks.atlas import AtlasHook, connection_layer  # imports Airflow: only on this path
+            from ..airflow.settings import AtlasSettings
         except ImportError as exc:
             raise CliError(EXIT_USAGE, f"--conn-id needs Apache Airflow and this package's Airflow hook: {exc}") from None
         try:
-            return AtlasHook(atlas_conn_id=conn_id, config=config, must_exist=must_exist).get_store()
+            settings = AtlasSettings.load(log_warnings=False, through_cli=True)  # the stored Variable too
+            hook = AtlasHook(atlas_conn_id=conn_id, config=settings.engine_config(*layers), must_exist=must_exist)
+            store = hook.get_store()
+            effective = settings.effective(*layers, connection_layer(hook.get_connection(conn_id)))
+            return store, effective, settings.warnings()
         except StoreNotInitializedError as exc:
             raise CliError(EXIT_USAGE, f"Airflow connection {conn_id!r}: {exc}: run '{PROG} init' first") from None
         except (AtlasError, CliError):

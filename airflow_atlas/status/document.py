@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from ..settings_resolver import SettingValue
+
 SCHEMA_VERSION = 1
 
 
@@ -194,6 +196,11 @@ class StatusDocument:
     quarantined_cells: int
     gc_grace: list[TableGcGrace] = field(default_factory=list)
     table_warnings: list[TableWarning] = field(default_factory=list)
+    effective_settings: list[SettingValue] = field(default_factory=list)
+    """Every effective setting and the layer it came from, as the caller resolved them (the CLI: its
+    command line and store; with ``--conn-id`` and on the dashboard: the ``atlas_settings`` Variable too)."""
+    settings_warnings: list[str] = field(default_factory=list)
+    """Where a setting's source is not what one may think (e.g. an environment variable shadowing the Variable)."""
     schema_version: int = SCHEMA_VERSION
 
     def to_json(self) -> dict:

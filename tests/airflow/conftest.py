@@ -1,5 +1,5 @@
-"""Helpers for the Airflow tests: real connections (AIRFLOW_CONN_* env, JSON form), the settings Variable
-(AIRFLOW_VAR_ATLAS_SETTINGS), a store per test (embedded file or a fresh Cassandra keyspace), and running
+"""Helpers for the Airflow tests: real connections (AIRFLOW_CONN_* env, JSON form), the settings
+(AIRFLOW_VAR_ATLAS_SETTINGS and ATLAS_DAG_SETTINGS: :func:`set_settings`), a store per test (embedded file or a fresh Cassandra keyspace), and running
 a DAG of dags/ with the real dag.test()."""
 from __future__ import annotations
 
@@ -20,7 +20,14 @@ def set_connection(monkeypatch, conn_id: str, conn: dict) -> None:
 
 
 def set_settings(monkeypatch, **settings) -> None:
-    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", json.dumps({"store_conn_id": CONN_ID, **settings}))
+    """The settings as a deployment gives them: DAG-shaping keys in ATLAS_DAG_SETTINGS (read when the DAG
+    files are parsed), the rest as the atlas_settings Variable (here from the environment: a throw-away
+    Variable per test; the tasks log that it shadows a stored one)."""
+    from airflow_atlas.airflow.settings import DAG_SETTINGS_ENV, VARIABLE_ENV, split_dag_settings
+
+    dag, runtime = split_dag_settings({"store_conn_id": CONN_ID, **settings})
+    monkeypatch.setenv(VARIABLE_ENV, json.dumps(runtime))
+    monkeypatch.setenv(DAG_SETTINGS_ENV, json.dumps(dag))
 
 
 # Fast, test-friendly settings: 1-second retry delays, a short read-only window so CONSERVATIVE tables

@@ -8,7 +8,8 @@ from datetime import timedelta
 
 import pytest
 
-from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings, settings_markdown
+from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings
+from airflow_atlas.airflow.settings_doc import settings_markdown
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
@@ -171,20 +172,67 @@ def test_load_reads_the_airflow_variable(monkeypatch):
         AtlasSettings.load()
 
 
-def test_dag_files_read_the_environment_only(monkeypatch):
-    """The DAG-shaping settings come from AIRFLOW_VAR_ATLAS_SETTINGS alone (no Variable.get, so no database
-    query at parse time: tests/airflow/dags/test_parse_queries.py counts them)."""
-    from airflow_atlas.airflow.settings import VARIABLE_ENV
+def test_dag_files_read_their_own_environment_variable_only(monkeypatch):
+    """The DAG-shaping settings come from ATLAS_DAG_SETTINGS alone (no Variable.get, so no database query at
+    parse time: tests/airflow/dags/test_parse_queries.py counts them); AIRFLOW_VAR_ATLAS_SETTINGS (the
+    Variable) does not shape the DAGs; a run-time key in ATLAS_DAG_SETTINGS is refused, naming its place."""
+    from airflow_atlas.airflow.settings import DAG_SETTINGS_ENV, VARIABLE_ENV
 
-    assert VARIABLE_ENV == "AIRFLOW_VAR_ATLAS_SETTINGS"
-    monkeypatch.delenv(VARIABLE_ENV, raising=False)
+    assert DAG_SETTINGS_ENV == "ATLAS_DAG_SETTINGS"
+    monkeypatch.delenv(DAG_SETTINGS_ENV, raising=False)
+    monkeypatch.setenv(VARIABLE_ENV, json.dumps({"retries": 7}))
     assert AtlasSettings.for_dag_files() == AtlasSettings()
-    monkeypatch.setenv(VARIABLE_ENV, json.dumps({"targeted_sweep_schedule": "*/2 * * * *", "retries": 5}))
+    monkeypatch.setenv(DAG_SETTINGS_ENV, json.dumps({"targeted_sweep_schedule": "*/2 * * * *", "retries": 5}))
     s = AtlasSettings.for_dag_files()
     assert s.targeted_sweep_schedule == "*/2 * * * *" and s.default_args()["retries"] == 5
-    monkeypatch.setenv(VARIABLE_ENV, '{"retries": 0}')
-    with pytest.raises(InvalidInputError, match=r"setting retries .*\(from the environment variable AIRFLOW_VAR_ATLAS_SETTINGS\)"):
+    monkeypatch.setenv(DAG_SETTINGS_ENV, '{"retries": 0}')
+    with pytest.raises(InvalidInputError, match=r"setting retries .*\(from the environment variable ATLAS_DAG_SETTINGS\)"):
         AtlasSettings.for_dag_files()
+    monkeypatch.setenv(DAG_SETTINGS_ENV, '{"retries": 3, "batch_limit": 10, "store_conn_id": "x"}')
+    with pytest.raises(InvalidInputError, match=r"ATLAS_DAG_SETTINGS may hold only .*; batch_limit, store_conn_id are "
+                                                 r"read when a task runs: set them in the atlas_settings Variable"):
+        AtlasSettings.for_dag_files()
+
+
+def test_dag_shaping_settings_are_exactly_those_the_dag_files_read():
+    from airflow_atlas.airflow.settings import dag_shaping_names
+
+    assert set(dag_shaping_names()) == {
+        "max_parallel_groups", "sweep_pool", "targeted_sweep_schedule", "sweep_timeout_seconds", "retries",
+        "retry_delay_seconds", "retry_exponential_backoff", "max_retry_delay_seconds", "full_sweep_schedule",
+        "scrub_schedule", "sensor_poke_seconds",
+    }
+
+
+def test_warnings_name_a_shadowing_environment_variable_and_ignored_dag_shaping_keys():
+    import dataclasses
+
+    s = AtlasSettings.from_mapping({"retries": 4, "batch_limit": 9})
+    assert s.warnings() == [
+        "the atlas_settings Variable sets retries, which shapes the DAGs: it is read when the DAG files are parsed, "
+        "from the environment variable ATLAS_DAG_SETTINGS only, so the Variable's value has no effect (docs/SETTINGS.md)"
+    ]
+    shadowed = dataclasses.replace(AtlasSettings.from_mapping({"batch_limit": 9}), shadowed=True)
+    (message,) = shadowed.warnings()
+    assert "environment variable AIRFLOW_VAR_ATLAS_SETTINGS" in message and "have no effect" in message
+    assert AtlasSettings.from_mapping({"batch_limit": 9}).warnings() == []
+
+
+def test_effective_settings_name_each_values_layer(monkeypatch):
+    from airflow_atlas.airflow.settings import DAG_SETTINGS_ENV
+    from airflow_atlas.settings_resolver import Layer, Rank
+
+    monkeypatch.setenv(DAG_SETTINGS_ENV, json.dumps({"retries": 5}))
+    s = AtlasSettings.from_mapping({"batch_limit": 9, "lock_lease_seconds": 30, "store_conn_id": "c", "retries": 4})
+    effective = {v.name: v for v in s.effective(Layer(Rank.COMMAND_LINE, "--set", {"lock_lease_seconds": 40}),
+                                                 Layer(Rank.STORE, "connection 'c' extras", {"consistency_data_read": "ONE"}))}
+    assert (effective["batch_limit"].value, effective["batch_limit"].source) == (9, "the atlas_settings Variable")
+    assert (effective["lock_lease_seconds"].value, effective["lock_lease_seconds"].source) == (40.0, "--set")
+    assert effective["consistency_data_read"].source == "connection 'c' extras"
+    assert (effective["store_conn_id"].value, effective["store_conn_id"].group) == ("c", "Airflow")
+    assert (effective["retries"].value, effective["retries"].source) == (5, "the environment variable ATLAS_DAG_SETTINGS")
+    assert (effective["unreadable_window_seconds"].value, effective["unreadable_window_seconds"].source) == (3600.0, "default")
+    assert effective["strategies"].value == ["CONSERVATIVE", "THOROUGH"]
 
 
 def test_a_tasks_settings_are_resolved_in_one_call_with_the_variable():

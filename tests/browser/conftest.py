@@ -4,8 +4,8 @@ Chromium (Debian's /usr/bin/chromium driven by Playwright, never a downloaded br
 
 The DAGs folder holds only ``atlas_manual_sweep`` (a link to dags/), so nothing else gets scheduled and the
 DAG processor parses one file. The store is the embedded one (``AIRFLOW_CONN_ATLAS_DEFAULT``, a SQLite file
-the test process opens too); the ``atlas_settings`` Variable (``AIRFLOW_VAR_ATLAS_SETTINGS``) has short
-windows and one task group for all pairs, to keep the run small on a loaded 2-core machine.
+the test process opens too); the settings (the ``atlas_settings`` Variable as ``AIRFLOW_VAR_ATLAS_SETTINGS``,
+the DAG-shaping ones as ``ATLAS_DAG_SETTINGS``) have short windows and one task group for all pairs, to keep the run small on a loaded 2-core machine.
 
 Nothing is skipped: a missing Chromium fails with the command that installs it
 (scripts/ensure_chromium.sh, run by scripts/test.sh). Component logs are copied to
@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from airflow_atlas.airflow.settings import split_dag_settings
 from tests.conftest import REPO_ROOT
 
 CHROMIUM = os.environ.get("ATLAS_CHROMIUM", "/usr/bin/chromium")
@@ -146,7 +147,8 @@ def _env(home: Path, dags: Path, port: int, store_path: Path, statsd_port: int) 
         AIRFLOW__METRICS__STATSD_PREFIX="airflow",
         AIRFLOW__METRICS__METRICS_ALLOW_LIST="atlas.sweep",
         AIRFLOW_CONN_ATLAS_DEFAULT=json.dumps({"conn_type": "atlas_embedded", "host": str(store_path)}),
-        AIRFLOW_VAR_ATLAS_SETTINGS=json.dumps(SETTINGS),
+        AIRFLOW_VAR_ATLAS_SETTINGS=json.dumps(split_dag_settings(SETTINGS)[1]),
+        ATLAS_DAG_SETTINGS=json.dumps(split_dag_settings(SETTINGS)[0]),
     )
     return env
 

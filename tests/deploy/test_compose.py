@@ -3,9 +3,12 @@ every image it builds can find its inputs in the repository. (No Docker engine r
 images are not built here; README says so.)"""
 from __future__ import annotations
 
+import json
+import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 import yaml
@@ -72,15 +75,167 @@ def test_docker_compose_config_validates():
 
 def test_the_airflow_image_can_compact_every_node():
     """atlas_compaction needs nodetool in the Airflow image and a way to reach every Cassandra node."""
-    import json
-
     dockerfile = (REPO_ROOT / "docker" / "airflow" / "Dockerfile").read_text()
     assert re.search(r"^FROM cassandra:5\.0\.7 AS cassandra$", dockerfile, re.M)
     assert "COPY --from=cassandra /opt/cassandra /opt/cassandra" in dockerfile
     services = _compose()["services"]
-    settings = json.loads(services["airflow-worker-1"]["environment"]["AIRFLOW_VAR_ATLAS_SETTINGS"])
+    settings = _seeded_settings()
     assert settings["nodetool_command"] == ["/opt/cassandra/bin/nodetool"]
     cassandras = sorted(name for name in services if name.startswith("cassandra-"))
     assert sorted(t.split(":")[0] for t in settings["nodetool_jmx_targets"]) == cassandras
     for name in cassandras:
         assert services[name]["environment"]["LOCAL_JMX"] == "no", name
+
+
+# ----- issue 21 items 4 and 5: one visible source of settings; secrets, Celery, heartbeat, login ---------
+SEED = REPO_ROOT / "docker" / "atlas_variables.json"
+ENV_EXAMPLE = REPO_ROOT / "docker" / "airflow.env.example"
+SECRETS = ("AIRFLOW__CORE__FERNET_KEY", "AIRFLOW__API_AUTH__JWT_SECRET", "AIRFLOW__API__SECRET_KEY")
+
+
+def _airflow_services() -> dict:
+    return {name: s for name, s in _compose()["services"].items() if name.startswith("airflow-")}
+
+
+def _seeded_settings() -> dict:
+    return json.loads(SEED.read_text())["atlas_settings"]["value"]
+
+
+def _env_file(path) -> dict:
+    out = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.lstrip().startswith("#"):
+            name, _, value = line.partition("=")
+            out[name.strip()] = value.strip()
+    return out
+
+
+def test_no_environment_variable_shadows_the_settings_variable(monkeypatch):
+    """Compose never sets AIRFLOW_VAR_ATLAS_SETTINGS (it would shadow the Variable: UI edits ignored); the
+    DAG-shaping settings come from ATLAS_DAG_SETTINGS, which the DAG files accept."""
+    from airflow_atlas.airflow.settings import DAG_SETTINGS_ENV, AtlasSettings
+
+    for name, service in _airflow_services().items():
+        env = service.get("environment") or {}
+        assert not any(k.startswith("AIRFLOW_VAR_") for k in env), f"{name} shadows a Variable: {sorted(env)}"
+        if name != "airflow-init":
+            assert DAG_SETTINGS_ENV in env, name
+    env = _airflow_services()["airflow-dag-processor"]["environment"]
+    monkeypatch.setenv(DAG_SETTINGS_ENV, env[DAG_SETTINGS_ENV])  # the real reader, given the compose value
+    parsed = AtlasSettings.for_dag_files()
+    assert parsed.targeted_sweep_schedule == json.loads(env[DAG_SETTINGS_ENV])["targeted_sweep_schedule"]
+
+
+def test_init_seeds_the_variable_once_and_the_seed_is_valid():
+    """airflow-init imports the seed with --action-on-existing-key skip (an edited Variable is kept); the seed
+    holds run-time keys only, each valid, and explains unreadable_window_seconds where the user meets it."""
+    from airflow_atlas.airflow.settings import AtlasSettings
+
+    init = _airflow_services()["airflow-init"]
+    command = " ".join(init["command"])
+    match = re.search(r"airflow variables import --action-on-existing-key skip (\S+)", command)
+    assert match and "airflow db migrate" in command, command
+    mounts = [v.split(":") for v in init["volumes"]]
+    assert [str((COMPOSE.parent / src).resolve()) for src, dst, *_ in mounts if dst == match.group(1)] == [str(SEED)]
+    seed = json.loads(SEED.read_text())
+    assert set(seed) == {"atlas_settings"}
+    settings = AtlasSettings.from_mapping(seed["atlas_settings"]["value"])
+    assert settings.warnings() == []  # no DAG-shaping key in the Variable
+    assert settings.unreadable_window_seconds == 3600
+    description = seed["atlas_settings"]["description"]
+    assert "unreadable_window_seconds" in description and "hour" in description
+
+
+def test_secrets_come_from_an_env_file_the_user_fills():
+    """Fernet key, JWT secret and API secret key: from docker/airflow.env (git-ignored) in every Airflow
+    container, never a value in the compose file; the example file holds no secret."""
+    compose_text = COMPOSE.read_text()
+    for name, service in _airflow_services().items():
+        assert service.get("env_file") == ["airflow.env"], name
+        env = service.get("environment") or {}
+        assert not set(SECRETS) & set(env), name
+    assert "change-me" not in compose_text and "${AIRFLOW_JWT_SECRET" not in compose_text
+    example = _env_file(ENV_EXAMPLE)
+    assert set(example) == set(SECRETS) and all(v == "" for v in example.values()), example
+    assert "docker/airflow.env" in (REPO_ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_the_env_script_generates_adequate_secrets_and_never_overwrites(tmp_path):
+    from cryptography.fernet import Fernet
+
+    out = tmp_path / "airflow.env"
+    script = [sys.executable, str(REPO_ROOT / "scripts" / "docker_env.py"), "--output", str(out)]
+    result = subprocess.run(script, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert out.stat().st_mode & 0o777 == 0o600
+    env = _env_file(out)
+    Fernet(env["AIRFLOW__CORE__FERNET_KEY"].encode())  # a valid Fernet key
+    assert len(env["AIRFLOW__API_AUTH__JWT_SECRET"].encode()) >= 64
+    assert len(env["AIRFLOW__API__SECRET_KEY"]) >= 32
+    before = out.read_text()
+    again = subprocess.run(script, capture_output=True, text=True, timeout=60)
+    assert again.returncode == 1 and "exists" in again.stderr and out.read_text() == before
+
+
+def test_airflow_reads_the_compose_settings_as_promised(tmp_path):
+    """Airflow's own configuration, given the compose environment and a generated env file: the Celery
+    visibility timeout exceeds the longest task, the heartbeat timeout suits sweep leases, DAGs start
+    unpaused, the JWT secret is long enough, and the auth manager's users are USER:ROLE with a password
+    generated, printed and kept in the passwords file on the auth volume (as README says)."""
+    from airflow_atlas.airflow.settings import AtlasSettings
+    from airflow_atlas.config import StoreConfig
+
+    env_path = tmp_path / "airflow.env"
+    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "docker_env.py"), "--output", str(env_path)],
+                   check=True, capture_output=True, timeout=60)
+    api = _airflow_services()["airflow-apiserver"]
+    passwords = tmp_path / "auth" / "passwords.json"
+    passwords.parent.mkdir()
+    assert api["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == "/opt/airflow/auth/passwords.json"
+    assert "airflow-auth:/opt/airflow/auth" in api["volumes"]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
+    env.update({k: str(v) for k, v in api["environment"].items()})
+    env.update(_env_file(env_path))
+    env.update(AIRFLOW_HOME=str(tmp_path / "home"), AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
+               AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{tmp_path}/airflow.db")
+    probe = """
+import json
+from airflow.configuration import conf
+from airflow.api_fastapi.auth.managers.simple.simple_auth_manager import SimpleAuthManager
+manager = SimpleAuthManager()
+manager.init()
+print("CONF " + json.dumps({
+    "visibility_timeout": conf.getint("celery_broker_transport_options", "visibility_timeout"),
+    "heartbeat_timeout": conf.getint("scheduler", "task_instance_heartbeat_timeout"),
+    "heartbeat_default": int(conf.get_default_value("scheduler", "task_instance_heartbeat_timeout")),
+    "paused_at_creation": conf.getboolean("core", "dags_are_paused_at_creation"),
+    "jwt_secret_bytes": len(conf.get("api_auth", "jwt_secret").encode()),
+    "fernet_key": conf.get("core", "fernet_key"),
+    "users": [[u.username, u.role] for u in manager.get_users()],
+    "passwords": manager.get_passwords(),
+}))
+"""
+    result = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("CONF "))[5:])
+    longest_task = max(AtlasSettings().sweep_timeout_seconds or 0, AtlasSettings().nodetool_timeout_seconds)
+    assert got["visibility_timeout"] > longest_task, got
+    assert StoreConfig().lock_lease_seconds <= got["heartbeat_timeout"] < got["heartbeat_default"], got
+    assert got["paused_at_creation"] is False
+    assert got["jwt_secret_bytes"] >= 64
+    assert got["fernet_key"] == _env_file(env_path)["AIRFLOW__CORE__FERNET_KEY"]
+    assert got["users"] == [["admin", "ADMIN"]] or got["users"] == [["admin", "admin"]], got["users"]
+    (password,) = got["passwords"].values()
+    assert list(got["passwords"]) == ["admin"] and len(password) >= 16
+    assert f"Password for user 'admin': {password}" in result.stdout  # what README's grep finds
+
+
+def test_readme_deployment_section_matches_the_compose_file():
+    readme = (REPO_ROOT / "README.md").read_text()
+    section = readme[readme.index("## Deployment (docker/)"):]
+    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
+    assert "admin/admin" not in section
+    for needed in ("python3 scripts/docker_env.py", 'grep "Password for user"', "ATLAS_DAG_SETTINGS",
+                   "atlas_variables.json", "unreadable_window_seconds", "AIRFLOW_VAR_ATLAS_SETTINGS",
+                   "visibility_timeout", "task_instance_heartbeat_timeout", "DAGS_ARE_PAUSED_AT_CREATION"):
+        assert needed in section, needed

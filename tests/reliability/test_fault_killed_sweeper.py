@@ -157,7 +157,11 @@ def test_sigkilled_airflow_task_is_recovered_by_the_next_dag_run(shared_stores, 
         "strategies": [THOR],
         "store_config": {"unreadable_window_seconds": 0, "transaction_lease_seconds": 600},
     }
+    from airflow_atlas.airflow.settings import split_dag_settings
+
+    dag_settings, settings = split_dag_settings(settings)
     monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", json.dumps(settings))
+    monkeypatch.setenv("ATLAS_DAG_SETTINGS", json.dumps(dag_settings))
     name = store.sweeper.lock_name(0, THOR)
     script = textwrap.dedent(
         """

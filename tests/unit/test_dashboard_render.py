@@ -151,3 +151,21 @@ def test_the_intensity_limit_is_shown_with_its_value():
     assert 'data-field="sweep_max_entries_per_second" data-value="25000">25,000 entries/s per sweep task and pair<' in page
     status["settings"]["sweep_max_entries_per_second"] = 0
     assert 'data-value="0">unlimited<' in render_page(status)
+
+
+def test_effective_settings_show_their_source_and_settings_warnings_are_on_top():
+    status = _status([_row(0, "THOROUGH")])
+    status["effective_settings"] = [
+        {"name": "batch_limit", "group": "engine", "value": 77, "source": "the atlas_settings Variable"},
+        {"name": "strategies", "group": "Airflow", "value": ["THOROUGH"], "source": "default"},
+    ]
+    status["settings_warnings"] = ["the atlas_settings Variable is read from <AIRFLOW_VAR_ATLAS_SETTINGS>"]
+    page = render_page(status)
+    assert '<tr data-setting="batch_limit" data-source="the atlas_settings Variable">' in page
+    assert 'data-field="value" data-value="77"' in page
+    assert re.search(r'id="settings-defaults">.*data-setting="strategies" data-source="default"', page, re.S)
+    assert 'data-value="[&quot;THOROUGH&quot;]"' in page
+    warnings = page.index('id="settings-warnings"')
+    assert warnings < page.index("<h2>Shards</h2>") and "&lt;AIRFLOW_VAR_ATLAS_SETTINGS&gt;" in page
+    del status["settings_warnings"]
+    assert 'id="settings-warnings"' not in render_page(status)

@@ -64,6 +64,10 @@ ALLOWED: dict[tuple[str, str], str] = {
         "`atlas-sweep --conn-id` reads an Airflow connection by definition; imported inside the function, "
         "only on that path (the other commands never load Airflow)"
     ),
+    ("airflow_atlas.cli.store", "airflow_atlas.airflow.settings"): (
+        "`atlas-sweep --conn-id` reads the atlas_settings Variable as the DAGs' tasks do (issue 21 item 4); "
+        "imported inside the function, only on that path"
+    ),
 }
 
 

@@ -187,7 +187,7 @@ def test_bool_text_other_than_true_or_false_is_refused_never_read_as_false():
 
 
 def test_the_settings_table_in_the_docs_is_current_and_linked():
-    from airflow_atlas.airflow.settings import DOC, render_doc
+    from airflow_atlas.airflow.settings_doc import DOC, render_doc
 
     doc = (ROOT / DOC).read_text()
     assert render_doc(doc) == doc, "docs/SETTINGS.md is stale: python -m airflow_atlas.airflow.settings --write-docs"

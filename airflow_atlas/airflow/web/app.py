@@ -5,7 +5,9 @@ dependency, so the UI's session cookie or an ``Authorization: Bearer <token>`` f
 without one: 401, with an invalid token: 403):
 
 * ``GET /`` - the dashboard page (HTML, see :mod:`.render`);
-* ``GET /api/status`` - the same data as JSON: :func:`airflow_atlas.status.compute_status`'s dict;
+* ``GET /api/status`` - the same data as JSON: the status document (:func:`airflow_atlas.status.build_status`)
+  with the effective settings and their sources (``effective_settings``, ``settings_warnings``:
+  :meth:`AtlasSettings.effective`, :meth:`AtlasSettings.warnings`).
 * ``GET /metrics`` - the same figures as Prometheus gauges (:mod:`.metrics`, docs/METRICS.md).
 
 Query parameters of the page and the JSON: ``shards`` (``0,2,5``; default all), ``strategy`` (``CONSERVATIVE``,
@@ -129,7 +131,7 @@ def status_json(
 def _compute(request: Request, shards: str | None, strategy: str | None, window: float | None) -> dict:
     """compute_status on the configured store; InvalidInputError for bad parameters, HTTPException(503)
     for a settings or store problem."""
-    from airflow_atlas.status import DEFAULT_WINDOW_SECONDS, compute_status
+    from airflow_atlas.status import DEFAULT_WINDOW_SECONDS, build_status
 
     shard_list = parse_shards(shards)
     strategies = parse_strategy(strategy)
@@ -137,12 +139,14 @@ def _compute(request: Request, shards: str | None, strategy: str | None, window:
         raise InvalidInputError(f"window must be a positive number of seconds, got {window}")
     cache: StoreCache = request.app.state.atlas_stores
     try:
-        store = cache.get()
+        store, effective, settings_warnings = cache.get_with_settings()
     except Exception as exc:
         log.warning("atlas dashboard: cannot open the store: %s", exc)
         raise HTTPException(status_code=503, detail=f"cannot open the store: {type(exc).__name__}: {exc}") from None
     try:
-        return compute_status(store, shard_list, strategies, window_seconds=window or DEFAULT_WINDOW_SECONDS)
+        status = build_status(store, shard_list, strategies, window_seconds=window or DEFAULT_WINDOW_SECONDS)
+        status.effective_settings, status.settings_warnings = effective, settings_warnings
+        return status.to_json()
     except InvalidInputError:
         raise
     except Exception as exc:
@@ -195,12 +199,18 @@ class StoreCache:
         self._hook: Any = None
 
     def get(self):
-        from airflow_atlas.airflow.hooks.atlas import AtlasHook
+        return self.get_with_settings()[0]
+
+    def get_with_settings(self) -> tuple[Any, list, list[str]]:
+        """(the store, its effective settings with their sources, the settings warnings): the Variable read
+        as a task reads it, the connection's extras on top (:meth:`AtlasSettings.effective`)."""
+        from airflow_atlas.airflow.hooks.atlas import AtlasHook, connection_layer
         from airflow_atlas.airflow.settings import AtlasSettings
 
-        settings = AtlasSettings.load()
+        settings = AtlasSettings.load(log_warnings=False)  # shown on the page instead of logged per request
         config = settings.engine_config()
         conn = AtlasHook.get_connection(settings.store_conn_id)
+        effective = settings.effective(connection_layer(conn))
         key = hashlib.sha256(
             json.dumps([settings.store_conn_id, conn.get_uri(), config.to_json()], sort_keys=True, default=str).encode()
         ).hexdigest()
@@ -212,7 +222,7 @@ class StoreCache:
                 self._hook, self._key = hook, key
                 if old is not None:
                     _close_quietly(old)
-            return self._hook.get_store()
+            return self._hook.get_store(), effective, settings.warnings()
 
     def discard(self, store) -> None:
         with self._lock:

@@ -11,6 +11,7 @@ Every figure a test or a scraper may want is also in a ``data-*`` attribute: tab
 from __future__ import annotations
 
 import html
+import json
 import time
 from typing import Any
 from urllib.parse import urlencode
@@ -145,6 +146,7 @@ def render_page(
         f'<a id="trigger" href="{esc(dag_href)}" target="_top">Run {MANUAL_SWEEP_DAG}</a>'
         "</div>",
         render_warnings(status),
+        render_settings_warnings(status),
         "<h2>Shards</h2>",
         render_shard_table(status),
         "<h2>Lag over time</h2>",
@@ -153,6 +155,8 @@ def render_page(
         render_why(status),
         '<h2 id="forecast-title">Backlog drain forecast</h2>',
         render_forecast(status),
+        '<h2 id="settings-title">Effective settings</h2>',
+        render_settings(status),
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p)
@@ -420,6 +424,47 @@ def render_intensity(limit) -> str:
         f'<div class="sub" id="intensity">Sweep intensity limit: <b data-field="sweep_max_entries_per_second" '
         f'data-value="{esc(limit)}">{shown}</b> (setting sweep_max_entries_per_second; the total is this times the '
         "sweep tasks running at once).</div>"
+    )
+
+
+def render_settings_warnings(status: dict) -> str:
+    """Where a setting's source is not what one may think, e.g. ``AIRFLOW_VAR_ATLAS_SETTINGS`` shadowing the
+    ``atlas_settings`` Variable (UI edits ignored): at the top of the page."""
+    items = "".join(f'<li data-kind="settings">{esc(m)}</li>' for m in status.get("settings_warnings") or [])
+    if not items:
+        return ""
+    return f'<div class="panel alert" id="settings-warnings"><b>Settings</b><ul class="warnings">{items}</ul></div>'
+
+
+def render_settings(status: dict) -> str:
+    """Every effective setting with the layer it came from (``effective_settings``); those not at their
+    default first, the rest folded."""
+    values = status.get("effective_settings") or []
+    if not values:
+        return '<div class="muted" id="settings">not known</div>'
+
+    def row(v: dict) -> str:
+        shown = json.dumps(v["value"])
+        return (
+            f'<tr data-setting="{esc(v["name"])}" data-source="{esc(v["source"])}">'
+            + cell(f"<code>{esc(v['name'])}</code>", "name", v["name"])
+            + cell(esc(v["group"]), "group", v["group"], "sub")
+            + cell(f"<code>{esc(shown)}</code>", "value", shown, "wrap")
+            + cell(esc(v["source"]), "source", v["source"], "" if v["source"] == "default" else "info")
+            + "</tr>"
+        )
+
+    head = "<thead><tr><th>Setting</th><th>Group</th><th>Value</th><th>From</th></tr></thead>"
+    chosen = [v for v in values if v["source"] != "default"]
+    defaults = [v for v in values if v["source"] == "default"]
+    body = "".join(row(v) for v in chosen) or '<tr><td colspan="4" class="muted">every setting is at its default</td></tr>'
+    return (
+        f'<table id="settings">{head}<tbody>{body}</tbody></table>'
+        f'<details><summary>{len(defaults)} setting(s) at their defaults</summary>'
+        f'<table id="settings-defaults">{head}<tbody>{"".join(row(v) for v in defaults)}</tbody></table></details>'
+        '<div class="sub">Run-time settings come from the <code>atlas_settings</code> Variable (Admin &rarr; Variables), '
+        "as a task reads it now; DAG-shaping ones (schedules, retries, pool, timeouts) from the environment variable "
+        "<code>ATLAS_DAG_SETTINGS</code>, shown as this API server sees it. See docs/SETTINGS.md.</div>"
     )
 
 

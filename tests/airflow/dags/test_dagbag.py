@@ -66,16 +66,20 @@ def test_dagbag_owners_retries_and_shape(airflow_home):
     assert set(bag.dags["atlas_manual_sweep"].params) == {"tables", "shards", "strategy", "dry_run", "max_batches", "max_entries_per_second"}
 
 
-def test_settings_variable_changes_the_dags(airflow_home, monkeypatch):
+def test_dag_settings_environment_variable_changes_the_dags(airflow_home, monkeypatch):
     import json
 
     from airflow.dag_processing.dagbag import DagBag
 
-    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", json.dumps({"targeted_sweep_schedule": None, "retries": 4}))
+    monkeypatch.setenv("ATLAS_DAG_SETTINGS", json.dumps({"targeted_sweep_schedule": None, "retries": 4}))
+    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", json.dumps({"retries": 7}))  # the Variable does not shape DAGs
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
     sweep = bag.dags["atlas_targeted_sweep"]
     assert type(sweep.timetable).__name__ == "NullTimetable"
     assert all(t.retries == 4 for t in sweep.tasks)
-    monkeypatch.setenv("AIRFLOW_VAR_ATLAS_SETTINGS", json.dumps({"batch_limit": 0}))
+    monkeypatch.setenv("ATLAS_DAG_SETTINGS", json.dumps({"retries": 0}))
     bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
-    assert bag.import_errors and all("batch_limit must be between 1 and 100000" in e for e in bag.import_errors.values())
+    assert bag.import_errors and all("setting retries must be between 1 and 100" in e for e in bag.import_errors.values())
+    monkeypatch.setenv("ATLAS_DAG_SETTINGS", json.dumps({"batch_limit": 10}))  # a run-time key: refused, named
+    bag = DagBag(dag_folder=str(REPO_ROOT / "dags"))
+    assert bag.import_errors and all("batch_limit is read when a task runs" in e for e in bag.import_errors.values())

@@ -86,8 +86,9 @@ with DAG(dag_id="parse_probe", schedule=schedule, start_date=datetime(2024, 1, 1
 
 def _parse(paths, settings_env: str | None, tmp_path) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW_VAR_")}  # a read must reach the backends
+    env.pop("ATLAS_DAG_SETTINGS", None)
     if settings_env is not None:
-        env["AIRFLOW_VAR_ATLAS_SETTINGS"] = settings_env
+        env["ATLAS_DAG_SETTINGS"] = settings_env
     env["AIRFLOW__SECRETS__BACKEND"] = "tests.airflow.dags.counting_secrets_backend.CountingSecretsBackend"
     env[LOG_ENV] = str(tmp_path / "secrets.log")
     result = subprocess.run(
