@@ -66,6 +66,11 @@ def create_app() -> FastAPI:
 @asynccontextmanager
 async def _lifespan(app: FastAPI):
     install_routes(app)
+    # A collector per start of the app: the one of an earlier start was closed when that start ended (the
+    # same app object serves again when its server is started again, e.g. in one test process).
+    from .metrics import attach_metrics
+
+    attach_metrics(app, app.state.atlas_stores)
     try:
         yield
     finally:
@@ -85,9 +90,8 @@ def install_routes(app: FastAPI) -> None:
     app.add_api_route("/", dashboard_page, methods=["GET"], dependencies=authenticated, response_class=HTMLResponse,
                       name="atlas_dashboard")
     app.add_api_route("/api/status", status_json, methods=["GET"], dependencies=authenticated, name="atlas_status")
-    from .metrics import attach_metrics, metrics_route
+    from .metrics import metrics_route
 
-    attach_metrics(app, app.state.atlas_stores)
     app.add_api_route("/metrics", metrics_route, methods=["GET"], dependencies=authenticated, name="atlas_metrics")
     app.state.atlas_routes_installed = True
 
