@@ -1,7 +1,9 @@
 """The main job: a targeted-sweep demo, end to end.
 
 1. opens a fresh store (embedded SQLite by default; ``--cassandra`` uses the local node; ``--cluster`` an
-   RF 3 keyspace on the local 3-node cluster, swept by Spark jobs on the local standalone master),
+   RF 3 keyspace on the local 3-node cluster, swept by Spark jobs on the local standalone master;
+   ``--secure`` the secured node 127.0.0.6 over TLS: the administrator initialises the store and creates the
+   tables, everything after - workload, DAG run, oracle - runs as a least-privilege sweeper role),
 2. writes a workload: committed transactions with overwrites and deletes across a CONSERVATIVE and a
    THOROUGH table, writers that died before committing, aborted transactions, and one long-running open
    transaction that holds the sweep timestamp back,
@@ -18,11 +20,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import secrets
 import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 WORK_DIR = REPO_ROOT / ".atlas"
@@ -30,6 +35,75 @@ SHARDS = 4
 WINDOW_SECONDS = 2.0
 CLUSTER_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # scripts/cassandra.sh cluster
 SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
+CASSANDRA_SCRIPT = REPO_ROOT / "scripts" / "cassandra.sh"
+SECURE_SWEEPER = "atlas_demo_sweeper"  # the least-privilege role of --secure (grants: airflow_atlas.grants)
+
+
+@dataclass(frozen=True)
+class Secured:
+    """The secured node (``scripts/cassandra.sh secure env``) and the demo's sweeper role: its password is
+    made fresh for every run (ALTER ROLE) and lives only in this process and its Airflow connection."""
+
+    host: str
+    ca: str
+    admin_user: str
+    admin_password: str
+    sweeper_password: str
+
+    def url(self, user: str, password: str, keyspace: str, *, create_keyspace: bool) -> str:
+        return (f"cassandra://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:9042/{keyspace}"
+                f"?ssl=true&ssl_ca={quote(self.ca)}&create_keyspace={str(create_keyspace).lower()}")
+
+    def cql(self, *statements: str) -> list:
+        """Statements as the administrator, over TLS (the CA pinned, the host name verified); the last one's rows."""
+        import ssl
+
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import Cluster
+
+        cluster = Cluster([self.host], auth_provider=PlainTextAuthProvider(self.admin_user, self.admin_password),
+                          ssl_context=ssl.create_default_context(cafile=self.ca), protocol_version=5)
+        try:
+            session = cluster.connect()
+            rows: list = []
+            for statement in statements:
+                rows = list(session.execute(statement, timeout=120))
+            return rows
+        finally:
+            cluster.shutdown()
+
+
+def _secured() -> Secured:
+    result = subprocess.run([str(CASSANDRA_SCRIPT), "secure", "env"], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"scripts/cassandra.sh secure env failed:\n{result.stderr}")
+    env = dict(line.split("=", 1) for line in result.stdout.split())
+    if subprocess.run([str(CASSANDRA_SCRIPT), "secure", "status"], capture_output=True).returncode != 0:
+        raise SystemExit("the secured node does not answer: scripts/cassandra.sh secure start (scripts/demo.sh --secure starts it)")
+    return Secured(host=env["ATLAS_SECURE_HOST"], ca=env["ATLAS_SECURE_CA"], admin_user=env["ATLAS_SECURE_ADMIN_USER"],
+                   admin_password=Path(env["ATLAS_SECURE_ADMIN_PASSWORD_FILE"]).read_text(),
+                   sweeper_password=secrets.token_urlsafe(18))
+
+
+def _secure_setup(args, sec: Secured, config, spec) -> None:
+    """As the administrator: a fresh keyspace, the store initialised, the workload's tables created; then the
+    sweeper role (a fresh password) with exactly the grants of ``atlas-sweep grants --role sweeper``."""
+    from airflow_atlas.grants import sweeper_grants
+    from airflow_atlas.store import AtlasStore
+
+    sec.cql(f"DROP KEYSPACE IF EXISTS {args.keyspace}")
+    with AtlasStore.open(sec.url(sec.admin_user, sec.admin_password, args.keyspace, create_keyspace=True), config) as admin:
+        admin.initialize(shards=SHARDS)
+        for table, strategy in spec.tables.items():
+            admin.create_table(table, strategy)
+        grants = sweeper_grants(args.keyspace, admin.kvs.list_tables())
+    password = sec.sweeper_password.replace("'", "''")
+    exists = sec.cql(f"SELECT role FROM system_auth.roles WHERE role = '{SECURE_SWEEPER}'")
+    verb = "ALTER" if exists else "CREATE"  # (Cassandra refuses a second password change within 5 s)
+    sec.cql(f"{verb} ROLE {SECURE_SWEEPER} WITH LOGIN = true AND PASSWORD = '{password}'",
+            *(g.cql(SECURE_SWEEPER).rstrip(";") for g in grants))
+    print(f"administrator {sec.admin_user}: store initialised, tables created; role {SECURE_SWEEPER} granted "
+          + ", ".join(f"{g.permission} on {g.resource}" for g in grants[:2]) + f" and {len(grants) - 2} more MODIFY grants")
 
 
 def _print(title: str) -> None:
@@ -54,7 +128,9 @@ def _hosts(args) -> list[str]:
     return list(CLUSTER_HOSTS) if args.cluster else [args.cassandra_host]
 
 
-def _store_url(args) -> str:
+def _store_url(args, sec: Secured | None = None) -> str:
+    if sec is not None:
+        return sec.url(SECURE_SWEEPER, sec.sweeper_password, args.keyspace, create_keyspace=False)
     if args.cluster:
         return f"cassandra://{','.join(CLUSTER_HOSTS)}:9042/{args.keyspace}?replication_factor={len(CLUSTER_HOSTS)}"
     if args.cassandra:
@@ -64,6 +140,8 @@ def _store_url(args) -> str:
 
 def _fresh(args) -> None:
     WORK_DIR.mkdir(exist_ok=True)
+    if args.secure:
+        return  # the administrator drops the keyspace (_secure_setup)
     if args.cassandra:
         from cassandra.cluster import Cluster
 
@@ -80,13 +158,18 @@ def _fresh(args) -> None:
                 path.unlink()
 
 
-def _airflow_env(args, url: str) -> dict:
+def _airflow_env(args, url: str, sec: Secured | None = None) -> dict:
     home = WORK_DIR / "airflow"
     if home.exists() and not (home / ".migrated").exists():
         shutil.rmtree(home)
     home.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    if args.cluster:
+    if sec is not None:
+        conn = {
+            "conn_type": "cassandra", "host": sec.host, "port": 9042, "schema": args.keyspace,
+            "login": SECURE_SWEEPER, "password": sec.sweeper_password, "extra": {"ssl": True, "ssl_ca": sec.ca},
+        }
+    elif args.cluster:
         conn = {
             "conn_type": "cassandra", "host": ",".join(CLUSTER_HOSTS), "port": 9042, "schema": args.keyspace,
             "extra": {"replication_factor": len(CLUSTER_HOSTS)},
@@ -100,6 +183,8 @@ def _airflow_env(args, url: str) -> dict:
         "store_config": {"unreadable_window_seconds": WINDOW_SECONDS, "punch_interval_seconds": 0.2},
         "skip_idle_shards": False,
     }
+    if args.group_size:
+        settings["in_task_group_size"] = args.group_size
     env.update(
         {
             "AIRFLOW_HOME": str(home),
@@ -176,11 +261,24 @@ def main(argv: list[str] | None = None) -> int:
         help="RF 3 keyspace on the local 3-node cluster (127.0.0.2-4), swept by Spark jobs on the local standalone "
         "master (127.0.0.5:7077); scripts/demo.sh --cluster starts both",
     )
+    parser.add_argument(
+        "--secure", action="store_true",
+        help="the secured node (127.0.0.6: TLS, passwords, CassandraAuthorizer): the administrator sets up the store, "
+        f"the rest runs as the least-privilege role {SECURE_SWEEPER}; scripts/demo.sh --secure starts the node",
+    )
     parser.add_argument("--keyspace", default="atlas_demo")
+    parser.add_argument("--group-size", type=int, default=None,
+                        help="(shard, strategy) pairs per task group of the DAG run (default: the setting's default)")
+    parser.add_argument("--work-dir", type=Path, default=None,
+                        help="the demo's files: embedded store, private Airflow home (default: .atlas/ in the repository)")
     parser.add_argument("--transactions", type=int, default=400, help="committed/dead/aborted transactions to write")
     parser.add_argument("--engine-only", action="store_true", help="sweep in-process instead of running the Airflow DAG")
     args = parser.parse_args(argv)
-    args.cassandra = args.cassandra or args.cluster
+    global WORK_DIR
+    WORK_DIR = (args.work_dir or WORK_DIR).resolve()
+    if args.secure and (args.cluster or args.cassandra):
+        parser.error("--secure runs on the secured node alone: not with --cassandra or --cluster")
+    args.cassandra = args.cassandra or args.cluster or args.secure
 
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
@@ -188,14 +286,18 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_atlas.store import AtlasStore
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
-    url = _store_url(args)
+    sec = _secured() if args.secure else None
+    url = _store_url(args, sec)
     _fresh(args)
     config = StoreConfig(unreadable_window_seconds=WINDOW_SECONDS, punch_interval_seconds=0.2, initial_shards=SHARDS)
+    spec = WorkloadSpec(transactions=args.transactions, rows=150, open_transactions=1)
+    if sec is not None:
+        _secure_setup(args, sec, config, spec)
     store = AtlasStore.open(url, config)
     try:
         _print(f"store: {store.describe()}")
-        store.initialize(shards=SHARDS)
-        spec = WorkloadSpec(transactions=args.transactions, rows=150, open_transactions=1)
+        if sec is None:
+            store.initialize(shards=SHARDS)
         started = time.monotonic()
         report = run_workload(store, spec)
         tables = list(spec.tables)
@@ -235,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(totals))
         else:
             _print("running the atlas_targeted_sweep DAG (Airflow dag.test())")
-            env = _airflow_env(args, url)
+            env = _airflow_env(args, url, sec)
             started = time.monotonic()
             outcome = _run_dag(env)
             print(f"DAG run {outcome['state']} in {time.monotonic() - started:.1f}s; task states {outcome['task_states']}")

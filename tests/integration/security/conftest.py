@@ -102,3 +102,16 @@ def secure_keyspace(secure_node):
         secure_node.cql(f"DROP KEYSPACE IF EXISTS {name}")
     except Exception:  # a slow drop must not fail the session; the node is throwaway
         pass
+
+
+def grant_sweeper(node: SecureNode, keyspace: str, password: str, cwd: Path, prefix: str = "sweeper") -> str:
+    """A new login role with exactly the grants ``atlas-sweep grants --role sweeper`` prints for the store
+    (initialised, its tables created); returns the role's name (drop it with ``DROP ROLE``)."""
+    from tests.integration.cli.conftest import Cli
+
+    role = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    printed = Cli(node.admin_url(keyspace), cwd).json("grants", "--role", "sweeper", "--name", role)["grants"]
+    assert {g["permission"] for g in printed} == {"SELECT", "MODIFY"}, printed
+    escaped = password.replace("'", "''")
+    node.cql(f"CREATE ROLE {role} WITH LOGIN = true AND PASSWORD = '{escaped}'", *(g["cql"].rstrip(";") for g in printed))
+    return role

@@ -11,6 +11,11 @@ URL-encoded forms appear in none of the places below; a failure names the place.
 * every XCom value and every rendered template field of the runs (the metadata database);
 * the status JSON (``atlas-sweep status --json`` as the sweeper) and the run's swept results;
 * exception messages: a run with a wrong password (texts and the exception of the hook, with its chain).
+
+The second test repeats the scan with the Spark job on the standalone master (127.0.0.5, scripts/spark.sh):
+the executors' command lines (the workers' ``CoarseGrainedExecutorBackend`` JVMs and their Python workers),
+the master's and the workers' JSON (``/json/``), the application's environment JSON. The dashboard's page and
+status JSON are scanned by ``test_secured_dags.py`` (its dashboard test).
 """
 from __future__ import annotations
 
@@ -29,9 +34,18 @@ import pytest
 
 from tests.airflow.conftest import CONN_ID, FAST, SHARDS, load_dag, set_connection, set_settings, settle, task_states
 from tests.integration.cli.conftest import Cli
-from tests.integration.security.test_secured_airflow import PASSWORD, connection, sweeper, sweeper_store  # noqa: F401
+from tests.integration.security.test_secured_airflow import (  # noqa: F401
+    PASSWORD,
+    STANDALONE_CONF,
+    connection,
+    standalone,
+    sweeper,
+    sweeper_store,
+)
 
 pytestmark = [pytest.mark.cassandra, pytest.mark.airflow, pytest.mark.spark]
+
+MASTER_UI = "http://127.0.0.5:8085"  # the standalone master's web UI (scripts/spark.sh, ATLAS_SPARK_WEBUI_PORT)
 
 
 def forms(secret: str) -> set[str]:
@@ -58,9 +72,9 @@ class Places:
 class ProcessSampler(threading.Thread):
     """Reads ``/proc/*/cmdline`` of every process and the Spark UI's environment JSON every 0.1 s."""
 
-    def __init__(self, places: Places, ui_port: int):
+    def __init__(self, places: Places, ui_port: int, ui_host: str = "127.0.0.1", master_ui: str | None = None):
         super().__init__(daemon=True)
-        self.places, self.ui_port = places, ui_port
+        self.places, self.ui_port, self.ui_host, self.master_ui = places, ui_port, ui_host, master_ui
         self.stop = threading.Event()
         self.commands: set[str] = set()
 
@@ -77,10 +91,24 @@ class ProcessSampler(threading.Thread):
                     self.commands.add(command)
                     self.places.add("/proc/*/cmdline", command)
             self._spark_environment()
+            if self.master_ui:
+                self._standalone()
             time.sleep(0.1)
 
+    def _standalone(self) -> None:
+        """The standalone master's JSON (applications, workers) and each worker's (its executors)."""
+        try:
+            master = urllib.request.urlopen(f"{self.master_ui}/json/", timeout=2).read().decode()
+            self.places.add("Spark master JSON", master)
+            for worker in json.loads(master).get("workers", []):
+                address = worker.get("webuiaddress")
+                if address:
+                    self.places.add("Spark worker JSON", urllib.request.urlopen(f"{address}/json/", timeout=2).read().decode())
+        except (OSError, ValueError):
+            pass
+
     def _spark_environment(self) -> None:
-        base = f"http://127.0.0.1:{self.ui_port}/api/v1/applications"
+        base = f"http://{self.ui_host}:{self.ui_port}/api/v1/applications"
         try:
             apps = json.loads(urllib.request.urlopen(base, timeout=1).read())
             for app in apps:
@@ -177,3 +205,33 @@ def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace,
                  "rendered template fields", "status JSON")
     wrong_places.check("exception messages", "Airflow task logs")
     assert os.environ.get(f"AIRFLOW_CONN_{CONN_ID.upper()}")  # (the test's own connection: env, by design)
+
+
+def test_the_password_leaks_nowhere_on_the_standalone_master(sweeper_store, secure_node, secure_keyspace, sweeper,  # noqa: F811
+                                                              standalone, monkeypatch, airflow_home, caplog, capfd):  # noqa: F811
+    """The same scan with the Spark job on the standalone master (127.0.0.5): executors' command lines (the
+    workers' CoarseGrainedExecutorBackend JVMs and their Python workers), the master's and the workers'
+    JSON, the application's environment JSON (its UI on 127.0.0.5), the task logs, XComs, template fields."""
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    places = Places(PASSWORD)
+    ui_port = _free_port()
+    conf = {**STANDALONE_CONF, "spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
+    set_settings(monkeypatch, **FAST, execution_mode="spark", spark_conn_id=standalone, spark_group_size=SHARDS * 2,
+                 spark_driver_host="127.0.0.5", spark_conf=conf)
+    run_workload(sweeper_store, WorkloadSpec(transactions=30, rows=20, seed=11))
+    settle(sweeper_store)
+    sampler = ProcessSampler(places, ui_port, ui_host="127.0.0.5", master_ui=MASTER_UI)
+    sampler.start()
+    try:
+        run = load_dag("atlas_targeted_sweep").test()
+    finally:
+        sampler.stop.set()
+        sampler.join(timeout=10)
+    assert str(run.state) == "success", task_states(run)
+    seen = "\n".join(sampler.commands)
+    assert "CoarseGrainedExecutorBackend" in seen, "the sampler never saw an executor of the standalone master"
+    _database(places, run)
+    _logs(places, caplog, capfd, airflow_home)
+    places.check("/proc/*/cmdline", "Spark master JSON", "Spark worker JSON", "Spark application environment JSON",
+                 "Airflow task logs", "XCom values", "rendered template fields")

@@ -1,0 +1,110 @@
+"""Issue 22 item 5, rotation, on the secured node: the sweeper's password is changed (``ALTER ROLE``) and the
+Airflow connection updated between two runs of ``atlas_targeted_sweep`` (``dag.test()``, as the least-privilege
+sweeper, over TLS): the next run works in the same process, nothing is restarted. A run in flight during the
+change (the role's password altered after ``plan`` succeeded, the connection not yet updated) fails clearly -
+the refusal named, each failed task tried once (an access error is never retried automatically) - and its
+retry (the run cleared and run again, after the connection is updated) succeeds."""
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from urllib.parse import quote
+
+import pytest
+
+from tests.airflow.conftest import (
+    CONN_ID,
+    FAST,
+    engine_config,
+    load_dag,
+    set_connection,
+    set_settings,
+    task_instances,
+    task_states,
+    xcom,
+)
+from tests.integration.security.conftest import grant_sweeper
+from tests.integration.security.test_secured_airflow import connection
+
+pytestmark = [pytest.mark.cassandra, pytest.mark.airflow]
+
+
+def _password(tag: str) -> str:
+    return f"{tag}:r0t@te/{uuid.uuid4().hex[:8]}%"
+
+
+def _write_work(secure_node, keyspace: str, role: str, password: str, seed: int) -> None:
+    """A workload as the sweeper with the given password (its own session, closed), then settled."""
+    from airflow_atlas.store import AtlasStore
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+    from tests.airflow.conftest import settle
+
+    with AtlasStore.open(secure_node.url(role, password, keyspace, create_keyspace="false"), config=engine_config()) as store:
+        run_workload(store, WorkloadSpec(transactions=20, rows=10, seed=seed))
+        settle(store)
+
+
+def _swept(run) -> int:
+    summary = xcom(run, "summary")
+    assert summary["failed_pairs"] == [], summary
+    return summary["cells_tombstoned"]
+
+
+def test_rotation_between_runs_and_during_a_run(secure_node, secure_keyspace, monkeypatch, airflow_home, tmp_path,
+                                                caplog, capfd):
+    from airflow_atlas.store import AtlasStore
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    first, second, third = _password("one"), _password("two"), _password("three")
+    with AtlasStore.open(secure_node.admin_url(secure_keyspace), config=engine_config()) as admin:
+        admin.initialize(shards=2)
+        run_workload(admin, WorkloadSpec(transactions=5, rows=5, seed=1))  # the tables (CREATE: the admin's)
+    role = grant_sweeper(secure_node, secure_keyspace, first, tmp_path)
+    try:
+        def rotate_role(password: str) -> None:
+            escaped = password.replace("'", "''")
+            secure_node.cql(f"ALTER ROLE {role} WITH PASSWORD = '{escaped}'")
+
+        set_settings(monkeypatch, **FAST, in_task_group_size=4)  # one group: fewer tasks, each opens the store
+
+        # during a run: the role's password changes once `plan` has succeeded (its success callback, run by the
+        # task runner between two tasks), while the connection still holds the old one
+        set_connection(monkeypatch, CONN_ID, connection(secure_node, secure_keyspace, role, first))
+        _write_work(secure_node, secure_keyspace, role, first, seed=2)
+        dag = load_dag("atlas_targeted_sweep")
+        dag.get_task("plan").on_success_callback = [lambda context: rotate_role(second)]
+        logical_date = datetime.now(UTC)
+        failed = dag.test(logical_date=logical_date)
+        assert str(failed.state) == "failed", task_states(failed)
+        tis = task_instances(failed)
+        assert str(tis[("plan", -1)].state) == "success", task_states(failed)
+        refused = {key: ti for key, ti in tis.items() if str(ti.state) == "failed"}
+        assert ("shard.acquire_lock", 0) in refused, task_states(failed)
+        assert all(ti.try_number == 1 for ti in refused.values()), {k: ti.try_number for k, ti in refused.items()}
+        out, err = capfd.readouterr()
+        text = caplog.text + out + err
+        assert "refused the credentials" in text, text[-3000:]
+
+        # its retry, once the connection is updated: the run (same logical date) cleared and run again
+        set_connection(monkeypatch, CONN_ID, connection(secure_node, secure_keyspace, role, second))
+        dag.get_task("plan").on_success_callback = []
+        retried = dag.test(logical_date=logical_date)
+        assert retried.logical_date == failed.logical_date
+        assert str(retried.state) == "success", task_states(retried)
+        assert _swept(retried) > 0
+
+        # between two runs: ALTER ROLE, then the connection; the next run works (same process, no restart)
+        rotate_role(third)
+        set_connection(monkeypatch, CONN_ID, connection(secure_node, secure_keyspace, role, third))
+        _write_work(secure_node, secure_keyspace, role, third, seed=3)
+        run = load_dag("atlas_targeted_sweep").test()
+        assert str(run.state) == "success", task_states(run)
+        assert _swept(run) > 0
+
+        out, err = capfd.readouterr()
+        text += caplog.text + out + err
+        for secret in (first, second, third):
+            for form in (secret, quote(secret, safe=""), quote(secret)):
+                assert form not in text
+    finally:
+        secure_node.cql(f"DROP ROLE IF EXISTS {role}")
