@@ -17,9 +17,12 @@ latency, and a batch's commit lookup is one bulk read whose size follows the tra
 How it decides (additive increase / multiplicative decrease on a latency target), once per window of at
 least :data:`WINDOW_SECONDS`:
 
-* the window's statistic per kind is the p90 of its samples (nearest rank; a window of under 10 samples:
-  its slowest); the baseline per kind is the lowest such statistic of the run (a moving minimum: the store's
-  latency while the sweep starts slowly, or any quieter moment later);
+* a window lasts at least :data:`WINDOW_SECONDS` and :data:`MIN_WINDOW_SAMPLES` samples (at most
+  :data:`MAX_WINDOW_SECONDS`); its statistic per kind is the p90 of its samples from 10 samples on, below
+  that their median (nearest rank; one slow request among a few is noise, not load), smoothed over the
+  windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either); the baseline per
+  kind is the lowest smoothed statistic of the run (a moving minimum: the store's latency while the sweep
+  starts slowly, or any quieter moment later);
 * the target per kind is ``baseline x latency_target`` (setting ``sweep_latency_target``), at least
   :data:`MIN_HEADROOM_SECONDS` above the baseline (sub-millisecond jitter is not load);
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
@@ -33,7 +36,7 @@ least :data:`WINDOW_SECONDS`:
 
 An error that reaches the sweep (a timeout the driver did not retry, an overloaded error) fails the run as
 before: the next run starts slowly again. The current pace and the reason of the last decision
-(:attr:`AdaptiveController.reason`, e.g. ``"backed off: delete p90 38 ms > target 25 ms"``) are reported in
+(:attr:`AdaptiveController.reason`, e.g. ``"backed off: delete p50 38 ms > target 25 ms"``) are reported in
 the run's result (``pace_entries_per_second``, ``pace_reason``), and so in the history, status and the
 dashboard.
 """
@@ -56,11 +59,17 @@ ADAPTIVE_BATCH_ENTRIES = 1_000
 """Batch size of an adaptive run at paces of 4,000 entries/s and more (below, a quarter second's worth, as a
 fixed-rate run): its delete time is the ``delete`` sample, comparable from batch to batch."""
 WINDOW_SECONDS = 0.25
-"""The controller decides at most once per this many seconds (after an iteration)."""
+"""The controller decides at most once per this many seconds (after an iteration)..."""
+MIN_WINDOW_SAMPLES = 3
+"""... and only once the window holds this many samples (of any kind) ..."""
+MAX_WINDOW_SECONDS = 1.0
+"""... or is this long (a slow pace takes few samples)."""
 DECREASE_FACTOR = 0.5
 """A back-off multiplies the pace by this."""
 ADDITIVE_INCREASE = 500.0
 """After the first back-off the pace grows by this many entries/s per window (2,000 entries/s per second)."""
+SMOOTHING = 0.5
+"""Weight of a window's statistic in the smoothed latency (the rest: the smoothed latency so far)."""
 MIN_HEADROOM_SECONDS = 0.002
 """A target is at least this far above its baseline."""
 STRONG_SIGNAL_SECONDS = 1.0
@@ -74,10 +83,18 @@ def _ms(seconds: float) -> str:
     return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
 
-def p90(samples: list[float]) -> float:
-    """Nearest-rank 90th percentile (the slowest of under 10 samples)."""
+def percentile(samples: list[float], q: float) -> float:
+    """Nearest-rank ``q`` quantile of ``samples`` (0 < q <= 1)."""
     ordered = sorted(samples)
-    return ordered[max(0, math.ceil(0.9 * len(ordered)) - 1)]
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def window_statistic(samples: list[float]) -> tuple[str, float]:
+    """A window's statistic of one kind: its p90 from 10 samples on, below that its median (one slow sample
+    among a few is noise, not load)."""
+    if len(samples) >= 10:
+        return "p90", percentile(samples, 0.9)
+    return "p50", percentile(samples, 0.5)
 
 
 class AdaptiveController:
@@ -95,6 +112,7 @@ class AdaptiveController:
         self.rate = self._bounded(START_ENTRIES_PER_SECOND)
         self.reason = f"starting at {self.rate:,.0f} entries/s: measuring the baseline latency"
         self.baseline: dict[str, float] = {}
+        self.smoothed: dict[str, float] = {}
         self.backoffs = 0
         self._slow_start = True
         self._samples: dict[str, list[float]] = {k: [] for k in KINDS}
@@ -123,7 +141,8 @@ class AdaptiveController:
         """An iteration took ``entries`` entries; decides when a window is over. Returns the pace."""
         self._window_entries += entries
         elapsed = now - self._window_start
-        if elapsed < WINDOW_SECONDS:
+        taken = sum(len(samples) for samples in self._samples.values())
+        if elapsed < WINDOW_SECONDS or (taken < MIN_WINDOW_SAMPLES and elapsed < MAX_WINDOW_SECONDS):
             return self.rate
         reached = self._window_entries / elapsed
         self._decide(reached)
@@ -143,12 +162,14 @@ class AdaptiveController:
             if slowest >= STRONG_SIGNAL_SECONDS:
                 self._back_off(f"{kind} took {_ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)")
                 return
-            stat = p90(samples)
+            name, stat = window_statistic(samples)
+            previous = self.smoothed.get(kind)
+            stat = self.smoothed[kind] = stat if previous is None else SMOOTHING * stat + (1 - SMOOTHING) * previous
             base = self.baseline[kind] = min(self.baseline.get(kind, stat), stat)
             target = max(base * self.latency_target, base + MIN_HEADROOM_SECONDS)
             ratio = stat / target
             cmp = ">" if ratio > 1 else "<="
-            text = f"{kind} p90 {_ms(stat)} {cmp} target {_ms(target)}"
+            text = f"{kind} {name} {_ms(stat)} {cmp} target {_ms(target)}"
             if worst is None or ratio > worst[0]:
                 worst = (ratio, text)
         if worst is None:
@@ -181,5 +202,6 @@ __all__ = [
     "DEFAULT_SWEEP_LATENCY_TARGET",
     "MAX_SWEEP_LATENCY_TARGET",
     "START_ENTRIES_PER_SECOND",
-    "p90",
+    "percentile",
+    "window_statistic",
 ]

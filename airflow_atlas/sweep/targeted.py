@@ -260,6 +260,7 @@ class TargetedSweeper(SweepPairs):
             old_progress=old,
             new_progress=old,
             lock_holder=keeper.lease.holder,
+            pace_entries_per_second=None if probe is None else round(probe.rate, 1),
         )
         if old >= sweep_ts - 1:
             result.status = "caught_up"

@@ -8,18 +8,21 @@ from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.sweep.adaptive import (
     ADAPTIVE_BATCH_ENTRIES,
     ADDITIVE_INCREASE,
+    MAX_WINDOW_SECONDS,
     MIN_ENTRIES_PER_SECOND,
     START_ENTRIES_PER_SECOND,
     WINDOW_SECONDS,
     AdaptiveController,
-    p90,
+    percentile,
+    window_statistic,
 )
 
 MS = 0.001
 
 
 class Run:
-    """Drives a controller through windows: each window one iteration of ``entries`` with the given samples."""
+    """Drives a controller through windows: each window iterations of ``entries`` in all, with two read samples
+    and one delete sample (MIN_WINDOW_SAMPLES)."""
 
     def __init__(self, target: float = 1.5, max_rate: int = 0) -> None:
         self.now = 0.0
@@ -30,6 +33,7 @@ class Run:
         """One window of one iteration; ``entries`` default: what the pace allows in the window."""
         if entries is None:
             entries = int(self.c.rate * seconds)
+        self.c.observe("read", read)
         self.c.observe("read", read)
         if delete is not None:
             self.c.observe("delete", delete, ADAPTIVE_BATCH_ENTRIES)
@@ -51,20 +55,22 @@ def test_latency_above_the_target_halves_the_pace_and_names_the_request_and_the_
     for _ in range(3):
         r.window()
     assert r.c.rate == 8000
-    r.window(delete=38 * MS)  # baseline 20 ms, target 1.5x = 30 ms
-    assert r.c.rate == 4000 and r.c.backoffs == 1
-    assert r.c.reason == "backed off: delete p90 38 ms > target 30 ms"
-    r.window(read=9 * MS)  # read baseline 1 ms: target max(1.5 ms, 1 ms + 2 ms headroom) = 3 ms
-    assert r.c.rate == 2000 and r.c.reason == "backed off: read p90 9.0 ms > target 3.0 ms"
+    r.window(delete=38 * MS)  # baseline 20 ms, target 1.5x = 30 ms; smoothed: (20 + 38) / 2 = 29 ms
+    assert r.c.rate == 16000 and r.c.backoffs == 0
+    r.window(delete=41 * MS)  # smoothed (29 + 41) / 2 = 35 ms
+    assert r.c.rate == 8000 and r.c.backoffs == 1
+    assert r.c.reason == "backed off: delete p50 35 ms > target 30 ms"
+    r.window(read=9 * MS, delete=15 * MS)  # read baseline 1 ms: target max(1.5, 1 + 2 ms headroom) = 3 ms
+    assert r.c.rate == 4000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.0 ms"
 
 
 def test_after_a_back_off_the_pace_grows_additively():
     r = Run()
     r.window()
     r.window(delete=100 * MS)
-    backed = r.c.rate
-    assert backed == 1000
-    assert [r.window() for _ in range(3)] == [backed + ADDITIVE_INCREASE * k for k in (1, 2, 3)]
+    assert r.c.backoffs == 1
+    rates = [r.window() for _ in range(6)]  # the smoothed latency comes back below the target, then grows
+    assert [b - a for a, b in zip(rates[-4:], rates[-3:])] == [ADDITIVE_INCREASE] * 3
 
 
 def test_jitter_within_the_headroom_is_not_load():
@@ -77,8 +83,9 @@ def test_jitter_within_the_headroom_is_not_load():
 def test_one_very_slow_request_is_a_strong_signal():
     r = Run()
     r.window()
-    r.c.observe("read", 1 * MS)
-    r.c.observe("read", 1.2)  # a timed-out request the driver retried
+    for _ in range(5):
+        r.c.observe("read", 1 * MS)
+    r.c.observe("read", 1.2)  # a timed-out request the driver retried: alone in a window of six
     r.now += WINDOW_SECONDS
     assert r.c.end_iteration(100, r.now) == 1000
     assert r.c.reason == "backed off: read took 1200 ms (>= 1 s)"
@@ -117,7 +124,7 @@ def test_decisions_wait_for_a_full_window():
 
 def test_a_window_without_samples_holds_the_pace():
     r = Run()
-    r.now += WINDOW_SECONDS
+    r.now += MAX_WINDOW_SECONDS
     assert r.c.end_iteration(0, r.now) == START_ENTRIES_PER_SECOND
     assert r.c.reason.startswith("holding 1,000 entries/s")
 
@@ -126,7 +133,8 @@ def test_delete_samples_come_only_from_batches_of_the_adaptive_size():
     r = Run()
     r.c.observe("delete", 5.0, ADAPTIVE_BATCH_ENTRIES * 3)  # far larger batch: not comparable, ignored
     r.c.observe("delete", 5.0, 10)
-    r.c.observe("read", 1 * MS)
+    for _ in range(3):
+        r.c.observe("read", 1 * MS)
     r.now += WINDOW_SECONDS
     assert r.c.end_iteration(250, r.now) == 2000 and "delete" not in r.c.baseline
 
@@ -139,10 +147,34 @@ def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_adaptive_batch():
     assert r.c.batch_cap(10_000) == ADAPTIVE_BATCH_ENTRIES and r.c.batch_cap(100) == 100
 
 
-def test_p90_is_the_nearest_rank():
-    assert p90([3.0]) == 3.0
-    assert p90([5.0, 1.0, 2.0]) == 5.0
-    assert p90([float(i) for i in range(1, 21)]) == 18.0
+def test_a_window_needs_a_few_samples_unless_it_is_long():
+    r = Run()
+    r.c.observe("read", 1 * MS)
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(250, r.now) == START_ENTRIES_PER_SECOND  # one sample: not yet
+    r.now += MAX_WINDOW_SECONDS
+    assert r.c.end_iteration(1000, r.now) == 2000  # a long window decides on what it has
+
+
+def test_one_slow_sample_among_a_few_is_noise_but_most_of_them_slow_is_load():
+    r = Run()
+    r.window()
+    for slow in (1, 2):
+        r.c.observe("read", 1 * MS)
+        r.c.observe("read", 1 * MS)
+        r.c.observe("read", 1 * MS)
+        for _ in range(slow * 2):
+            r.c.observe("read", 50 * MS)
+        r.now += WINDOW_SECONDS
+        r.c.end_iteration(100, r.now)
+    assert r.c.backoffs == 1 and r.c.reason == "backed off: read p50 26 ms > target 3.0 ms"
+
+
+def test_the_statistic_is_the_median_of_a_few_samples_and_the_p90_of_many():
+    assert window_statistic([3.0]) == ("p50", 3.0)
+    assert window_statistic([5.0, 1.0, 2.0]) == ("p50", 2.0)
+    assert window_statistic([float(i) for i in range(1, 21)]) == ("p90", 18.0)
+    assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
 
 
 @pytest.mark.parametrize("target", [1.0, 0.5, 0, 101, True, "2"])
