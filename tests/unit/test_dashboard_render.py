@@ -151,3 +151,17 @@ def test_the_intensity_limit_is_shown_with_its_value():
     assert 'data-field="sweep_max_entries_per_second" data-value="25000">25,000 entries/s per sweep task and pair<' in page
     status["settings"]["sweep_max_entries_per_second"] = 0
     assert 'data-value="0">unlimited<' in render_page(status)
+
+
+def test_the_adaptive_target_and_each_runs_pace_and_reason_are_shown():
+    last = {"at": NOW - 30, "age_seconds": 30.0, "status": "caught_up", "outcome": "ok", "entries_read": 5,
+            "pace_entries_per_second": 4500.0, "pace_reason": "backed off: delete p50 38 ms > target 25 ms <x>"}
+    status = _status([_row(0, "THOROUGH", last=last), _row(1, "THOROUGH", last={**last, "pace_reason": None})])
+    status["settings"].update(sweep_max_entries_per_second=0, sweep_latency_target=1.5)
+    page = render_page(status)
+    assert 'data-field="sweep_latency_target" data-value="1.5">request latency up to 1.5x its baseline<' in page
+    assert page.count('data-field="pace"') == 1  # a run without a pace (an older record) shows none
+    assert ('data-field="pace" data-value="4500.0">pace 4,500 entries/s: backed off: delete p50 38 ms &gt; target '
+            "25 ms &lt;x&gt;<") in page
+    status["settings"]["sweep_latency_target"] = 0.0
+    assert 'data-value="0.0">off (the limit is a fixed rate)<' in render_page(status)
