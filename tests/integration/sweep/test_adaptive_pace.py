@@ -40,8 +40,8 @@ def stop():
     sys.stdin.readline()  # "stop" (or end of input)
     end = 0
 threading.Thread(target=stop, daemon=True).start()
-slots = threading.Semaphore(256)
-value = b"x" * 2048
+slots = threading.Semaphore(96)
+value = b"x" * 512
 i = 0
 def done(*_):
     slots.release()
@@ -53,7 +53,8 @@ while time.monotonic() < end:
     i += 1
 cluster.shutdown()
 """
-"""The foreground load: 256 requests in flight (3 writes of 2 KB per read of 50 rows) from when it reads a
+"""The foreground load: 96 requests in flight (3 writes of 512 bytes per read of 50 rows; little data, so the
+node's flushes after it are short) from when it reads a
 line until it reads another or the given seconds have passed, then exits by itself. It prints its keyspace's
 name when ready (the test drops it at the end: a drop is load too)."""
 

@@ -139,12 +139,12 @@ def test_delete_samples_come_only_from_batches_of_the_adaptive_size():
     assert r.c.end_iteration(250, r.now) == 2000 and "delete" not in r.c.baseline
 
 
-def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_adaptive_batch():
+def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_batch_limit():
     r = Run()
     assert r.c.batch_cap(10_000) == 250
     for _ in range(4):
         r.window()
-    assert r.c.batch_cap(10_000) == ADAPTIVE_BATCH_ENTRIES and r.c.batch_cap(100) == 100
+    assert r.c.batch_cap(10_000) == 4000 and r.c.batch_cap(100) == 100
 
 
 def test_a_window_needs_a_few_samples_unless_it_is_long():
