@@ -23,7 +23,8 @@ least :data:`WINDOW_SECONDS`:
   that their median (nearest rank; one slow request among a few is noise, not load), smoothed over the
   windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either); the baseline per
   kind is the lowest smoothed statistic of the run (a moving minimum: the store's latency while the sweep
-  starts slowly, or any quieter moment later);
+  starts slowly, or any quieter moment later), rising by :data:`BASELINE_DRIFT` per window so that a
+  lasting change of the store's latency becomes the new baseline;
 * the target per kind is ``baseline x latency_target`` (setting ``sweep_latency_target``), at least
   :data:`MIN_HEADROOM_SECONDS` above the baseline (sub-millisecond jitter is not load);
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
@@ -70,6 +71,10 @@ DECREASE_FACTOR = 0.5
 """A back-off multiplies the pace by this."""
 ADDITIVE_INCREASE = 500.0
 """After the first back-off the pace grows by this many entries/s per window (2,000 entries/s per second)."""
+BASELINE_DRIFT = 0.05
+"""The baseline rises by this fraction per window towards the smoothed latency (a run whose store stays
+slower than its quietest moment - other work on the machine - is not held at the minimum pace for ever:
+after about 25 windows a lasting 3x is the new baseline)."""
 SMOOTHING = 0.5
 """Weight of a window's statistic in the smoothed latency (the rest: the smoothed latency so far)."""
 MIN_HEADROOM_SECONDS = 0.002
@@ -168,7 +173,7 @@ class AdaptiveController:
             name, stat = window_statistic(samples)
             previous = self.smoothed.get(kind)
             stat = self.smoothed[kind] = stat if previous is None else SMOOTHING * stat + (1 - SMOOTHING) * previous
-            base = self.baseline[kind] = min(self.baseline.get(kind, stat), stat)
+            base = self.baseline[kind] = min(self.baseline.get(kind, stat) * (1 + BASELINE_DRIFT), stat)
             target = max(base * self.latency_target, base + MIN_HEADROOM_SECONDS)
             ratio = stat / target
             cmp = ">" if ratio > 1 else "<="
