@@ -131,7 +131,7 @@ def test_the_pace_backs_off_under_foreground_load_and_recovers_after_it(cassandr
         load.stdin.flush()
         high = paces[-1][1]
         # The load takes a few seconds to raise the node's latency (and the smoothed one): wait for a back-off.
-        load_to = phase(until=lambda: any(p < high for s, p in paces if s >= load_from))
+        load_to = phase(until=lambda: any(p <= high / 2 for s, p in paces if s >= load_from))
         load.stdin.write("stop\n")
         load.stdin.flush()
         assert load.wait(timeout=60) == 0, load.communicate()[1]
@@ -154,7 +154,8 @@ def test_the_pace_backs_off_under_foreground_load_and_recovers_after_it(cassandr
     after = [p for s, p in paces if s >= load_to]
     print("paces:", [(round(s, 1), p) for s, p in paces], load_from, load_to)
     assert before and during and after, paces
-    assert min(during) < high, f"no back-off under load: before {before}, during {during}"
+    # A back-off halves the pace (a sweeper merely slowed by the load would keep a pace of twice its rate).
+    assert min(during) <= high / 2, f"no back-off under load: before {before}, during {during}"
     assert max(after) > min(during), f"no recovery after the load: during {during}, after {after}"
     h.close_all()
 
