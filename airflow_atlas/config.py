@@ -31,6 +31,7 @@ from .settings_model import (
     setting,
     validate_fields,
 )
+from .sweep.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATENCY_TARGET
 from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 from .sweep.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
 
@@ -40,9 +41,10 @@ YEAR = 365 * DAY
 """Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
 MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
-DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 1_000
-"""Default of ``sweep_max_entries_per_second``: the highest limit whose foreground p99 stayed within 1.25x of
-no sweep in both runs of bench/foreground_impact.py with the shipped pacing (docs/INTENSITY.md)."""
+DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 0
+"""Default of ``sweep_max_entries_per_second``: no upper bound - the adaptive pace (``sweep_latency_target``)
+decides. (The fixed limit measured to keep foreground p99 within 1.25x of no sweep, 1,000, is where an
+adaptive run starts: sweep/adaptive.py START_ENTRIES_PER_SECOND.)"""
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,24 @@ class Level(Choice):
                     f"{exc} (Cassandra rejects EACH_QUORUM for lightweight transactions with SimpleStrategy)"
                 ) from None
             raise
+
+
+@dataclass(frozen=True)
+class OffOrAbove(Float):
+    """0 (off) or a number in ``(lo, hi]``."""
+
+    def check(self, value: Any) -> float:
+        refused = ValueError(f"must be 0 (off) or > {self.lo:g} and <= {self.hi:g}, got {value!r}")
+        try:
+            number = Float(0, self.hi).check(value)
+        except ValueError:
+            raise refused from None
+        if number != 0 and number <= self.lo:
+            raise refused
+        return number
+
+    def describe(self) -> str:
+        return f"0 or ({self.lo:g}, {self.hi:g}]"
 
 
 def _level(operation: _replica.Operation) -> str:
@@ -128,8 +148,17 @@ class StoreConfig:
         DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND, Int(0, MAX_SWEEP_ENTRIES_PER_SECOND),
         "intensity: sweep-queue entries one run of one (shard, strategy) pair takes per second at most (0: "
         "unlimited); per task, so the total is this times the sweep tasks running at once (cap those with "
-        "the sweep_pool / max_parallel_groups settings; see docs/INTENSITY.md)",
+        "the sweep_pool / max_parallel_groups settings; see docs/INTENSITY.md). With the adaptive pace "
+        "(sweep_latency_target > 0) the upper bound of the pace; with sweep_latency_target 0 the fixed rate",
         read="sweep/targeted.py (sweep_shard -> sweep/intensity.py), so the CLI, operators and Spark executors",
+    )
+    sweep_latency_target: float = setting(
+        DEFAULT_SWEEP_LATENCY_TARGET, OffOrAbove(1, MAX_SWEEP_LATENCY_TARGET),
+        "adaptive intensity: how far the sweep may raise the latency of its own store requests (progress "
+        "reads, a batch's deletes) over their baseline in the run, as a ratio (1.5: to 1.5x, at least 2 ms "
+        "more); the pace halves above it and grows below it, up to sweep_max_entries_per_second when that "
+        "is not 0. 0: off (sweep_max_entries_per_second is a fixed rate, as before). See docs/INTENSITY.md",
+        read="sweep/targeted.py (sweep_shard -> sweep/adaptive.py), so the CLI, operators and Spark executors",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),

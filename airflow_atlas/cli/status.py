@@ -35,7 +35,10 @@ def _last_run_text(last, dur) -> str:
         return f"FAILED {dur(last['age_seconds'])} ago"
     if last["outcome"] == "skipped":
         return f"skipped {dur(last['age_seconds'])} ago"
-    return f"{last['status']} {dur(last['age_seconds'])} ago"
+    text = f"{last['status']} {dur(last['age_seconds'])} ago"
+    if last.get("pace_reason"):
+        text += f" (pace {last['pace_entries_per_second']:,.0f}/s: {last['pace_reason']})"
+    return text
 
 
 def _lock_text(r) -> str | None:

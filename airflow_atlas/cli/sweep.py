@@ -108,7 +108,9 @@ def describe_run(r: dict, dry_run: bool, now: float) -> str:
             f"{r['old_progress']} -> {r['new_progress']} (sweep ts {r['sweep_ts']}), {r['entries_read']} entries read, "
             f"{r['cells_tombstoned']} cells tombstoned, {r['sentinels_written']} sentinels, "
             f"{r['aborted_writes_deleted']} aborted writes deleted")
-    if r.get("seconds_paced"):
+    if r.get("seconds_paced") and r.get("latency_target") and r.get("pace_reason"):
+        line += f"; paced {r['seconds_paced']:.2f}s, pace {r['pace_entries_per_second']:,.0f} entries/s ({r['pace_reason']})"
+    elif r.get("seconds_paced"):
         line += f"; paced {r['seconds_paced']:.2f}s to {r['max_entries_per_second']} entries/s"
     if r["status"] == "blocked" and r.get("blocked_by"):
         line += f"; blocked by transaction {r['blocked_by'].get('start_ts')} committed at {r['blocked_by'].get('commit_ts')}"

@@ -144,6 +144,7 @@ def build_status(
             "tolerance": tolerance,
             "unreadable_window_seconds": store.config.unreadable_window_seconds,
             "sweep_max_entries_per_second": store.config.sweep_max_entries_per_second,
+            "sweep_latency_target": store.config.sweep_latency_target,
         },
         timestamps={
             "fresh_ts": fresh_ts,
@@ -469,7 +470,8 @@ def _last_run(r: dict, now: float) -> LastRun:
     for k in _SUMS:
         setattr(out, k, int(r.get(k) or 0))
     for k in ("duration_seconds", "old_progress", "new_progress", "sweep_ts", "blocked_by", "lock_holder",
-              "iterations", "error", "lock_expires_at", "lock_holder_process_gone"):
+              "iterations", "error", "lock_expires_at", "lock_holder_process_gone", "pace_entries_per_second",
+              "pace_reason"):
         setattr(out, k, r.get(k))
     return out
 

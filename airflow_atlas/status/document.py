@@ -77,6 +77,9 @@ class LastRun:
     error: str | None = None
     lock_expires_at: float | None = None
     lock_holder_process_gone: bool | None = None
+    pace_entries_per_second: float | None = None
+    """The run's pace at its end and why (``ShardSweepResult``; None: unlimited, or a record without it)."""
+    pace_reason: str | None = None
 
 
 @dataclass

@@ -67,7 +67,7 @@ class SweepPacer:
     ):
         # The one check of a rate given to the engine directly (sweep_shard(max_entries_per_second=...));
         # the setting's values are checked by their declaration before they get here.
-        self.max_entries_per_second = check_int(
+        self.max_entries_per_second: float = check_int(
             max_entries_per_second, "max_entries_per_second", 0, MAX_SWEEP_ENTRIES_PER_SECOND
         )
         self.max_wait_seconds = check_float(max_wait_seconds, "max_wait_seconds", 0)
@@ -79,6 +79,12 @@ class SweepPacer:
         """Total seconds this pacer has slept."""
         self.waits: list[float] = []
         """Each wait, in order (what a run reports and tests check)."""
+
+    def set_rate(self, entries_per_second: float) -> None:
+        """Change the limit from now on (the adaptive controller's pace, sweep/adaptive.py): entries taken
+        from now cost ``entries / entries_per_second``; what earlier entries cost stays owed. Not 0 (a
+        pacer that was limited stays limited)."""
+        self.max_entries_per_second = check_float(entries_per_second, "entries_per_second", 0, MAX_SWEEP_ENTRIES_PER_SECOND)
 
     @property
     def unlimited(self) -> bool:
@@ -101,13 +107,15 @@ class SweepPacer:
         self._due = max(self._due + entries / self.max_entries_per_second, now)
         return min(self._due - now, self.max_wait_seconds)
 
-    def pace(self, entries: int) -> float:
-        """Account for an iteration that took ``entries`` entries off the queue and sleep as needed;
-        returns the seconds slept (0.0 when the rate is not exceeded or unlimited)."""
+    def pace(self, entries: int, sleep: Callable[[float], None] | None = None) -> float:
+        """Account for an iteration that took ``entries`` entries off the queue and sleep as needed (with
+        ``sleep`` when given, e.g. the lease keeper's :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`,
+        which a lost lease cuts short); returns the seconds paced (0.0 when the rate is not exceeded or
+        unlimited)."""
         wait = self.wait_for(entries)
         if wait <= 0:
             return 0.0
-        self._sleep(wait)
+        (sleep or self._sleep)(wait)
         self.seconds_paced += wait
         self.waits.append(wait)
         return wait

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from ..errors import LockNotHeldError
 
@@ -21,6 +22,7 @@ class LeaseKeeper:
         self._lease_seconds = float(lease_seconds)
         self._stop = threading.Event()
         self._lost: Exception | None = None
+        self._lost_event = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"lease-keeper:{lease.name}", daemon=True)
 
     def __enter__(self) -> LeaseKeeper:
@@ -38,10 +40,16 @@ class LeaseKeeper:
                 self.lease = self._locks.refresh(self.lease, self._lease_seconds)
             except LockNotHeldError as exc:
                 self._lost = exc
+                self._lost_event.set()
                 log.error("lease %s lost while sweeping: %s", self.lease.name, exc)
                 return
             except Exception as exc:  # store hiccup: keep trying until the lease would expire
                 log.warning("could not refresh lease %s (will retry): %s", self.lease.name, exc)
+
+    def pause(self, seconds: float) -> None:
+        """Sleep up to ``seconds`` between iterations (the sweep's pacing), cut short when the lease is lost
+        (the next :meth:`check` then stops the run at once instead of after the wait)."""
+        self._lost_event.wait(seconds)
 
     def check(self) -> None:
         """Raise LockNotHeldError if the lease was lost; otherwise confirm it with the lock service."""
@@ -63,6 +71,10 @@ class FixedLease:
 
     def __exit__(self, *exc) -> None:
         return None
+
+    def pause(self, seconds: float) -> None:
+        """Sleep ``seconds`` (nothing refreshes this lease, so nothing can cut the wait short)."""
+        time.sleep(seconds)
 
     def check(self) -> None:
         self._locks.check(self.lease)

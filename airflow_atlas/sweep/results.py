@@ -53,6 +53,9 @@ class _SweepFigures:
     lock_holder: str | None = None
     duration_seconds: float = 0.0
     tables: dict = field(default_factory=dict)  # table -> cells tombstoned
+    pace_entries_per_second: float | None = None
+    """The pace: of an iteration, the adaptive pace it ran under (None: not adaptive); of a run, the pace at
+    its end (None: unlimited)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -80,13 +83,19 @@ class ShardSweepResult(_SweepFigures):
     ``lock_expires_at`` (Unix seconds) and ``lock_holder_process_gone`` (True / False when the holder runs
     on this host, None when that cannot be known). For ``failed``: ``error`` (exception class and message:
     the reason the status and dashboard show). ``max_entries_per_second``: the intensity limit the run used
-    (0 = unlimited); ``seconds_paced``: how long it waited between iterations to keep to it
-    (:mod:`~airflow_atlas.sweep.intensity`)."""
+    (0 = unlimited; with the adaptive pace its upper bound); ``seconds_paced``: how long it waited between
+    iterations to keep to it (:mod:`~airflow_atlas.sweep.intensity`). ``latency_target``: the adaptive
+    pace's target (0 = off, a fixed rate); ``pace_entries_per_second`` and ``pace_reason``: the pace at the
+    end of the run and why (e.g. ``"backed off: delete p50 38 ms > target 25 ms"``; None when not paced),
+    ``pace_backoffs``: how often it backed off (:mod:`~airflow_atlas.sweep.adaptive`)."""
 
     iterations: int = 0
     error: str | None = None
     max_entries_per_second: int = 0
     seconds_paced: float = 0.0
+    latency_target: float = 0.0
+    pace_reason: str | None = None
+    pace_backoffs: int = 0
     lock_expires_at: float | None = None
     lock_holder_process_gone: bool | None = None
 

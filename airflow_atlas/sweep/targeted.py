@@ -35,6 +35,7 @@ from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from ..kvs.consistency import Operation
 from ..validation import check_int
+from .adaptive import AdaptiveController
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .deleter import SweepDeleter
@@ -109,6 +110,7 @@ class TargetedSweeper(SweepPairs):
         dry_run: bool = False,
         on_iteration=None,
         max_entries_per_second: int | None = None,
+        latency_target: float | None = None,
     ) -> ShardSweepResult:
         """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
 
@@ -126,7 +128,13 @@ class TargetedSweeper(SweepPairs):
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
         :class:`~airflow_atlas.sweep.intensity.SweepPacer` (never after the last one; one wait at most a
         third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
-        entries, so a paced run alternates short bursts with short waits)."""
+        entries, so a paced run alternates short bursts with short waits). The waits are the lease keeper's
+        :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
+
+        Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an
+        :class:`~airflow_atlas.sweep.adaptive.AdaptiveController` sets the pacer's rate from the latency of
+        this run's progress reads and deletes (never above ``max_entries_per_second`` when that is not 0);
+        the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``)."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
@@ -134,14 +142,21 @@ class TargetedSweeper(SweepPairs):
         check_int(max_iterations, "max_iterations", 1)
         if max_entries_per_second is None:
             max_entries_per_second = self._store.config.sweep_max_entries_per_second
+        if latency_target is None:
+            latency_target = self._store.config.sweep_latency_target
         started = time.monotonic()
         summary = ShardSweepResult(shard=shard, strategy=strategy.value, status="caught_up", sweep_ts=sweep_ts,
                                    max_entries_per_second=max_entries_per_second)
         own = lease is None
         lease_seconds = self._store.config.lock_lease_seconds
         pacer = SweepPacer(max_entries_per_second, max_wait_seconds=lease_seconds / 3.0)
-        if not pacer.unlimited and not dry_run:  # a dry run is one iteration: it reports a whole batch
-            limit = self._store.config.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
+        limit = self._store.config.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
+        adaptive = None
+        if latency_target and not dry_run:  # a dry run is one iteration: it reports a whole batch
+            adaptive = AdaptiveController(latency_target, max_entries_per_second=max_entries_per_second, now=started)
+            pacer.set_rate(adaptive.rate)
+            summary.latency_target = adaptive.latency_target
+        elif not pacer.unlimited and not dry_run:
             batch_limit = pacer.batch_cap(limit)
         try:
             if sweep_ts is None:
@@ -161,7 +176,9 @@ class TargetedSweeper(SweepPairs):
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
                     for n in range(max_iterations):
-                        it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run)
+                        if adaptive is not None:
+                            batch_limit = adaptive.batch_cap(limit)
+                        it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, probe=adaptive)
                         summary.add(it)
                         if on_iteration is not None:
                             on_iteration(it)
@@ -170,7 +187,9 @@ class TargetedSweeper(SweepPairs):
                             break
                         if n + 1 < max_iterations:
                             # Between iterations only: this one's progress is persisted; the keeper runs on.
-                            pacer.pace(it.entries_read)
+                            if adaptive is not None:
+                                pacer.set_rate(adaptive.end_iteration(it.entries_read, time.monotonic()))
+                            pacer.pace(it.entries_read, keeper.pause)
                     else:
                         summary.status = "iteration_limit"
             finally:
@@ -182,6 +201,13 @@ class TargetedSweeper(SweepPairs):
             raise
         finally:
             summary.seconds_paced = round(pacer.seconds_paced, 6)
+            if adaptive is not None:
+                summary.pace_entries_per_second = round(adaptive.rate, 1)
+                summary.pace_reason = adaptive.reason
+                summary.pace_backoffs = adaptive.backoffs
+            elif not pacer.unlimited:
+                summary.pace_entries_per_second = float(max_entries_per_second)
+                summary.pace_reason = "fixed rate (sweep_latency_target 0)"
             summary.duration_seconds = round(time.monotonic() - started, 6)
             if not dry_run:
                 self._record_run(summary)
@@ -207,16 +233,23 @@ class TargetedSweeper(SweepPairs):
             lock_holder=self.lock_holder(shard, strategy).holder,
         )
 
-    def _iterate(self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True) -> SweepResult:
+    def _iterate(
+        self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True,
+        probe: AdaptiveController | None = None,
+    ) -> SweepResult:
         """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
-        iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it)."""
+        iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``probe``: the
+        adaptive pace, given the latency of the progress read and of the batch's deletes."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress
+        asked = time.monotonic()
         old = progress.get_progress(shard, strategy)
+        if probe is not None:
+            probe.observe("read", time.monotonic() - asked)
         with self._blocked_lock:
             ahead = self._read_ahead.pop((shard, strategy.value), None)
         result = SweepResult(
@@ -227,6 +260,7 @@ class TargetedSweeper(SweepPairs):
             old_progress=old,
             new_progress=old,
             lock_holder=keeper.lease.holder,
+            pace_entries_per_second=None if probe is None else round(probe.rate, 1),
         )
         if old >= sweep_ts - 1:
             result.status = "caught_up"
@@ -315,7 +349,10 @@ class TargetedSweeper(SweepPairs):
                     self._read_ahead[key] = BatchReadAhead(
                         self._queue.reader, (keeper, new, max_exclusive, limit), (shard, strategy, new, max_exclusive, limit)
                     )
+            deleting = time.monotonic()
             self._sweep_entries(strategy, entries, commits, result, dry_run, current)
+            if probe is not None:
+                probe.observe("delete", time.monotonic() - deleting, len(entries))
         new = max(new, old)
         if max_exclusive < sweep_ts and new >= max_exclusive - 1:
             blocked_at = max_exclusive

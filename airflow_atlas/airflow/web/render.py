@@ -205,6 +205,11 @@ def render_shard_table(status: dict) -> str:
                     f'{fmt_int(last.get("aborted_writes_deleted"))} aborted deleted, progress {fmt_int(last.get("old_progress"))} '
                     f'&rarr; {fmt_int(last.get("new_progress"))}</div>'
                 )
+                if last.get("pace_reason"):
+                    detail += (
+                        f'<div class="sub" data-field="pace" data-value="{esc(last.get("pace_entries_per_second"))}">pace '
+                        f'{fmt_int(last.get("pace_entries_per_second"))} entries/s: {esc(last.get("pace_reason"))}</div>'
+                    )
             failing = r.get("failing")
             if failing and failing.get("runs", 0) > 1:
                 detail += f'<div class="sub bad">{fmt_int(failing["runs"])} failed runs in a row</div>'
@@ -374,6 +379,7 @@ def render_why(status: dict) -> str:
 def render_forecast(status: dict) -> str:
     window = (status.get("settings") or {}).get("window_seconds")
     limit = (status.get("settings") or {}).get("sweep_max_entries_per_second")
+    target = (status.get("settings") or {}).get("sweep_latency_target")
     head = (
         "<thead><tr><th class=\"num\">Shard</th><th>Strategy</th><th class=\"num\">Backlog</th><th class=\"num\">Ingest rate</th>"
         "<th class=\"num\">Sweep rate</th><th class=\"num\">Net drain</th><th class=\"num\">Time to drain</th>"
@@ -411,19 +417,27 @@ def render_forecast(status: dict) -> str:
         f'<table id="forecast">{head}<tbody>{body}</tbody></table>'
         f'<div class="sub">Ingest: writes enqueued per second; sweep: writes swept per second; measured over the recent runs '
         f"within the last {esc(format_duration(window))}. Time to drain = backlog / (sweep rate - ingest rate).</div>"
-        + render_intensity(limit)
+        + render_intensity(limit, target)
     )
 
 
-def render_intensity(limit) -> str:
-    """The intensity limit the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited)."""
+def render_intensity(limit, target=None) -> str:
+    """The intensity limit the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited) and the
+    adaptive pace's latency target (setting ``sweep_latency_target``; 0 = off: the limit is a fixed rate)."""
     if limit is None:
         return ""
     shown = "unlimited" if limit == 0 else f"{fmt_int(limit)} entries/s per sweep task and pair"
+    adaptive = ""
+    if target is not None:
+        adaptive = (
+            f' Adaptive pace: <b data-field="sweep_latency_target" data-value="{esc(target)}">'
+            + ("off (the limit is a fixed rate)" if not target else f"request latency up to {esc(target)}x its baseline")
+            + "</b> (setting sweep_latency_target; each run's pace and why: Last run)."
+        )
     return (
         f'<div class="sub" id="intensity">Sweep intensity limit: <b data-field="sweep_max_entries_per_second" '
         f'data-value="{esc(limit)}">{shown}</b> (setting sweep_max_entries_per_second; the total is this times the '
-        "sweep tasks running at once).</div>"
+        f"sweep tasks running at once).{adaptive}</div>"
     )
 
 

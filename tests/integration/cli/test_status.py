@@ -150,3 +150,20 @@ def test_embedded_store_has_no_grace_period(tmp_path):
         ("t", None, False)
     ]
     assert document["table_warnings"] == []
+
+
+def test_the_last_run_shows_its_pace_and_why(store):
+    """Adaptive (the default): the newest run's pace and reason reach the status document and its text form;
+    a fixed rate says so."""
+    from airflow_atlas.cli.status import render_status
+
+    run_workload(store, _spec(40, 3))
+    store.sweeper.sweep_shard(0, "THOROUGH", batch_limit=4, max_entries_per_second=10_000)
+    store.sweeper.sweep_shard(1, "THOROUGH", batch_limit=4, max_entries_per_second=10_000, latency_target=0)
+    status = compute_status(store, strategies=["THOROUGH"])
+    assert status["settings"]["sweep_latency_target"] == store.config.sweep_latency_target == 1.5
+    adaptive, fixed = _row(status, 0, "THOROUGH")["last_run"], _row(status, 1, "THOROUGH")["last_run"]
+    assert adaptive["pace_reason"] and 50 <= adaptive["pace_entries_per_second"] <= 10_000
+    assert fixed == {**fixed, "pace_entries_per_second": 10_000.0, "pace_reason": "fixed rate (sweep_latency_target 0)"}
+    text = render_status(status)
+    assert f"pace {adaptive['pace_entries_per_second']:,.0f}/s: {adaptive['pace_reason']}" in text

@@ -1,0 +1,215 @@
+"""Adaptive sweep intensity: the controller that finds one run's pace from the store's response to the sweep's
+own requests. Pure logic: no I/O, no clock and no sleep of its own (times come in as arguments), so every
+decision is unit-tested without a store or a wait (tests/unit/sweep/test_adaptive.py).
+
+What it measures (fed by :meth:`~airflow_atlas.sweep.targeted.TargetedSweeper.sweep_shard`, per iteration):
+
+* ``read``: the pair's progress read at the start of each iteration - exactly one single-row SERIAL read, the
+  same at every pace: the sweep's probe of the store's read latency;
+* ``delete``: the time one batch's deletes take (the aborted writes' deletes and the ranged tombstones),
+  sampled only from batches of :data:`ADAPTIVE_BATCH_ENTRIES` give or take a factor 2 (a batch's delete
+  time grows with its size, so only batches of about one size compare; a batch is a quarter second of the
+  pace, as in a fixed-rate run).
+
+The queue and commit-timestamp reads are not sampled: the next batch is read ahead in a background thread
+while the current one is deleted (sweep/reader.py), so their time in the iteration is not a request
+latency, and a batch's commit lookup is one bulk read whose size follows the transactions in the batch.
+
+How it decides (additive increase / multiplicative decrease on a latency target), once per window of at
+least :data:`WINDOW_SECONDS`:
+
+* a window lasts at least :data:`WINDOW_SECONDS` and :data:`MIN_WINDOW_SAMPLES` samples (at most
+  :data:`MAX_WINDOW_SECONDS`); its statistic per kind is the p90 of its samples from 10 samples on, below
+  that their median (nearest rank; one slow request among a few is noise, not load), smoothed over the
+  windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either); the baseline per
+  kind is the lowest smoothed statistic of the run (a moving minimum: the store's latency while the sweep
+  starts slowly, or any quieter moment later), rising by :data:`BASELINE_DRIFT` per window so that a
+  lasting change of the store's latency becomes the new baseline;
+* the target per kind is ``baseline x latency_target`` (setting ``sweep_latency_target``), at least
+  :data:`MIN_HEADROOM_SECONDS` above the baseline (sub-millisecond jitter is not load);
+* a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
+  timed out and was retried by the driver, or an overloaded coordinator), halves the pace
+  (:data:`DECREASE_FACTOR`), never below :data:`MIN_ENTRIES_PER_SECOND` (a pair is never starved);
+* otherwise the pace doubles per window until the first back-off (slow start), then grows by
+  :data:`ADDITIVE_INCREASE` per window; never above ``max_entries_per_second`` when that is not 0 (the
+  setting ``sweep_max_entries_per_second`` stays the upper bound); a window that reached at most half the
+  pace (the sweeper's own speed, not the pacer, held it) sets the pace to twice what it reached (a pace the
+  sweeper cannot reach is not raised without bound, so a later back-off takes effect at once).
+
+An error that reaches the sweep (a timeout the driver did not retry, an overloaded error) fails the run as
+before: the next run starts slowly again. The current pace and the reason of the last decision
+(:attr:`AdaptiveController.reason`, e.g. ``"backed off: delete p50 38 ms > target 25 ms"``) are reported in
+the run's result (``pace_entries_per_second``, ``pace_reason``), and so in the history, status and the
+dashboard.
+"""
+from __future__ import annotations
+
+import math
+
+from ..validation import check_float, check_int
+
+DEFAULT_SWEEP_LATENCY_TARGET = 1.5
+"""Default of ``sweep_latency_target``: the sweep's request latencies may rise to 1.5x their baseline."""
+MAX_SWEEP_LATENCY_TARGET = 100.0
+"""Largest ``sweep_latency_target``."""
+START_ENTRIES_PER_SECOND = 1_000.0
+"""The pace a run starts at (then measures the baseline): the fixed limit measured to keep foreground p99
+within 1.25x of no sweep on the project's benchmark node (bench/foreground_impact.py, docs/INTENSITY.md)."""
+MIN_ENTRIES_PER_SECOND = 50.0
+"""The pace never falls below this: a backed-off pair still progresses."""
+ADAPTIVE_BATCH_ENTRIES = 1_000
+"""Batches of this many entries (within a factor 2: at paces of 2,000 to 8,000 entries/s, whose batches are
+a quarter second's worth) give ``delete`` samples: a batch's delete time grows with its size, so only
+batches of about one size compare. At other paces the progress reads are the signal."""
+WINDOW_SECONDS = 0.25
+"""The controller decides at most once per this many seconds (after an iteration)..."""
+MIN_WINDOW_SAMPLES = 3
+"""... and only once the window holds this many samples (of any kind) ..."""
+MAX_WINDOW_SECONDS = 1.0
+"""... or is this long (a slow pace takes few samples)."""
+DECREASE_FACTOR = 0.5
+"""A back-off multiplies the pace by this."""
+ADDITIVE_INCREASE = 500.0
+"""After the first back-off the pace grows by this many entries/s per window (2,000 entries/s per second)."""
+BASELINE_DRIFT = 0.05
+"""The baseline rises by this fraction per window towards the smoothed latency (a run whose store stays
+slower than its quietest moment - other work on the machine - is not held at the minimum pace for ever:
+after about 25 windows a lasting 3x is the new baseline)."""
+SMOOTHING = 0.5
+"""Weight of a window's statistic in the smoothed latency (the rest: the smoothed latency so far)."""
+MIN_HEADROOM_SECONDS = 0.002
+"""A target is at least this far above its baseline."""
+STRONG_SIGNAL_SECONDS = 1.0
+"""A single sample this slow backs off whatever the baseline (no healthy store request takes a second)."""
+KINDS = ("read", "delete")
+"""The sampled request kinds."""
+
+
+def _ms(seconds: float) -> str:
+    ms = seconds * 1000.0
+    return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
+
+
+def percentile(samples: list[float], q: float) -> float:
+    """Nearest-rank ``q`` quantile of ``samples`` (0 < q <= 1)."""
+    ordered = sorted(samples)
+    return ordered[max(0, math.ceil(q * len(ordered)) - 1)]
+
+
+def window_statistic(samples: list[float]) -> tuple[str, float]:
+    """A window's statistic of one kind: its p90 from 10 samples on, below that its median (one slow sample
+    among a few is noise, not load)."""
+    if len(samples) >= 10:
+        return "p90", percentile(samples, 0.9)
+    return "p50", percentile(samples, 0.5)
+
+
+class AdaptiveController:
+    """The pace of one run (entries per second), adjusted from the sweep's own request latencies.
+
+    :param latency_target: allowed ratio of a request latency to its baseline (> 1).
+    :param max_entries_per_second: upper bound of the pace (0: none).
+    :param now: the run's start on the caller's monotonic clock.
+    """
+
+    def __init__(self, latency_target: float, *, max_entries_per_second: int = 0, now: float):
+        # Above 1: a ratio to the baseline latency (the setting's declaration checks its own values earlier).
+        self.latency_target = check_float(latency_target, "latency_target", 1.0, MAX_SWEEP_LATENCY_TARGET)
+        self.max_entries_per_second = check_int(max_entries_per_second, "max_entries_per_second", 0)
+        self.rate = self._bounded(START_ENTRIES_PER_SECOND)
+        self.reason = f"starting at {self.rate:,.0f} entries/s: measuring the baseline latency"
+        self.baseline: dict[str, float] = {}
+        self.smoothed: dict[str, float] = {}
+        self.backoffs = 0
+        self._slow_start = True
+        self._samples: dict[str, list[float]] = {k: [] for k in KINDS}
+        self._window_start = now
+        self._window_entries = 0
+
+    def _bounded(self, rate: float) -> float:
+        rate = max(MIN_ENTRIES_PER_SECOND, rate)
+        if self.max_entries_per_second:
+            rate = min(rate, float(self.max_entries_per_second))
+        return rate
+
+    def batch_cap(self, batch_limit: int) -> int:
+        """The batch limit at the current pace: a quarter second's worth (as a fixed-rate run), at most
+        ``batch_limit``; never below 1. (Not capped further: at full speed the per-iteration work of
+        smaller batches cost 58% of an unthrottled run's rate on the embedded store.)"""
+        return max(1, min(batch_limit, int(self.rate * WINDOW_SECONDS)))
+
+    def observe(self, kind: str, seconds: float, entries: int = 0) -> None:
+        """One sample: a ``read`` took ``seconds``; or a batch of ``entries`` entries spent ``seconds`` in its
+        ``delete`` (kept only for a batch of about :data:`ADAPTIVE_BATCH_ENTRIES` entries)."""
+        if kind == "delete" and not ADAPTIVE_BATCH_ENTRIES // 2 <= entries <= 2 * ADAPTIVE_BATCH_ENTRIES:
+            return
+        self._samples[kind].append(seconds)
+
+    def end_iteration(self, entries: int, now: float) -> float:
+        """An iteration took ``entries`` entries; decides when a window is over. Returns the pace."""
+        self._window_entries += entries
+        elapsed = now - self._window_start
+        taken = sum(len(samples) for samples in self._samples.values())
+        if elapsed < WINDOW_SECONDS or (taken < MIN_WINDOW_SAMPLES and elapsed < MAX_WINDOW_SECONDS):
+            return self.rate
+        reached = self._window_entries / elapsed
+        self._decide(reached)
+        self._window_start = now
+        self._window_entries = 0
+        for samples in self._samples.values():
+            samples.clear()
+        return self.rate
+
+    def _decide(self, reached: float) -> None:
+        worst: tuple[float, str] | None = None  # (stat / target, reason text)
+        for kind in KINDS:
+            samples = self._samples[kind]
+            if not samples:
+                continue
+            slowest = max(samples)
+            if slowest >= STRONG_SIGNAL_SECONDS:
+                self._back_off(f"{kind} took {_ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)")
+                return
+            name, stat = window_statistic(samples)
+            previous = self.smoothed.get(kind)
+            stat = self.smoothed[kind] = stat if previous is None else SMOOTHING * stat + (1 - SMOOTHING) * previous
+            base = self.baseline[kind] = min(self.baseline.get(kind, stat) * (1 + BASELINE_DRIFT), stat)
+            target = max(base * self.latency_target, base + MIN_HEADROOM_SECONDS)
+            ratio = stat / target
+            cmp = ">" if ratio > 1 else "<="
+            text = f"{kind} {name} {_ms(stat)} {cmp} target {_ms(target)}"
+            if worst is None or ratio > worst[0]:
+                worst = (ratio, text)
+        if worst is None:
+            self.reason = f"holding {self.rate:,.0f} entries/s: no latency sample yet"
+            return
+        if worst[0] > 1:
+            self._back_off(worst[1])
+            return
+        grown = self.rate * 2 if self._slow_start else self.rate + ADDITIVE_INCREASE
+        if reached <= self.rate / 2:  # the pacer did not hold the sweep back: it runs at its own speed
+            self.rate = self._bounded(2 * reached)
+            self.reason = f"at the sweeper's own speed (~{reached:,.0f} entries/s): {worst[1]}"
+        elif self.max_entries_per_second and grown >= self.max_entries_per_second:
+            self.rate = float(self.max_entries_per_second)
+            self.reason = f"at max ({self.max_entries_per_second:,} entries/s): {worst[1]}"
+        else:
+            self.rate = self._bounded(grown)
+            self.reason = f"increasing: {worst[1]}"
+
+    def _back_off(self, why: str) -> None:
+        self._slow_start = False
+        self.backoffs += 1
+        self.rate = self._bounded(self.rate * DECREASE_FACTOR)
+        self.reason = f"backed off: {why}"
+
+
+__all__ = [
+    "ADAPTIVE_BATCH_ENTRIES",
+    "AdaptiveController",
+    "DEFAULT_SWEEP_LATENCY_TARGET",
+    "MAX_SWEEP_LATENCY_TARGET",
+    "START_ENTRIES_PER_SECOND",
+    "percentile",
+    "window_statistic",
+]

@@ -1,0 +1,192 @@
+"""AdaptiveController (sweep/adaptive.py): the pace's decisions from given latencies and times (pure: no store,
+no clock, no sleep)."""
+from __future__ import annotations
+
+import pytest
+
+from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.sweep.adaptive import (
+    ADAPTIVE_BATCH_ENTRIES,
+    ADDITIVE_INCREASE,
+    MAX_WINDOW_SECONDS,
+    MIN_ENTRIES_PER_SECOND,
+    START_ENTRIES_PER_SECOND,
+    WINDOW_SECONDS,
+    AdaptiveController,
+    percentile,
+    window_statistic,
+)
+
+MS = 0.001
+
+
+class Run:
+    """Drives a controller through windows: each window iterations of ``entries`` in all, with two read samples
+    and one delete sample (MIN_WINDOW_SAMPLES)."""
+
+    def __init__(self, target: float = 1.5, max_rate: int = 0) -> None:
+        self.now = 0.0
+        self.c = AdaptiveController(target, max_entries_per_second=max_rate, now=self.now)
+
+    def window(self, read: float = 1 * MS, delete: float | None = 20 * MS, entries: int | None = None,
+               seconds: float = WINDOW_SECONDS) -> float:
+        """One window of one iteration; ``entries`` default: what the pace allows in the window."""
+        if entries is None:
+            entries = int(self.c.rate * seconds)
+        self.c.observe("read", read)
+        self.c.observe("read", read)
+        if delete is not None:
+            self.c.observe("delete", delete, ADAPTIVE_BATCH_ENTRIES)
+        self.now += seconds
+        return self.c.end_iteration(entries, self.now)
+
+
+def test_it_starts_slowly_and_doubles_while_latency_stays_at_the_baseline():
+    r = Run()
+    assert r.c.rate == START_ENTRIES_PER_SECOND and r.c.reason.startswith("starting at 1,000 entries/s")
+    rates = [r.window() for _ in range(4)]
+    assert rates == [2000, 4000, 8000, 16000]
+    assert r.c.reason.startswith("increasing: ") and "<= target" in r.c.reason
+    assert r.c.baseline == {"read": 1 * MS, "delete": 20 * MS}
+
+
+def test_latency_above_the_target_halves_the_pace_and_names_the_request_and_the_numbers():
+    r = Run()
+    for _ in range(3):
+        r.window()
+    assert r.c.rate == 8000
+    r.window(delete=38 * MS)  # baseline 20 ms, target 1.5x = 30 ms; smoothed: (20 + 38) / 2 = 29 ms
+    assert r.c.rate == 16000 and r.c.backoffs == 0
+    r.window(delete=41 * MS)  # smoothed (29 + 41) / 2 = 35 ms
+    assert r.c.rate == 8000 and r.c.backoffs == 1
+    assert r.c.reason == "backed off: delete p50 35 ms > target 33 ms"  # baseline drifted to 22 ms
+    r.window(read=9 * MS, delete=15 * MS)  # read baseline 1.05 ms: target max(1.5x, + 2 ms headroom)
+    assert r.c.rate == 4000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.1 ms"
+
+
+def test_after_a_back_off_the_pace_grows_additively():
+    r = Run()
+    r.window()
+    r.window(delete=100 * MS)
+    assert r.c.backoffs == 1
+    rates = [r.window() for _ in range(6)]  # the smoothed latency comes back below the target, then grows
+    assert [b - a for a, b in zip(rates[-4:-1], rates[-3:], strict=True)] == [ADDITIVE_INCREASE] * 3
+
+
+def test_jitter_within_the_headroom_is_not_load():
+    r = Run()
+    r.window(read=0.2 * MS)
+    r.window(read=1.5 * MS)  # 7x the baseline, but only 1.3 ms more: below the 2 ms headroom
+    assert r.c.backoffs == 0 and r.c.rate == 4000
+
+
+def test_one_very_slow_request_is_a_strong_signal():
+    r = Run()
+    r.window()
+    for _ in range(5):
+        r.c.observe("read", 1 * MS)
+    r.c.observe("read", 1.2)  # a timed-out request the driver retried: alone in a window of six
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(100, r.now) == 1000
+    assert r.c.reason == "backed off: read took 1200 ms (>= 1 s)"
+
+
+def test_the_pace_never_falls_below_the_minimum():
+    r = Run()
+    r.window()
+    for _ in range(20):
+        r.window(delete=500 * MS)
+    assert r.c.rate == MIN_ENTRIES_PER_SECOND and r.c.backoffs == 20
+
+
+def test_the_max_setting_is_the_upper_bound():
+    r = Run(max_rate=3000)
+    assert [r.window() for _ in range(3)] == [2000, 3000, 3000]
+    assert r.c.reason.startswith("at max (3,000 entries/s): ")
+    small = Run(max_rate=200)
+    assert small.c.rate == 200
+
+
+def test_the_pace_stays_near_what_the_sweeper_reaches():
+    """A store that keeps up but a sweeper that reaches only 5,000/s: the pace is not raised without bound."""
+    r = Run()
+    rates = [r.window(entries=int(min(r.c.rate, 5000) * WINDOW_SECONDS)) for _ in range(8)]
+    assert rates[:4] == [2000, 4000, 8000, 16000] and rates[4:] == [10_000] * 4
+    assert r.c.reason.startswith("at the sweeper's own speed (~5,000 entries/s): ")
+
+
+def test_decisions_wait_for_a_full_window():
+    r = Run()
+    assert r.window(seconds=WINDOW_SECONDS / 3) == START_ENTRIES_PER_SECOND
+    assert r.window(seconds=WINDOW_SECONDS / 3) == START_ENTRIES_PER_SECOND
+    assert r.window(seconds=WINDOW_SECONDS / 3) == 2000
+
+
+def test_a_window_without_samples_holds_the_pace():
+    r = Run()
+    r.now += MAX_WINDOW_SECONDS
+    assert r.c.end_iteration(0, r.now) == START_ENTRIES_PER_SECOND
+    assert r.c.reason.startswith("holding 1,000 entries/s")
+
+
+def test_delete_samples_come_only_from_batches_of_the_adaptive_size():
+    r = Run()
+    r.c.observe("delete", 5.0, ADAPTIVE_BATCH_ENTRIES * 3)  # far larger batch: not comparable, ignored
+    r.c.observe("delete", 5.0, 10)
+    for _ in range(3):
+        r.c.observe("read", 1 * MS)
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(250, r.now) == 2000 and "delete" not in r.c.baseline
+
+
+def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_batch_limit():
+    r = Run()
+    assert r.c.batch_cap(10_000) == 250
+    for _ in range(4):
+        r.window()
+    assert r.c.batch_cap(10_000) == 4000 and r.c.batch_cap(100) == 100
+
+
+def test_a_window_needs_a_few_samples_unless_it_is_long():
+    r = Run()
+    r.c.observe("read", 1 * MS)
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(250, r.now) == START_ENTRIES_PER_SECOND  # one sample: not yet
+    r.now += MAX_WINDOW_SECONDS
+    assert r.c.end_iteration(1000, r.now) == 2000  # a long window decides on what it has
+
+
+def test_one_slow_sample_among_a_few_is_noise_but_most_of_them_slow_is_load():
+    r = Run()
+    r.window()
+    for slow in (1, 2):
+        r.c.observe("read", 1 * MS)
+        r.c.observe("read", 1 * MS)
+        r.c.observe("read", 1 * MS)
+        for _ in range(slow * 2):
+            r.c.observe("read", 50 * MS)
+        r.now += WINDOW_SECONDS
+        r.c.end_iteration(100, r.now)
+    assert r.c.backoffs == 1 and r.c.reason == "backed off: read p50 26 ms > target 3.1 ms"
+
+
+def test_the_statistic_is_the_median_of_a_few_samples_and_the_p90_of_many():
+    assert window_statistic([3.0]) == ("p50", 3.0)
+    assert window_statistic([5.0, 1.0, 2.0]) == ("p50", 2.0)
+    assert window_statistic([float(i) for i in range(1, 21)]) == ("p90", 18.0)
+    assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
+
+
+@pytest.mark.parametrize("target", [1.0, 0.5, 0, 101, True, "2"])
+def test_a_target_that_is_not_a_ratio_above_one_is_refused(target):
+    with pytest.raises(InvalidInputError, match="latency_target"):
+        AdaptiveController(target, now=0.0)
+
+
+def test_a_lasting_slower_store_becomes_the_baseline_and_the_pace_recovers():
+    """Other work on the machine keeps the store 3x slower than the run's quietest moment: the pace backs
+    off, then the baseline drifts up (BASELINE_DRIFT) and the pace grows again."""
+    r = Run()
+    r.window(read=1 * MS, delete=10 * MS)
+    rates = [r.window(read=3 * MS, delete=30 * MS) for _ in range(40)]
+    assert min(rates) < rates[0] and rates[-1] > min(rates) and r.c.reason.startswith("increasing: ")
