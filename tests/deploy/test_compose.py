@@ -239,3 +239,25 @@ def test_readme_deployment_section_matches_the_compose_file():
                    "atlas_variables.json", "unreadable_window_seconds", "AIRFLOW_VAR_ATLAS_SETTINGS",
                    "visibility_timeout", "task_instance_heartbeat_timeout", "DAGS_ARE_PAUSED_AT_CREATION"):
         assert needed in section, needed
+
+
+def _pins(path) -> dict[str, str]:
+    pins = {}
+    for line in path.read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9_.\-\[\]]+)==(\S+)", line)
+        if match:
+            pins[match.group(1).lower()] = match.group(2)
+    return pins
+
+
+def test_the_image_lock_pins_everything_the_project_lock_pins_at_the_same_version():
+    """docker/requirements-docker.lock is compiled from requirements.lock (-r) plus the Celery/Postgres
+    extras: a package added to or bumped in requirements.lock without recompiling the image's lock (e.g.
+    statsd, the StatsD client the statsd-exporter depends on) would be missing from or differ in the image.
+    Recompile: ``cd docker && uv pip compile requirements-docker.in --python-version 3.11 -o requirements-docker.lock``."""
+    project = _pins(REPO_ROOT / "requirements.lock")
+    image = _pins(REPO_ROOT / "docker" / "requirements-docker.lock")
+    assert project, "requirements.lock has no pins"
+    missing = sorted(name for name in project if name not in image)
+    differ = sorted(f"{name} {project[name]} != {image[name]}" for name in project if name in image and image[name] != project[name])
+    assert not missing and not differ, f"recompile docker/requirements-docker.lock: missing {missing}, different {differ}"
