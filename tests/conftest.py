@@ -152,3 +152,45 @@ def airflow_home():
             pytest.fail(f"airflow db migrate failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}")
         marker.touch()
     return _AIRFLOW_HOME
+
+
+@pytest.fixture(scope="session")
+def connect_server_dir(tmp_path_factory):
+    """The directory of the Connect server that ``connect_server`` starts (``logs/connect.log``)."""
+    return tmp_path_factory.mktemp("spark-connect")
+
+
+@pytest.fixture(scope="session")
+def connect_server(connect_server_dir):
+    """The ``sc://`` URL of a real Spark Connect server on loopback: ``$ATLAS_TEST_SPARK_CONNECT`` when set,
+    else one started for this session by ``scripts/spark.sh connect-start`` (master ``local[2]``, its own
+    directory and a free port) at its first use and stopped at the end of the session (here, not in
+    tests/spark, because the security tests use it too: Spark Connect over TLS to the secured node).
+    The server's directory (its log) is ``connect_server_dir``."""
+    import os
+    import socket
+    import subprocess
+
+
+    given = os.environ.get("ATLAS_TEST_SPARK_CONNECT")
+    if given:
+        yield given
+        return
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {
+        **os.environ,
+        "ATLAS_SPARK_DIR": str(connect_server_dir),
+        "ATLAS_SPARK_CONNECT_PORT": str(port),
+        "ATLAS_SPARK_CONNECT_MASTER": "local[2]",
+        "ATLAS_SPARK_CONNECT_MEMORY": "768m",
+    }
+    script = str(REPO_ROOT / "scripts" / "spark.sh")
+    started = subprocess.run([script, "connect-start"], env=env, capture_output=True, text=True, timeout=400)
+    if started.returncode != 0:
+        pytest.fail(f"scripts/spark.sh connect-start failed:\n{started.stderr[-3000:]}")
+    try:
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        subprocess.run([script, "connect-stop"], env=env, capture_output=True, text=True, timeout=120)

@@ -233,38 +233,3 @@ def engine_zip(tmp_path_factory):
     from airflow_atlas.spark.artifact import build_engine_zip
 
     return build_engine_zip(tmp_path_factory.mktemp("engine-zip"))
-
-
-@pytest.fixture(scope="session")
-def connect_server(tmp_path_factory):
-    """The ``sc://`` URL of a real Spark Connect server on loopback: ``$ATLAS_TEST_SPARK_CONNECT`` when set,
-    else one started for this session by ``scripts/spark.sh connect-start`` (master ``local[2]``, its own
-    directory and a free port) and stopped at the end."""
-    import os
-    import socket
-    import subprocess
-
-    from tests.conftest import REPO_ROOT
-
-    given = os.environ.get("ATLAS_TEST_SPARK_CONNECT")
-    if given:
-        yield given
-        return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        **os.environ,
-        "ATLAS_SPARK_DIR": str(tmp_path_factory.mktemp("spark-connect")),
-        "ATLAS_SPARK_CONNECT_PORT": str(port),
-        "ATLAS_SPARK_CONNECT_MASTER": "local[2]",
-        "ATLAS_SPARK_CONNECT_MEMORY": "768m",
-    }
-    script = str(REPO_ROOT / "scripts" / "spark.sh")
-    started = subprocess.run([script, "connect-start"], env=env, capture_output=True, text=True, timeout=400)
-    if started.returncode != 0:
-        pytest.fail(f"scripts/spark.sh connect-start failed:\n{started.stderr[-3000:]}")
-    try:
-        yield f"sc://127.0.0.1:{port}"
-    finally:
-        subprocess.run([script, "connect-stop"], env=env, capture_output=True, text=True, timeout=120)
