@@ -5,7 +5,7 @@ URL-encoded forms appear in none of the places below; a failure names the place.
 * ``/proc/*/cmdline`` of every process (spark-submit, the driver's JVM and Python, the executors' Python
   workers), sampled every 0.1 s while the run goes on;
 * the Spark application's environment JSON (the driver UI's REST endpoint ``/api/v1/applications/<id>/environment``),
-  fetched while the application runs;
+  fetched while the application runs, and its event log (``spark.eventLog.enabled``: what a history server shows);
 * the Airflow task logs of the ``dag.test()`` runs (what they wrote: captured output and log records, and
   any file under ``$AIRFLOW_HOME/logs``);
 * every XCom value and every rendered template field of the runs (the metadata database);
@@ -153,13 +153,17 @@ def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace,
 
     places = Places(PASSWORD)
     ui_port = _free_port()
+    event_logs = tmp_path / "spark-events"  # the application's event log (what a history server would show)
+    event_logs.mkdir()
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_TEST", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     runs = []
     for mode in ("spark", "in_task"):
         run_workload(sweeper_store, WorkloadSpec(transactions=30, rows=20, seed=len(runs) + 3))
         settle(sweeper_store)
         extra = {"execution_mode": "spark", "spark_conn_id": "spark_test", "spark_group_size": SHARDS * 2,
-                 "spark_conf": {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}} if mode == "spark" else {}
+                 "spark_conf": {"spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
+                                "spark.eventLog.enabled": "true", "spark.eventLog.dir": f"file://{event_logs}"}
+                 } if mode == "spark" else {}
         set_settings(monkeypatch, **FAST, **extra)
         sampler = ProcessSampler(places, ui_port)
         sampler.start()
@@ -174,6 +178,9 @@ def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace,
             seen = "\n".join(sampler.commands)
             assert "spark-submit" in seen or "SparkSubmit" in seen, "the sampler never saw spark-submit run"
             assert "pyspark" in seen, "the sampler never saw a Python worker"
+    for path in event_logs.rglob("*"):
+        if path.is_file():
+            places.add("Spark event log", path.read_text(errors="replace"))
     for run in runs:
         _database(places, run)
     _logs(places, caplog, capfd, airflow_home)
@@ -204,7 +211,7 @@ def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace,
         with pytest.raises(AssertionError, match="probe"):
             probe.check()
         probe.texts.clear()
-    places.check("/proc/*/cmdline", "Spark application environment JSON", "Airflow task logs", "XCom values",
+    places.check("/proc/*/cmdline", "Spark application environment JSON", "Spark event log", "Airflow task logs", "XCom values",
                  "rendered template fields", "status JSON")
     wrong_places.check("exception messages", "Airflow task logs")
     assert os.environ.get(f"AIRFLOW_CONN_{CONN_ID.upper()}")  # (the test's own connection: env, by design)
