@@ -60,3 +60,19 @@ def test_mixed_host_errors_stay_retriable():
     })
     err = translate(exc, "connect", None, "ks", [])
     assert isinstance(err, StoreUnavailableError) and is_retriable(err)
+
+
+def test_a_connect_that_failed_without_a_reason_is_tried_again_a_refusal_is_not():
+    """The driver's Session raises NoHostAvailable with a *list* of hosts (no per-host errors) when the
+    control connection was made and every pool then failed - seen in the rotation test: the old password
+    still accepted for the control connection, refused for the pools. One more connect gives the reason."""
+    from cassandra import OperationTimedOut
+
+    from airflow_atlas.kvs.cassandra.connection import timed_out, unjudged
+
+    no_reason = NoHostAvailable("Unable to connect to any servers", ["127.0.0.6"])
+    assert unjudged(no_reason) and not timed_out(no_reason)
+    refused = NoHostAvailable("Unable to connect to any servers", {"127.0.0.6:9042": AuthenticationFailed("Bad credentials")})
+    assert not unjudged(refused) and not timed_out(refused)
+    slow = NoHostAvailable("Unable to connect to any servers", {"127.0.0.6:9042": OperationTimedOut("timed out")})
+    assert timed_out(slow) and not unjudged(slow)

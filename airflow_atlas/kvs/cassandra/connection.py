@@ -134,10 +134,22 @@ def timed_out(exc: BaseException) -> bool:
 
     if isinstance(exc, (OperationTimedOut, TimeoutError)):
         return True
-    if isinstance(exc, NoHostAvailable):
-        errors = list((exc.errors or {}).values())
+    if isinstance(exc, NoHostAvailable) and isinstance(exc.errors, dict):
+        errors = list(exc.errors.values())
         return bool(errors) and all(isinstance(e, (OperationTimedOut, TimeoutError)) for e in errors)
     return False
+
+
+def unjudged(exc: BaseException) -> bool:
+    """Whether a failed ``Cluster.connect()`` carries no reason: the control connection was made, then the
+    session's pool to every host failed, and the driver's Session raises ``NoHostAvailable`` with the list
+    of those hosts instead of their errors. Seen when a role's password changed a moment before: the node
+    still accepted the old one for the control connection (its credentials cache), then refused it. One
+    more attempt gives the reason (there: the refusal, a final StoreAuthenticationError instead of a
+    retriable "unavailable")."""
+    from cassandra.cluster import NoHostAvailable
+
+    return isinstance(exc, NoHostAvailable) and not isinstance(exc.errors, dict)
 
 
 def open_session(
@@ -148,7 +160,8 @@ def open_session(
 ) -> tuple[object, object]:
     """``(cluster, session)`` from a factory returning a Cluster (connected here, TCP_NODELAY added) or a
     Session (used as it is). A connect that timed out is tried again with a new Cluster, up to ``attempts``
-    times; any other failure, and the last timeout, is raised as the driver raised it. A Cluster whose
+    times, and so is a connect that failed without a reason (:func:`unjudged`); any other failure, and the
+    last attempt's, is raised as the driver raised it. A Cluster whose
     connect failed is shut down."""
     from cassandra.cluster import Session
 
@@ -166,7 +179,7 @@ def open_session(
                 made.shutdown()
             except Exception:
                 pass
-            if attempt == attempts or not timed_out(exc):
+            if attempt == attempts or not (timed_out(exc) or unjudged(exc)):
                 raise
         time.sleep(pause * attempt)
     raise AssertionError("unreachable")  # the loop returns or raises
