@@ -111,7 +111,8 @@ def _sweeper_main(url: str, variant: str, seconds: float) -> None:
     try:
         store.number_of_shards()  # connected and the schema read
         print("ready", flush=True)
-        sys.stdin.readline()
+        if sys.stdin.readline().strip() != "go":  # the benchmark stopped (its end of the pipe closed)
+            return
         started = time.time()
         entries = 0
 
@@ -124,16 +125,14 @@ def _sweeper_main(url: str, variant: str, seconds: float) -> None:
                 raise _WindowOver
 
         try:
-            r = store.sweeper.sweep_shard(0, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
-                                          **pacing)
-            ended = time.time()
-            run = r.to_json()
+            run = store.sweeper.sweep_shard(0, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
+                                            **pacing).to_json()
         except _WindowOver:
-            ended = started + timeline[-1][0]
             run = store.history.runs(0, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
             if run.get("status") != "failed" or not str(run.get("error", "")).startswith("_WindowOver"):
                 raise RuntimeError(f"the newest run in the history is not this one: {run}") from None
             run["status"] = "window_over"
+        ended = started + timeline[-1][0] if timeline else time.time()  # the end of the last iteration
     finally:
         store.close()
     print(json.dumps({
