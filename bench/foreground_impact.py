@@ -1,27 +1,41 @@
-"""Benchmark foreground_impact (issue 15, part 2): how much a sweep slows the application it cleans, at
-several intensity limits (setting ``sweep_max_entries_per_second``), and what it costs the sweep.
+"""Benchmark foreground_impact (issue 15 part 2, extended by issue 24 item 2): how much a sweep slows the
+application it cleans, under phases of foreground load, at fixed intensity limits and at the default
+(adaptive) settings, and what it costs the sweep.
 
-Per repetition, in rotating order, one phase per limit (0 = unlimited) plus one phase with **no sweep**:
+Per repetition, the **load phases** in order - ``idle`` (no foreground), ``steady`` (the foreground rate of
+the issue-15 chart), ``burst`` (:data:`BURST_FACTOR` x that rate), ``idle_again`` - and in each load phase
+one window per **variant**, in an order that rotates every repetition:
 
-* **foreground**: a steady workload of snapshot transactions on a CONSERVATIVE table of pre-loaded cells,
-  each reading ``READS`` random cells of one half and writing one random cell of the other half (so no
-  reader waits for a running writer: that contention is the application's, not the store's), issued **open-loop** at a fixed rate (the schedule
-  never waits for a slow transaction: each one starts at its planned instant on a thread pool, and its
-  latency is measured from that planned instant, so queueing behind a slow store counts - no coordinated
-  omission). Conflicts (two writers of one cell) are counted, not timed.
-* **sweep**: in a separate process (as an Airflow worker or a Spark executor is; started and connected
-  before the window opens), the engine's
-  ``TargetedSweeper.sweep_shard`` works through a THOROUGH backlog loaded before the phase, at the
-  phase's limit; the backlog (transactions of ``TXN_WRITES`` writes, loaded fast) is sized to last the phase (12 s) at the phase's expected rate
-  (the limit, or the unthrottled rate measured in a calibration sweep first). Foreground latencies are
-  counted only while the sweep process is sweeping (its own start and end instants).
-* **no sweep**: the foreground alone for the same time (the baseline of every ratio).
+* ``no_sweep``: the foreground alone (the baseline of every latency ratio of the phase; busy phases only);
+* ``unthrottled``: ``sweep_max_entries_per_second`` 0 with ``sweep_latency_target`` 0 (no pacing at all: the
+  baseline of every sweep-rate ratio of the phase);
+* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate, as before adaptive intensity;
+  busy phases only: on an idle node a fixed limit sweeps at the limit, measured in the issue-15 chart, and
+  has no foreground to hurt);
+* ``adaptive``: the default settings (``StoreConfig()``: ``sweep_latency_target`` 1.5, no upper bound).
 
-Reported per phase: foreground p50 / p99 latency (median over repetitions of each repetition's figure,
-and pooled over all repetitions), p99 / no-sweep p99 (per repetition against the same repetition's
-baseline, then the median), sweep entries/s and its share of the unthrottled rate, the seconds the pacer
-waited, and the cores used (this process, the node, the machine). The backlog cells hold one version each
-(like delete_rate): the sweep writes one ranged tombstone per cell.
+A window:
+
+* **foreground** (busy phases): snapshot transactions on a CONSERVATIVE table of pre-loaded cells, each
+  reading ``READS`` random cells of one half and writing one random cell of the other half (so no reader
+  waits for a running writer: that contention is the application's, not the store's), issued **open-loop**
+  at the phase's rate (each starts at its planned instant on a thread pool; its latency is measured from
+  that instant, so queueing behind a slow store counts - no coordinated omission). Conflicts are counted,
+  not timed. The schedule runs for a moment before the window opens.
+* **sweep**: in a separate process (as an Airflow worker or a Spark executor is; started while the backlog
+  loads, connected before the window opens), one ``TargetedSweeper.sweep_shard`` run of a THOROUGH backlog
+  (transactions of ``TXN_WRITES`` writes, loaded fast, one version per cell) for the phase's seconds: the
+  run stops after the first iteration that ends past them (its ``on_iteration`` callback raises; the
+  iteration's progress is persisted, the entries left over are swept by the next window) or when the
+  backlog is gone. The backlog is topped up before each window to last it at the variant's expected rate
+  (the limit, or the unthrottled rate of a calibration sweep without foreground). Foreground latencies are
+  counted only while the sweep process sweeps (its own first and last instants).
+
+Reported per load phase and variant: foreground p50 / p99 (median over repetitions; and pooled), p99 and
+p50 against the same phase's ``no_sweep`` of the same repetition (median of the per-repetition ratios),
+sweep entries/s and its share of the same phase's ``unthrottled`` rate of the same repetition (median of
+the ratios), the seconds paced, the adaptive pace at the end of the window, its back-offs and reason, and
+the cores used (machine, node).
 """
 from __future__ import annotations
 
@@ -41,53 +55,116 @@ TXN_WRITES = 500
 """Writes per backlog transaction (bulk-load shaped: dedicated queue rows; loads the backlog fast)."""
 READS = 4
 FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
-LIMITS_FULL = (0, 16_000, 8_000, 4_000, 2_000, 1_000)
-LIMITS_QUICK = (0, 2_000)
-UNLIMITED = 0
+LIMITS_FULL = (16_000, 8_000, 4_000, 2_000, 1_000)
+"""The fixed limits of the issue-15 chart (entries/s, ``sweep_latency_target`` 0)."""
+LIMITS_QUICK = (2_000,)
+NO_SWEEP, UNTHROTTLED, ADAPTIVE = "no_sweep", "unthrottled", "adaptive"
+PHASES = ("idle", "steady", "burst", "idle_again")
+"""The load phases, in the order they run in every repetition."""
+BUSY = ("steady", "burst")
+BURST_FACTOR = 3
+"""The burst's foreground rate over the steady one."""
+BACKLOG_MARGIN = 1.25
+"""The backlog lasts a window at this many times the expected rate (the run stops at the window's end)."""
+P99_GOAL, IDLE_SHARE_GOAL = 1.25, 0.8
 
 
 def _shape(quick: bool) -> dict:
     if quick:
-        return {"phase_seconds": 2.0, "fg_rate": 5, "fg_cells": 1_000, "calibration_entries": 2_000,
-                "limits": LIMITS_QUICK, "max_backlog": 20_000}
-    # 20 transactions/s for 12 s: ~240 latencies per phase and repetition, so a p99 is the 3rd-slowest,
-    # not the slowest (5/s for 8 s until the issue-15 run: each p99 was a phase's maximum, too noisy to
-    # choose a default from).
-    return {"phase_seconds": 12.0, "fg_rate": 20, "fg_cells": 10_000, "calibration_entries": 20_000,
-            "limits": LIMITS_FULL, "max_backlog": 250_000}
+        steady = 10
+        return {"phase_seconds": 2.0, "preroll_seconds": 0.5, "settle_seconds": 0.0, "fg_cells": 1_000,
+                "calibration_entries": 5_000, "limits": LIMITS_QUICK, "max_backlog": 25_000,
+                "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
+    # Steady: 20 transactions/s for 12 s, ~240 latencies per window and repetition (a p99 is the 3rd-slowest),
+    # as in the issue-15 chart; the burst 60/s (~720).
+    steady = 20
+    return {"phase_seconds": 12.0, "preroll_seconds": 1.0, "settle_seconds": 5.0, "fg_cells": 10_000,
+            "calibration_entries": 20_000, "limits": LIMITS_FULL, "max_backlog": 300_000,
+            "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
+
+
+def variants(phase: str, limits) -> list:
+    """The variants measured in a load phase."""
+    if phase in BUSY:
+        return [NO_SWEEP, UNTHROTTLED, *limits, ADAPTIVE]
+    return [UNTHROTTLED, ADAPTIVE]
 
 
 # ----- the sweep process ----------------------------------------------------------------------------
-def _sweeper_main(url: str, limit: int) -> None:
-    """Child process: open the store, say ``ready``, wait for ``go`` on stdin, sweep shard 0 THOROUGH at
-    ``limit`` entries/s, print one JSON line (start-up stays out of the measured window)."""
+class _WindowOver(Exception):
+    """Raised by the sweep run's ``on_iteration`` callback after the first iteration past the window."""
+
+
+def _sweeper_main(url: str, variant: str, seconds: float) -> None:
+    """Child process: open the store, say ``ready``, wait for ``go`` on stdin, sweep shard 0 THOROUGH as the
+    variant says for at most ``seconds`` (then the iteration under way finishes), print one JSON line
+    (start-up stays out of the measured window)."""
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
 
+    if variant == ADAPTIVE:
+        pacing: dict = {}  # the default settings: sweep_latency_target and sweep_max_entries_per_second
+    else:  # a fixed rate (0: none at all), exactly as before adaptive intensity
+        pacing = {"max_entries_per_second": 0 if variant == UNTHROTTLED else int(variant), "latency_target": 0.0}
     store = AtlasStore.open(url, StoreConfig())
+    timeline: list[tuple[float, int, float | None]] = []  # (seconds since go, entries so far, pace)
     try:
         store.number_of_shards()  # connected and the schema read
         print("ready", flush=True)
-        sys.stdin.readline()
+        if sys.stdin.readline().strip() != "go":  # the benchmark stopped (its end of the pipe closed)
+            return
         started = time.time()
-        r = store.sweeper.sweep_shard(0, "THOROUGH", max_entries_per_second=limit, max_iterations=1_000_000)
-        ended = time.time()
+        entries = 0
+
+        def on_iteration(it) -> None:
+            nonlocal entries
+            entries += it.entries_read
+            now = time.time()
+            timeline.append((round(now - started, 3), entries, it.pace_entries_per_second))
+            if now - started >= seconds:
+                raise _WindowOver
+
+        try:
+            run = store.sweeper.sweep_shard(0, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
+                                            **pacing).to_json()
+        except _WindowOver:
+            run = store.history.runs(0, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
+            if run.get("status") != "failed" or not str(run.get("error", "")).startswith("_WindowOver"):
+                raise RuntimeError(f"the newest run in the history is not this one: {run}") from None
+            run["status"] = "window_over"
+        ended = started + timeline[-1][0] if timeline else time.time()  # the end of the last iteration
     finally:
         store.close()
-    print(json.dumps({"started": started, "ended": ended, "status": r.status, "entries_read": r.entries_read,
-                      "cells_tombstoned": r.cells_tombstoned, "iterations": r.iterations,
-                      "seconds_paced": r.seconds_paced, "max_entries_per_second": r.max_entries_per_second}), flush=True)
+    print(json.dumps({
+        "started": started, "ended": ended, "status": run["status"], "entries_read": run["entries_read"],
+        "cells_tombstoned": run["cells_tombstoned"], "iterations": run["iterations"],
+        "seconds_paced": run["seconds_paced"], "max_entries_per_second": run["max_entries_per_second"],
+        "latency_target": run.get("latency_target"), "pace_entries_per_second": run.get("pace_entries_per_second"),
+        "pace_reason": run.get("pace_reason"), "pace_backoffs": run.get("pace_backoffs", 0),
+        "pace_timeline": _thin(timeline) if variant == ADAPTIVE else [],
+    }), flush=True)
+
+
+def _thin(timeline: list, points: int = 60) -> list:
+    """At most ``points`` entries of a timeline (every k-th, and the last)."""
+    step = max(1, -(-len(timeline) // points))
+    out = timeline[::step]
+    if timeline and out[-1] != timeline[-1]:
+        out.append(timeline[-1])
+    return out
 
 
 class Sweeper:
-    """The sweep process of one phase: :meth:`start` returns once it is connected; :meth:`go` starts the
-    sweep; :meth:`result` waits for its JSON line."""
+    """The sweep process of one window: constructing it starts the process (it connects while the parent
+    loads the backlog); :meth:`start` returns once it is connected; :meth:`go` starts the sweep;
+    :meth:`result` waits for its JSON line."""
 
-    def __init__(self, url: str, limit: int):
+    def __init__(self, url: str, variant, seconds: float):
         env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self._proc = subprocess.Popen([sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(limit)],
-                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      env=env, cwd=str(C.REPO_ROOT))
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(variant), str(seconds)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            cwd=str(C.REPO_ROOT))
 
     def start(self) -> Sweeper:
         line = self._proc.stdout.readline()
@@ -105,12 +182,6 @@ class Sweeper:
         if self._proc.returncode != 0:
             raise RuntimeError(f"sweep process exited {self._proc.returncode}: {err[-2000:]}")
         return json.loads(out.strip().splitlines()[-1])
-
-
-def _sweep(url: str, limit: int) -> dict:
-    sweeper = Sweeper(url, limit).start()
-    sweeper.go()
-    return sweeper.result()
 
 
 # ----- the foreground -------------------------------------------------------------------------------
@@ -131,7 +202,7 @@ class Foreground:
         self.conflicts = 0
         self.errors: list[str] = []
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=32, thread_name_prefix="fg")
+        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="fg")
         self._thread = threading.Thread(target=self._schedule, name="fg-schedule", daemon=True)
 
     def start(self) -> Foreground:
@@ -209,6 +280,10 @@ def _settle(store) -> None:
     store.timestamps.fresh_timestamp()
 
 
+def _expected_rate(variant, calibration_rate: float) -> float:
+    return calibration_rate if variant in (UNTHROTTLED, ADAPTIVE) else min(float(variant), calibration_rate)
+
+
 def run(*, quick: bool, reps: int) -> dict:
     from airflow_atlas.kvs.api import SweepStrategy
 
@@ -225,69 +300,87 @@ def run(*, quick: bool, reps: int) -> dict:
         store.create_table(BG_TABLE, SweepStrategy.THOROUGH)
         C.load_committed_base(store, [FG_TABLE], shape["fg_cells"])
         fg_cells = [C.cell(i) for i in range(shape["fg_cells"])]
-        offset = 0
 
-        # Calibration: the unthrottled rate without foreground, to size each phase's backlog.
-        offset = _load_backlog(store, shape["calibration_entries"], offset, rng)
+        # Calibration: the unthrottled rate without foreground, to size each window's backlog.
+        offset = _load_backlog(store, shape["calibration_entries"], 0, rng)
         _settle(store)
-        cal = _sweep(url, UNLIMITED)
+        cal_sweeper = Sweeper(url, UNTHROTTLED, 3600.0).start()
+        cal_sweeper.go()
+        cal = cal_sweeper.result()
         calibration_rate = cal["entries_read"] / max(1e-6, cal["ended"] - cal["started"])
         C.log(f"{NAME}: calibration {cal['entries_read']:,} entries at {calibration_rate:,.0f}/s (no foreground)")
+        left = 0  # backlog entries not swept yet (a window stops at its end, the next one sweeps them)
 
-        phases = ["none", *shape["limits"]]
         for rep in range(reps):
-            for phase in C.rotated(phases, rep):
-                rec: dict = {"rep": rep, "phase": "no_sweep" if phase == "none" else int(phase),
-                             "load_avg_1m": C.load_average()["1m"]}
-                if phase != "none":
-                    expected = calibration_rate if phase == UNLIMITED else min(phase, calibration_rate)
-                    n = int(min(shape["max_backlog"], max(TXN_WRITES, expected * T)))
-                    with C.timed(rec, "load_seconds"):
-                        offset = _load_backlog(store, n, offset, rng)
-                        _settle(store)
-                    rec["backlog"] = n
-                C.log(f"{NAME}: rep {rep} phase {rec['phase']}")
-                sweeper = None if phase == "none" else Sweeper(url, int(phase)).start()
-                fg = Foreground(store, fg_cells, shape["fg_rate"], seed=rep * 100 + len(runs)).start()
-                time.sleep(1.0)  # the schedule is running before the window opens
-                probe = C.CpuProbe().start()
-                if sweeper is None:
-                    start = time.time()
-                    time.sleep(T)
-                    end = time.time()
-                else:
-                    sweeper.go()
-                    child = sweeper.result()
-                    start, end = child["started"], child["ended"]
-                    rec["sweep"] = child
-                    rec["sweep_entries_per_second"] = child["entries_read"] / max(1e-6, end - start)
-                    rec["sweep_check"] = child["status"] == "caught_up" and child["entries_read"] >= rec["backlog"]
-                rec["cpu"] = probe.stop()
-                fg.stop()
-                lat = fg.window(start, end)
-                rec.update(window_seconds=end - start, foreground_transactions=len(lat), conflicts=fg.conflicts,
-                           errors=fg.errors[:5], error_count=len(fg.errors),
-                           p50_ms=_ms(percentile(lat, 50)), p99_ms=_ms(percentile(lat, 99)),
-                           latencies_ms=[round(x * 1000, 3) for x in lat])
-                runs.append(rec)
-                C.log(f"{NAME}:   p50 {rec['p50_ms']} ms, p99 {rec['p99_ms']} ms over {len(lat)} transactions;"
-                      f" sweep {rec.get('sweep_entries_per_second')} entries/s; machine {rec['cpu']['machine_busy_cores']:.2f}"
-                      f" cores busy, load {rec['load_avg_1m']}")
+            for phase in PHASES:
+                fg_rate = shape["fg_rates"][phase]
+                for variant in C.rotated(variants(phase, shape["limits"]), rep):
+                    rec: dict = {"rep": rep, "phase": phase, "variant": variant, "foreground_rate": fg_rate,
+                                 "load_avg_1m": C.load_average()["1m"]}
+                    sweeper = None
+                    if variant != NO_SWEEP:
+                        sweeper = Sweeper(url, variant, T)  # connects while the backlog loads
+                        need = int(min(shape["max_backlog"],
+                                       max(TXN_WRITES, _expected_rate(variant, calibration_rate) * T * BACKLOG_MARGIN)))
+                        with C.timed(rec, "load_seconds"):
+                            if need > left:
+                                offset = _load_backlog(store, need - left, offset, rng)
+                                left = need
+                                _settle(store)
+                        rec["backlog"] = left
+                        sweeper.start()
+                    rec["settle_seconds"] = C.settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
+                    C.log(f"{NAME}: rep {rep} {phase} ({fg_rate}/s) {variant}")
+                    fg = Foreground(store, fg_cells, fg_rate, seed=rep * 1000 + len(runs)).start() if fg_rate else None
+                    if fg is not None:
+                        time.sleep(shape["preroll_seconds"])  # the schedule runs before the window opens
+                    probe = C.CpuProbe().start()
+                    if sweeper is None:
+                        start = time.time()
+                        time.sleep(T)
+                        end = time.time()
+                    else:
+                        sweeper.go()
+                        child = sweeper.result()
+                        start, end = child["started"], child["ended"]
+                        left = max(0, left - child["entries_read"])
+                        rec["sweep"] = child
+                        rec["sweep_entries_per_second"] = child["entries_read"] / max(1e-6, end - start)
+                        rec["sweep_check"] = child["status"] in ("caught_up", "window_over")
+                    rec["cpu"] = probe.stop()
+                    if fg is not None:
+                        fg.stop()
+                    lat = fg.window(start, end) if fg is not None else []
+                    rec.update(window_seconds=end - start, foreground_transactions=len(lat),
+                               conflicts=fg.conflicts if fg else 0, errors=fg.errors[:5] if fg else [],
+                               error_count=len(fg.errors) if fg else 0,
+                               p50_ms=_ms(percentile(lat, 50)), p99_ms=_ms(percentile(lat, 99)),
+                               latencies_ms=[round(x * 1000, 3) for x in lat])
+                    runs.append(rec)
+                    C.log(f"{NAME}:   p50 {_r(rec['p50_ms'])} ms, p99 {_r(rec['p99_ms'])} ms over {len(lat)} transactions;"
+                          f" sweep {_r(rec.get('sweep_entries_per_second'))} entries/s"
+                          + (f" (pace {child['pace_entries_per_second']}: {child['pace_reason']})" if sweeper else "")
+                          + f"; machine {rec['cpu']['machine_busy_cores']:.2f} cores busy, load {rec['load_avg_1m']}")
     finally:
         C.drop_store(store)
-    results = _summarise(runs, shape, calibration_rate)
-    default = _default_limit()
-    goals = _goals(results, default)
+    results = summarise(runs, shape, calibration_rate)
+    goals = evaluate_goals(results, shape["limits"])
     for r in runs:
         r.pop("latencies_ms", None)  # pooled into the results; the JSON stays small
+    from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
+    from airflow_atlas.sweep.adaptive import DEFAULT_SWEEP_LATENCY_TARGET
+
     return C.result_document(
         NAME, quick=quick, backend="cassandra", watch=watch, machine=machine,
-        params={"phase_seconds": T, "foreground_rate_per_second": shape["fg_rate"], "foreground_cells": shape["fg_cells"],
-                "reads_per_transaction": READS, "writes_per_transaction": 1, "backlog_transaction_writes": TXN_WRITES,
-                "limits": list(shape["limits"]), "default_limit": default, "calibration_entries": shape["calibration_entries"],
-                "calibration_entries_per_second": calibration_rate, "repetitions": reps, "shards": 1,
-                "batch_limit": store.config.batch_limit},
-        results=results, goals=goals, runs=runs, method=__doc__,
+        params={"phase_seconds": T, "load_phases": list(PHASES), "foreground_rates_per_second": shape["fg_rates"],
+                "foreground_cells": shape["fg_cells"], "reads_per_transaction": READS, "writes_per_transaction": 1,
+                "backlog_transaction_writes": TXN_WRITES, "limits": list(shape["limits"]),
+                "default_settings": {"sweep_latency_target": DEFAULT_SWEEP_LATENCY_TARGET,
+                                     "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
+                "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,
+                "preroll_seconds": shape["preroll_seconds"], "settle_seconds_max": shape["settle_seconds"],
+                "repetitions": reps, "shards": 1, "batch_limit": store.config.batch_limit},
+        results=results, goals=goals, runs=runs, method=__doc__ or "",
     )
 
 
@@ -295,130 +388,102 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
-def _summarise(runs: list[dict], shape: dict, calibration_rate: float) -> dict:
-    base = {r["rep"]: r for r in runs if r["phase"] == "no_sweep"}
-    unthrottled = C.median(r["sweep_entries_per_second"] for r in runs if r["phase"] == UNLIMITED)
-    out: dict = {"unthrottled_entries_per_second": unthrottled, "calibration_entries_per_second": calibration_rate,
-                 "phases": {}}
-    for phase in ["no_sweep", *shape["limits"]]:
-        rs = [r for r in runs if r["phase"] == phase]
-        pooled = sorted(x for r in rs for x in r["latencies_ms"])
-        row = {
-            "limit": None if phase == "no_sweep" else phase,
-            "p50_ms": C.median(r["p50_ms"] for r in rs if r["p50_ms"] is not None),
-            "p99_ms": C.median(r["p99_ms"] for r in rs if r["p99_ms"] is not None),
-            "pooled_p50_ms": percentile(pooled, 50),
-            "pooled_p99_ms": percentile(pooled, 99),
-            "foreground_transactions": sum(r["foreground_transactions"] for r in rs),
-            "conflicts": sum(r["conflicts"] for r in rs),
-            "errors": sum(r["error_count"] for r in rs),
-            "machine_busy_cores": C.median(r["cpu"]["machine_busy_cores"] for r in rs),
-            "cassandra_cores": C.median(r["cpu"].get("cassandra_cores", float("nan")) for r in rs),
-            "load_avg_1m": C.median(r["load_avg_1m"] for r in rs),
-        }
-        if phase != "no_sweep":
-            row["p99_vs_no_sweep"] = C.median(r["p99_ms"] / base[r["rep"]]["p99_ms"] for r in rs if r["rep"] in base)
-            row["p50_vs_no_sweep"] = C.median(r["p50_ms"] / base[r["rep"]]["p50_ms"] for r in rs if r["rep"] in base)
-            row["sweep_entries_per_second"] = C.median(r["sweep_entries_per_second"] for r in rs)
-            row["share_of_unthrottled"] = row["sweep_entries_per_second"] / unthrottled if unthrottled else None
-            row["seconds_paced"] = C.median(r["sweep"]["seconds_paced"] for r in rs)
-            row["checks_ok"] = all(r["sweep_check"] for r in rs)
-        out["phases"][str(phase)] = row
+def _r(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
+def _ratios(rows: list[dict], base: dict, key: str) -> float | None:
+    """Median over repetitions of ``row[key] / base[rep][key]`` (None when no pair has both)."""
+    values = [r[key] / base[r["rep"]][key] for r in rows
+              if r.get(key) is not None and r["rep"] in base and base[r["rep"]].get(key)]
+    return C.median(values) if values else None
+
+
+def summarise(runs: list[dict], shape: dict, calibration_rate: float) -> dict:
+    """Per load phase and variant: medians over repetitions and ratios against the same phase and repetition."""
+    out: dict = {"calibration_entries_per_second": calibration_rate, "phases": {}}
+    for phase in PHASES:
+        mine = [r for r in runs if r["phase"] == phase]
+        no_sweep = {r["rep"]: r for r in mine if r["variant"] == NO_SWEEP}
+        unthrottled = {r["rep"]: r for r in mine if r["variant"] == UNTHROTTLED}
+        rows: dict = {}
+        for variant in variants(phase, shape["limits"]):
+            rs = [r for r in mine if r["variant"] == variant]
+            if not rs:
+                continue
+            pooled = sorted(x for r in rs for x in r["latencies_ms"])
+            row: dict = {
+                "variant": variant, "limit": variant if isinstance(variant, int) else None,
+                "p50_ms": _median_of(rs, "p50_ms"), "p99_ms": _median_of(rs, "p99_ms"),
+                "pooled_p50_ms": percentile(pooled, 50), "pooled_p99_ms": percentile(pooled, 99),
+                "foreground_transactions": sum(r["foreground_transactions"] for r in rs),
+                "conflicts": sum(r["conflicts"] for r in rs), "errors": sum(r["error_count"] for r in rs),
+                "machine_busy_cores": C.median(r["cpu"]["machine_busy_cores"] for r in rs),
+                "cassandra_cores": C.median(r["cpu"].get("cassandra_cores", float("nan")) for r in rs),
+                "load_avg_1m": C.median(r["load_avg_1m"] for r in rs),
+                "window_seconds": C.median(r["window_seconds"] for r in rs),
+            }
+            if variant != NO_SWEEP:
+                row.update(
+                    p99_vs_no_sweep=_ratios(rs, no_sweep, "p99_ms"), p50_vs_no_sweep=_ratios(rs, no_sweep, "p50_ms"),
+                    sweep_entries_per_second=C.median(r["sweep_entries_per_second"] for r in rs),
+                    share_of_unthrottled=_ratios(rs, unthrottled, "sweep_entries_per_second"),
+                    seconds_paced=C.median(r["sweep"]["seconds_paced"] for r in rs),
+                    pace_entries_per_second=_median_of([r["sweep"] for r in rs], "pace_entries_per_second"),
+                    pace_backoffs=C.median(r["sweep"]["pace_backoffs"] for r in rs),
+                    pace_reason=rs[-1]["sweep"]["pace_reason"],
+                    checks_ok=all(r["sweep_check"] for r in rs),
+                )
+            rows[str(variant)] = row
+        out["phases"][phase] = {"foreground_rate": shape["fg_rates"][phase], "variants": rows}
     return out
 
 
-def _default_limit() -> int:
-    from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
+def _median_of(rows: list[dict], key: str) -> float | None:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return C.median(values) if values else None
 
-    return DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
 
-
-def _goals(results: dict, default: int) -> list:
-    row = results["phases"].get(str(default))
-    note = "" if row is not None else f"the default limit {default} was not among the measured limits"
-    return [
-        C.goal(f"foreground p99 at the default limit ({default or 'unlimited'}) / no sweep",
-               None if row is None else row["p99_vs_no_sweep"], 1.25, "<=", note=note),
-        C.goal(f"sweep rate at the default limit ({default or 'unlimited'}) / unthrottled",
-               None if row is None else row["share_of_unthrottled"], 0.5, ">=", note=note),
-    ]
+def evaluate_goals(results: dict, limits) -> list:
+    """Issue 24 item 2's goals, at the default settings (the ``adaptive`` variant), side by side in one run."""
+    phases = results["phases"]
+    goals = []
+    for phase in BUSY:
+        row = phases[phase]["variants"].get(ADAPTIVE, {})
+        goals.append(C.goal(f"{phase}: foreground p99 at the default settings / no sweep",
+                            row.get("p99_vs_no_sweep"), P99_GOAL, "<="))
+    for phase in PHASES:
+        if phase in BUSY:
+            continue
+        row = phases[phase]["variants"].get(ADAPTIVE, {})
+        goals.append(C.goal(f"{phase}: sweep rate at the default settings / unthrottled",
+                            row.get("share_of_unthrottled"), IDLE_SHARE_GOAL, ">="))
+    steady = phases["steady"]["variants"]
+    gentle = [lim for lim in limits if (steady.get(str(lim), {}).get("p99_vs_no_sweep") or float("inf")) <= P99_GOAL]
+    adaptive_rate = steady.get(ADAPTIVE, {}).get("sweep_entries_per_second")
+    if gentle and adaptive_rate is not None:
+        best = max(gentle)
+        best_rate = steady[str(best)]["sweep_entries_per_second"]
+        goals.append(C.goal(f"steady: sweep rate at the default settings / that of the highest fixed limit keeping"
+                            f" p99 <= {P99_GOAL}x ({best:,}/s, swept {best_rate:,.0f}/s)",
+                            adaptive_rate / best_rate, 1.0, ">="))
+    else:
+        goals.append(C.goal(f"steady: sweep rate at the default settings / that of the highest fixed limit keeping"
+                            f" p99 <= {P99_GOAL}x", None, 1.0, ">=",
+                            note="no fixed limit kept p99 within the goal" if adaptive_rate is not None else "not measured"))
+    for phase in BUSY:
+        rows = phases[phase]["variants"]
+        base = rows.get(UNTHROTTLED, {}).get("p99_ms")
+        worst = max(((rows[str(lim)]["p99_ms"] / base, lim) for lim in limits
+                     if base and rows.get(str(lim), {}).get("p99_ms") is not None), default=None)
+        goals.append(C.goal(f"{phase}: smoothness, the worst fixed limit's p99 / unthrottled p99"
+                            + (f" ({worst[1]:,}/s)" if worst else ""), worst[0] if worst else None, 1.0, "<="))
+    return goals
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 4 and sys.argv[1] == "--sweeper":
-        _sweeper_main(sys.argv[2], int(sys.argv[3]))
+    if len(sys.argv) == 5 and sys.argv[1] == "--sweeper":
+        _sweeper_main(sys.argv[2], sys.argv[3], float(sys.argv[4]))
     else:
-        sys.exit("usage: python -m bench.foreground_impact --sweeper URL LIMIT (run the benchmark with python -m bench.run)")
-
-
-# ----- report (called by bench/report.py) ---------------------------------------------------------
-def _fmt(value, digits=2) -> str:
-    if value is None or value != value:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.{digits}f}"
-    return f"{value:,}" if isinstance(value, int) else str(value)
-
-
-def report_lines(doc: dict) -> list[str]:
-    """The RESULTS.md section of this benchmark."""
-    p, r = doc["params"], doc["results"]
-    header = ["limit (entries/s)", "fg p50 ms", "fg p99 ms", "p99 / no sweep", "pooled p99 ms", "sweep entries/s",
-              "share of unthrottled", "paced s", "machine cores busy", "node cores"]
-    rows = []
-    for row in r["phases"].values():
-        label = "no sweep" if row["limit"] is None else ("unlimited" if row["limit"] == 0 else f"{row['limit']:,}")
-        if row["limit"] == p.get("default_limit"):
-            label += " (default)"
-        rows.append([label, _fmt(row["p50_ms"], 1), _fmt(row["p99_ms"], 1), _fmt(row.get("p99_vs_no_sweep")),
-                     _fmt(row["pooled_p99_ms"], 1), _fmt(row.get("sweep_entries_per_second")),
-                     _fmt(row.get("share_of_unthrottled")), _fmt(row.get("seconds_paced")),
-                     _fmt(row["machine_busy_cores"]), _fmt(row["cassandra_cores"])])
-    lines = ["## 8. Foreground impact of sweep, by intensity limit (Cassandra)", ""]
-    lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    b, a = doc.get("load_before", {}), doc.get("load_after", {})
-    lines += ["", f"- foreground: {p['foreground_rate_per_second']} snapshot transactions/s open-loop ({p['reads_per_transaction']}"
-              f" reads + 1 write of {p['foreground_cells']:,} cells); sweep in its own process, phases of ~{p['phase_seconds']:g} s;"
-              f" unthrottled {_fmt(r['unthrottled_entries_per_second'])} entries/s with the foreground"
-              f" ({_fmt(r['calibration_entries_per_second'])} without); default limit {p['default_limit'] or 'unlimited'};"
-              f" load averages {b.get('1m')}/{b.get('5m')}/{b.get('15m')} -> {a.get('1m')}/{a.get('5m')}/{a.get('15m')};"
-              f" {p['repetitions']} repetitions (figures are medians; pooled = all repetitions' samples); chart:"
-              " foreground_impact.png", ""]
-    return lines
-
-
-def write_chart(doc: dict, path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    r, p = doc["results"], doc["params"]
-    phases = list(r["phases"].values())
-    labels = ["no sweep" if x["limit"] is None else ("unlimited" if x["limit"] == 0 else f"{x['limit']:,}/s") for x in phases]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
-    xs = range(len(phases))
-    left.bar([i - 0.2 for i in xs], [x["p50_ms"] or 0 for x in phases], 0.4, label="p50")
-    left.bar([i + 0.2 for i in xs], [x["p99_ms"] or 0 for x in phases], 0.4, label="p99")
-    base = r["phases"]["no_sweep"]["p99_ms"]
-    if base:
-        left.axhline(1.25 * base, color="red", linestyle="--", label="goal: p99 <= 1.25x no sweep")
-    left.set_xticks(list(xs), labels)
-    left.set_ylabel("foreground transaction latency (ms, log)")
-    left.set_yscale("log")
-    left.set_title("foreground latency by sweep limit")
-    left.legend(fontsize=8)
-    swept = [x for x in phases if x["limit"] is not None]
-    right.bar(range(len(swept)), [x["sweep_entries_per_second"] for x in swept], 0.5)
-    unthrottled = r["unthrottled_entries_per_second"]
-    if unthrottled:
-        right.axhline(0.5 * unthrottled, color="red", linestyle="--", label="goal: >= 50% of unthrottled")
-    right.set_xticks(range(len(swept)), ["unlimited" if x["limit"] == 0 else f"{x['limit']:,}/s" for x in swept])
-    right.set_ylabel("sweep entries per second")
-    right.set_title(f"sweep throughput (default limit: {p['default_limit'] or 'unlimited'})")
-    right.legend(fontsize=8)
-    fig.suptitle("foreground_impact: snapshot transactions while sweep works through a backlog (2 cores shared by node, application and sweep)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
+        sys.exit("usage: python -m bench.foreground_impact --sweeper URL VARIANT SECONDS"
+                 " (run the benchmark with python -m bench.run)")

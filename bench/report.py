@@ -155,7 +155,7 @@ def write_report(out: Path) -> Path:
     modes = sorted({d.get("mode") for d in docs.values()})
     lines += [f"Mode: {', '.join(str(m) for m in modes)}.", ""]
     lines += ["## Machine", ""] + _machine_lines(docs) + [""]
-    lines += ["## Goals (issues 7, 15 and 16)", ""]
+    lines += ["## Goals (issues 7, 15, 16 and 24)", ""]
     lines += _table(["benchmark", "figure", "measured", "goal", "status"], summary_rows(docs)) + [""]
     lines += ["![chart](chart.png)", ""]
 
@@ -248,10 +248,10 @@ def write_report(out: Path) -> Path:
                       f"multi-row reads {_f(r['multi_row_s'])} s ({_f(r['speedup'])}x)"]
         lines += [""]
     if "foreground_impact" in docs:
-        from . import foreground_impact
+        from . import foreground_impact_report
 
-        lines += foreground_impact.report_lines(docs["foreground_impact"])
-        foreground_impact.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
+        lines += foreground_impact_report.report_lines(docs["foreground_impact"])
+        foreground_impact_report.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

@@ -30,8 +30,12 @@ least :data:`WINDOW_SECONDS`:
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
   timed out and was retried by the driver, or an overloaded coordinator), halves the pace
   (:data:`DECREASE_FACTOR`), never below :data:`MIN_ENTRIES_PER_SECOND` (a pair is never starved);
-* otherwise the pace doubles per window until the first back-off (slow start), then grows by
-  :data:`ADDITIVE_INCREASE` per window; never above ``max_entries_per_second`` when that is not 0 (the
+* otherwise the pace doubles until the first back-off (slow start), then grows by
+  :data:`ADDITIVE_INCREASE` per window; in the slow start it doubles after every iteration whose samples
+  are all within their targets, without waiting for a full window (an iteration is a quarter second of the
+  pace: 1,000 to 32,000 entries/s in 1.25 s instead of about 3 s), while an iteration with a sample over
+  its target only holds the pace until a full window decides (a back-off ends the slow start, so it takes
+  a full window's evidence, or a single sample of :data:`STRONG_SIGNAL_SECONDS`); never above ``max_entries_per_second`` when that is not 0 (the
   setting ``sweep_max_entries_per_second`` stays the upper bound); a window that reached at most half the
   pace (the sweeper's own speed, not the pacer, held it) sets the pace to twice what it reached (a pace the
   sweeper cannot reach is not raised without bound, so a later back-off takes effect at once).
@@ -45,6 +49,7 @@ dashboard.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 
 from ..validation import check_float, check_int
 
@@ -104,6 +109,17 @@ def window_statistic(samples: list[float]) -> tuple[str, float]:
     return "p50", percentile(samples, 0.5)
 
 
+@dataclass
+class _Verdict:
+    """One window's samples against the targets: a strong signal's text, or the worst (stat / target,
+    reason text) and the smoothed statistic and baseline per kind that deciding on it stores."""
+
+    strong: str | None = None
+    worst: tuple[float, str] | None = None
+    smoothed: dict[str, float] = field(default_factory=dict)
+    baseline: dict[str, float] = field(default_factory=dict)
+
+
 class AdaptiveController:
     """The pace of one run (entries per second), adjusted from the sweep's own request latencies.
 
@@ -146,40 +162,56 @@ class AdaptiveController:
         self._samples[kind].append(seconds)
 
     def end_iteration(self, entries: int, now: float) -> float:
-        """An iteration took ``entries`` entries; decides when a window is over. Returns the pace."""
+        """An iteration took ``entries`` entries; decides when a window is over (in the slow start also
+        after an iteration whose samples are all within target). Returns the pace."""
         self._window_entries += entries
         elapsed = now - self._window_start
         taken = sum(len(samples) for samples in self._samples.values())
         if elapsed < WINDOW_SECONDS or (taken < MIN_WINDOW_SAMPLES and elapsed < MAX_WINDOW_SECONDS):
-            return self.rate
-        reached = self._window_entries / elapsed
-        self._decide(reached)
+            if not (self._slow_start and taken and elapsed > 0):
+                return self.rate
+            verdict = self._measure()
+            if verdict.strong is None and verdict.worst is not None and verdict.worst[0] > 1:
+                self.reason = f"holding {self.rate:,.0f} entries/s: {verdict.worst[1]} (a full window decides)"
+                return self.rate  # the samples stay in the window: a full window decides
+        self._decide(self._window_entries / elapsed)
         self._window_start = now
         self._window_entries = 0
         for samples in self._samples.values():
             samples.clear()
         return self.rate
 
-    def _decide(self, reached: float) -> None:
-        worst: tuple[float, str] | None = None  # (stat / target, reason text)
+    def _measure(self) -> _Verdict:
+        """The window so far against the targets (nothing stored: :meth:`_decide` commits it)."""
+        verdict = _Verdict()
         for kind in KINDS:
             samples = self._samples[kind]
             if not samples:
                 continue
             slowest = max(samples)
             if slowest >= STRONG_SIGNAL_SECONDS:
-                self._back_off(f"{kind} took {_ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)")
-                return
+                verdict.strong = f"{kind} took {_ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)"
+                return verdict
             name, stat = window_statistic(samples)
             previous = self.smoothed.get(kind)
-            stat = self.smoothed[kind] = stat if previous is None else SMOOTHING * stat + (1 - SMOOTHING) * previous
-            base = self.baseline[kind] = min(self.baseline.get(kind, stat) * (1 + BASELINE_DRIFT), stat)
+            stat = verdict.smoothed[kind] = stat if previous is None else SMOOTHING * stat + (1 - SMOOTHING) * previous
+            base = verdict.baseline[kind] = min(self.baseline.get(kind, stat) * (1 + BASELINE_DRIFT), stat)
             target = max(base * self.latency_target, base + MIN_HEADROOM_SECONDS)
             ratio = stat / target
             cmp = ">" if ratio > 1 else "<="
             text = f"{kind} {name} {_ms(stat)} {cmp} target {_ms(target)}"
-            if worst is None or ratio > worst[0]:
-                worst = (ratio, text)
+            if verdict.worst is None or ratio > verdict.worst[0]:
+                verdict.worst = (ratio, text)
+        return verdict
+
+    def _decide(self, reached: float) -> None:
+        verdict = self._measure()
+        if verdict.strong is not None:
+            self._back_off(verdict.strong)
+            return
+        self.smoothed.update(verdict.smoothed)
+        self.baseline.update(verdict.baseline)
+        worst = verdict.worst
         if worst is None:
             self.reason = f"holding {self.rate:,.0f} entries/s: no latency sample yet"
             return

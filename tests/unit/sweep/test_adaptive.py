@@ -115,11 +115,63 @@ def test_the_pace_stays_near_what_the_sweeper_reaches():
     assert r.c.reason.startswith("at the sweeper's own speed (~5,000 entries/s): ")
 
 
-def test_decisions_wait_for_a_full_window():
+def _strong_back_off(r: Run) -> None:
+    """One request of over a second: backs off at once, even from a window of one sample (ends the slow start)."""
+    r.c.observe("read", 1.2)
+    r.now += WINDOW_SECONDS
+    r.c.end_iteration(100, r.now)
+    assert r.c.backoffs == 1 and r.c.reason == "backed off: read took 1200 ms (>= 1 s)"
+
+
+def test_after_the_slow_start_decisions_wait_for_a_full_window():
     r = Run()
-    assert r.window(seconds=WINDOW_SECONDS / 3) == START_ENTRIES_PER_SECOND
-    assert r.window(seconds=WINDOW_SECONDS / 3) == START_ENTRIES_PER_SECOND
-    assert r.window(seconds=WINDOW_SECONDS / 3) == 2000
+    _strong_back_off(r)
+    assert r.c.rate == START_ENTRIES_PER_SECOND / 2
+    assert r.window(seconds=0.1) == 500
+    assert r.window(seconds=0.1) == 500
+    assert r.window(seconds=0.1) == 500 + ADDITIVE_INCREASE
+
+
+def test_the_slow_start_doubles_after_every_iteration_within_target():
+    """An iteration is a quarter second of the pace with one progress read: no waiting for three samples."""
+    r = Run()
+    for expected in (2000, 4000, 8000, 16000, 32000):
+        r.c.observe("read", 1 * MS)
+        r.now += WINDOW_SECONDS
+        assert r.c.end_iteration(int(r.c.rate * WINDOW_SECONDS), r.now) == expected
+    assert r.c.reason.startswith("increasing: read p50 1.0 ms <= target ")
+
+
+def test_in_the_slow_start_a_sample_over_target_holds_the_pace_until_a_full_window_decides():
+    r = Run()
+    r.c.observe("read", 1 * MS)
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(250, r.now) == 2000
+    r.c.observe("read", 9 * MS)  # smoothed 5 ms > target 3 ms: hold, but one sample is no evidence for a back-off
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(500, r.now) == 2000 and r.c.backoffs == 0
+    assert r.c.reason.startswith("holding 2,000 entries/s: read p50 5.0 ms > target ")
+    assert r.c.reason.endswith(" (a full window decides)")
+    r.c.observe("read", 9 * MS)
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(500, r.now) == 2000 and r.c.backoffs == 0
+    r.c.observe("read", 9 * MS)  # the third sample: a full window, over target
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(500, r.now) == 1000 and r.c.backoffs == 1
+    assert r.c.reason.startswith("backed off: read p50 5.0 ms > target ")  # smoothed with the 1 ms before
+
+
+def test_in_the_slow_start_a_held_window_grows_again_when_its_samples_come_back_within_target():
+    r = Run()
+    r.c.observe("read", 1 * MS)
+    r.now += WINDOW_SECONDS
+    r.c.end_iteration(250, r.now)
+    r.c.observe("read", 9 * MS)
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(500, r.now) == 2000
+    r.c.observe("read", 1 * MS)  # the window's median (nearest rank of 1 and 9 ms) is 1 ms again
+    r.now += WINDOW_SECONDS
+    assert r.c.end_iteration(500, r.now) == 4000 and r.c.backoffs == 0
 
 
 def test_a_window_without_samples_holds_the_pace():
@@ -147,13 +199,14 @@ def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_batch_limit():
     assert r.c.batch_cap(10_000) == 4000 and r.c.batch_cap(100) == 100
 
 
-def test_a_window_needs_a_few_samples_unless_it_is_long():
+def test_after_the_slow_start_a_window_needs_a_few_samples_unless_it_is_long():
     r = Run()
+    _strong_back_off(r)
     r.c.observe("read", 1 * MS)
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(250, r.now) == START_ENTRIES_PER_SECOND  # one sample: not yet
+    assert r.c.end_iteration(125, r.now) == 500  # one sample: not yet
     r.now += MAX_WINDOW_SECONDS
-    assert r.c.end_iteration(1000, r.now) == 2000  # a long window decides on what it has
+    assert r.c.end_iteration(500, r.now) == 500 + ADDITIVE_INCREASE  # a long window decides on what it has
 
 
 def test_one_slow_sample_among_a_few_is_noise_but_most_of_them_slow_is_load():
