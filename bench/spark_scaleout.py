@@ -49,7 +49,8 @@ from . import common as C
 NAME = "spark_scaleout"
 SHARDS = 16
 TXN_WRITES = 50
-SETTINGS = {"unreadable_window_seconds": 0, "sweep_max_entries_per_second": 0}  # unthrottled (docs/INTENSITY.md)
+SETTINGS = {"unreadable_window_seconds": 0, "sweep_max_entries_per_second": 0, "sweep_latency_target": 0}
+"""Unthrottled and without the adaptive pace (docs/INTENSITY.md): the jobs are compared at full speed."""
 
 
 def _backlogs(quick: bool) -> list[int]:
