@@ -368,7 +368,9 @@ class AtlasSettings:
         database: the precedence a task sees)."""
         shadowed = VARIABLE_ENV in os.environ  # Airflow's environment backend is read before the stored Variable
         if through_cli:
-            raw = _variable_through_airflow_cli()
+            from .variable_cli import variable_through_airflow_cli
+
+            raw = variable_through_airflow_cli(VARIABLE)
         else:
             from airflow.sdk import Variable
 
@@ -483,31 +485,6 @@ class AtlasSettings:
         if self.retry_exponential_backoff:
             args["retry_exponential_backoff"] = float(self.retry_exponential_backoff)
         return args
-
-
-def _variable_through_airflow_cli() -> str:
-    """The Variable's text as ``airflow variables get atlas_settings`` prints it (empty when it does not
-    exist), run with this interpreter; InvalidInputError with Airflow's message when the command fails.
-    The value is what the command prints last (log lines may come before it; a stored JSON value may span
-    lines): the shortest tail of the output that is JSON, else its last line."""
-    import subprocess
-    import sys
-
-    command = [sys.executable, "-m", "airflow", "variables", "get", VARIABLE, "--default", ""]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        detail = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or ["no output"]
-        raise InvalidInputError(f"reading the {VARIABLE} Variable with `airflow variables get` failed "
-                                f"(exit {result.returncode}): {detail[0]}")
-    lines = result.stdout.removesuffix("\n").split("\n")
-    for start in range(len(lines) - 1, -1, -1):
-        tail = "\n".join(lines[start:])
-        try:
-            json.loads(tail)
-        except ValueError:
-            continue
-        return tail
-    return lines[-1]
 
 
 STORE_CONFIG = "store_config"

@@ -17,7 +17,6 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT
+from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
 
 from .helpers import open_store
 
@@ -85,7 +84,7 @@ class StoreFactory:
                 store.close()
             except Exception:
                 pass
-        drop_keyspaces(session, self.keyspaces)
+        drop_keyspaces_soon(session, self.keyspaces, wait_seconds=0.3)  # throwaway: the node finishes them
 
 
 @pytest.fixture
@@ -101,22 +100,6 @@ def module_stores(cassandra_node, cassandra_session):
     factory = StoreFactory(*cassandra_node)
     yield factory
     factory.close(cassandra_session)
-
-
-def drop_keyspaces(session, keyspaces) -> None:
-    """Ask the node to drop the keyspaces without waiting for the drops (slow on a busy node)."""
-    pending = []
-    for keyspace in keyspaces:
-        done = threading.Event()
-        try:
-            future = session.execute_async(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-            future.add_callbacks(lambda _, d=done: d.set(), lambda _, d=done: d.set())
-            pending.append(done)
-        except Exception:
-            pass
-    deadline = time.monotonic() + 0.3  # the node finishes the drops on its own (it is throwaway)
-    for done in pending:
-        done.wait(max(0.0, deadline - time.monotonic()))
 
 
 # ----- a private Cassandra node that tests may stop -----------------------------------------------------

@@ -18,8 +18,6 @@ data and the tests using the twins do not depend on their order.
 from __future__ import annotations
 
 import bisect
-import threading
-import time
 import uuid
 from dataclasses import dataclass, field
 
@@ -30,6 +28,7 @@ from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.queue_tables import SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
 from airflow_atlas.workload import WorkloadSpec, run_workload
+from tests.conftest import drop_keyspaces_soon
 
 SHARDS = 4
 STRATEGIES = ("CONSERVATIVE", "THOROUGH")
@@ -125,7 +124,7 @@ class _Stores:
             except Exception:
                 pass
         if self.session is not None:
-            _drop_keyspaces(self.session, self.keyspaces)
+            drop_keyspaces_soon(self.session, self.keyspaces, wait_seconds=2.0)
 
 
 @pytest.fixture
@@ -155,23 +154,6 @@ def twin_stores(request, tmp_path_factory):
 
     yield get
     stores.cleanup()
-
-
-def _drop_keyspaces(session, keyspaces: list[str]) -> None:
-    """Ask the node to drop the keyspaces without waiting long: a drop takes seconds on a busy node and
-    the node finishes it on its own (the node is throwaway)."""
-    pending = []
-    for keyspace in keyspaces:
-        done = threading.Event()
-        try:
-            future = session.execute_async(f"DROP KEYSPACE IF EXISTS {keyspace}", timeout=120)
-            future.add_callbacks(lambda _, d=done: d.set(), lambda _, d=done: d.set())
-            pending.append(done)
-        except Exception:
-            pass
-    deadline = time.monotonic() + 2.0
-    for done in pending:
-        done.wait(max(0.0, deadline - time.monotonic()))
 
 
 def _label(ts: int, value: bytes) -> str:
