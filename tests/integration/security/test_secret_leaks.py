@@ -81,6 +81,17 @@ class ProcessSampler(threading.Thread):
         self.stop = threading.Event()
         self.commands: set[str] = set()
 
+    def sweep(self):
+        """Run ``atlas_targeted_sweep`` (``dag.test()``) while sampling; the run, which must succeed."""
+        self.start()
+        try:
+            run = load_dag("atlas_targeted_sweep").test()
+        finally:
+            self.stop.set()
+            self.join(timeout=10)
+        assert str(run.state) == "success", task_states(run)
+        return run
+
     def run(self) -> None:
         while not self.stop.is_set():
             for proc in Path("/proc").iterdir():
@@ -166,13 +177,7 @@ def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace,
                  } if mode == "spark" else {}
         set_settings(monkeypatch, **FAST, **extra)
         sampler = ProcessSampler(places, ui_port)
-        sampler.start()
-        try:
-            run = load_dag("atlas_targeted_sweep").test()
-        finally:
-            sampler.stop.set()
-            sampler.join(timeout=10)
-        assert str(run.state) == "success", task_states(run)
+        run = sampler.sweep()
         runs.append(run)
         if mode == "spark":
             seen = "\n".join(sampler.commands)
@@ -232,13 +237,7 @@ def test_the_password_leaks_nowhere_on_the_standalone_master(sweeper_store, secu
     run_workload(sweeper_store, WorkloadSpec(transactions=30, rows=20, seed=11))
     settle(sweeper_store)
     sampler = ProcessSampler(places, ui_port, ui_host="127.0.0.5", master_ui=MASTER_UI)
-    sampler.start()
-    try:
-        run = load_dag("atlas_targeted_sweep").test()
-    finally:
-        sampler.stop.set()
-        sampler.join(timeout=10)
-    assert str(run.state) == "success", task_states(run)
+    run = sampler.sweep()
     seen = "\n".join(sampler.commands)
     assert "CoarseGrainedExecutorBackend" in seen, "the sampler never saw an executor of the standalone master"
     _database(places, run)
@@ -267,13 +266,7 @@ def test_the_password_leaks_nowhere_over_spark_connect(sweeper_store, secure_nod
     run_workload(sweeper_store, WorkloadSpec(transactions=30, rows=20, seed=13))
     settle(sweeper_store)
     sampler = ProcessSampler(places, _free_port())
-    sampler.start()
-    try:
-        run = load_dag("atlas_targeted_sweep").test()
-    finally:
-        sampler.stop.set()
-        sampler.join(timeout=10)
-    assert str(run.state) == "success", task_states(run)
+    run = sampler.sweep()
     from tests.airflow.conftest import xcom
 
     swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
