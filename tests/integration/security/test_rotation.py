@@ -44,6 +44,37 @@ def _write_work(secure_node, keyspace: str, role: str, password: str, seed: int)
         settle(store)
 
 
+def _until_refused(secure_node, role: str, old_password: str, deadline_s: float = 30.0) -> None:
+    """Waits until the node refuses a new login with the old password. Cassandra caches credentials
+    (``credentials_validity``, 2 s by default): for that long after ``ALTER ROLE`` a new connection may still log
+    in with the old password. A run that starts in that window is not yet "in flight during the change"."""
+    import ssl
+    import time
+
+    from cassandra import AuthenticationFailed
+    from cassandra.auth import PlainTextAuthProvider
+    from cassandra.cluster import Cluster, NoHostAvailable
+
+    context = ssl.create_default_context(cafile=str(secure_node.ca))
+    stop = time.monotonic() + deadline_s
+    while True:
+        cluster = Cluster(secure_node.host.split(","), auth_provider=PlainTextAuthProvider(role, old_password),
+                          ssl_context=context, protocol_version=5)
+        try:
+            cluster.connect()
+        except NoHostAvailable as exc:
+            if not isinstance(exc.errors, dict):
+                pass  # the pools failed without a reason (docs/SECURITY.md): try again
+            elif any(isinstance(error, AuthenticationFailed) for error in exc.errors.values()):
+                return
+            else:
+                raise
+        finally:
+            cluster.shutdown()
+        assert time.monotonic() < stop, f"the old password of {role} still logs in {deadline_s} s after ALTER ROLE"
+        time.sleep(0.5)
+
+
 def _swept(run) -> int:
     summary = xcom(run, "summary")
     assert summary["failed_pairs"] == [], summary
@@ -61,9 +92,13 @@ def test_rotation_between_runs_and_during_a_run(secure_node, secure_keyspace, mo
         run_workload(admin, WorkloadSpec(transactions=5, rows=5, seed=1))  # the tables (CREATE: the admin's)
     role = grant_sweeper(secure_node, secure_keyspace, first, tmp_path)
     try:
+        current = [first]
+
         def rotate_role(password: str) -> None:
             escaped = password.replace("'", "''")
             secure_node.cql(f"ALTER ROLE {role} WITH PASSWORD = '{escaped}'")
+            _until_refused(secure_node, role, current[0])  # Cassandra's credentials cache, see _until_refused
+            current[0] = password
 
         set_settings(monkeypatch, **FAST, in_task_group_size=4)  # one group: fewer tasks, each opens the store
 
