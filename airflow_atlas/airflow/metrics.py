@@ -20,7 +20,8 @@ name (after ``[metrics] statsd_prefix``)  type     meaning
 ``atlas.sweep.duration``               timer    time sweeping the pair in this run (ms)
 ``atlas.sweep.lag``                    gauge    timestamps between progress and the run's sweep timestamp
                                                 (0 when caught up)
-``atlas.sweep.lag_seconds``            gauge    the same, estimated in seconds (punch table)
+``atlas.sweep.lag_seconds``            gauge    age of the pair's oldest sweepable unswept entry after the run
+                                                (seconds, 0 when none; :mod:`airflow_atlas.status.lag`)
 ``atlas.sweep.backlog``                gauge    queued writes not yet swept after the run (counted up to
                                                 100,000)
 =====================================  =======  =============================================================
@@ -39,7 +40,6 @@ here can fail a sweep: a metrics error is logged and dropped. Documented in docs
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -72,31 +72,20 @@ def tags_dropped() -> bool:
 
 
 def shard_measurements(store, result: Mapping[str, Any]) -> dict[str, float]:
-    """lag, lag_seconds and backlog of the pair after a run (reads the queue and, when behind, the punch
-    table)."""
-    shard, strategy = int(result["shard"]), str(result["strategy"])
-    progress = result.get("new_progress")
-    if progress is None:
-        progress = store.queue.progress.get_progress(shard, strategy)
-    sweep_ts = result.get("sweep_ts")
-    out: dict[str, float] = {
-        "backlog": store.queue.reader.count_entries(shard, strategy, progress, None, cap=BACKLOG_CAP),
-    }
-    if isinstance(sweep_ts, int):
-        lag = max(0, sweep_ts - 1 - progress)
-        out["lag"] = lag
-        out["lag_seconds"] = 0.0
-        if lag > 0:
-            from airflow_atlas.status import TimestampClock
+    """lag, lag_seconds and backlog of the pair after a run, by THE definition
+    (:func:`airflow_atlas.status.lag.measure_pair` against the run's sweep timestamp)."""
+    from airflow_atlas.status import measure_pair
 
-            clock = TimestampClock.from_store(store, time.time(), sweep_ts)
-            w_sweep, w_progress = clock.wall_of(sweep_ts), clock.wall_of(progress + 1)
-            if w_progress is None:
-                w_progress = clock.oldest_wall  # older than every punch: a lower bound
-            if w_sweep is not None and w_progress is not None:
-                out["lag_seconds"] = max(0.0, w_sweep - w_progress)
-            else:
-                del out["lag_seconds"]
+    shard, strategy = int(result["shard"]), str(result["strategy"])
+    sweep_ts = result.get("sweep_ts")
+    if not isinstance(sweep_ts, int):
+        sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
+    progress = result.get("new_progress")
+    lag = measure_pair(store, shard, strategy, sweep_ts, cap=BACKLOG_CAP,
+                       progress=progress if isinstance(progress, int) else None)
+    out: dict[str, float] = {"lag": lag.lag_ts, "backlog": lag.backlog_entries}
+    if lag.lag_seconds is not None:
+        out["lag_seconds"] = lag.lag_seconds
     return out
 
 

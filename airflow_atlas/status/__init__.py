@@ -3,7 +3,8 @@ status`` and the Airflow sweep dashboard. Nothing here imports Airflow.
 
 What it answers, per (shard, strategy):
 
-* where sweep is: sweep timestamp, progress, lag (in timestamps and, estimated, in seconds), backlog
+* where sweep is: sweep timestamp, progress, lag (in timestamps, and in seconds: the age of the oldest
+  sweepable unswept entry - THE definition is :mod:`.lag`), backlog
   (queued writes not yet swept; counting stops at ``backlog_cap``), the sweepable part of it (below the
   sweep timestamp) and the pinned part (at or above it), lock holder with its lease expiry and whether its
   process is gone, the last run and its outcome (failed runs with their reason), tombstones written over
@@ -20,6 +21,8 @@ Modules, pure parts apart from the one that reads the store:
 * :mod:`.forecast` - :func:`drain_forecast` and the grouping of history records into runs (pure);
 * :mod:`.why` - the why-explainer (pure);
 * :mod:`.text` - duration and number formatting (pure);
+* :mod:`.lag` - THE definition of lag and backlog (per pair and overall), used by the document, the StatsD
+  gauges of the sweep operator and the benchmark ``sustained``;
 * :mod:`.compute` - reads the store: :func:`build_status` (the dataclass) and :func:`compute_status`
   (its JSON);
 * :mod:`.metrics` - :class:`~.metrics.StatusCollector`, the document as Prometheus gauges at each scrape
@@ -38,6 +41,7 @@ from .compute import (
 )
 from .document import SCHEMA_VERSION, StatusDocument
 from .forecast import DEFAULT_TOLERANCE, drain_forecast
+from .lag import OverallLag, PairLag, measure_pair, measure_store, overall
 from .text import format_duration
 
 __all__ = [
@@ -53,4 +57,9 @@ __all__ = [
     "DEFAULT_HISTORY_LIMIT",
     "DEFAULT_BACKLOG_CAP",
     "DEFAULT_TOLERANCE",
+    "PairLag",
+    "OverallLag",
+    "measure_pair",
+    "measure_store",
+    "overall",
 ]

@@ -22,6 +22,7 @@ from ..validation import check_int
 from .clock import TimestampClock
 from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
+from .lag import lag_ts, overall, pair_lag, read_pair
 from .text import format_duration, round_or_none
 from .why import explain_why
 
@@ -79,7 +80,6 @@ def build_status(
     fresh_ts = max(e["fresh_ts"] for e in explains.values())
     now = time.time() if now is None else now
     pairs = [(shard, s) for shard in shard_list for s in strategy_list]
-    reader = store.queue.reader
 
     # 2. per shard and strategy: progress, lock, queue counts, history
     def observe(pair):
@@ -87,8 +87,7 @@ def build_status(
         sweep_ts = explains[strategy.value]["sweep_ts"]
         progress = store.queue.progress.get_progress(shard, strategy)
         lock = store.locks.describe(TargetedSweeper.lock_name(shard, strategy))
-        sweepable = store.sweeper.sweepable_entries(shard, strategy, max(sweep_ts, 0), cap=backlog_cap)
-        pinned = reader.count_entries(shard, strategy, max(progress, sweep_ts - 1), None, cap=backlog_cap)
+        queue = read_pair(store, shard, strategy, sweep_ts, progress, backlog_cap)
         records = store.history.recent(shard, strategy.value, limit=history_limit)
         runs = store.history.runs(shard, strategy.value, limit=RUN_RECORDS_READ)
         return {
@@ -97,8 +96,7 @@ def build_status(
             "sweep_ts": sweep_ts,
             "progress": progress,
             "lock": lock,
-            "sweepable": sweepable,
-            "pinned": pinned,
+            "queue": queue,
             "records": _by_time(records),
             "runs": _by_time(runs),
         }
@@ -107,6 +105,8 @@ def build_status(
     clock = TimestampClock(clock_anchors(store, now, fresh_ts, (r for o in observed for r in o["records"])))
 
     # 3. per shard and strategy: the row with its forecast (needs the clock)
+    for o in observed:
+        o["lag"] = pair_lag(o["queue"], clock, now)
     rows = _map(lambda o: _row(store, o, clock, now, window_seconds, backlog_cap, tolerance), observed, max_workers)
     why = {
         s.value: explain_why(explains[s.value], rows, s.value, clock.wall_of(explains[s.value]["sweep_ts"]), now)
@@ -115,13 +115,17 @@ def build_status(
     totals = {}
     for s in strategy_list:
         mine = [r for r in rows if r.strategy == s.value]
+        lag = overall(o["lag"] for o in observed if o["strategy"] == s)
         totals[s.value] = {
-            "backlog_entries": sum(r.backlog_entries for r in mine),
-            "sweepable_entries": sum(r.sweepable_entries for r in mine),
-            "pinned_entries": sum(r.pinned_entries for r in mine),
+            "lag_seconds": round_or_none(lag.lag_seconds),
+            "lag_seconds_is_lower_bound": lag.lag_seconds_is_lower_bound,
+            "oldest_unswept_ts": lag.oldest_unswept_ts,
+            "backlog_entries": lag.backlog_entries,
+            "sweepable_entries": lag.sweepable_entries,
+            "pinned_entries": lag.pinned_entries,
             "tombstones_written": sum(r.tombstones_written for r in mine),
             "failing_pairs": sum(1 for r in mine if r.failing is not None),
-            "capped": any(r.backlog_capped for r in mine),
+            "capped": lag.capped,
         }
     warnings = [PairWarning(r.shard, r.strategy, w.kind, w.message) for r in rows for w in r.warnings]
     try:
@@ -308,16 +312,7 @@ def _entries_between(store, o: dict, a: int, b: int, cap: int) -> tuple[int, boo
 def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: int, tolerance: float) -> ShardRow:
     shard, strategy, sweep_ts, progress = o["shard"], o["strategy"], o["sweep_ts"], o["progress"]
     records, runs = o["records"], o["runs"]
-    sweepable, pinned = o["sweepable"], o["pinned"]
-    lag_ts = max(0, sweep_ts - 1 - progress)
-    lag_seconds: float | None = 0.0
-    lower_bound = False
-    if lag_ts > 0:
-        w_sweep = clock.wall_of(sweep_ts)
-        w_prog = clock.wall_of(progress + 1)
-        if w_prog is None:
-            w_prog, lower_bound = clock.oldest_wall, True
-        lag_seconds = None if w_sweep is None or w_prog is None else max(0.0, w_sweep - w_prog)
+    lag = o["lag"]
     lock = o["lock"]
     held = bool(lock is not None and not lock.expired and lock.holder)
     recent: dict[str, Any] = {"runs": len(records), "since": round_or_none(records[0]["at"]) if records else None}
@@ -330,7 +325,7 @@ def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: 
             "at": round_or_none(r["at"]),
             "sweep_ts": r.get("sweep_ts"),
             "progress": r.get("new_progress"),
-            "lag_ts": max(0, r["sweep_ts"] - 1 - r["new_progress"])
+            "lag_ts": lag_ts(r["sweep_ts"], r["new_progress"])
             if isinstance(r.get("sweep_ts"), int) and isinstance(r.get("new_progress"), int)
             else None,
             "entries_read": r.get("entries_read", 0),
@@ -338,9 +333,7 @@ def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: 
         }
         for r in records
     ]
-    backlog = sweepable + pinned
-    backlog_capped = sweepable >= cap or pinned >= cap
-    forecast = _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_capped)
+    forecast = _forecast(store, o, clock, now, window, cap, tolerance, lag.backlog_entries, lag.backlog_capped)
     newest = runs[-1] if runs else (records[-1] if records else None)
     last = _last_run(newest, now) if newest is not None else None
     failing = _failing(runs)
@@ -349,15 +342,16 @@ def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: 
         strategy=strategy.value,
         sweep_ts=sweep_ts,
         progress=progress,
-        lag_ts=lag_ts,
-        lag_seconds=round_or_none(lag_seconds),
-        lag_seconds_is_lower_bound=lower_bound,
-        backlog_entries=backlog,
-        backlog_capped=backlog_capped,
-        sweepable_entries=sweepable,
-        sweepable_capped=sweepable >= cap,
-        pinned_entries=pinned,
-        pinned_capped=pinned >= cap,
+        lag_ts=lag.lag_ts,
+        lag_seconds=round_or_none(lag.lag_seconds),
+        lag_seconds_is_lower_bound=lag.lag_seconds_is_lower_bound,
+        oldest_unswept_ts=lag.oldest_unswept_ts,
+        backlog_entries=lag.backlog_entries,
+        backlog_capped=lag.backlog_capped,
+        sweepable_entries=lag.sweepable_entries,
+        sweepable_capped=lag.sweepable_capped,
+        pinned_entries=lag.pinned_entries,
+        pinned_capped=lag.pinned_capped,
         lock_holder=lock.holder if held else None,
         lock_expires_in_seconds=round_or_none(lock.expires_at - now) if held else None,
         lock_holder_process_gone=holder_process_gone(lock.holder) if held else None,
@@ -433,7 +427,7 @@ def _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_cap
     busy = sum(float(r.get("duration_seconds") or 0.0) for r in counted)
     return drain_forecast(
         backlog=backlog,
-        sweepable=o["sweepable"],
+        sweepable=o["queue"].sweepable_entries,
         ingest_entries=ingest,
         swept_entries=swept,
         elapsed_seconds=t1 - t0 if t1 > t0 else None,

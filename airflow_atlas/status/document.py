@@ -117,6 +117,8 @@ class ShardRow:
     lag_series: list[dict]
     forecast: Forecast
     warnings: list[Warning] = field(default_factory=list)
+    oldest_unswept_ts: int | None = None
+    """Start timestamp of the oldest sweepable unswept entry; its age is ``lag_seconds`` (:mod:`.lag`)."""
 
 
 @dataclass

@@ -69,11 +69,12 @@ PAIR_GAUGES: tuple[PairGauge, ...] = (
     PairGauge("atlas_sweep_lag_ts", "Logical timestamps between the pair's progress and its sweep timestamp.",
               lambda r: r.lag_ts),
     PairGauge("atlas_sweep_lag_seconds",
-              "Lag of the pair in seconds, estimated from the punch table (about one punch interval precise; "
-              "a lower bound when atlas_sweep_lag_seconds_is_lower_bound is 1).",
+              "Age of the pair's oldest sweepable unswept entry in seconds, 0 when none (estimated from the punch "
+              "table; a lower bound when atlas_sweep_lag_seconds_is_lower_bound is 1).",
               lambda r: r.lag_seconds),
     PairGauge("atlas_sweep_lag_seconds_is_lower_bound",
-              "1 when the punch table is younger than the lag, so atlas_sweep_lag_seconds is a lower bound.",
+              "1 when the punch table is younger than the oldest unswept entry, so atlas_sweep_lag_seconds is a "
+              "lower bound.",
               lambda r: _flag(r.lag_seconds_is_lower_bound)),
     PairGauge("atlas_sweep_backlog_entries", "Queued writes of the pair not yet swept (sweepable + pinned).",
               lambda r: r.backlog_entries),
@@ -121,6 +122,8 @@ STRATEGY_GAUGES = (
     ("atlas_sweep_ts_age_seconds", "Estimated age of the sweep timestamp: how far sweep trails the present."),
     ("atlas_sweep_failing_pairs", "Pairs of the strategy whose newest run failed."),
     ("atlas_sweep_backlog_total_entries", "Queued writes not yet swept, summed over the strategy's pairs."),
+    ("atlas_sweep_sweepable_total_entries", "Queued writes below the sweep timestamp, summed over the strategy's pairs."),
+    ("atlas_sweep_lag_max_seconds", "The strategy's lag: age of its oldest sweepable unswept entry (0 when none)."),
 )
 """The per-strategy gauges, labelled ``strategy``."""
 
@@ -271,6 +274,8 @@ def document_metrics(doc: StatusDocument) -> Iterator[Metric]:
             "atlas_sweep_ts_age_seconds": why.sweep_ts_age_seconds if why is not None else None,
             "atlas_sweep_failing_pairs": totals.get("failing_pairs"),
             "atlas_sweep_backlog_total_entries": totals.get("backlog_entries"),
+            "atlas_sweep_sweepable_total_entries": totals.get("sweepable_entries"),
+            "atlas_sweep_lag_max_seconds": totals.get("lag_seconds"),
         }
     for name, help_text in STRATEGY_GAUGES:
         family = GaugeMetricFamily(name, help_text, labels=("strategy",))

@@ -371,6 +371,25 @@ class SweepQueueReader:
                 return partition
         return None
 
+    def oldest_start_ts(self, shard: int, strategy: SweepStrategy | str, min_exclusive: int, max_exclusive: int) -> int | None:
+        """The smallest start timestamp of a queue cell of the shard and strategy in ``(min_exclusive,
+        max_exclusive)`` (one cell read per listed partition), or None when nothing is queued there. An
+        undecodable cell counts at its partition's first timestamp in range (work still queued)."""
+        conservative, lo, hi = self._count_range(shard, strategy, min_exclusive, max_exclusive)
+        if hi < lo:
+            return None
+        for partition in self.index.fine_partitions(shard, conservative, fine(lo), fine(hi)):
+            start, end = self._column_bounds(partition, lo, hi)
+            page = self.kvs.get_row_columns(SWEEPABLE_CELLS, non_dedicated_row(partition, shard, conservative), start, end, limit=1)
+            if not page:
+                continue
+            try:
+                ts = partition * FINE_PARTITION + decode_cells_column(page[0][0]).timestamp_modulus
+            except CorruptQueueDataError:
+                return max(lo, partition * FINE_PARTITION)
+            return min(max(ts, lo), hi)
+        return None
+
     def count_entries(
         self,
         shard: int,

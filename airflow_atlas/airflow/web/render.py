@@ -183,7 +183,7 @@ def render_warnings(status: dict) -> str:
 def render_shard_table(status: dict) -> str:
     head = (
         "<thead><tr><th class=\"num\">Shard</th><th>Strategy</th><th class=\"num\">Sweep ts</th><th class=\"num\">Progress</th>"
-        "<th class=\"num\">Lag (ts)</th><th class=\"num\">Lag (time)</th><th class=\"num\">Backlog</th>"
+        "<th class=\"num\">Lag (ts)</th><th class=\"num\" title=\"age of the oldest sweepable unswept entry\">Lag (time)</th><th class=\"num\">Backlog</th>"
         "<th class=\"num\">Sweepable</th><th class=\"num\">Pinned</th><th>Last run</th><th>Lock holder</th>"
         "<th class=\"num\">Tombstones written</th></tr></thead>"
     )
@@ -219,7 +219,7 @@ def render_shard_table(status: dict) -> str:
                 + detail
             )
         lag_s = r.get("lag_seconds")
-        lag_text = "-" if lag_s is None else (">" if r.get("lag_seconds_is_lower_bound") else "") + format_duration(lag_s)
+        lag_text = _lag_text(r)
         holder = r.get("lock_holder")
         holder_html = (
             '<span class="muted">free</span>'
@@ -250,7 +250,8 @@ def render_shard_table(status: dict) -> str:
     totals = []
     for strategy, t in (status.get("totals") or {}).items():
         totals.append(
-            f'<tr class="sub" data-total="{esc(strategy)}"><td></td><td>all {esc(strategy)}</td><td></td><td></td><td></td><td></td>'
+            f'<tr class="sub" data-total="{esc(strategy)}"><td></td><td>all {esc(strategy)}</td><td></td><td></td><td></td>'
+            + cell(esc(_lag_text(t)), "lag_seconds", t.get("lag_seconds"), "num lag")
             + cell(fmt_int(t["backlog_entries"], t.get("capped")), "backlog", t["backlog_entries"], "num")
             + cell(fmt_int(t["sweepable_entries"]), "sweepable", t["sweepable_entries"], "num")
             + cell(fmt_int(t["pinned_entries"]), "pinned", t["pinned_entries"], "num")
@@ -282,6 +283,12 @@ def render_charts(status: dict) -> str:
     return '<div class="charts">' + "".join(
         lag_chart(strategy, rows, status["generated_at"]) for strategy, rows in by_strategy.items()
     ) + "</div>"
+
+
+def _lag_text(r: dict) -> str:
+    """A row's or total's lag (``lag_seconds``: age of the oldest sweepable unswept entry) as text."""
+    lag_s = r.get("lag_seconds")
+    return "-" if lag_s is None else (">" if r.get("lag_seconds_is_lower_bound") else "") + format_duration(lag_s)
 
 
 def lag_chart(strategy: str, rows: list[dict], now: float, width: int = 640, height: int = 220) -> str:
