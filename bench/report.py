@@ -11,7 +11,7 @@ from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
 ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
-         "foreground_impact")
+         "foreground_impact", "sustained")
 
 
 def load(out: Path) -> dict[str, dict]:
@@ -252,6 +252,10 @@ def write_report(out: Path) -> Path:
 
         lines += foreground_impact_report.report_lines(docs["foreground_impact"])
         foreground_impact_report.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
+    if "sustained" in docs:
+        from . import sustained
+
+        lines += sustained.report_lines(docs["sustained"])
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"
