@@ -77,12 +77,13 @@ def shard_measurements(store, result: Mapping[str, Any]) -> dict[str, float]:
     from airflow_atlas.status import measure_pair
 
     shard, strategy = int(result["shard"]), str(result["strategy"])
+    progress = result.get("new_progress")
+    if not isinstance(progress, int):
+        progress = store.queue.progress.get_progress(shard, strategy)
     sweep_ts = result.get("sweep_ts")
     if not isinstance(sweep_ts, int):
         sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
-    progress = result.get("new_progress")
-    lag = measure_pair(store, shard, strategy, sweep_ts, cap=BACKLOG_CAP,
-                       progress=progress if isinstance(progress, int) else None)
+    lag = measure_pair(store, shard, strategy, sweep_ts, cap=BACKLOG_CAP, progress=progress)
     out: dict[str, float] = {"lag": lag.lag_ts, "backlog": lag.backlog_entries}
     if lag.lag_seconds is not None:
         out["lag_seconds"] = lag.lag_seconds

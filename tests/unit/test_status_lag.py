@@ -7,6 +7,7 @@ import time
 
 import pytest
 
+from airflow_atlas.airflow.metrics import shard_measurements
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.status import TimestampClock, build_status, measure_pair, measure_store, overall
 from airflow_atlas.status.lag import PairQueue, entry_age, lag_ts, pair_lag
@@ -94,6 +95,10 @@ def test_a_real_store_shows_a_positive_lag_while_entries_wait_and_none_after_a_s
     sweep_ts = store.sweep_timestamps.sweep_timestamp("THOROUGH")
     assert measure_pair(store, 0, "THOROUGH", sweep_ts, cap=1000).lag_seconds == pytest.approx(pair.lag_seconds, abs=1.0)
 
+    statsd = shard_measurements(store, {"shard": 0, "strategy": "THOROUGH"})  # the sweep operator's gauges
+    assert statsd["lag_seconds"] == pytest.approx(pair.lag_seconds, abs=1.0)
+    assert statsd["backlog"] == pair.backlog_entries
+
     doc = build_status(store, strategies=["THOROUGH"])
     (row,) = doc.shards
     assert row.oldest_unswept_ts == pair.oldest_unswept_ts
@@ -106,6 +111,7 @@ def test_a_real_store_shows_a_positive_lag_while_entries_wait_and_none_after_a_s
     store.sweeper.sweep_shard(0, "THOROUGH")
     (after,) = measure_store(store, cap=1000, strategies=["THOROUGH"])
     assert after.sweepable_entries == 0 and after.oldest_unswept_ts is None and after.lag_seconds == 0.0
+    assert shard_measurements(store, {"shard": 0, "strategy": "THOROUGH"})["lag_seconds"] == 0.0
     doc = build_status(store, strategies=["THOROUGH"])
     assert doc.shards[0].lag_seconds == 0.0
     assert _gauge(doc, "atlas_sweep_lag_max_seconds", strategy="THOROUGH") == 0.0
