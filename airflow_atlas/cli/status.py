@@ -71,6 +71,11 @@ def render_status(status: dict) -> str:
         ])
     out.append(table(["SHARD", "STRATEGY", "SWEEP_TS", "PROGRESS", "LAG_TS", "LAG", "BACKLOG", "SWEEPABLE", "PINNED",
                       "LAST RUN", "TOMBSTONES", "LOCK", "LOCK EXPIRES IN"], rows).rstrip("\n"))
+    for strategy, t in (status.get("totals") or {}).items():
+        lag = t.get("lag_seconds")
+        lag_text = "unknown" if lag is None else (">" if t.get("lag_seconds_is_lower_bound") else "") + dur(lag)
+        out.append(f"{strategy}: lag {lag_text} (age of the oldest sweepable unswept entry), "
+                   f"sweepable {count(t['sweepable_entries'], bool(t.get('capped')))}, backlog {count(t['backlog_entries'], bool(t.get('capped')))}")
     graces = [g for g in status.get("gc_grace") or [] if g["gc_grace_seconds"] is not None]
     if graces:
         out.append("")

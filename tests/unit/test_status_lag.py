@@ -3,13 +3,16 @@ then on a real embedded store - a positive age while sweepable entries wait, 0 a
 same figures in the status document, the Prometheus collector's gauges and the StatsD gauges' source."""
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
 
 from airflow_atlas.airflow.metrics import shard_measurements
+from airflow_atlas.airflow.web.render import render_shard_table
+from airflow_atlas.cli.status import render_status
 from airflow_atlas.config import StoreConfig
-from airflow_atlas.status import TimestampClock, build_status, measure_pair, measure_store, overall
+from airflow_atlas.status import TimestampClock, build_status, format_duration, measure_pair, measure_store, overall
 from airflow_atlas.status.lag import PairQueue, entry_age, lag_ts, pair_lag
 from airflow_atlas.status.metrics import document_metrics
 from airflow_atlas.store import AtlasStore
@@ -107,6 +110,10 @@ def test_a_real_store_shows_a_positive_lag_while_entries_wait_and_none_after_a_s
     assert _gauge(doc, "atlas_sweep_lag_seconds", shard="0", strategy="THOROUGH") == row.lag_seconds
     assert _gauge(doc, "atlas_sweep_lag_max_seconds", strategy="THOROUGH") == row.lag_seconds
     assert _gauge(doc, "atlas_sweep_sweepable_total_entries", strategy="THOROUGH") == row.sweepable_entries > 0
+    as_json = doc.to_json()
+    assert f"THOROUGH: lag {format_duration(row.lag_seconds)} (age of the oldest sweepable unswept entry)" in render_status(as_json)
+    total_row = re.search(r'<tr class="sub" data-total="THOROUGH">.*?</tr>', render_shard_table(as_json)).group(0)
+    assert f'data-field="lag_seconds" data-value="{row.lag_seconds}"' in total_row
 
     store.sweeper.sweep_shard(0, "THOROUGH")
     (after,) = measure_store(store, cap=1000, strategies=["THOROUGH"])
