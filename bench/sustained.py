@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import math
 import shutil
+import signal
+import sys
 import tempfile
 import threading
 import time
@@ -305,6 +307,9 @@ def _intensity_defaults() -> dict:
 
 def run(*, quick: bool, reps: int, backends: Sequence[str] = ("sqlite", "cassandra")) -> dict:
     """``reps`` is not used: one long run per rate (its samples are the repetitions)."""
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM (e.g. timeout) unwinds like Ctrl-C: the Airflow process groups are stopped, the keyspace dropped
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     watch = C.Stopwatch()
     mode = MODES["quick" if quick else "full"]
     tmpdir = Path(tempfile.mkdtemp(prefix="atlas-bench-sustained-"))

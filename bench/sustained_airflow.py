@@ -87,22 +87,39 @@ class BenchAirflow:
         migrate = subprocess.run(["airflow", "db", "migrate"], env=self.env, capture_output=True, text=True, timeout=600)
         if migrate.returncode != 0:
             raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")
-        commands = {
-            "api-server": ["airflow", "api-server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1"],
-            "scheduler": ["airflow", "scheduler"],
-            "dag-processor": ["airflow", "dag-processor"],
-        }
         try:
-            for name, cmd in commands.items():
-                with open(self.logs / f"{name}.log", "wb") as log:
-                    self.processes[name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                                            start_new_session=True)
+            # The API server first: the scheduler's first tasks talk to its execution API, and a task started
+            # before it answers fails (a failed first DAG run that measures nothing).
+            self._start("api-server", ["airflow", "api-server", "--host", "127.0.0.1", "--port", str(self.port),
+                                       "--workers", "1"])
+            self._wait_api()
+            self._start("scheduler", ["airflow", "scheduler"])
+            self._start("dag-processor", ["airflow", "dag-processor"])
             self._wait_ready()
         except BaseException:
             self.stop()
             raise
         C.log(f"  Airflow ready on {self.base_url} after {time.monotonic() - started:.0f}s (logs {self.logs})")
         return self
+
+    def _start(self, name: str, cmd: list[str]) -> None:
+        with open(self.logs / f"{name}.log", "wb") as log:
+            self.processes[name] = subprocess.Popen(cmd, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                                    start_new_session=True)
+
+    def _wait_api(self) -> None:
+        import httpx
+
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                if httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=10).status_code == 200:
+                    return
+            except (httpx.HTTPError, OSError):
+                pass
+            time.sleep(1.0)
+        raise RuntimeError(f"the API server did not answer within {START_TIMEOUT:.0f}s\n{self.log_tails()}")
 
     def __exit__(self, *exc) -> None:
         self.stop()
