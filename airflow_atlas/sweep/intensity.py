@@ -20,16 +20,23 @@ Invariants:
   iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
 * Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
-  so a paced sweep alternates short bursts with short waits instead of a 10,000-entry burst and a long
-  wait (a batch never splits a start timestamp, so a batch can still be one transaction's writes).
+  and a paced run spreads the batch's deletes over that time: they go in chunks of
+  :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after the first the pacer is
+  paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the store sees a chunk of
+  64 requests every ``64 / rate`` seconds instead of a quarter second's worth at once (a batch never splits
+  a start timestamp, so a batch can still be one transaction's writes). The waits inside a batch add up to
+  at most the batch's cost (at most ``interval_seconds``, itself at most ``max_wait_seconds``); each is cut
+  short by a lost lease, after which the run stops before its next chunk.
 * The clock is monotonic (wall-clock jumps do not pace); clock and sleep are constructor arguments, so the
   pacing logic is unit-tested without sleeping.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
+from ..errors import InvalidInputError
 from ..validation import check_float, check_int
 
 MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
@@ -43,6 +50,36 @@ docs/INTENSITY.md), 0.25 s against 1 s: foreground p99 / no sweep at 2,000/s 0.7
 2.3x vs 11.7x, each limit still reached (2,034/s, 8,080/s) - a shorter burst delays the transactions that
 meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.40 of its limit at 0.25 s.)
 Unlimited runs keep batch_limit."""
+
+DELETE_CHUNK_REQUESTS = 64
+"""A paced run sends a batch's deletes in chunks of this many (aborted versions, or cells to tombstone) of one
+table, the last chunk of a table smaller; each full chunk's time is one ``delete`` sample of the adaptive pace
+(sweep/adaptive.py): one size at every pace, so samples taken at 1,000 and at 16,000 entries/s compare. 64
+fit in one round of the driver's in-flight requests (the Cassandra store's ``concurrency``, 100), so a
+chunk's time is the time the store takes for a burst of 64 deletes."""
+
+
+def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS) -> list[tuple[int, int, int]]:
+    """The chunks of one batch's deletes: ``(group, start, stop)`` slices of the groups (a table's aborted
+    versions, a table's cells), in order, each at most ``chunk`` long and never spanning two groups. Pure."""
+    check_int(chunk, "chunk", 1)
+    out: list[tuple[int, int, int]] = []
+    for group, size in enumerate(group_sizes):
+        check_int(size, "group size", 0)
+        out.extend((group, start, min(start + chunk, size)) for start in range(0, size, chunk))
+    return out
+
+
+def chunk_shares(chunk_sizes: list[int], entries: int) -> list[float]:
+    """Each chunk's share of the batch's ``entries`` (what the pacer is paid for it): proportional to its
+    requests, adding up to ``entries``. A batch's entries that need no request (cells collapsed into one
+    tombstone, entries of dropped tables, the entries after a blocking transaction) are spread with the rest,
+    so the batch costs what it cost unspread. Pure."""
+    check_int(entries, "entries", 0)
+    total = sum(chunk_sizes)
+    if total <= 0:
+        return [0.0 for _ in chunk_sizes]
+    return [entries * size / total for size in chunk_sizes]
 
 
 class SweepPacer:
@@ -97,17 +134,19 @@ class SweepPacer:
             return batch_limit
         return max(1, min(batch_limit, int(self.max_entries_per_second * self.interval_seconds)))
 
-    def wait_for(self, entries: int) -> float:
+    def wait_for(self, entries: float) -> float:
         """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the
-        bookkeeping). Pure arithmetic over the injected clock: :meth:`pace` is this plus the sleep."""
-        check_int(entries, "entries", 0)
+        bookkeeping). Pure arithmetic over the injected clock: :meth:`pace` is this plus the sleep. (A float:
+        a chunk's share of a batch, :func:`chunk_shares`.)"""
+        if isinstance(entries, bool) or not isinstance(entries, (int, float)) or not 0 <= entries < math.inf:
+            raise InvalidInputError(f"entries must be a finite number >= 0, got {entries!r}")
         if self.unlimited:
             return 0.0
         now = self._clock()
         self._due = max(self._due + entries / self.max_entries_per_second, now)
         return min(self._due - now, self.max_wait_seconds)
 
-    def pace(self, entries: int, sleep: Callable[[float], None] | None = None) -> float:
+    def pace(self, entries: float, sleep: Callable[[float], None] | None = None) -> float:
         """Account for an iteration that took ``entries`` entries off the queue and sleep as needed (with
         ``sleep`` when given, e.g. the lease keeper's :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`,
         which a lost lease cuts short); returns the seconds paced (0.0 when the rate is not exceeded or
@@ -121,4 +160,4 @@ class SweepPacer:
         return wait
 
 
-__all__ = ["SweepPacer"]
+__all__ = ["DELETE_CHUNK_REQUESTS", "SweepPacer", "chunk_shares", "delete_chunks"]
