@@ -11,9 +11,10 @@ needs no wait and earns no credit (a slow store is never followed by a burst).
 
 Invariants:
 
-* The pacer sleeps only *between* iterations, after an iteration has persisted its progress and cleaned
-  the queue (everything it did is durable; a process killed while pacing loses nothing), and never after
-  the last iteration of a run (a caught-up, blocked or finished pair is not held idle).
+* The pacer sleeps between iterations, after an iteration has persisted its progress and cleaned the queue
+  (everything it did is durable; a process killed while pacing loses nothing), and between the chunks of a
+  batch's deletes (below; a process killed there redoes the batch, whose deletes are idempotent), and never
+  after the last iteration of a run (a caught-up, blocked or finished pair is not held idle).
 * One wait is bounded by ``max_wait_seconds`` (sweep_shard passes a third of the lock lease, the lease
   keeper's refresh interval), so a paced run holds its lock only while the lease keeper keeps it alive, and
   the next iteration's fencing check (``keeper.check()``) runs at most that long after the previous
