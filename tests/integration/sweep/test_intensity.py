@@ -46,7 +46,9 @@ def test_the_setting_is_the_default_and_zero_is_unlimited(harness):
     h = harness
     t, entries = _backlog(h, transactions=3, cells_each=2)
     ts = h.sweep_timestamps()
-    unlimited = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=2, max_entries_per_second=0)
+    # 0 is unlimited with the adaptive pace off (with it on, 0 is "no upper bound": the pace still paces).
+    unlimited = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=2, max_entries_per_second=0,
+                                            latency_target=0)
     assert unlimited.status == "caught_up" and unlimited.entries_read == entries
     assert unlimited.seconds_paced == 0.0 and unlimited.max_entries_per_second == 0
     # No argument: the store's setting (the harness store uses the default).
