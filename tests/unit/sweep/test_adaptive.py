@@ -135,11 +135,22 @@ def test_the_max_setting_is_the_upper_bound():
 
 
 def test_the_pace_stays_near_what_the_sweeper_reaches():
-    """A store that keeps up but a sweeper that reaches only 5,000/s: the pace is not raised without bound."""
+    """A store that keeps up but a sweeper that reaches only 5,000/s: the pace is not raised without bound..."""
     r = Run()
     rates = [r.window(entries=int(min(r.c.rate, 5000) * WINDOW_SECONDS)) for _ in range(8)]
-    assert rates[:4] == [2000, 4000, 8000, 16000] and rates[4:] == [10_000] * 4
+    assert rates[:4] == [2000, 4000, 8000, 16000] and rates[4:] == [16_000] * 4
     assert r.c.reason.startswith("at the sweeper's own speed (~5,000 entries/s): ")
+
+
+def test_a_sweeper_slower_than_its_pace_does_not_lower_the_pace():
+    """... nor lowered: a sweeper held to 300/s by its per-iteration work on a saturated machine keeps its
+    pace (and so its batch size), where setting the pace to twice what it reached shrank the batches and with
+    them the rate it reached, window after window."""
+    r = Run()
+    r.window()
+    assert r.c.rate == 2000
+    rates = [r.window(entries=int(300 * WINDOW_SECONDS)) for _ in range(6)]
+    assert rates == [2000] * 6 and r.c.batch_cap(10_000) == 500
 
 
 def _strong_back_off(r: Run) -> None:
