@@ -6,9 +6,9 @@ What it measures (fed by :meth:`~airflow_atlas.sweep.targeted.TargetedSweeper.sw
 
 * ``read``: the pair's progress read at the start of each iteration - exactly one single-row SERIAL read, the
   same at every pace: the sweep's probe of the store's read latency;
-* ``delete``: the time of each full chunk of a batch's deletes (the aborted writes' deletes and the ranged
-  tombstones go in chunks of :data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS` = 64, spread over
-  the batch's time at the pace: sweep/batch_deletes.py). One chunk size at every pace, so a sample taken at
+* ``delete``: the time of each chunk of exactly :data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS`
+  = 64 of a batch's deletes (the aborted writes' deletes and the ranged tombstones go in chunks spread over
+  the batch's time at the pace, the first of 64: sweep/batch_deletes.py). One size at every pace, so a sample taken at
   16,000 entries/s compares with the baseline taken at 1,000 (until issue 24's first measurements the sample
   was a whole batch's deletes, a quarter second of the pace, and only batches of about 1,000 entries
   compared: at 8,000 entries/s the batch was twice the baseline's and looked like load).
@@ -171,12 +171,12 @@ class AdaptiveController:
         return max(1, min(batch_limit, int(self.rate * WINDOW_SECONDS)))
 
     def observe(self, kind: str, seconds: float) -> None:
-        """One sample: a ``read`` (the progress read) or a ``delete`` (one full chunk of deletes) took
+        """One sample: a ``read`` (the progress read) or a ``delete`` (one chunk of 64 deletes) took
         ``seconds``."""
         self._samples[kind].append(seconds)
 
     def observe_delete(self, seconds: float) -> None:
-        """A full chunk of a batch's deletes took ``seconds`` (sweep/batch_deletes.py's ``observe``)."""
+        """A chunk of 64 of a batch's deletes took ``seconds`` (sweep/batch_deletes.py's ``observe``)."""
         self._samples["delete"].append(seconds)
 
     def end_iteration(self, entries: int, now: float) -> float:

@@ -4,10 +4,12 @@ with its table's strategy now; and, in a paced run, spread over the batch's time
 
 :func:`plan_deletes` decides what to delete (pure but for the table checks); :func:`run_deletes` sends it,
 per table first the aborted versions, then the cells. Unpaced (``spread`` None), each group is one call, as
-the store's own concurrency runs it. Paced, the groups go in chunks of
-:data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS` and ``spread(share)`` runs before each chunk after
-the first with its predecessor's share of the batch (the pacer's wait; sweep/intensity.py), and every full
-chunk's time goes to ``observe`` (the adaptive pace's ``delete`` sample). Any failure raises: the caller must
+the store's own concurrency runs it. Paced, the groups go in chunks
+(:func:`~airflow_atlas.sweep.intensity.delete_chunks`: the first of 64, the others about an eighth of the
+batch) and ``spread(share)`` runs before each chunk after the first with its predecessor's share of the batch
+(the pacer's wait; sweep/intensity.py), and the time of every chunk of exactly
+:data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS` goes to ``observe`` (the adaptive pace's
+``delete`` sample). Any failure raises: the caller must
 not advance progress past an unswept entry (a chunk that was sent is idempotent when redone).
 """
 from __future__ import annotations
@@ -91,7 +93,7 @@ def run_deletes(
 ) -> None:
     """Sends ``plans`` (counts in ``result``). ``spread``: paced - chunks, and ``spread(share)`` before each
     chunk after the first (``entries``: the batch's entries, shared over the chunks); ``observe(seconds)``: the
-    time of each full chunk."""
+    time of each chunk of exactly DELETE_CHUNK_REQUESTS."""
     groups: list[tuple[TableDeletes, list]] = []
     for plan in plans:
         groups.append((plan, plan.versions))

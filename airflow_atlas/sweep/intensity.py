@@ -21,10 +21,10 @@ Invariants:
   iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
 * Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
-  and a paced run spreads the batch's deletes over that time: they go in chunks of
-  :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after the first the pacer is
-  paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the store sees a chunk of
-  64 requests every ``64 / rate`` seconds instead of a quarter second's worth at once (a batch never splits
+  and a paced run spreads the batch's deletes over that time: they go in about :data:`SPREAD_CHUNKS`
+  chunks, the first of :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after
+  the first the pacer is paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the
+  store sees an eighth of the batch every ~31 ms instead of a quarter second's worth at once (a batch never splits
   a start timestamp, so a batch can still be one transaction's writes). The waits inside a batch add up to
   at most the batch's cost (at most ``interval_seconds``, itself at most ``max_wait_seconds``); each is cut
   short by a lost lease, after which the run stops before its next chunk.
@@ -53,21 +53,36 @@ meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.4
 Unlimited runs keep batch_limit."""
 
 DELETE_CHUNK_REQUESTS = 64
-"""A paced run sends a batch's deletes in chunks of this many (aborted versions, or cells to tombstone) of one
-table, the last chunk of a table smaller; each full chunk's time is one ``delete`` sample of the adaptive pace
-(sweep/adaptive.py): one size at every pace, so samples taken at 1,000 and at 16,000 entries/s compare. 64
-fit in one round of the driver's in-flight requests (the Cassandra store's ``concurrency``, 100), so a
-chunk's time is the time the store takes for a burst of 64 deletes."""
+"""The first chunk of a paced batch's deletes holds this many (aborted versions, or cells to tombstone) of one
+table, and each chunk at least this many: each chunk of exactly this size is one ``delete`` sample of the
+adaptive pace (sweep/adaptive.py) - one size at every pace, so samples taken at 1,000 and at 16,000
+entries/s compare. 64 fit in one round of the driver's in-flight requests (the Cassandra store's
+``concurrency``, 100), so such a chunk's time is the time the store takes for a burst of 64 deletes."""
+SPREAD_CHUNKS = 8
+"""A paced batch's deletes after the first chunk go in chunks of at least 1/8 of the batch: about 8 per
+batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throughout: every chunk waits
+for its slowest request before the next is sent, so chunks of 64 capped the sweeper at 64 requests per
+round trip - on a loaded machine (load 20 on 2 cores, ~27 ms per chunk) about 2,400 entries/s, a sixth
+of what the unthrottled sweep reached in the same run (foreground_impact quick run, 2026-11-26)."""
 
 
-def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS) -> list[tuple[int, int, int]]:
+def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS,
+                  spread: int = SPREAD_CHUNKS) -> list[tuple[int, int, int]]:
     """The chunks of one batch's deletes: ``(group, start, stop)`` slices of the groups (a table's aborted
-    versions, a table's cells), in order, each at most ``chunk`` long and never spanning two groups. Pure."""
+    versions, a table's cells), in order, never spanning two groups: the first ``chunk`` long (the adaptive
+    pace's sample), the others ``max(chunk, ceil(total / spread))`` (a group's last one shorter). Pure."""
     check_int(chunk, "chunk", 1)
+    check_int(spread, "spread", 1)
+    for size in group_sizes:
+        check_int(size, "group size", 0)
+    step = max(chunk, -(-sum(group_sizes) // spread))
     out: list[tuple[int, int, int]] = []
     for group, size in enumerate(group_sizes):
-        check_int(size, "group size", 0)
-        out.extend((group, start, min(start + chunk, size)) for start in range(0, size, chunk))
+        start = 0
+        while start < size:
+            stop = min(start + (step if out else chunk), size)
+            out.append((group, start, stop))
+            start = stop
     return out
 
 
@@ -161,4 +176,4 @@ class SweepPacer:
         return wait
 
 
-__all__ = ["DELETE_CHUNK_REQUESTS", "SweepPacer", "chunk_shares", "delete_chunks"]
+__all__ = ["DELETE_CHUNK_REQUESTS", "SPREAD_CHUNKS", "SweepPacer", "chunk_shares", "delete_chunks"]

@@ -125,7 +125,7 @@ class TargetedSweeper(SweepPairs):
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
         :class:`~airflow_atlas.sweep.intensity.SweepPacer` (never after the last one; one wait at most a
         third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
-        entries, its deletes spread over that time in chunks of 64 requests, sweep/batch_deletes.py: the store
+        entries, its deletes spread over that time in about 8 chunks, sweep/batch_deletes.py: the store
         never sees a quarter second's worth at once). The waits are the lease keeper's
         :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
 

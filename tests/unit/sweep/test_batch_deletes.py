@@ -104,3 +104,12 @@ def test_a_table_dropped_while_its_chunks_go_skips_the_rest_of_that_table_only()
     assert result.entries_skipped_dropped_tables == 100 and result.tables == {"b": 10}
     assert sum(paid) == pytest.approx(110 * 100 / 110)  # the skipped chunks are paced too: the rate holds
 
+
+
+def test_a_large_paced_batch_gives_one_sample_of_64_and_sends_the_rest_in_eighths():
+    kvs = RecordingKvs()
+    entries, commits = batch("t", 0, 1000)
+    result, paid, samples = run(kvs, entries, commits)
+    assert [n for _, _, n in kvs.calls] == [64] + [125] * 7 + [61]
+    assert len(samples) == 1 and len(paid) == 8 and sum(paid) == pytest.approx(1000 - 61)
+    assert result.cells_tombstoned == 1000

@@ -9,6 +9,7 @@ from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.sweep.intensity import (
     DELETE_CHUNK_REQUESTS,
     PACING_INTERVAL_SECONDS,
+    SPREAD_CHUNKS,
     SweepPacer,
     chunk_shares,
     delete_chunks,
@@ -119,7 +120,7 @@ def test_entry_counts_that_are_not_finite_numbers_are_refused(entries):
 
 # ----- the schedule of one batch's deletes (delete_chunks, chunk_shares): pure ------------------------------
 
-def test_delete_chunks_are_at_most_the_chunk_size_in_order_and_never_span_two_groups():
+def test_delete_chunks_come_in_order_and_never_span_two_groups():
     assert delete_chunks([130, 0, 64, 5], chunk=64) == [
         (0, 0, 64), (0, 64, 128), (0, 128, 130), (2, 0, 64), (3, 0, 5),
     ]
@@ -130,6 +131,16 @@ def test_delete_chunks_are_at_most_the_chunk_size_in_order_and_never_span_two_gr
         delete_chunks([3], chunk=0)
     with pytest.raises(InvalidInputError, match="group size"):
         delete_chunks([-1])
+
+
+def test_a_large_batch_goes_in_a_first_chunk_of_64_and_then_eighths_of_the_batch():
+    """A chunk waits for its slowest request: 64-request chunks throughout would cap the sweeper at 64
+    requests per round trip. The first chunk (the adaptive pace's sample) stays 64 at every size."""
+    chunks = delete_chunks([2000])
+    sizes = [stop - start for _, start, stop in chunks]
+    assert sizes == [64] + [250] * 7 + [186] and len(chunks) <= SPREAD_CHUNKS + 1
+    assert delete_chunks([1000, 1000])[:3] == [(0, 0, 64), (0, 64, 314), (0, 314, 564)]
+    assert [stop - start for _, start, stop in delete_chunks([250])] == [64, 64, 64, 58]  # 1,000/s: 64 a chunk
 
 
 def test_chunk_shares_are_proportional_and_add_up_to_the_batch():
@@ -171,5 +182,5 @@ def test_a_batch_s_deletes_are_spread_evenly_over_its_cost_at_the_pace():
 def test_a_sweeper_slower_than_its_pace_is_never_held_by_the_spread():
     t = FakeTime()
     p = pacer(32_000, t)
-    _spread_batch(p, t, 8000, 8000, 0.05)  # 125 chunks of 50 ms: far below 32,000 entries/s
-    assert p.waits == [] and t.now - 100.0 == pytest.approx(125 * 0.05)
+    _spread_batch(p, t, 8000, 8000, 0.3)  # 9 chunks of 0.3 s: far below 32,000 entries/s
+    assert p.waits == [] and t.now - 100.0 == pytest.approx(9 * 0.3)
