@@ -155,7 +155,7 @@ class StoreConfig:
     sweep_latency_target: float = setting(
         DEFAULT_SWEEP_LATENCY_TARGET, OffOrAbove(1, MAX_SWEEP_LATENCY_TARGET),
         "adaptive intensity: how far the sweep may raise the latency of its own store requests (progress "
-        "reads, a batch's deletes) over their baseline in the run, as a ratio (1.5: to 1.5x, at least 2 ms "
+        "reads, chunks of 64 deletes) over their baseline in the run, as a ratio (1.5: to 1.5x, at least 2 ms "
         "more); the pace halves above it and grows below it, up to sweep_max_entries_per_second when that "
         "is not 0. 0: off (sweep_max_entries_per_second is a fixed rate, as before). See docs/INTENSITY.md",
         read="sweep/targeted.py (sweep_shard -> sweep/adaptive.py), so the CLI, operators and Spark executors",

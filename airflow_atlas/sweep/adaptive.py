@@ -6,10 +6,12 @@ What it measures (fed by :meth:`~airflow_atlas.sweep.targeted.TargetedSweeper.sw
 
 * ``read``: the pair's progress read at the start of each iteration - exactly one single-row SERIAL read, the
   same at every pace: the sweep's probe of the store's read latency;
-* ``delete``: the time one batch's deletes take (the aborted writes' deletes and the ranged tombstones),
-  sampled only from batches of :data:`ADAPTIVE_BATCH_ENTRIES` give or take a factor 2 (a batch's delete
-  time grows with its size, so only batches of about one size compare; a batch is a quarter second of the
-  pace, as in a fixed-rate run).
+* ``delete``: the time of each chunk of exactly :data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS`
+  = 64 of a batch's deletes (the aborted writes' deletes and the ranged tombstones go in chunks spread over
+  the batch's time at the pace, the first of 64: sweep/batch_deletes.py). One size at every pace, so a sample taken at
+  16,000 entries/s compares with the baseline taken at 1,000 (until issue 24's first measurements the sample
+  was a whole batch's deletes, a quarter second of the pace, and only batches of about 1,000 entries
+  compared: at 8,000 entries/s the batch was twice the baseline's and looked like load).
 
 The queue and commit-timestamp reads are not sampled: the next batch is read ahead in a background thread
 while the current one is deleted (sweep/reader.py), so their time in the iteration is not a request
@@ -19,8 +21,9 @@ How it decides (additive increase / multiplicative decrease on a latency target)
 least :data:`WINDOW_SECONDS`:
 
 * a window lasts at least :data:`WINDOW_SECONDS` and :data:`MIN_WINDOW_SAMPLES` samples (at most
-  :data:`MAX_WINDOW_SECONDS`); its statistic per kind is the p90 of its samples from 10 samples on, below
-  that their median (nearest rank; one slow request among a few is noise, not load), smoothed over the
+  :data:`MAX_WINDOW_SECONDS`); its statistic per kind is the p99 of its samples from :data:`P99_MIN_SAMPLES`
+  (100) on - fewer make the nearest-rank p99 the slowest sample, one request's noise -, the p90 from 10
+  samples, below that their median (one slow request among a few is noise, not load), smoothed over the
   windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either); the baseline per
   kind is the lowest smoothed statistic of the run (a moving minimum: the store's latency while the sweep
   starts slowly, or any quieter moment later), rising by :data:`BASELINE_DRIFT` per window so that a
@@ -30,19 +33,24 @@ least :data:`WINDOW_SECONDS`:
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
   timed out and was retried by the driver, or an overloaded coordinator), halves the pace
   (:data:`DECREASE_FACTOR`), never below :data:`MIN_ENTRIES_PER_SECOND` (a pair is never starved);
-* otherwise the pace doubles until the first back-off (slow start), then grows by
-  :data:`ADDITIVE_INCREASE` per window; in the slow start it doubles after every iteration whose samples
+* otherwise the pace doubles until the first back-off (slow start), then grows per window by
+  :data:`QUIET_INCREASE_FACTOR` while every kind uses at most half its headroom (statistic <= baseline +
+  half of target - baseline: the store is quiet, e.g. the foreground load stopped; 1.25x a window, 2.4x a
+  second, so a pace halved twice is regained in about 2 s), else by :data:`ADDITIVE_INCREASE` (near the
+  target the pace creeps: no oscillation around it); in the slow start it doubles after every iteration whose samples
   are all within their targets, without waiting for a full window (an iteration is a quarter second of the
   pace: 1,000 to 32,000 entries/s in 1.25 s instead of about 3 s), while an iteration with a sample over
   its target only holds the pace until a full window decides (a back-off ends the slow start, so it takes
   a full window's evidence, or a single sample of :data:`STRONG_SIGNAL_SECONDS`); never above ``max_entries_per_second`` when that is not 0 (the
   setting ``sweep_max_entries_per_second`` stays the upper bound); a window that reached at most half the
-  pace (the sweeper's own speed, not the pacer, held it) sets the pace to twice what it reached (a pace the
-  sweeper cannot reach is not raised without bound, so a later back-off takes effect at once).
+  pace (the sweeper's own speed, not the pacer, held it) holds the pace (a pace the sweeper cannot reach is
+  not raised without bound, so a later back-off takes effect soon; nor lowered: smaller batches would lower
+  the sweeper's own speed further, their per-iteration work being the same).
 
 An error that reaches the sweep (a timeout the driver did not retry, an overloaded error) fails the run as
 before: the next run starts slowly again. The current pace and the reason of the last decision
-(:attr:`AdaptiveController.reason`, e.g. ``"backed off: delete p50 38 ms > target 25 ms"``) are reported in
+(:attr:`AdaptiveController.reason`, e.g. ``"backed off: delete p90 38 ms > target 25 ms"``: the
+statistic named is the one decided on, p99 when the window held 100 samples) are reported in
 the run's result (``pace_entries_per_second``, ``pace_reason``), and so in the history, status and the
 dashboard.
 """
@@ -62,10 +70,6 @@ START_ENTRIES_PER_SECOND = 1_000.0
 within 1.25x of no sweep on the project's benchmark node (bench/foreground_impact.py, docs/INTENSITY.md)."""
 MIN_ENTRIES_PER_SECOND = 50.0
 """The pace never falls below this: a backed-off pair still progresses."""
-ADAPTIVE_BATCH_ENTRIES = 1_000
-"""Batches of this many entries (within a factor 2: at paces of 2,000 to 8,000 entries/s, whose batches are
-a quarter second's worth) give ``delete`` samples: a batch's delete time grows with its size, so only
-batches of about one size compare. At other paces the progress reads are the signal."""
 WINDOW_SECONDS = 0.25
 """The controller decides at most once per this many seconds (after an iteration)..."""
 MIN_WINDOW_SAMPLES = 3
@@ -75,7 +79,15 @@ MAX_WINDOW_SECONDS = 1.0
 DECREASE_FACTOR = 0.5
 """A back-off multiplies the pace by this."""
 ADDITIVE_INCREASE = 500.0
-"""After the first back-off the pace grows by this many entries/s per window (2,000 entries/s per second)."""
+"""After the first back-off the pace grows by this many entries/s per window (2,000 entries/s per second) while
+a kind uses more than half its headroom..."""
+QUIET_INCREASE_FACTOR = 1.25
+"""... and by this factor per window while all use at most half of it (measured in the foreground_impact
+quick runs: after a back-off in the steady phase, +500/s per window took the idle phase's whole window to
+regain a third of the unthrottled rate)."""
+P99_MIN_SAMPLES = 100
+"""A window's statistic is its p99 from this many samples of a kind (the nearest-rank p99 of 100 is the
+second slowest; of fewer, the slowest)."""
 BASELINE_DRIFT = 0.05
 """The baseline rises by this fraction per window towards the smoothed latency (a run whose store stays
 slower than its quietest moment - other work on the machine - is not held at the minimum pace for ever:
@@ -102,8 +114,10 @@ def percentile(samples: list[float], q: float) -> float:
 
 
 def window_statistic(samples: list[float]) -> tuple[str, float]:
-    """A window's statistic of one kind: its p90 from 10 samples on, below that its median (one slow sample
-    among a few is noise, not load)."""
+    """A window's statistic of one kind, named: its p99 from :data:`P99_MIN_SAMPLES` samples on, its p90 from
+    10, below that its median (one slow sample among a few is noise, not load)."""
+    if len(samples) >= P99_MIN_SAMPLES:
+        return "p99", percentile(samples, 0.99)
     if len(samples) >= 10:
         return "p90", percentile(samples, 0.9)
     return "p50", percentile(samples, 0.5)
@@ -118,6 +132,8 @@ class _Verdict:
     worst: tuple[float, str] | None = None
     smoothed: dict[str, float] = field(default_factory=dict)
     baseline: dict[str, float] = field(default_factory=dict)
+    quiet: bool = True
+    """Every kind at most half-way from its baseline to its target."""
 
 
 class AdaptiveController:
@@ -154,12 +170,14 @@ class AdaptiveController:
         smaller batches cost 58% of an unthrottled run's rate on the embedded store.)"""
         return max(1, min(batch_limit, int(self.rate * WINDOW_SECONDS)))
 
-    def observe(self, kind: str, seconds: float, entries: int = 0) -> None:
-        """One sample: a ``read`` took ``seconds``; or a batch of ``entries`` entries spent ``seconds`` in its
-        ``delete`` (kept only for a batch of about :data:`ADAPTIVE_BATCH_ENTRIES` entries)."""
-        if kind == "delete" and not ADAPTIVE_BATCH_ENTRIES // 2 <= entries <= 2 * ADAPTIVE_BATCH_ENTRIES:
-            return
+    def observe(self, kind: str, seconds: float) -> None:
+        """One sample: a ``read`` (the progress read) or a ``delete`` (one chunk of 64 deletes) took
+        ``seconds``."""
         self._samples[kind].append(seconds)
+
+    def observe_delete(self, seconds: float) -> None:
+        """A chunk of 64 of a batch's deletes took ``seconds`` (sweep/batch_deletes.py's ``observe``)."""
+        self._samples["delete"].append(seconds)
 
     def end_iteration(self, entries: int, now: float) -> float:
         """An iteration took ``entries`` entries; decides when a window is over (in the slow start also
@@ -202,6 +220,8 @@ class AdaptiveController:
             text = f"{kind} {name} {_ms(stat)} {cmp} target {_ms(target)}"
             if verdict.worst is None or ratio > verdict.worst[0]:
                 verdict.worst = (ratio, text)
+            if stat > base + (target - base) / 2:
+                verdict.quiet = False
         return verdict
 
     def _decide(self, reached: float) -> None:
@@ -218,16 +238,24 @@ class AdaptiveController:
         if worst[0] > 1:
             self._back_off(worst[1])
             return
-        grown = self.rate * 2 if self._slow_start else self.rate + ADDITIVE_INCREASE
+        if self._slow_start:
+            grown = self.rate * 2
+        elif verdict.quiet:
+            grown = self.rate * QUIET_INCREASE_FACTOR
+        else:
+            grown = self.rate + ADDITIVE_INCREASE
         if reached <= self.rate / 2:  # the pacer did not hold the sweep back: it runs at its own speed
-            self.rate = self._bounded(2 * reached)
+            # Not raised, and not lowered either: a lower pace means smaller batches, whose per-iteration work
+            # (progress, history, queue cleaning) lowers what the sweeper reaches - on a saturated machine the
+            # foreground_impact quick runs spiralled down to ~300 entries/s this way while unthrottled did 3,000.
+            self.rate = self._bounded(min(grown, max(self.rate, 2 * reached)))
             self.reason = f"at the sweeper's own speed (~{reached:,.0f} entries/s): {worst[1]}"
         elif self.max_entries_per_second and grown >= self.max_entries_per_second:
             self.rate = float(self.max_entries_per_second)
             self.reason = f"at max ({self.max_entries_per_second:,} entries/s): {worst[1]}"
         else:
             self.rate = self._bounded(grown)
-            self.reason = f"increasing: {worst[1]}"
+            self.reason = f"increasing: {worst[1]}" + (" (quiet: x1.25)" if verdict.quiet and not self._slow_start else "")
 
     def _back_off(self, why: str) -> None:
         self._slow_start = False
@@ -237,10 +265,10 @@ class AdaptiveController:
 
 
 __all__ = [
-    "ADAPTIVE_BATCH_ENTRIES",
     "AdaptiveController",
     "DEFAULT_SWEEP_LATENCY_TARGET",
     "MAX_SWEEP_LATENCY_TARGET",
+    "P99_MIN_SAMPLES",
     "START_ENTRIES_PER_SECOND",
     "percentile",
     "window_statistic",

@@ -11,25 +11,33 @@ needs no wait and earns no credit (a slow store is never followed by a burst).
 
 Invariants:
 
-* The pacer sleeps only *between* iterations, after an iteration has persisted its progress and cleaned
-  the queue (everything it did is durable; a process killed while pacing loses nothing), and never after
-  the last iteration of a run (a caught-up, blocked or finished pair is not held idle).
+* The pacer sleeps between iterations, after an iteration has persisted its progress and cleaned the queue
+  (everything it did is durable; a process killed while pacing loses nothing), and between the chunks of a
+  batch's deletes (below; a process killed there redoes the batch, whose deletes are idempotent), and never
+  after the last iteration of a run (a caught-up, blocked or finished pair is not held idle).
 * One wait is bounded by ``max_wait_seconds`` (sweep_shard passes a third of the lock lease, the lease
   keeper's refresh interval), so a paced run holds its lock only while the lease keeper keeps it alive, and
   the next iteration's fencing check (``keeper.check()``) runs at most that long after the previous
   iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
 * Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
-  so a paced sweep alternates short bursts with short waits instead of a 10,000-entry burst and a long
-  wait (a batch never splits a start timestamp, so a batch can still be one transaction's writes).
+  and a paced run spreads the batch's deletes over that time: they go in about :data:`SPREAD_CHUNKS`
+  chunks, the first of :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after
+  the first the pacer is paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the
+  store sees an eighth of the batch every ~31 ms instead of a quarter second's worth at once (a batch never splits
+  a start timestamp, so a batch can still be one transaction's writes). The waits inside a batch add up to
+  at most the batch's cost (at most ``interval_seconds``, itself at most ``max_wait_seconds``); each is cut
+  short by a lost lease, after which the run stops before its next chunk.
 * The clock is monotonic (wall-clock jumps do not pace); clock and sleep are constructor arguments, so the
   pacing logic is unit-tested without sleeping.
 """
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 
+from ..errors import InvalidInputError
 from ..validation import check_float, check_int
 
 MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
@@ -43,6 +51,51 @@ docs/INTENSITY.md), 0.25 s against 1 s: foreground p99 / no sweep at 2,000/s 0.7
 2.3x vs 11.7x, each limit still reached (2,034/s, 8,080/s) - a shorter burst delays the transactions that
 meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.40 of its limit at 0.25 s.)
 Unlimited runs keep batch_limit."""
+
+DELETE_CHUNK_REQUESTS = 64
+"""The first chunk of a paced batch's deletes holds this many (aborted versions, or cells to tombstone) of one
+table, and each chunk at least this many: each chunk of exactly this size is one ``delete`` sample of the
+adaptive pace (sweep/adaptive.py) - one size at every pace, so samples taken at 1,000 and at 16,000
+entries/s compare. 64 fit in one round of the driver's in-flight requests (the Cassandra store's
+``concurrency``, 100), so such a chunk's time is the time the store takes for a burst of 64 deletes."""
+SPREAD_CHUNKS = 8
+"""A paced batch's deletes after the first chunk go in chunks of at least 1/8 of the batch: about 8 per
+batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throughout: every chunk waits
+for its slowest request before the next is sent, so chunks of 64 capped the sweeper at 64 requests per
+round trip - on a loaded machine (load 20 on 2 cores, ~27 ms per chunk) about 2,400 entries/s, a sixth
+of what the unthrottled sweep reached in the same run (foreground_impact quick run, 2026-11-26)."""
+
+
+def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS,
+                  spread: int = SPREAD_CHUNKS) -> list[tuple[int, int, int]]:
+    """The chunks of one batch's deletes: ``(group, start, stop)`` slices of the groups (a table's aborted
+    versions, a table's cells), in order, never spanning two groups: the first ``chunk`` long (the adaptive
+    pace's sample), the others ``max(chunk, ceil(total / spread))`` (a group's last one shorter). Pure."""
+    check_int(chunk, "chunk", 1)
+    check_int(spread, "spread", 1)
+    for size in group_sizes:
+        check_int(size, "group size", 0)
+    step = max(chunk, -(-sum(group_sizes) // spread))
+    out: list[tuple[int, int, int]] = []
+    for group, size in enumerate(group_sizes):
+        start = 0
+        while start < size:
+            stop = min(start + (step if out else chunk), size)
+            out.append((group, start, stop))
+            start = stop
+    return out
+
+
+def chunk_shares(chunk_sizes: list[int], entries: int) -> list[float]:
+    """Each chunk's share of the batch's ``entries`` (what the pacer is paid for it): proportional to its
+    requests, adding up to ``entries``. A batch's entries that need no request (cells collapsed into one
+    tombstone, entries of dropped tables, the entries after a blocking transaction) are spread with the rest,
+    so the batch costs what it cost unspread. Pure."""
+    check_int(entries, "entries", 0)
+    total = sum(chunk_sizes)
+    if total <= 0:
+        return [0.0 for _ in chunk_sizes]
+    return [entries * size / total for size in chunk_sizes]
 
 
 class SweepPacer:
@@ -97,17 +150,19 @@ class SweepPacer:
             return batch_limit
         return max(1, min(batch_limit, int(self.max_entries_per_second * self.interval_seconds)))
 
-    def wait_for(self, entries: int) -> float:
+    def wait_for(self, entries: float) -> float:
         """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the
-        bookkeeping). Pure arithmetic over the injected clock: :meth:`pace` is this plus the sleep."""
-        check_int(entries, "entries", 0)
+        bookkeeping). Pure arithmetic over the injected clock: :meth:`pace` is this plus the sleep. (A float:
+        a chunk's share of a batch, :func:`chunk_shares`.)"""
+        if isinstance(entries, bool) or not isinstance(entries, (int, float)) or not 0 <= entries < math.inf:
+            raise InvalidInputError(f"entries must be a finite number >= 0, got {entries!r}")
         if self.unlimited:
             return 0.0
         now = self._clock()
         self._due = max(self._due + entries / self.max_entries_per_second, now)
         return min(self._due - now, self.max_wait_seconds)
 
-    def pace(self, entries: int, sleep: Callable[[float], None] | None = None) -> float:
+    def pace(self, entries: float, sleep: Callable[[float], None] | None = None) -> float:
         """Account for an iteration that took ``entries`` entries off the queue and sleep as needed (with
         ``sleep`` when given, e.g. the lease keeper's :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`,
         which a lost lease cuts short); returns the seconds paced (0.0 when the rate is not exceeded or
@@ -121,4 +176,4 @@ class SweepPacer:
         return wait
 
 
-__all__ = ["SweepPacer"]
+__all__ = ["DELETE_CHUNK_REQUESTS", "SPREAD_CHUNKS", "SweepPacer", "chunk_shares", "delete_chunks"]

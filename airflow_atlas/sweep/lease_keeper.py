@@ -51,10 +51,15 @@ class LeaseKeeper:
         (the next :meth:`check` then stops the run at once instead of after the wait)."""
         self._lost_event.wait(seconds)
 
-    def check(self) -> None:
-        """Raise LockNotHeldError if the lease was lost; otherwise confirm it with the lock service."""
+    def raise_if_lost(self) -> None:
+        """Raise LockNotHeldError if a refresh found the lease lost (no request: between the chunks of a
+        paced batch's deletes, sweep/batch_deletes.py)."""
         if self._lost is not None:
             raise LockNotHeldError(f"lease {self.lease.name} was lost: {self._lost}")
+
+    def check(self) -> None:
+        """Raise LockNotHeldError if the lease was lost; otherwise confirm it with the lock service."""
+        self.raise_if_lost()
         self._locks.check(self.lease)
 
 
@@ -75,6 +80,9 @@ class FixedLease:
     def pause(self, seconds: float) -> None:
         """Sleep ``seconds`` (nothing refreshes this lease, so nothing can cut the wait short)."""
         time.sleep(seconds)
+
+    def raise_if_lost(self) -> None:
+        """Nothing refreshes this lease, so nothing finds it lost between checks."""
 
     def check(self) -> None:
         self._locks.check(self.lease)

@@ -29,13 +29,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import defaultdict
 
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.api import SweepStrategy
-from ..kvs.consistency import Operation
 from ..validation import check_int
 from .adaptive import AdaptiveController
+from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .deleter import SweepDeleter
@@ -47,8 +46,6 @@ from .reader import BatchReadAhead
 from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_holder
 
 log = logging.getLogger(__name__)
-
-ABORTED = -1
 
 
 
@@ -128,7 +125,8 @@ class TargetedSweeper(SweepPairs):
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
         :class:`~airflow_atlas.sweep.intensity.SweepPacer` (never after the last one; one wait at most a
         third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
-        entries, so a paced run alternates short bursts with short waits). The waits are the lease keeper's
+        entries, its deletes spread over that time in about 8 chunks, sweep/batch_deletes.py: the store
+        never sees a quarter second's worth at once). The waits are the lease keeper's
         :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
 
         Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an
@@ -175,10 +173,20 @@ class TargetedSweeper(SweepPairs):
             try:
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
+                    charged = 0.0  # what this iteration's spread deletes paid the pacer
+
+                    def spread(entries: float) -> None:
+                        nonlocal charged
+                        charged += entries
+                        pacer.pace(entries, keeper.pause)
+                        keeper.raise_if_lost()  # a lost lease stops the run before its next chunk
+
                     for n in range(max_iterations):
                         if adaptive is not None:
                             batch_limit = adaptive.batch_cap(limit)
-                        it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, probe=adaptive)
+                        charged = 0.0
+                        it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, probe=adaptive,
+                                           spread=None if pacer.unlimited or dry_run else spread)
                         summary.add(it)
                         if on_iteration is not None:
                             on_iteration(it)
@@ -189,7 +197,7 @@ class TargetedSweeper(SweepPairs):
                             # Between iterations only: this one's progress is persisted; the keeper runs on.
                             if adaptive is not None:
                                 pacer.set_rate(adaptive.end_iteration(it.entries_read, time.monotonic()))
-                            pacer.pace(it.entries_read, keeper.pause)
+                            pacer.pace(max(0.0, it.entries_read - charged), keeper.pause)
                     else:
                         summary.status = "iteration_limit"
             finally:
@@ -235,11 +243,12 @@ class TargetedSweeper(SweepPairs):
 
     def _iterate(
         self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True,
-        probe: AdaptiveController | None = None,
+        probe: AdaptiveController | None = None, spread=None,
     ) -> SweepResult:
         """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
         iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``probe``: the
-        adaptive pace, given the latency of the progress read and of the batch's deletes."""
+        adaptive pace, given the latency of the progress read and of each full chunk of the batch's deletes.
+        ``spread(entries)``: a paced run's wait between two chunks of the deletes (sweep/batch_deletes.py)."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
@@ -349,10 +358,9 @@ class TargetedSweeper(SweepPairs):
                     self._read_ahead[key] = BatchReadAhead(
                         self._queue.reader, (keeper, new, max_exclusive, limit), (shard, strategy, new, max_exclusive, limit)
                     )
-            deleting = time.monotonic()
-            self._sweep_entries(strategy, entries, commits, result, dry_run, current)
-            if probe is not None:
-                probe.observe("delete", time.monotonic() - deleting, len(entries))
+            plans = plan_deletes(self._store, strategy, entries, commits, result, current)
+            run_deletes(self._kvs, self._deleter, plans, result, dry_run=dry_run, entries=batch.entries_read,
+                        spread=spread, observe=None if probe is None else probe.observe_delete)
         new = max(new, old)
         if max_exclusive < sweep_ts and new >= max_exclusive - 1:
             blocked_at = max_exclusive
@@ -405,56 +413,6 @@ class TargetedSweeper(SweepPairs):
             except TableNotFoundError:
                 out[table] = None
         return out
-
-    def _sweep_entries(
-        self, strategy: SweepStrategy, entries, commits, result: SweepResult, dry_run: bool, table_strategies=None
-    ) -> None:
-        """Delete aborted writes and tombstone the rest. Ranges follow each table's strategy *now* (a table
-        may have changed strategy since its writes were queued); a table now NOTHING is not swept."""
-        table_strategies = table_strategies or {}
-        aborted: dict[str, list] = defaultdict(list)
-        newest: dict[str, dict] = defaultdict(dict)
-        last_table: str | None = None
-        of_table: dict = {}  # newest[last_table]
-        for table, cell, start_ts, is_tombstone in entries:
-            if commits[start_ts] == ABORTED:
-                aborted[table].append((cell, start_ts))
-                continue
-            if table is not last_table:  # entries come in runs of one table: look its dict up once per run
-                last_table, of_table = table, newest[table]
-            current = of_table.get(cell)
-            if current is None or start_ts > current[0]:
-                of_table[cell] = (start_ts, is_tombstone)
-
-        marks = self._store.table_marks
-        for table in sorted(set(aborted) | set(newest)):
-            cutoff = marks.cutoff(table)
-            versions = [(c, s) for c, s in aborted.get(table, []) if s >= cutoff]
-            cells = newest.get(table, {})
-            if cutoff > 0 and cells:  # a truncate mark: entries below it are obsolete
-                cells = {c: v for c, v in cells.items() if v[0] >= cutoff}
-            skipped = len(aborted.get(table, [])) - len(versions) + len(newest.get(table, {})) - len(cells)
-            if not self._kvs.table_exists(table):
-                result.entries_skipped_dropped_tables += len(aborted.get(table, [])) + len(newest.get(table, {}))
-                continue
-            result.entries_skipped_dropped_tables += skipped
-            try:
-                if versions:
-                    if not dry_run:
-                        self._kvs.delete(table, versions, operation=Operation.ABORT_DELETE)
-                    result.aborted_writes_deleted += len(versions)
-                table_strategy = table_strategies.get(table, strategy) or strategy
-                if not table_strategy.is_swept:
-                    result.entries_skipped_dropped_tables += len(cells)
-                    cells = {}
-                if cells:
-                    counts = self._deleter.sweep_cells(table, table_strategy, cells, dry_run=dry_run)
-                    result.cells_tombstoned += counts.cells_tombstoned
-                    result.sentinels_written += counts.sentinels_written
-                    result.tables[table] = result.tables.get(table, 0) + counts.cells_tombstoned
-            except TableNotFoundError:
-                # Dropped between the check and the delete: its entries are obsolete, skip them.
-                result.entries_skipped_dropped_tables += len(versions) + len(cells)
 
 
 def _count_rows(cleaned) -> int:

@@ -46,7 +46,9 @@ def test_the_setting_is_the_default_and_zero_is_unlimited(harness):
     h = harness
     t, entries = _backlog(h, transactions=3, cells_each=2)
     ts = h.sweep_timestamps()
-    unlimited = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=2, max_entries_per_second=0)
+    # 0 is unlimited with the adaptive pace off (with it on, 0 is "no upper bound": the pace still paces).
+    unlimited = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=2, max_entries_per_second=0,
+                                            latency_target=0)
     assert unlimited.status == "caught_up" and unlimited.entries_read == entries
     assert unlimited.seconds_paced == 0.0 and unlimited.max_entries_per_second == 0
     # No argument: the store's setting (the harness store uses the default).
@@ -65,6 +67,23 @@ def test_a_rate_below_one_batch_per_wait_shrinks_the_batch_and_still_finishes(ha
     r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], max_entries_per_second=1)
     assert r.status == "caught_up" and r.entries_read == entries and r.iterations == 2
     assert r.seconds_paced <= h.store.config.lock_lease_seconds / 3.0 + 1e-6
+    h.assert_no_obsolete(ts, [t])
+    h.assert_no_leaks()
+
+
+def test_a_paced_batch_is_spread_in_chunks_and_sweeps_everything(harness):
+    """One transaction of 150 cells at a fixed 100 entries/s: one batch (a batch never splits a transaction),
+    its tombstones in chunks of 64, 64 and 22 with the pacer paid 64 entries (0.64 s) before the second and
+    the third: a run of one iteration is paced inside its batch (never after it), and the waits are what the
+    chunks cost less the time the work took (under 0.64 s, even on a loaded machine)."""
+    h = harness
+    t, entries = _backlog(h, transactions=1, cells_each=150)
+    before = h.observe()
+    ts = h.sweep_timestamps()
+    r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], max_entries_per_second=100, latency_target=0)
+    assert r.status == "caught_up" and r.iterations == 1 and r.cells_tombstoned == entries
+    assert 0.64 < r.seconds_paced <= 1.28 + 1e-6
+    h.check(before, ts)
     h.assert_no_obsolete(ts, [t])
     h.assert_no_leaks()
 

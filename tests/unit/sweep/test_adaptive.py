@@ -6,10 +6,11 @@ import pytest
 
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.sweep.adaptive import (
-    ADAPTIVE_BATCH_ENTRIES,
     ADDITIVE_INCREASE,
     MAX_WINDOW_SECONDS,
     MIN_ENTRIES_PER_SECOND,
+    P99_MIN_SAMPLES,
+    QUIET_INCREASE_FACTOR,
     START_ENTRIES_PER_SECOND,
     WINDOW_SECONDS,
     AdaptiveController,
@@ -36,7 +37,7 @@ class Run:
         self.c.observe("read", read)
         self.c.observe("read", read)
         if delete is not None:
-            self.c.observe("delete", delete, ADAPTIVE_BATCH_ENTRIES)
+            self.c.observe("delete", delete)
         self.now += seconds
         return self.c.end_iteration(entries, self.now)
 
@@ -64,13 +65,39 @@ def test_latency_above_the_target_halves_the_pace_and_names_the_request_and_the_
     assert r.c.rate == 4000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.1 ms"
 
 
-def test_after_a_back_off_the_pace_grows_additively():
+def test_after_a_back_off_the_pace_grows_additively_near_the_target_and_by_a_factor_when_quiet():
     r = Run()
     r.window()
     r.window(delete=100 * MS)
     assert r.c.backoffs == 1
-    rates = [r.window() for _ in range(6)]  # the smoothed latency comes back below the target, then grows
-    assert [b - a for a, b in zip(rates[-4:-1], rates[-3:], strict=True)] == [ADDITIVE_INCREASE] * 3
+    steps = []
+    for delete in (27, 27, 27, 27, 20, 20, 20, 20):  # near the target (baseline ~22 ms, target ~33 ms), then quiet
+        before = r.c.rate
+        after = r.window(delete=delete * MS)
+        steps.append((before, after, r.c.reason))
+    grown = [(a, b, why) for a, b, why in steps if b > a]
+    additive = [b - a for a, b, why in grown if "quiet" not in why]
+    factors = [b / a for a, b, why in grown if "quiet" in why]
+    assert additive and set(additive) == {ADDITIVE_INCREASE}, steps
+    assert len(factors) >= 4 and set(factors) == {QUIET_INCREASE_FACTOR}, steps
+    assert r.c.reason.startswith("increasing: delete p50 ") and r.c.reason.endswith(" (quiet: x1.25)")
+
+
+def test_after_a_back_off_a_quiet_store_gives_the_speed_back_within_a_few_seconds():
+    """The load of a busy phase stops: from a pace halved twice, the quiet increase regains it in under 4 s,
+    the smoothed latency's way down included (the additive increase alone: 24 windows, 6 s, after that)."""
+    r = Run()
+    for _ in range(4):
+        r.window()
+    assert r.c.rate == 16000
+    r.window(delete=200 * MS)
+    r.window(delete=200 * MS)
+    assert r.c.rate == 4000 and r.c.backoffs == 2
+    windows = 0
+    while r.c.rate < 16000:
+        r.window()
+        windows += 1
+    assert windows * WINDOW_SECONDS <= 4.0 < (16000 - 4000) / ADDITIVE_INCREASE * WINDOW_SECONDS, windows
 
 
 def test_jitter_within_the_headroom_is_not_load():
@@ -108,11 +135,22 @@ def test_the_max_setting_is_the_upper_bound():
 
 
 def test_the_pace_stays_near_what_the_sweeper_reaches():
-    """A store that keeps up but a sweeper that reaches only 5,000/s: the pace is not raised without bound."""
+    """A store that keeps up but a sweeper that reaches only 5,000/s: the pace is not raised without bound..."""
     r = Run()
     rates = [r.window(entries=int(min(r.c.rate, 5000) * WINDOW_SECONDS)) for _ in range(8)]
-    assert rates[:4] == [2000, 4000, 8000, 16000] and rates[4:] == [10_000] * 4
+    assert rates[:4] == [2000, 4000, 8000, 16000] and rates[4:] == [16_000] * 4
     assert r.c.reason.startswith("at the sweeper's own speed (~5,000 entries/s): ")
+
+
+def test_a_sweeper_slower_than_its_pace_does_not_lower_the_pace():
+    """... nor lowered: a sweeper held to 300/s by its per-iteration work on a saturated machine keeps its
+    pace (and so its batch size), where setting the pace to twice what it reached shrank the batches and with
+    them the rate it reached, window after window."""
+    r = Run()
+    r.window()
+    assert r.c.rate == 2000
+    rates = [r.window(entries=int(300 * WINDOW_SECONDS)) for _ in range(6)]
+    assert rates == [2000] * 6 and r.c.batch_cap(10_000) == 500
 
 
 def _strong_back_off(r: Run) -> None:
@@ -129,7 +167,7 @@ def test_after_the_slow_start_decisions_wait_for_a_full_window():
     assert r.c.rate == START_ENTRIES_PER_SECOND / 2
     assert r.window(seconds=0.1) == 500
     assert r.window(seconds=0.1) == 500
-    assert r.window(seconds=0.1) == 500 + ADDITIVE_INCREASE
+    assert r.window(seconds=0.1) == 500 * QUIET_INCREASE_FACTOR  # latency at the baseline: quiet
 
 
 def test_the_slow_start_doubles_after_every_iteration_within_target():
@@ -181,14 +219,17 @@ def test_a_window_without_samples_holds_the_pace():
     assert r.c.reason.startswith("holding 1,000 entries/s")
 
 
-def test_delete_samples_come_only_from_batches_of_the_adaptive_size():
+def test_delete_samples_are_chunk_times_at_every_pace():
+    """A chunk of deletes has one size at every pace (sweep/intensity.py DELETE_CHUNK_REQUESTS): the samples
+    taken at 8,000 entries/s compare with the baseline taken at 1,000 (no back-off at the same latency)."""
     r = Run()
-    r.c.observe("delete", 5.0, ADAPTIVE_BATCH_ENTRIES * 3)  # far larger batch: not comparable, ignored
-    r.c.observe("delete", 5.0, 10)
-    for _ in range(3):
+    for _ in range(5):
+        for _ in range(4):
+            r.c.observe_delete(20 * MS)
         r.c.observe("read", 1 * MS)
-    r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(250, r.now) == 2000 and "delete" not in r.c.baseline
+        r.now += WINDOW_SECONDS
+        r.c.end_iteration(int(r.c.rate * WINDOW_SECONDS), r.now)
+    assert r.c.rate == 32000 and r.c.backoffs == 0 and r.c.baseline["delete"] == 20 * MS
 
 
 def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_batch_limit():
@@ -206,7 +247,7 @@ def test_after_the_slow_start_a_window_needs_a_few_samples_unless_it_is_long():
     r.now += WINDOW_SECONDS
     assert r.c.end_iteration(125, r.now) == 500  # one sample: not yet
     r.now += MAX_WINDOW_SECONDS
-    assert r.c.end_iteration(500, r.now) == 500 + ADDITIVE_INCREASE  # a long window decides on what it has
+    assert r.c.end_iteration(500, r.now) == 500 * QUIET_INCREASE_FACTOR  # a long window decides on what it has
 
 
 def test_one_slow_sample_among_a_few_is_noise_but_most_of_them_slow_is_load():
@@ -223,10 +264,22 @@ def test_one_slow_sample_among_a_few_is_noise_but_most_of_them_slow_is_load():
     assert r.c.backoffs == 1 and r.c.reason == "backed off: read p50 26 ms > target 3.1 ms"
 
 
-def test_the_statistic_is_the_median_of_a_few_samples_and_the_p90_of_many():
+def test_the_statistic_is_the_median_of_a_few_samples_the_p90_of_many_and_the_p99_of_a_hundred():
     assert window_statistic([3.0]) == ("p50", 3.0)
     assert window_statistic([5.0, 1.0, 2.0]) == ("p50", 2.0)
     assert window_statistic([float(i) for i in range(1, 21)]) == ("p90", 18.0)
+    assert window_statistic([float(i) for i in range(1, P99_MIN_SAMPLES)]) == ("p90", 90.0)  # 99: p99 = the slowest
+    assert window_statistic([float(i) for i in range(1, P99_MIN_SAMPLES + 1)]) == ("p99", 99.0)  # not the slowest
+
+
+def test_the_reason_names_the_p99_when_the_window_held_enough_samples():
+    r = Run()
+    r.window(delete=20 * MS)
+    for i in range(P99_MIN_SAMPLES):
+        r.c.observe_delete((20 if i < 90 else 80) * MS)  # the slowest tenth: p90 20 ms, p99 80 ms
+    r.now += WINDOW_SECONDS
+    r.c.end_iteration(500, r.now)
+    assert r.c.backoffs == 1 and r.c.reason == "backed off: delete p99 50 ms > target 32 ms"  # smoothed (20 + 80) / 2
     assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
 
 

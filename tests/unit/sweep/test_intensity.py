@@ -1,10 +1,19 @@
 """SweepPacer (sweep/intensity.py): the pacing arithmetic, on an injected clock and sleep (no sleeping)."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.sweep.intensity import PACING_INTERVAL_SECONDS, SweepPacer
+from airflow_atlas.sweep.intensity import (
+    DELETE_CHUNK_REQUESTS,
+    PACING_INTERVAL_SECONDS,
+    SPREAD_CHUNKS,
+    SweepPacer,
+    chunk_shares,
+    delete_chunks,
+)
 
 
 class FakeTime:
@@ -101,3 +110,77 @@ def test_bad_entry_counts_are_refused():
     p = pacer(10, FakeTime())
     with pytest.raises(InvalidInputError, match="entries"):
         p.pace(-1)
+
+
+@pytest.mark.parametrize("entries", [float("nan"), float("inf"), "3", True])
+def test_entry_counts_that_are_not_finite_numbers_are_refused(entries):
+    with pytest.raises(InvalidInputError, match="entries"):
+        pacer(10, FakeTime()).pace(entries)
+
+
+# ----- the schedule of one batch's deletes (delete_chunks, chunk_shares): pure ------------------------------
+
+def test_delete_chunks_come_in_order_and_never_span_two_groups():
+    assert delete_chunks([130, 0, 64, 5], chunk=64) == [
+        (0, 0, 64), (0, 64, 128), (0, 128, 130), (2, 0, 64), (3, 0, 5),
+    ]
+    assert delete_chunks([]) == [] and delete_chunks([0, 0]) == []
+    assert delete_chunks([DELETE_CHUNK_REQUESTS + 1]) == [(0, 0, DELETE_CHUNK_REQUESTS),
+                                                         (0, DELETE_CHUNK_REQUESTS, DELETE_CHUNK_REQUESTS + 1)]
+    with pytest.raises(InvalidInputError, match="chunk"):
+        delete_chunks([3], chunk=0)
+    with pytest.raises(InvalidInputError, match="group size"):
+        delete_chunks([-1])
+
+
+def test_a_large_batch_goes_in_a_first_chunk_of_64_and_then_eighths_of_the_batch():
+    """A chunk waits for its slowest request: 64-request chunks throughout would cap the sweeper at 64
+    requests per round trip. The first chunk (the adaptive pace's sample) stays 64 at every size."""
+    chunks = delete_chunks([2000])
+    sizes = [stop - start for _, start, stop in chunks]
+    assert sizes == [64] + [250] * 7 + [186] and len(chunks) <= SPREAD_CHUNKS + 1
+    assert delete_chunks([1000, 1000])[:3] == [(0, 0, 64), (0, 64, 314), (0, 314, 564)]
+    assert [stop - start for _, start, stop in delete_chunks([250])] == [64, 64, 64, 58]  # 1,000/s: 64 a chunk
+
+
+def test_chunk_shares_are_proportional_and_add_up_to_the_batch():
+    assert chunk_shares([64, 64, 32], 160) == [64.0, 64.0, 32.0]
+    shares = chunk_shares([64, 64, 2], 500)  # 500 entries collapsed into 130 requests (cells written twice, ...)
+    assert sum(shares) == pytest.approx(500) and shares[0] == shares[1] == pytest.approx(500 * 64 / 130)
+    assert chunk_shares([], 10) == [] and chunk_shares([0], 10) == [0.0]
+
+
+def _spread_batch(p: SweepPacer, t: FakeTime, requests: int, entries: int, work_per_chunk: float) -> list[float]:
+    """What sweep_shard and batch_deletes do with one batch: a chunk's work, then before each next chunk the
+    pacer is paid its predecessor's share; after the batch, the rest. Returns the instants the chunks start."""
+    chunks = delete_chunks([requests])
+    shares = chunk_shares([stop - start for _, start, stop in chunks], entries)
+    starts = []
+    for i in range(len(chunks)):
+        if i:
+            p.pace(shares[i - 1])
+        starts.append(t.now)
+        t.now += work_per_chunk
+    p.pace(entries - sum(shares[:-1]))
+    return starts
+
+
+def test_a_batch_s_deletes_are_spread_evenly_over_its_cost_at_the_pace():
+    """1,000 entries/s: a batch of 250 entries (a quarter second's worth) in chunks of 64 requests, one every
+    64 ms (each taking 5 ms), not 250 at once; the batch costs what it cost unspread, and no wait is longer than
+    the interval (so never longer than a third of the lease)."""
+    t = FakeTime()
+    p = pacer(1000, t, max_wait=10.0)
+    starts = _spread_batch(p, t, 250, 250, 0.005)
+    assert [round(b - a, 6) for a, b in itertools.pairwise(starts)] == [0.064, 0.064, 0.064]
+    assert t.now - 100.0 == pytest.approx(0.25)  # the batch's cost at the pace: the average rate holds
+    assert max(p.waits) <= PACING_INTERVAL_SECONDS
+    # The next batch starts after this one is paid: chunks keep their spacing across batches.
+    assert _spread_batch(p, t, 250, 250, 0.005)[0] - starts[-1] == pytest.approx(0.058)
+
+
+def test_a_sweeper_slower_than_its_pace_is_never_held_by_the_spread():
+    t = FakeTime()
+    p = pacer(32_000, t)
+    _spread_batch(p, t, 8000, 8000, 0.3)  # 9 chunks of 0.3 s: far below 32,000 entries/s
+    assert p.waits == [] and t.now - 100.0 == pytest.approx(9 * 0.3)
