@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.lint.conftest import Mypy
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PYPROJECT = REPO_ROOT / "pyproject.toml"
 # ruff covers the tests, benchmarks and scripts (the demo) too; mypy checks what ships and runs (its `files`
@@ -44,10 +46,11 @@ def test_ruff_reports_nothing() -> None:
         pytest.fail(f"ruff check: {_report(result)}", pytrace=False)
 
 
-def test_mypy_reports_nothing() -> None:
-    result = _run("mypy")
-    if result.returncode != 0 or "Success: no issues found" not in result.stdout:
-        pytest.fail(f"mypy: {_report(result)}", pytrace=False)
+def test_mypy_reports_nothing(mypy_run: Mypy) -> None:
+    """mypy over its ``files``: the run tests/lint/conftest.py started in the background with the session."""
+    code, output = mypy_run.result(TIMEOUT_S)
+    if code != 0 or "Success: no issues found" not in output:
+        pytest.fail(f"mypy: exit code {code}\n{output}", pytrace=False)
 
 
 def test_ruff_reports_a_finding(tmp_path: Path) -> None:
