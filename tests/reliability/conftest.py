@@ -5,8 +5,8 @@
   variant without the marker that the default run executes.
 * ``shared_stores``: stores on the session's shared Cassandra node (``cassandra_node``), each in a keyspace
   of its own, dropped (asynchronously) at the end of the test.
-* ``private_cassandra``: a SECOND Cassandra node, started by ``scripts/cassandra.sh`` with its own node
-  directory and ports (``ATLAS_CASSANDRA_PORT_OFFSET``), that tests may stop and restart. The shared node,
+* ``private_cassandra`` (module scope): a SECOND Cassandra node, started by ``scripts/cassandra.sh`` with its
+  own node directory and ports (``ATLAS_CASSANDRA_PORT_OFFSET``), that tests may stop and restart. The shared node,
   which other test runs use, is never stopped or restarted by this suite.
 * soak length: ``--soak-seconds N`` (when this directory is on the command line) or ``ATLAS_SOAK_SECONDS``.
 """
@@ -165,7 +165,10 @@ class PrivateNode:
         """SIGKILL the node (a crashed JVM / lost machine)."""
         pid_file = self.directory / "cassandra.pid"
         pid = int(pid_file.read_text().strip())
-        os.kill(pid, 9)
+        try:
+            os.kill(pid, 9)
+        except ProcessLookupError:  # gone already (e.g. it exited at a fault)
+            pass
         while True:
             try:
                 os.kill(pid, 0)
@@ -182,9 +185,11 @@ class PrivateNode:
         return f"cassandra://{self.host}:{self.port}/{keyspace}?{options}"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def private_cassandra():
-    """A second Cassandra node (stopped and removed at the end of the session)."""
+    """A second Cassandra node for the tests of one module, killed and removed after them: a node idling for
+    the rest of the run would take a share of a core from every later test, and a node whose directory is
+    removed next has nothing to shut down gracefully (a SIGTERM stop waits seconds for the shutdown hooks)."""
     directory = Path(tempfile.mkdtemp(prefix="atlas-private-cassandra-"))
     node = PrivateNode(directory=directory, offset=_free_offset())
     node.start()
@@ -192,7 +197,8 @@ def private_cassandra():
         yield node
     finally:
         try:
-            node.stop()
+            if (directory / "cassandra.pid").exists():
+                node.kill()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
 
