@@ -238,6 +238,7 @@ YAML
   mv "$out.tmp" "$out"
 }
 
+GOSSIP_RETRIED=0
 start() {
   local fresh=0 arg
   for arg in "$@"; do
@@ -294,6 +295,15 @@ start() {
   local pid=$! waited=0
   while (( waited < TIMEOUT )); do
     if ! kill -0 "$pid" 2>/dev/null; then
+      # ring_delay_ms=100 gives a joining node about a second to hear from a seed: on a loaded machine a
+      # seed that is up may answer later, and the node exits. That is worth one more start, nothing else is.
+      if (( ! GOSSIP_RETRIED )) && grep -q "Unable to gossip with any peers" "$LOG_DIR/stdout.log" 2>/dev/null; then
+        GOSSIP_RETRIED=1
+        say "no seed answered in time (Unable to gossip with any peers): starting once more"
+        rm -f "$PID_FILE"
+        start
+        return
+      fi
       log_tail
       die "Cassandra exited during startup (see above; node dir $NODE_DIR)"
     fi
