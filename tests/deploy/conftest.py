@@ -1,7 +1,7 @@
 """The deployment the ``deploy`` tier tests: scripts/deploy.sh's processes (Postgres, Redis, and Airflow's
 api-server, scheduler, dag-processor, triggerer and two Celery workers from a clean virtualenv holding the
 built wheel and docker/requirements-docker.lock), configured by docker/airflow-common.env as compose is.
-Started ONCE per module, stopped at its end (also on failure: ``scripts/deploy.sh stop`` kills each
+Started ONCE for the package (test_deployment.py, then test_faults.py), stopped at its end (also on failure: ``scripts/deploy.sh stop`` kills each
 component's whole session). Component logs are copied to test-artifacts/deploy/ at teardown.
 
 The store is a keyspace of its own on the local Cassandra node (connection ``atlas_default``) and the
@@ -102,11 +102,17 @@ class Deployment:
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> dict:
         """The run once it ended (success or failed), with its task states on failure."""
+        import httpx
+
         deadline = time.monotonic() + timeout
         run: dict = {}
         while time.monotonic() < deadline:
             self.check_alive()
-            r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+            try:
+                r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+            except httpx.TransportError:  # the api-server restarting (test_faults.py)
+                time.sleep(2)
+                continue
             assert r.status_code == 200, r.text
             run = r.json()
             if run["state"] in ("success", "failed"):
@@ -125,6 +131,9 @@ class Deployment:
         assert r.status_code == 200, r.text
         value = r.json()["value"]
         return json.loads(value) if isinstance(value, str) else value
+
+    def running_tasks(self, dag_id: str, run_id: str) -> list:
+        return [k for k, state in self.task_states(dag_id, run_id).items() if state == "running"]
 
     def check_alive(self) -> None:
         status = self.script("status", timeout=60)
@@ -152,7 +161,7 @@ def log_tails(lines: int = 30) -> str:
     return "\n".join(out)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def deployment(cassandra_node, cassandra_session):
     """The running deployment (see the module doc), its store prepared; stopped at the end of the module."""
     started = time.monotonic()
@@ -206,3 +215,17 @@ def _wait_ready(deployment: Deployment) -> None:
         deployment.check_alive()
         time.sleep(2)
     raise AssertionError(f"the deployment was not ready after {START_TIMEOUT:.0f}s ({last})\n{log_tails()}")
+
+
+@pytest.fixture(scope="package")
+def cassandra_store(deployment):
+    """The deployment's Cassandra store, opened in the test process through the same connection."""
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.config import StoreConfig
+
+    os.environ["AIRFLOW_CONN_ATLAS_DEPLOY_TEST"] = deployment.env["AIRFLOW_CONN_ATLAS_DEFAULT"]
+    hook = AtlasHook("atlas_deploy_test", config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS))
+    store = hook.get_store()
+    store.initialize(shards=SHARDS)
+    yield store
+    hook.close()

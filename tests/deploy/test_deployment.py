@@ -51,13 +51,6 @@ def _store(conn_json: str, conn_id: str):
     return hook, store
 
 
-@pytest.fixture(scope="module")
-def cassandra_store(deployment):
-    hook, store = _store(deployment.env["AIRFLOW_CONN_ATLAS_DEFAULT"], "atlas_deploy_test")
-    yield store
-    hook.close()
-
-
 def _settle(store) -> None:
     store.sweep_timestamps.all()
     time.sleep(STORE_CONFIG["unreadable_window_seconds"] + 0.5)
