@@ -97,6 +97,20 @@ def _airflow_services() -> dict:
     return {name: s for name, s in _compose()["services"].items() if name.startswith("airflow-")}
 
 
+COMMON_ENV = REPO_ROOT / "docker" / "airflow-common.env"
+
+
+def _service_env(service: dict, with_secrets: bool = False) -> dict:
+    """What compose gives the container: its committed env files (docker/airflow.env, the secrets, is the
+    user's and not read here unless ``with_secrets``), then its ``environment``."""
+    env: dict = {}
+    for name in service.get("env_file") or []:
+        if name != "airflow.env" or with_secrets:
+            env.update(_env_file(COMPOSE.parent / name))
+    env.update({k: str(v) for k, v in (service.get("environment") or {}).items()})
+    return env
+
+
 def _seeded_settings() -> dict:
     return json.loads(SEED.read_text())["atlas_settings"]["value"]
 
@@ -116,11 +130,11 @@ def test_no_environment_variable_shadows_the_settings_variable(monkeypatch):
     from airflow_atlas.airflow.settings import DAG_SETTINGS_ENV, AtlasSettings
 
     for name, service in _airflow_services().items():
-        env = service.get("environment") or {}
+        env = _service_env(service)
         assert not any(k.startswith("AIRFLOW_VAR_") for k in env), f"{name} shadows a Variable: {sorted(env)}"
         if name != "airflow-init":
             assert DAG_SETTINGS_ENV in env, name
-    env = _airflow_services()["airflow-dag-processor"]["environment"]
+    env = _service_env(_airflow_services()["airflow-dag-processor"])
     monkeypatch.setenv(DAG_SETTINGS_ENV, env[DAG_SETTINGS_ENV])  # the real reader, given the compose value
     parsed = AtlasSettings.for_dag_files()
     assert parsed.targeted_sweep_schedule == json.loads(env[DAG_SETTINGS_ENV])["targeted_sweep_schedule"]
@@ -151,8 +165,8 @@ def test_secrets_come_from_an_env_file_the_user_fills():
     container, never a value in the compose file; the example file holds no secret."""
     compose_text = COMPOSE.read_text()
     for name, service in _airflow_services().items():
-        assert service.get("env_file") == ["airflow.env"], name
-        env = service.get("environment") or {}
+        assert service.get("env_file") == ["airflow-common.env", "airflow.env"], name
+        env = _service_env(service)
         assert not set(SECRETS) & set(env), name
     assert "change-me" not in compose_text and "${AIRFLOW_JWT_SECRET" not in compose_text
     example = _env_file(ENV_EXAMPLE)
@@ -194,7 +208,7 @@ def test_airflow_reads_the_compose_settings_as_promised(tmp_path):
     assert api["environment"]["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE"] == "/opt/airflow/auth/passwords.json"
     assert "airflow-auth:/opt/airflow/auth" in api["volumes"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW")}
-    env.update({k: str(v) for k, v in api["environment"].items()})
+    env.update(_service_env(api))
     env.update(_env_file(env_path))
     env.update(AIRFLOW_HOME=str(tmp_path / "home"), AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(passwords),
                AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=f"sqlite:///{tmp_path}/airflow.db")
@@ -261,3 +275,49 @@ def test_the_image_lock_pins_everything_the_project_lock_pins_at_the_same_versio
     missing = sorted(name for name in project if name not in image)
     differ = sorted(f"{name} {project[name]} != {image[name]}" for name in project if name in image and image[name] != project[name])
     assert not missing and not differ, f"recompile docker/requirements-docker.lock: missing {missing}, different {differ}"
+
+
+# ----- issue 21 item 1: one source of configuration for compose and scripts/deploy.sh ------------------
+ADDRESSES = {
+    # where the other services are, and file locations: the only keys compose's `environment` may set
+    "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CELERY__BROKER_URL", "AIRFLOW__CELERY__RESULT_BACKEND",
+    "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__API__BASE_URL", "AIRFLOW__METRICS__STATSD_HOST",
+    "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT", "AIRFLOW_CONN_SPARK_DEFAULT",
+}
+DEPLOY_LOCATIONS = {"AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW_CONN_ATLAS_EMBEDDED", "PATH"}
+
+
+def _deploy_env(tmp_path) -> dict:
+    """What scripts/deploy.sh gives its Airflow processes (``eval "$(scripts/deploy.sh env)"``)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ATLAS_"))}
+    env.update(ATLAS_DEPLOY_DIR=str(tmp_path / "state"), ATLAS_DEPLOY_CACHE=str(tmp_path / "cache"))
+    script = REPO_ROOT / "scripts" / "deploy.sh"
+    result = subprocess.run(["bash", "-c", f'eval "$({script} env)" && env -0'], env=env, capture_output=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    got = dict(item.split("=", 1) for item in result.stdout.decode().split("\0") if "=" in item)
+    return {k: v for k, v in got.items() if k != "_" and (env.get(k) != v or k == "PATH")}
+
+
+def test_compose_and_the_deploy_script_share_one_configuration(tmp_path):
+    """docker/airflow-common.env is the one source: every Airflow service of compose loads it (env_file) and
+    overrides none of it, its `environment` holds addresses and locations only; scripts/deploy.sh gives its
+    processes exactly that file's values, plus the secrets and its own addresses and locations (the same
+    keys as compose's, and where its files are) - nothing else, so the two cannot drift."""
+    common = _env_file(COMMON_ENV)
+    assert {"AIRFLOW__CORE__EXECUTOR", "AIRFLOW__CELERY_BROKER_TRANSPORT_OPTIONS__VISIBILITY_TIMEOUT",
+            "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT", "ATLAS_DAG_SETTINGS"} <= set(common)
+    assert not set(common) & (ADDRESSES | set(SECRETS)), set(common) & (ADDRESSES | set(SECRETS))
+    for name, service in _airflow_services().items():
+        assert service["env_file"][0] == "airflow-common.env", name
+        environment = set(service.get("environment") or {})
+        assert environment <= ADDRESSES, f"{name} sets more than addresses: {sorted(environment - ADDRESSES)}"
+        assert not environment & set(common), f"{name} overrides the common file: {sorted(environment & set(common))}"
+    deploy = _deploy_env(tmp_path)
+    assert {k: deploy.get(k) for k in common} == common
+    assert set(SECRETS) <= set(deploy)
+    extra = set(deploy) - set(common) - set(SECRETS)
+    assert extra == ADDRESSES | DEPLOY_LOCATIONS, sorted(extra ^ (ADDRESSES | DEPLOY_LOCATIONS))
+    for key in ADDRESSES - {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT",
+                            "AIRFLOW_CONN_SPARK_DEFAULT"}:
+        assert "127.0.0.11" in deploy[key], (key, deploy[key])  # the deployment's own loopback address

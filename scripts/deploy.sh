@@ -1,0 +1,326 @@
+#!/usr/bin/env bash
+# The compose deployment's Airflow part as plain processes on this machine, from the built wheel: what the
+# deployment test tier (tests/deploy/test_deployment.py) runs, and what README.md "Deployment test" shows.
+#
+#   scripts/deploy.sh venv          build the wheel (uv build: sdist, then the wheel), a clean virtualenv with
+#                                   docker/requirements-docker.lock (the lock the image uses, installed with
+#                                   uv as docker/airflow/Dockerfile does) and the wheel; cached under
+#                                   $ATLAS_DEPLOY_CACHE/venv-<lock hash> (the wheel is reinstalled when it changes)
+#   scripts/deploy.sh init          venv, Postgres, Redis, `airflow db migrate`, the atlas_settings seed
+#                                   (docker/atlas_variables.json, --action-on-existing-key skip: airflow-init)
+#   scripts/deploy.sh start         init, then api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
+#   scripts/deploy.sh start NAME    start one component (postgres, redis, api-server, scheduler, dag-processor,
+#                                   triggerer, worker-1, worker-2) if it is not running
+#   scripts/deploy.sh stop [NAME]   stop everything (Airflow first, then Redis and Postgres) or one component
+#   scripts/deploy.sh status        the components and their pids
+#   scripts/deploy.sh env           the environment of the Airflow processes (`eval "$(scripts/deploy.sh env)"`
+#                                   then `airflow ...` from $ATLAS_DEPLOY_DIR/venv-*/bin talks to this deployment)
+#   scripts/deploy.sh pid NAME      the pid of a component's main process (for the fault tests)
+#
+# Configuration: docker/airflow-common.env, the SAME file docker-compose.yml loads (env_file), plus secrets
+# generated once by scripts/docker_env.py into $ATLAS_DEPLOY_DIR/airflow.env (default $ATLAS_DEPLOY_CACHE/state); only the addresses and file
+# locations differ, all in the "Addresses" block below. Everything listens on $ATLAS_DEPLOY_HOST (127.0.0.11)
+# only; Postgres and Redis run as the unprivileged user $ATLAS_DEPLOY_USER (created if missing), each with
+# its own data directory. Each component is started under coreutils `timeout` ($ATLAS_DEPLOY_LIFETIME
+# seconds, default 3600), so a forgotten deployment stops by itself. Idempotent: a running component is kept.
+# The store: connection atlas_default is the local Cassandra node 127.0.0.1:9042, keyspace
+# $ATLAS_DEPLOY_KEYSPACE (replication factor 1); atlas_embedded an embedded store in $ATLAS_DEPLOY_DIR. The Celery workers and the
+# triggerer run without their log servers (--skip-serve-logs: Airflow's serve-logs binds every interface);
+# all processes share one log folder, which the api-server reads.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${ATLAS_DEPLOY_CACHE:-/tmp/airflow-atlas-deploy}" # the virtualenvs and the wheel (kept between runs)
+STATE="${ATLAS_DEPLOY_DIR:-$CACHE/state}"                  # data, logs, pids, secrets of one deployment
+LIFETIME="${ATLAS_DEPLOY_LIFETIME:-3600}"
+RUN_USER="${ATLAS_DEPLOY_USER:-atlas-deploy}"
+PG_BIN="${ATLAS_DEPLOY_PG_BIN:-/usr/local/bin}"
+REDIS_SERVER="${ATLAS_REDIS_SERVER:-/usr/bin/redis-server}"
+BASE_PYTHON="${ATLAS_DEPLOY_PYTHON:-python3.11}"
+COMMON_ENV="$ROOT/docker/airflow-common.env"
+LOCK="$ROOT/docker/requirements-docker.lock"
+UV_VERSION="0.13.8" # as docker/airflow/Dockerfile
+
+# ----- Addresses (and locations): the only configuration that differs from docker-compose.yml ------------
+HOST="${ATLAS_DEPLOY_HOST:-127.0.0.11}"
+PG_PORT=5432
+REDIS_PORT=6379
+API_PORT=8080
+KEYSPACE="${ATLAS_DEPLOY_KEYSPACE:-atlas_deploy}"
+CASSANDRA_HOST="${ATLAS_DEPLOY_CASSANDRA:-127.0.0.1}"
+addresses() {
+  # The store: the local Cassandra node, one node so replication factor 1 (compose: 3 on its 3 nodes) and a
+  # swept table may have gc_grace_seconds 0; a second connection, atlas_embedded, is the embedded store.
+  local conn="{\"conn_type\": \"cassandra\", \"host\": \"$CASSANDRA_HOST\", \"port\": 9042, \"schema\": \"$KEYSPACE\",
+ \"extra\": {\"create_keyspace\": true, \"replication_factor\": 1, \"allow_gc_grace_below_repair_interval\": true}}"
+  cat <<EOF
+AIRFLOW__DATABASE__SQL_ALCHEMY_CONN=postgresql+psycopg2://airflow:airflow@$HOST:$PG_PORT/airflow
+AIRFLOW__CELERY__BROKER_URL=redis://$HOST:$REDIS_PORT/0
+AIRFLOW__CELERY__RESULT_BACKEND=db+postgresql://airflow:airflow@$HOST:$PG_PORT/airflow
+AIRFLOW__CORE__EXECUTION_API_SERVER_URL=http://$HOST:$API_PORT/execution/
+AIRFLOW__API__BASE_URL=http://$HOST:$API_PORT
+AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$STATE/auth/passwords.json
+AIRFLOW__METRICS__STATSD_HOST=$HOST
+AIRFLOW_CONN_ATLAS_DEFAULT=$(tr -d '\n' <<<"$conn")
+AIRFLOW_CONN_ATLAS_EMBEDDED={"conn_type": "atlas_embedded", "host": "$STATE/atlas.db"}
+AIRFLOW_CONN_SPARK_DEFAULT={"conn_type": "spark", "host": "spark://127.0.0.5", "port": 7077}
+AIRFLOW_HOME=$STATE/home
+AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
+EOF
+}
+AIRFLOW_COMPONENTS=(api-server scheduler dag-processor triggerer worker-1 worker-2)
+
+log() { echo "[deploy] $*" >&2; }
+die() { echo "[deploy] ERROR: $*" >&2; exit 1; }
+
+lock_hash() { sha256sum "$LOCK" | cut -c1-16; }
+venv_dir() { echo "$CACHE/venv-$(lock_hash)"; }
+
+cmd_venv() {
+  mkdir -p "$CACHE"
+  local venv wheel_dir wheel sha
+  venv="$(venv_dir)"
+  if [[ ! -x "$venv/bin/airflow" ]]; then
+    log "creating $venv from $LOCK (once per lock)"
+    rm -rf "$venv"
+    "$BASE_PYTHON" -m venv "$venv" || die "$BASE_PYTHON -m venv failed (ATLAS_DEPLOY_PYTHON names the Python 3.11)"
+    "$venv/bin/pip" install -q --disable-pip-version-check "uv==$UV_VERSION" || die "pip install uv failed"
+    # --compile-bytecode: the .pyc files once here (PYTHONDONTWRITEBYTECODE may be set: each Airflow
+    # process would otherwise compile Airflow anew, ~20 s of CPU per process on a small machine).
+    "$venv/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" -r "$LOCK" \
+      || { rm -rf "$venv"; die "installing $LOCK failed"; }
+  fi
+  # The sources the wheel is built from (as docker/airflow/Dockerfile copies them): rebuilt and reinstalled
+  # only when one of them changed.
+  sha="$(cd "$ROOT" && find pyproject.toml README.md airflow_atlas spark_jobs -type f \
+         -not -path '*/__pycache__/*' -not -name '*.pyc' | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-32)"
+  if [[ "$(cat "$venv/.atlas-sources" 2>/dev/null)" != "$sha" ]]; then
+    wheel_dir="$CACHE/wheel"
+    rm -rf "$wheel_dir"
+    # The sdist, then the wheel from it (what ships, whatever lies around in the tree), with the venv's uv.
+    "$venv/bin/uv" build -q --out-dir "$wheel_dir" "$ROOT" >"$CACHE/wheel.log" 2>&1 \
+      || { cat "$CACHE/wheel.log" >&2; die "building the wheel failed"; }
+    wheel="$(ls "$wheel_dir"/airflow_atlas-*.whl)"
+    log "installing $(basename "$wheel") into $venv"
+    "$venv/bin/uv" pip install -q --compile-bytecode --python "$venv/bin/python" --no-deps --reinstall "$wheel" \
+      || die "installing the wheel failed"
+    echo "$sha" >"$venv/.atlas-sources"
+  fi
+  echo "$venv"
+}
+
+# ----- the Airflow environment: common file + secrets + addresses ----------------------------------------
+read_env_file() { # NAME=value lines, comments and blanks skipped, values literal (as compose reads env_file)
+  grep -v '^[[:space:]]*#' "$1" | grep -v '^[[:space:]]*$'
+}
+secrets_file() {
+  local f="$STATE/airflow.env"
+  if [[ ! -s "$f" ]]; then
+    mkdir -p "$STATE"
+    "$BASE_PYTHON" "$ROOT/scripts/docker_env.py" --output "$f" >/dev/null || die "scripts/docker_env.py failed"
+  fi
+  echo "$f"
+}
+airflow_env_lines() {
+  read_env_file "$COMMON_ENV"
+  read_env_file "$(secrets_file)"
+  addresses
+}
+export_airflow_env() {
+  local line venv
+  venv="$(venv_dir)"
+  while IFS= read -r line; do
+    export "${line%%=*}=${line#*=}"
+  done < <(airflow_env_lines)
+  export PATH="$venv/bin:$PATH"
+  unset PYTHONPATH AIRFLOW_VAR_ATLAS_SETTINGS
+}
+cmd_env() {
+  local line
+  while IFS= read -r line; do
+    printf 'export %s=%q\n' "${line%%=*}" "${line#*=}"
+  done < <(airflow_env_lines)
+  printf 'export PATH=%q\n' "$(venv_dir)/bin:$PATH"
+  echo "unset PYTHONPATH"
+}
+
+# ----- process bookkeeping --------------------------------------------------------------------------------
+pidfile() { echo "$STATE/run/$1.pid"; }
+running() { # the component's recorded process (its `timeout` wrapper) is alive
+  local p
+  p="$(cat "$(pidfile "$1")" 2>/dev/null)" || return 1
+  [[ -n "$p" ]] && kill -0 "$p" 2>/dev/null
+}
+launch() { # NAME CMD... : in its own session under `timeout`, output to logs/NAME.log
+  local name="$1"; shift
+  mkdir -p "$STATE/run" "$STATE/logs"
+  setsid timeout -s TERM -k 30 "$LIFETIME" "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
+  echo $! >"$(pidfile "$name")"
+}
+main_pid() { # the component's own process: the child of its `timeout` wrapper
+  local t
+  t="$(cat "$(pidfile "$1")" 2>/dev/null)" || return 1
+  pgrep -P "$t" | head -n 1
+}
+wait_until() { # SECONDS DESCRIPTION CMD...
+  local deadline=$((SECONDS + $1)) what="$2"; shift 2
+  until "$@" >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || return 1
+    sleep 0.5
+  done
+  return 0
+}
+
+ensure_user() {
+  id -u "$RUN_USER" >/dev/null 2>&1 && return 0
+  [[ "$(id -u)" -eq 0 ]] || die "user $RUN_USER missing and this is not root"
+  useradd --system --no-create-home --shell /usr/sbin/nologin "$RUN_USER" || die "useradd $RUN_USER failed"
+}
+as_user() { # run as $RUN_USER (root drops privileges; another user runs as itself)
+  if [[ "$(id -u)" -eq 0 ]]; then
+    setpriv --reuid="$RUN_USER" --regid="$RUN_USER" --init-groups "$@"
+  else
+    "$@"
+  fi
+}
+
+start_postgres() {
+  local data="$STATE/postgres"
+  running postgres && return 0
+  ensure_user
+  if [[ ! -s "$data/PG_VERSION" ]]; then
+    log "initdb $data"
+    mkdir -p "$data" && chown "$RUN_USER" "$data" && chmod 700 "$data"
+    as_user "$PG_BIN/initdb" -D "$data" -U airflow --auth=trust >"$STATE/initdb.log" 2>&1 || die "initdb failed: $STATE/initdb.log"
+    echo "CREATE DATABASE airflow OWNER airflow" | as_user "$PG_BIN/postgres" --single -D "$data" postgres \
+      >>"$STATE/initdb.log" 2>&1 || die "creating the airflow database failed: $STATE/initdb.log"
+  fi
+  rm -f "$data/postmaster.pid" # a stale one after a kill -9
+  # shellcheck disable=SC2046
+  launch postgres $(as_user_cmd) "$PG_BIN/postgres" -D "$data" -c listen_addresses="$HOST" -p "$PG_PORT" \
+    -c unix_socket_directories="$data" -c max_connections=200 -c fsync=off
+  wait_until 60 postgres pg_ready || die "Postgres did not start: $STATE/logs/postgres.log"
+  log "postgres on $HOST:$PG_PORT"
+}
+pg_ready() { # the airflow database answers (the venv's psycopg2: the image has no Postgres client either)
+  "$(venv_dir)/bin/python" -c "import psycopg2; psycopg2.connect(host='$HOST', port=$PG_PORT, user='airflow',
+ password='airflow', dbname='airflow', connect_timeout=2).close()"
+}
+as_user_cmd() { if [[ "$(id -u)" -eq 0 ]]; then echo setpriv --reuid="$RUN_USER" --regid="$RUN_USER" --init-groups; fi; }
+
+start_redis() {
+  local dir="$STATE/redis"
+  running redis && return 0
+  [[ -x "$REDIS_SERVER" ]] || die "$REDIS_SERVER missing: run scripts/ensure_redis.sh (as root)"
+  ensure_user
+  mkdir -p "$dir" && chown "$RUN_USER" "$dir"
+  # Redis's own defaults otherwise (RDB snapshots, saved at shutdown), as in the redis:7 image of compose.
+  launch redis $(as_user_cmd) "$REDIS_SERVER" --bind "$HOST" --port "$REDIS_PORT" --dir "$dir" \
+    --daemonize no --protected-mode no --logfile ""
+  wait_until 30 redis redis-cli -h "$HOST" -p "$REDIS_PORT" ping || die "Redis did not start: $STATE/logs/redis.log"
+  log "redis on $HOST:$REDIS_PORT"
+}
+
+airflow_cmd() { # the command line of an Airflow component
+  case "$1" in
+    api-server) echo "airflow api-server --host $HOST --port $API_PORT" ;;
+    scheduler) echo "airflow scheduler" ;;
+    dag-processor) echo "airflow dag-processor" ;;
+    triggerer) echo "airflow triggerer --skip-serve-logs" ;;
+    worker-1|worker-2) echo "airflow celery worker --celery-hostname $1@atlas-deploy --skip-serve-logs" ;;
+    *) die "unknown component $1" ;;
+  esac
+}
+
+prepare_airflow() {
+  export_airflow_env
+  mkdir -p "$AIRFLOW_HOME" "$STATE/auth"
+  if [[ ! -f "$STATE/migrated" ]]; then
+    log "airflow db migrate"
+    airflow db migrate >"$STATE/logs/migrate.log" 2>&1 || die "airflow db migrate failed: $STATE/logs/migrate.log"
+    # As airflow-init: seed the Variable once; later edits are kept.
+    airflow variables import --action-on-existing-key skip "$ROOT/docker/atlas_variables.json" \
+      >>"$STATE/logs/migrate.log" 2>&1 || die "seeding atlas_settings failed: $STATE/logs/migrate.log"
+    touch "$STATE/migrated"
+  fi
+}
+
+start_airflow() {
+  local name="$1"
+  running "$name" && return 0
+  # shellcheck disable=SC2046
+  launch "$name" $(airflow_cmd "$name")
+  log "$name started (pid $(cat "$(pidfile "$name")"))"
+}
+
+stop_many() { # NAMES: SIGTERM to each component's process group, up to 30 s for all, then SIGKILL its session
+  local name t alive deadline tpids=()
+  for name in "$@"; do
+    t="$(cat "$(pidfile "$name")" 2>/dev/null)" || continue
+    [[ -n "$t" ]] || continue
+    tpids+=("$t")
+    if kill -0 "$t" 2>/dev/null; then
+      if [[ "$name" == postgres ]]; then # fast shutdown (its SIGTERM would wait for the clients)
+        as_user "$PG_BIN/pg_ctl" -D "$STATE/postgres" stop -m fast -w -t 30 >/dev/null 2>&1 || true
+      fi
+      kill -TERM -- "-$t" 2>/dev/null || kill -TERM "$t" 2>/dev/null
+    fi
+  done
+  deadline=$((SECONDS + 30))
+  while ((SECONDS < deadline)); do
+    alive=0
+    for t in "${tpids[@]}"; do kill -0 "$t" 2>/dev/null && alive=1; done
+    ((alive)) || break
+    sleep 0.3
+  done
+  for t in "${tpids[@]}"; do pkill -KILL -s "$t" 2>/dev/null || true; done # orphans of a killed main process too
+  for name in "$@"; do rm -f "$(pidfile "$name")"; done
+}
+
+cmd_start() {
+  [[ "$HOST" == 127.* ]] || die "ATLAS_DEPLOY_HOST must be a loopback address, got $HOST"
+  if [[ $# -gt 0 ]]; then
+    case "$1" in
+      postgres) cmd_venv >/dev/null; start_postgres ;;
+      redis) start_redis ;;
+      *) cmd_venv >/dev/null; prepare_airflow; start_airflow "$1" ;;
+    esac
+    return
+  fi
+  cmd_init
+  local c
+  for c in "${AIRFLOW_COMPONENTS[@]}"; do start_airflow "$c"; done
+}
+
+cmd_init() {
+  [[ "$HOST" == 127.* ]] || die "ATLAS_DEPLOY_HOST must be a loopback address, got $HOST"
+  cmd_venv >/dev/null || exit 1
+  start_postgres
+  start_redis
+  prepare_airflow
+}
+
+cmd_stop() {
+  if [[ $# -gt 0 ]]; then stop_many "$1"; return; fi
+  stop_many "${AIRFLOW_COMPONENTS[@]}"
+  stop_many redis postgres
+  log "stopped"
+}
+
+cmd_status() {
+  local c rc=0
+  for c in postgres redis "${AIRFLOW_COMPONENTS[@]}"; do
+    if running "$c"; then echo "$c running $(main_pid "$c")"; else echo "$c stopped"; rc=3; fi
+  done
+  return $rc
+}
+
+case "${1:-}" in
+  venv) cmd_venv ;;
+  init) cmd_init ;;
+  start) shift; cmd_start "$@" ;;
+  stop) shift; cmd_stop "$@" ;;
+  status) cmd_status ;;
+  env) cmd_env ;;
+  pid) main_pid "${2:?component}" ;;
+  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+esac

@@ -1,0 +1,231 @@
+"""The deployment the ``deploy`` tier tests: scripts/deploy.sh's processes (Postgres, Redis, and Airflow's
+api-server, scheduler, dag-processor, triggerer and two Celery workers from a clean virtualenv holding the
+built wheel and docker/requirements-docker.lock), configured by docker/airflow-common.env as compose is.
+Started ONCE for the package (test_deployment.py, then test_faults.py), stopped at its end (also on failure: ``scripts/deploy.sh stop`` kills each
+component's whole session). Component logs are copied to test-artifacts/deploy/ at teardown.
+
+The store is a keyspace of its own on the local Cassandra node (connection ``atlas_default``) and the
+embedded store (connection ``atlas_embedded``). The run-time settings are the seeded ``atlas_settings``
+Variable, edited with ``airflow variables set`` before the scheduler starts (as a user edits it in the UI):
+:data:`RUN_SETTINGS` says what differs from docker/atlas_variables.json and why."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
+
+DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
+CACHE = Path(os.environ.get("ATLAS_DEPLOY_CACHE", "/tmp/airflow-atlas-deploy"))
+STATE = CACHE / "state"
+HOST = "127.0.0.11"
+BASE_URL = f"http://{HOST}:8080"
+ARTIFACTS = REPO_ROOT / "test-artifacts" / "deploy"
+SEED = REPO_ROOT / "docker" / "atlas_variables.json"
+SHARDS = 2
+STORE_CONFIG = {"unreadable_window_seconds": 1.0, "punch_interval_seconds": 0.1}
+RUN_SETTINGS = {
+    # the engine in the task (compose: one Spark job per group of 8 pairs on its Spark cluster)
+    "execution_mode": "in_task",
+    # 2 shards, all 4 pairs in one task group: one sweep task per run (compose: 16 shards)
+    "shard_count": SHARDS,
+    "in_task_group_size": 4,
+    # this machine's nodetool for the local node (compose: /opt/cassandra/bin/nodetool over JMX to its nodes)
+    "nodetool_command": [str(CASSANDRA_SCRIPT), "nodetool"],
+    "nodetool_jmx_targets": [],
+    "compaction_threshold_tombstones": 100,
+    # written rows sweepable within a second (compose: the default hour, explained in the seed)
+    "store_config": STORE_CONFIG,
+}
+START_TIMEOUT = 300.0
+RUN_TIMEOUT = 300.0
+
+
+def settings_value(**changes) -> dict:
+    value = json.loads(SEED.read_text())["atlas_settings"]["value"]
+    value.update(RUN_SETTINGS)
+    value.update(changes)
+    return value
+
+
+@dataclass
+class Deployment:
+    env: dict
+    keyspace: str
+    _token: str | None = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def venv(self) -> Path:
+        return Path(self.env["PATH"].split(os.pathsep)[0]).parent
+
+    def script(self, *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+        return subprocess.run([str(DEPLOY), *args], env=_script_env(self.keyspace), capture_output=True, text=True,
+                              timeout=timeout)
+
+    def airflow(self, *args: str, timeout: float = 180, check: bool = True) -> subprocess.CompletedProcess:
+        """The venv's ``airflow`` CLI with the deployment's environment (what ``eval "$(scripts/deploy.sh env)"``
+        gives a shell)."""
+        result = subprocess.run([str(self.venv / "bin" / "airflow"), *args], env=self.env, capture_output=True,
+                                text=True, timeout=timeout, cwd=STATE)
+        if check:
+            assert result.returncode == 0, f"airflow {' '.join(args)}: {result.stdout[-2000:]}\n{result.stderr[-3000:]}"
+        return result
+
+    @property
+    def admin_password(self) -> str:
+        return json.loads((STATE / "auth" / "passwords.json").read_text())["admin"]
+
+    def token(self) -> str:
+        import httpx
+
+        if self._token is None:
+            r = httpx.post(f"{BASE_URL}/auth/token", json={"username": "admin", "password": self.admin_password},
+                           timeout=60)
+            assert r.status_code in (200, 201), r.text
+            self._token = r.json()["access_token"]
+        return self._token
+
+    def api(self, method: str, path: str, **kwargs):
+        import httpx
+
+        headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
+        return httpx.request(method, f"{BASE_URL}{path}", headers=headers, timeout=60, **kwargs)
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> dict:
+        """The run once it ended (success or failed), with its task states on failure."""
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        run: dict = {}
+        while time.monotonic() < deadline:
+            self.check_alive()
+            try:
+                r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+            except httpx.TransportError:  # the api-server restarting (test_faults.py)
+                time.sleep(2)
+                continue
+            assert r.status_code == 200, r.text
+            run = r.json()
+            if run["state"] in ("success", "failed"):
+                return run
+            time.sleep(2)
+        raise AssertionError(f"{dag_id} {run_id} still {run.get('state')} after {timeout:.0f}s: "
+                             f"{self.task_states(dag_id, run_id)}\n{log_tails()}")
+
+    def task_states(self, dag_id: str, run_id: str) -> dict:
+        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {(t["task_id"], t["map_index"]): t["state"] for t in r.json().get("task_instances", [])}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
+        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+                     params={"map_index": map_index, "deserialize": True})
+        assert r.status_code == 200, r.text
+        value = r.json()["value"]
+        return json.loads(value) if isinstance(value, str) else value
+
+    def running_tasks(self, dag_id: str, run_id: str) -> list:
+        return [k for k, state in self.task_states(dag_id, run_id).items() if state == "running"]
+
+    def check_alive(self) -> None:
+        status = self.script("status", timeout=60)
+        assert status.returncode == 0, f"a component is down:\n{status.stdout}\n{log_tails()}"
+
+
+def _script_env(keyspace: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ATLAS_", "PYTHONPATH"))}
+    env.update(ATLAS_DEPLOY_CACHE=str(CACHE), ATLAS_DEPLOY_KEYSPACE=keyspace)
+    return env
+
+
+def _deployment_env(keyspace: str) -> dict:
+    """The Airflow processes' environment, as ``eval "$(scripts/deploy.sh env)"`` makes it."""
+    out = subprocess.run(["bash", "-c", f'eval "$({DEPLOY} env)" && env -0'], env=_script_env(keyspace),
+                         capture_output=True, timeout=120, check=True).stdout
+    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+def log_tails(lines: int = 30) -> str:
+    out = []
+    for path in sorted((STATE / "logs").glob("*.log")):
+        text = path.read_text(errors="replace").splitlines()[-lines:]
+        out.append(f"----- {path.name} (last {lines} lines) -----\n" + "\n".join(text))
+    return "\n".join(out)
+
+
+@pytest.fixture(scope="package")
+def deployment(cassandra_node, cassandra_session):
+    """The running deployment (see the module doc), its store prepared; stopped at the end of the module."""
+    started = time.monotonic()
+    keyspace = f"atlas_deploy_{uuid.uuid4().hex[:8]}"
+    env = _script_env(keyspace)
+    subprocess.run([str(DEPLOY), "stop"], env=env, capture_output=True, timeout=180)  # a leftover deployment
+    shutil.rmtree(STATE, ignore_errors=True)
+    deployment = Deployment(env=_deployment_env(keyspace), keyspace=keyspace)
+    try:
+        init = deployment.script("init", timeout=1800)  # the first run builds the venv (minutes); later: cached
+        assert init.returncode == 0, f"scripts/deploy.sh init failed:\n{init.stderr[-4000:]}\n{log_tails()}"
+        deployment.timings["init"] = time.monotonic() - started
+        deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value()))
+        start = deployment.script("start", timeout=600)
+        assert start.returncode == 0, f"scripts/deploy.sh start failed:\n{start.stderr[-4000:]}\n{log_tails()}"
+        _wait_ready(deployment)
+        deployment.timings["ready"] = time.monotonic() - started
+        print(f"[deploy] ready after {deployment.timings['ready']:.0f}s (init {deployment.timings['init']:.0f}s)")
+        yield deployment
+    finally:
+        stop = subprocess.run([str(DEPLOY), "stop"], env=env, capture_output=True, text=True, timeout=300)
+        shutil.rmtree(ARTIFACTS, ignore_errors=True)
+        if (STATE / "logs").exists():
+            shutil.copytree(STATE / "logs", ARTIFACTS / "logs")
+        drop_keyspaces_soon(cassandra_session, [keyspace])
+        print(f"[deploy] module took {time.monotonic() - started:.0f}s")
+        assert stop.returncode == 0, stop.stderr
+        leftover = subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True, text=True).stdout
+        assert not leftover.strip(), f"processes left after scripts/deploy.sh stop:\n{leftover}"
+
+
+def _wait_ready(deployment: Deployment) -> None:
+    """Healthy scheduler, dag-processor and triggerer, two Celery workers answering, atlas_targeted_sweep parsed."""
+    import httpx
+
+    deadline = time.monotonic() + START_TIMEOUT
+    last = "no answer yet"
+    while time.monotonic() < deadline:
+        try:
+            health = httpx.get(f"{BASE_URL}/api/v2/monitor/health", timeout=10).json()
+            unhealthy = [k for k in ("scheduler", "dag_processor", "triggerer") if health[k]["status"] != "healthy"]
+            if not unhealthy:
+                r = deployment.api("GET", "/api/v2/dags/atlas_targeted_sweep")
+                if r.status_code == 200:
+                    return
+                last = f"dag: {r.status_code} {r.text[:200]}"
+            else:
+                last = f"unhealthy: {unhealthy}"
+        except (httpx.HTTPError, OSError, KeyError, ValueError) as exc:
+            last = f"{type(exc).__name__}: {exc}"
+        deployment.check_alive()
+        time.sleep(2)
+    raise AssertionError(f"the deployment was not ready after {START_TIMEOUT:.0f}s ({last})\n{log_tails()}")
+
+
+@pytest.fixture(scope="package")
+def cassandra_store(deployment):
+    """The deployment's Cassandra store, opened in the test process through the same connection."""
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.config import StoreConfig
+
+    os.environ["AIRFLOW_CONN_ATLAS_DEPLOY_TEST"] = deployment.env["AIRFLOW_CONN_ATLAS_DEFAULT"]
+    hook = AtlasHook("atlas_deploy_test", config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS))
+    store = hook.get_store()
+    store.initialize(shards=SHARDS)
+    yield store
+    hook.close()

@@ -1,0 +1,248 @@
+"""The compose deployment's Airflow part as users run it (issue 21 item 1), started once for the module by
+conftest.py (scripts/deploy.sh: Postgres, Redis, CeleryExecutor with two workers, from the built wheel in a
+clean virtualenv, configured by docker/airflow-common.env as docker-compose.yml is). In order:
+
+1. the plugin and the provider's connection types are registered (``airflow plugins``, ``airflow providers hooks``);
+2. the six DAGs parsed, no import error;
+3. the dashboard answers 401 without a login, 403 with a token the API server did not sign, 200 with the
+   admin's token (the password the API server generated into its passwords file);
+4. a run of atlas_targeted_sweep triggered through the REST API succeeds on the Cassandra store and tombstones
+   the obsolete versions of a table; atlas_compaction follows it on its own (asset-scheduled), counts the
+   tombstones from the store's sweep history and reclaims the space (``nodetool tablestats`` on the node);
+   a second run triggered through the CLI (``airflow dags trigger``) succeeds;
+5. a real Prometheus scrapes /atlas/metrics from the deployment's api-server with a bearer token;
+6. the embedded store: the Variable's store_conn_id switched to ``atlas_embedded`` (a UI edit, taking effect
+   at the next run), a CLI-triggered run sweeps it.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CASSANDRA_SCRIPT
+
+from .conftest import BASE_URL, HOST, SHARDS, STATE, STORE_CONFIG, log_tails, settings_value
+
+pytestmark = [pytest.mark.deploy, pytest.mark.cassandra, pytest.mark.timeout(1800)]
+
+DAG_IDS = {"atlas_compaction", "atlas_full_sweep", "atlas_manual_sweep", "atlas_scrub", "atlas_targeted_sweep",
+           "example_bulk_load_then_sweep"}
+TABLE = "deploy_compact_me"
+PROMETHEUS = os.environ.get("ATLAS_PROMETHEUS", "/usr/bin/prometheus")
+
+
+def _store(conn_json: str, conn_id: str):
+    """The deployment's store opened in the test process through the same connection (an env connection)."""
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.config import StoreConfig
+
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = conn_json
+    hook = AtlasHook(conn_id, config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS))
+    store = hook.get_store()
+    store.initialize(shards=SHARDS)
+    return hook, store
+
+
+def _settle(store) -> None:
+    store.sweep_timestamps.all()
+    time.sleep(STORE_CONFIG["unreadable_window_seconds"] + 0.5)
+
+
+def _trigger_rest(deployment, dag_id: str, conf: dict | None = None) -> str:
+    r = deployment.api("POST", f"/api/v2/dags/{dag_id}/dagRuns", json={"logical_date": None, "conf": conf or {}})
+    assert r.status_code == 200, r.text
+    return r.json()["dag_run_id"]
+
+
+def _trigger_cli(deployment, dag_id: str) -> str:
+    out = deployment.airflow("dags", "trigger", dag_id, "--output", "json").stdout
+    (run,) = json.loads(next(line for line in reversed(out.splitlines()) if line.startswith("[{")))
+    return run["dag_run_id"]
+
+
+def _assert_success(deployment, dag_id: str, run_id: str) -> dict:
+    run = deployment.wait_run(dag_id, run_id)
+    assert run["state"] == "success", f"{dag_id} {run_id}: {deployment.task_states(dag_id, run_id)}\n{log_tails()}"
+    return run
+
+
+# ----- 1, 2: registered, parsed ---------------------------------------------------------------------------
+def test_plugin_and_connection_types_are_registered(deployment):
+    plugins = deployment.airflow("plugins", "--output", "json").stdout
+    assert "airflow_atlas" in plugins, plugins[-2000:]
+    hooks = json.loads(deployment.airflow("providers", "hooks", "--output", "json").stdout)
+    conn_types = {h["connection_type"]: h["package_name"] for h in hooks}
+    assert conn_types.get("atlas_embedded") == "airflow-atlas", conn_types
+    assert "cassandra" in conn_types, conn_types  # the Cassandra store's connection type (its provider, in the lock)
+    # installed from the wheel into the clean venv, not from the repository
+    where = subprocess.run([str(deployment.venv / "bin" / "python"), "-c",
+                            "import airflow_atlas; print(airflow_atlas.__file__)"], env=deployment.env,
+                           capture_output=True, text=True, timeout=60, cwd=STATE)
+    assert where.stdout.startswith(str(deployment.venv)), where
+
+
+def test_every_dag_parses_without_import_errors(deployment):
+    r = deployment.api("GET", "/api/v2/importErrors")
+    assert r.status_code == 200 and r.json()["total_entries"] == 0, r.text
+    dags = deployment.api("GET", "/api/v2/dags", params={"limit": 100}).json()["dags"]
+    assert {d["dag_id"] for d in dags} == DAG_IDS
+    assert not [d["dag_id"] for d in dags if d["is_paused"]]  # AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION=False
+
+
+# ----- 3: the dashboard's authentication ------------------------------------------------------------------
+def test_dashboard_answers_401_403_200(deployment, cassandra_store):
+    import httpx
+    import jwt
+
+    assert httpx.get(f"{BASE_URL}/atlas/", timeout=60).status_code == 401
+    forged = jwt.encode({"sub": "admin", "role": "admin", "exp": int(time.time()) + 600}, "x" * 64, algorithm="HS512")
+    assert httpx.get(f"{BASE_URL}/atlas/", headers={"Authorization": f"Bearer {forged}"}, timeout=60).status_code == 403
+    page = deployment.api("GET", "/atlas/")
+    assert page.status_code == 200 and "atlas" in page.text.lower(), page.text[:500]
+    status = deployment.api("GET", "/atlas/api/status")
+    assert status.status_code == 200, status.text
+    assert status.json()["number_of_shards"] == SHARDS
+
+
+# ----- 4: REST- and CLI-triggered runs; compaction follows --------------------------------------------------
+def _overwrite(store, rounds: int = 6, rows: int = 150, value_bytes: int = 2000) -> None:
+    from airflow_atlas.kvs.api import Cell
+
+    for _ in range(rounds):
+        txn = store.transactions.begin()
+        txn.put(TABLE, {Cell(f"row{i:04d}".encode(), b"c"): os.urandom(value_bytes) for i in range(rows)})
+        txn.commit()
+
+
+def _when(iso: str | None) -> datetime:
+    return datetime.fromisoformat((iso or "1970-01-01T00:00:00+00:00").replace("Z", "+00:00"))
+
+
+def _compaction_of(deployment, table: str, after: datetime, timeout: float = 300) -> tuple[dict, dict]:
+    """The first successful atlas_compaction run started after ``after`` that compacted ``table``."""
+    deadline = time.monotonic() + timeout
+    seen: dict = {}
+    while time.monotonic() < deadline:
+        deployment.check_alive()
+        runs = deployment.api("GET", "/api/v2/dags/atlas_compaction/dagRuns",
+                              params={"order_by": "start_date", "limit": 50}).json()["dag_runs"]
+        for run in runs:
+            seen[run["dag_run_id"]] = (run["run_type"], run["state"])
+            if run["state"] == "success" and _when(run["start_date"]) > after:
+                report = deployment.xcom("atlas_compaction", run["dag_run_id"], "compact")
+                if table in (report.get("compacted") or {}):
+                    return run, report
+        time.sleep(3)
+    raise AssertionError(f"no atlas_compaction run compacted {table} after {after}: {seen}\n{log_tails()}")
+
+
+def test_rest_and_cli_runs_succeed_and_compaction_follows_the_sweep(deployment, cassandra_store):
+    """The sweep may be the REST-triggered run or the scheduled one (every 5 minutes, as compose sets it)
+    that came first: whichever tombstoned the table, atlas_compaction follows it on its own."""
+    from airflow_atlas.airflow.hooks import nodetool
+
+    store = cassandra_store
+    store.create_table(TABLE, "THOROUGH", gc_grace_seconds=0)
+    runner = nodetool.LocalNodetoolRunner([str(CASSANDRA_SCRIPT), "nodetool"], timeout_seconds=600)
+    # Only the compaction may reclaim space (the node's background compaction would race the measurement).
+    runner.run(["disableautocompaction", deployment.keyspace, TABLE])
+    written = datetime.now(UTC)
+    _overwrite(store)
+    _settle(store)
+    nodetool.flush(runner, deployment.keyspace, TABLE)
+    live_before = nodetool.table_stats(runner, deployment.keyspace, TABLE)["space_used_live"]
+    assert live_before > 6 * 150 * 2000 * 0.5
+
+    began = time.monotonic()
+    _assert_success(deployment, "atlas_targeted_sweep", _trigger_rest(deployment, "atlas_targeted_sweep"))
+    print(f"[deploy] REST-triggered atlas_targeted_sweep succeeded in {time.monotonic() - began:.0f}s")
+
+    compaction_run, report = _compaction_of(deployment, TABLE, after=written)
+    # Asset-triggered, not forced: it compacted because the store's sweep history counted at least
+    # compaction_threshold_tombstones (100) tombstones for the table.
+    assert compaction_run["run_type"] == "asset_triggered" and not compaction_run["conf"].get("force"), compaction_run
+    compacted = report["compacted"][TABLE]
+    print(f"[deploy] atlas_compaction {compaction_run['dag_run_id']} compacted {TABLE}: {compacted}")
+    assert compacted["space_after_bytes"] < compacted["space_before_bytes"], compacted
+    live_after = nodetool.table_stats(runner, deployment.keyspace, TABLE)["space_used_live"]
+    assert live_after < live_before, (live_before, live_after)  # the node's own figure
+    after = store.history.tombstones_since_compaction(TABLE)
+    assert after.last_compaction is not None and _when(compaction_run["start_date"]).timestamp() <= after.last_compaction["at"]
+
+    began = time.monotonic()
+    _assert_success(deployment, "atlas_targeted_sweep", _trigger_cli(deployment, "atlas_targeted_sweep"))
+    print(f"[deploy] CLI-triggered atlas_targeted_sweep succeeded in {time.monotonic() - began:.0f}s")
+
+
+# ----- 5: Prometheus scrapes the api-server -----------------------------------------------------------------
+def test_prometheus_scrapes_the_deployments_metrics(deployment, cassandra_store, tmp_path):
+    from airflow_atlas.status import compute_status
+
+    if not Path(PROMETHEUS).exists():
+        pytest.fail(f"{PROMETHEUS} is missing: run scripts/ensure_prometheus.sh (Debian's prometheus package)")
+    (tmp_path / "token").write_text(deployment.token())
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: atlas\n    metrics_path: /atlas/metrics\n"
+        f"    authorization:\n      credentials_file: {tmp_path / 'token'}\n"
+        f"    static_configs:\n      - targets: ['{HOST}:8080']\n")
+    log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(["timeout", "300", PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address={HOST}:9090",
+                             "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
+
+    def query(expr: str) -> list:
+        url = f"http://{HOST}:9090/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return json.load(response)["data"]["result"]
+
+    try:
+        deadline = time.monotonic() + 90
+        result: list = []
+        while time.monotonic() < deadline:
+            try:
+                result = query("last_over_time(atlas_sweep_backlog_entries[1m])")
+                if result and query("atlas_status_up == 1"):
+                    break
+            except OSError:
+                pass
+            time.sleep(1)
+        assert result, f"Prometheus scraped nothing: {(tmp_path / 'prometheus.log').read_text()[-2000:]}"
+        pairs = {(int(r["metric"]["shard"]), r["metric"]["strategy"]) for r in result}
+        want = compute_status(cassandra_store)
+        assert pairs == {(r["shard"], r["strategy"]) for r in want["shards"]}
+        assert len(pairs) == 2 * SHARDS
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+# ----- 6: the embedded store ----------------------------------------------------------------------------------
+def test_a_run_sweeps_the_embedded_store(deployment):
+    from airflow_atlas.status import compute_status
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    hook, store = _store(deployment.env["AIRFLOW_CONN_ATLAS_EMBEDDED"], "atlas_deploy_embedded_test")
+    try:
+        run_workload(store, WorkloadSpec(transactions=40, rows=20, seed=3))
+        _settle(store)
+        before = {(r["shard"], r["strategy"]): r["backlog_entries"] for r in compute_status(store)["shards"]}
+        assert sum(before.values()) > 0
+        deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value(store_conn_id="atlas_embedded")))
+        began = time.monotonic()
+        _assert_success(deployment, "atlas_targeted_sweep", _trigger_cli(deployment, "atlas_targeted_sweep"))
+        print(f"[deploy] atlas_targeted_sweep on the embedded store succeeded in {time.monotonic() - began:.0f}s")
+        after = {(r["shard"], r["strategy"]): r["backlog_entries"] for r in compute_status(store)["shards"]}
+        assert sum(after.values()) < sum(before.values()), (before, after)
+    finally:
+        deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value()), check=False)
+        hook.close()
