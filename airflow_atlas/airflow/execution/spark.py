@@ -233,11 +233,15 @@ def connect_trigger(*, store_conn_id: str, spark_conn_id: str, settings, engine_
     return SparkConnectJobTrigger(request=request.to_json(), store_conn_id=store_conn_id)
 
 
+def split_targets(targets: list[SweepTarget]) -> tuple[list[SweepTarget], list[SweepTarget]]:
+    """``(skipped, pairs)``: the targets whose lock was not acquired (as ``skipped_locked``), and the others."""
+    return [t.skipped(t.held_by) for t in targets if t.acquired is False], [t for t in targets if t.acquired is not False]
+
+
 def hand_over(store, targets: list[SweepTarget]) -> tuple[list[SweepTarget], list[SweepTarget]]:
-    """``(skipped, pairs)``: the targets whose lock was not acquired (``skipped_locked``), and the others,
-    whose leases are released for their Spark tasks to take (the hand-over, module doc)."""
-    skipped = [t.skipped(t.held_by) for t in targets if t.acquired is False]
-    pairs = [t for t in targets if t.acquired is not False]
+    """:func:`split_targets`, and the pairs' leases released for their Spark tasks to take (the hand-over,
+    module doc)."""
+    skipped, pairs = split_targets(targets)
     for target in pairs:
         if target.lease() is not None:
             store.locks.release_held_by(target.lock_name, target.holder)
@@ -294,10 +298,11 @@ def defer_sweep_on_connect(store, targets: list[SweepTarget], options: SweepOpti
 
 
 def finish_on_connect(targets: list[SweepTarget], event) -> tuple[list[SweepTarget], JobDocument]:
-    """The targets of :func:`defer_sweep_on_connect` with their results from the trigger's ``event``;
-    raises as :func:`sweep_on_spark` does (:func:`raise_for_document`)."""
+    """The same ``targets`` as :func:`defer_sweep_on_connect` was given, with their results from the
+    trigger's ``event``; raises as :func:`sweep_on_spark` does (:func:`raise_for_document`)."""
     from airflow_atlas.airflow.triggers.spark_connect import document_from_event
 
     document = document_from_event(event)
     raise_for_document("targeted-sweep", document, "")  # scrubbed in the triggerer already
-    return with_results(targets, document), document
+    skipped, pairs = split_targets(targets)
+    return skipped + with_results(pairs, document), document

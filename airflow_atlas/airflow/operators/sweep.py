@@ -28,7 +28,6 @@ from airflow_atlas.airflow.targets import (
     as_int,
     flat_targets,
     holder_for,
-    normalize_targets,
 )
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
@@ -108,11 +107,15 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         self._in_use: dict[str, Any] = {}
         self._kill_conn: tuple[str, Any] | None = None
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def _targets(self) -> list[SweepTarget]:
         targets = self.sweep_targets()
         if self.sweep_ts is not None:
             sweep_ts = as_int(self.sweep_ts, "sweep_ts")
             targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=sweep_ts) for t in targets]
+        return targets
+
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+        targets = self._targets()
         for target in targets:
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
         mode = self._mode(targets, settings)
@@ -123,8 +126,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             if self.deferrable and is_connect_connection(spark_args["spark_conn_id"]):
                 swept, trigger = defer_sweep_on_connect(store, targets, options, **spark_args)
                 if trigger is not None:  # resumes in execute_complete; the store closes on the way out
-                    self.defer(trigger=trigger, method_name="execute_complete", timeout=self.execution_timeout,
-                               kwargs={"targets": [t.to_json() for t in swept]})
+                    self.defer(trigger=trigger, method_name="execute_complete", timeout=self.execution_timeout)
             else:
                 swept, document = sweep_on_spark(self._submission, context, store, targets, options, **spark_args)
             if document is not None:
@@ -139,10 +141,11 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             )
         return self._finish(store, targets, swept, failed, mode)
 
-    def execute_complete(self, context, event: dict | None = None, targets: list | None = None) -> Any:
+    def execute_complete(self, context, event: dict | None = None) -> Any:
         """Resume after the Spark Connect job ran from the triggerer (``deferrable``): the job's document
-        from the trigger's event, each target's result from it, the metrics, the same output as ``execute``."""
-        swept, document = finish_on_connect(normalize_targets(targets), event)
+        from the trigger's event, each target's result from it (the targets are this task's own, rendered
+        again), the metrics, the same output as ``execute``."""
+        swept, document = finish_on_connect(self._targets(), event)
         self.log.info("Spark job %s (from the triggerer): %s", document.app_id, document.summary)
         try:
             settings = AtlasSettings.load()
