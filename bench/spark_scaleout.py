@@ -285,11 +285,18 @@ def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
     return my - b * mx, b
 
 
-def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
+FIXED_COST_TASKS = [("local[2]", 0), ("in-task", 0), ("connect local[2]", 0), ("deferred local[2]", 0)]
+"""``fixed_cost_only``: the B = 0 runs of the four paths, side by side (one Connect server, local[2])."""
+
+
+def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME,
+        fixed_cost_only: bool = False) -> dict:
+    """The benchmark (module doc); ``fixed_cost_only``: only :data:`FIXED_COST_TASKS` (no backlog, no
+    scale-out: ``python -m bench.spark_scaleout --fixed-cost OUT.json``, for a loaded machine)."""
     from airflow_atlas.kvs.api import SweepStrategy
 
     watch = C.Stopwatch()
-    backlogs = _backlogs(quick)
+    backlogs = [0] if fixed_cost_only else _backlogs(quick)
     store = C.open_store(C.cassandra_url(C.new_keyspace_name("spark")), shards=SHARDS, **SETTINGS)
     url = C.cassandra_url(store.kvs.keyspace)
     workdir = tempfile.mkdtemp(prefix="atlas-bench-spark-")
@@ -302,8 +309,8 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
     try:
         machine = C.machine_info(store.kvs.session)
         store.create_table("sp", SweepStrategy.CONSERVATIVE)
-        runner = _Runner(url, quick, workdir)
-        servers = _ConnectServers(workdir, ["local[1]", "local[2]"])
+        runner = _Runner(url, quick and not fixed_cost_only, workdir)  # fixed cost: a real spark-submit
+        servers = _ConnectServers(workdir, ["local[2]"] if fixed_cost_only else ["local[1]", "local[2]"])
         for master, server_url in servers.urls.items():  # creates the session, ships the engine: unmeasured
             first_session[master] = runner.connect(server_url)["seconds"]
         host = C.DEFAULT_CASSANDRA.rsplit(":", 1)[0]
@@ -326,7 +333,7 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             return time.perf_counter() - started
 
         top = backlogs[-1]
-        tasks = (
+        tasks = FIXED_COST_TASKS if fixed_cost_only else (
             [("local[1]", 0), ("local[1]", top)] + [("local[2]", b) for b in backlogs] + [("in-task", b) for b in backlogs]
             + [("connect local[1]", 0), ("connect local[1]", top)] + [("connect local[2]", b) for b in backlogs]
             + [("deferred local[2]", b) for b in backlogs]
@@ -356,7 +363,7 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         C.drop_store(store)
         shutil.rmtree(workdir, ignore_errors=True)
         _PYCACHE.clear()
-    results = _summarize(runs, backlogs, reps)
+    results = _summarize_fixed(runs) if fixed_cost_only else _summarize(runs, backlogs, reps)
     results["connect_first_session_seconds"] = first_session
     results["airflow_task_start_seconds"] = C.median(task_start) if task_start else None
     results["connect_server_start_seconds"] = servers.start_seconds if servers else None
@@ -366,19 +373,23 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         C.goal("the same in CPU seconds of the client-side processes", results["deferred_fixed_cost_cpu_seconds"], 1.0, "<=", "s"),
         C.goal("fixed cost of one Spark Connect submission in the task (local[2], B=0, minus in-task)",
                results["connect_fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
-        C.goal(f"per-entry time, Connect local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_connect_local1"], 1.2, "<=", "x"),
-        C.goal("fixed cost of one spark-submit (local[2], B=0, minus in-task)", results["fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
-        C.goal(f"per-entry time, spark-submit local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_submit_local1"], 1.2, "<=", "x", binding=False),
-        C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
-        C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
     ]
+    if not fixed_cost_only:
+        goals += [
+            C.goal(f"per-entry time, Connect local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_connect_local1"], 1.2, "<=", "x"),
+            C.goal("fixed cost of one spark-submit (local[2], B=0, minus in-task)", results["fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
+            C.goal(f"per-entry time, spark-submit local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_submit_local1"], 1.2, "<=", "x", binding=False),
+            C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
+            C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
+        ]
     return C.result_document(
         name, quick=quick, backend=backend, watch=watch, machine=machine,
         params={
             "shards": SHARDS,
             "backlogs": backlogs,
             "transaction_writes": TXN_WRITES,
-            "spark_mode": "in-process SparkSession" if quick else "spark-submit",
+            "spark_mode": "in-process SparkSession" if quick and not fixed_cost_only else "spark-submit",
+            "fixed_cost_only": fixed_cost_only,
             "connect_mode": "Spark Connect servers local[1] and local[2] (scripts/spark.sh), a fresh client process per run, the session reused",
             "deferred_mode": "task process, the real SparkConnectJobTrigger in one long-lived triggerer process, resumed task process (bench/spark_deferred.py)",
             "bytecode_cache": "PYTHONPYCACHEPREFIX in the work directory for every child process",
@@ -388,6 +399,35 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         },
         results=results, goals=goals, runs=runs, method=__doc__,
     )
+
+
+def _fixed_costs(runs: list[dict]) -> dict:
+    """Per path, the median over repetitions of (path - in-task) at B = 0, in wall and in CPU seconds."""
+    by_rep: dict = {}
+    for r in runs:
+        if r["backlog"] == 0:
+            by_rep.setdefault(r["rep"], {})[r["variant"]] = r
+    out = {}
+    for key, variant in (("fixed_cost", "local[2]"), ("connect_fixed_cost", "connect local[2]"),
+                         ("deferred_fixed_cost", "deferred local[2]")):
+        pairs = [(d[variant], d["in-task"]) for d in by_rep.values() if variant in d and "in-task" in d]
+        out[f"{key}_seconds"] = C.median(a["seconds"] - b["seconds"] for a, b in pairs) if pairs else None
+        out[f"{key}_cpu_seconds"] = C.median(a["cpu_seconds"] - b["cpu_seconds"] for a, b in pairs
+                                             if "cpu_seconds" in a and "cpu_seconds" in b) if pairs and variant != "local[2]" else None
+    return out
+
+
+def _summarize_fixed(runs: list[dict]) -> dict:
+    def med(variant, key="seconds"):
+        return C.median(r[key] for r in runs if r["variant"] == variant and key in r)
+
+    return {
+        **_fixed_costs(runs),
+        "seconds": {v: med(v) for v, _ in FIXED_COST_TASKS},
+        "cpu_seconds": {v: med(v, "cpu_seconds") for v, _ in FIXED_COST_TASKS if v != "local[2]"},
+        "deferred_parts_seconds": {k: med("deferred local[2]", k) for k in ("task_before_seconds", "trigger_seconds", "task_after_seconds")},
+        "checks_ok": all(r["check"] for r in runs),
+    }
 
 
 def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
@@ -403,11 +443,6 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
     fixed = [d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
     fixed_ratio = [d[("local[2]", 0)]["seconds"] / d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
     connect_fixed = [d[("connect local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values()]
-    deferred_fixed = [d[("deferred local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values()]
-    cpu_fixed = {
-        name: C.median(d[(variant, 0)]["cpu_seconds"] - d[("in-task", 0)]["cpu_seconds"] for d in by_rep.values())
-        for name, variant in (("connect_local2", "connect local[2]"), ("deferred_local2", "deferred local[2]"))
-    }
     connect_over_submit = [
         (d[("connect local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"])
         / (d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"])
@@ -453,10 +488,8 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
         "scaleout_job": C.median(scale_job),
         "fixed_cost_seconds": fixed_cost,
         "fixed_cost_ratio_spark_over_in_task": C.median(fixed_ratio),
+        **_fixed_costs(runs),
         "connect_fixed_cost_seconds": connect_fixed_cost,
-        "deferred_fixed_cost_seconds": C.median(deferred_fixed),
-        "connect_fixed_cost_cpu_seconds": cpu_fixed["connect_local2"],
-        "deferred_fixed_cost_cpu_seconds": cpu_fixed["deferred_local2"],
         "fixed_cost_ratio_connect_over_submit": C.median(connect_over_submit),
         "seconds_per_entry": {"in_task": per_entry("in-task"), "submit_local1": per_entry("local[1]"),
                               "connect_local1": per_entry("connect local[1]"), "connect_local2": per_entry("connect local[2]")},
@@ -482,7 +515,10 @@ def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--in-task":
+    if len(sys.argv) == 3 and sys.argv[1] == "--fixed-cost":
+        with open(sys.argv[2], "w") as out:
+            json.dump(run(quick=True, reps=3, fixed_cost_only=True), out, indent=1, default=str)
+    elif len(sys.argv) == 3 and sys.argv[1] == "--in-task":
         _in_task_child(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "--connect":
         _connect_child(*sys.argv[2:])

@@ -115,6 +115,16 @@ class Ticker:
             last = now
 
 
+def assert_never_blocked(ticker: Ticker, job_seconds: float) -> None:
+    """A job run on the event loop would stall it for (nearly) the whole job: the largest gap must stay far
+    below the job's duration. Its absolute value is the machine's scheduling delay (the test machine is
+    shared and loaded: up to ~2 s seen at load 30), so it is logged, not held to a sub-second bound."""
+    logging.getLogger(__name__).warning("largest event-loop gap: %.3f s (jobs took %.1f s)", ticker.largest, job_seconds)
+    assert job_seconds > 4 * 0.5, f"the jobs took {job_seconds:.1f}s: too short to tell a blocked loop"
+    assert ticker.ticks > 50 and ticker.largest < min(5.0, job_seconds / 4), (
+        f"the event loop stalled for {ticker.largest:.3f}s while the jobs took {job_seconds:.1f}s")
+
+
 def hold_lock(store, name: str, holder: str = "test-holder"):
     lease = store.locks.acquire(name, holder, 600.0)
     assert lease is not None
@@ -163,10 +173,9 @@ def test_two_jobs_at_once_never_block_the_event_loop(conns, make_store):
         assert doc.ok and {r.status for r in doc.results} == {"caught_up"}, doc.to_json()
         assert doc.spark_submit["connect"] is True
     assert lock_event["status"] == "success"
-    # The store trigger fired within a second of the release, while the jobs were still running.
-    assert lock_at - released["at"] < 1.0 and lock_at < min(end1, end2), (lock_at - started, end1 - started, end2 - started)
-    assert ticker.ticks > 50 and ticker.largest < 0.5, f"the event loop stalled for {ticker.largest:.3f}s"
-    logging.getLogger(__name__).warning("largest event-loop gap while two Connect jobs ran: %.3f s", ticker.largest)
+    # The store trigger fired soon after the release (polls every 0.1 s), while the jobs were still running.
+    assert lock_at - released["at"] < 3.0 and lock_at < min(end1, end2), (lock_at - started, end1 - started, end2 - started)
+    assert_never_blocked(ticker, min(end1, end2) - started)
 
 
 def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(own_server, conns, make_store):
@@ -191,6 +200,7 @@ def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(o
         done = asyncio.Event()
         tick = asyncio.create_task(ticker.run(done))
         job = asyncio.create_task(first_event(slow))
+        moments["begun"] = time.monotonic()
         deadline = time.monotonic() + 300
         while not await asyncio.to_thread(spark_holds_a_lock):  # the Spark tasks sweep now
             assert not job.done(), job.result()
@@ -212,7 +222,7 @@ def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(o
 
     other_event, job_at, event = asyncio.run(main())
     assert other_event["status"] == "success" and moments["other"] < moments["started"]
-    assert ticker.largest < 0.5, f"the event loop stalled for {ticker.largest:.3f}s"
+    assert_never_blocked(ticker, job_at - moments["begun"])
     # The running job failed - retriably, so Airflow retries the task - and said why.
     with pytest.raises(SparkSweepFailed) as raised:
         raise_for_document("targeted-sweep", document_from_event(event), "")

@@ -146,6 +146,18 @@ def connect_url(connection) -> str:
     return _Hook(connection.conn_id).get_connection_url()
 
 
+_SESSION_LOCKS: dict[str, threading.Lock] = {}
+_SESSION_LOCKS_LOCK = threading.Lock()
+
+
+def _session_lock(session_file) -> threading.Lock:
+    """One lock per session file in this process: jobs that start at once in one process (the triggerer)
+    open the shared session one after the other - two ``addArtifacts`` of the same zip to the same new
+    session at once fail on the server (``FileAlreadyExistsException``)."""
+    with _SESSION_LOCKS_LOCK:
+        return _SESSION_LOCKS.setdefault(str(session_file), threading.Lock())
+
+
 def _session_file(remote: str, zip_path: str):
     # One file per server and engine: the server part of the URL only (never the token).
     server = remote.split(";")[0]
@@ -200,8 +212,10 @@ def run_request(request: ConnectRequest, store_url: str, run: ConnectRun | None 
     log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s", request.kind,
              remote.split(";")[0], request.spark_conn_id, redact_url(store_url), zip_path.rsplit("/", 1)[-1])
     with connect_client_mode():  # the Connect client mode must not leak into later spark-submits
+        session_file = _session_file(remote, zip_path)
         try:
-            spark = open_session(remote, zip_path, _session_file(remote, zip_path))
+            with _session_lock(session_file):
+                spark = open_session(remote, zip_path, session_file)
         except Exception as exc:
             raise SparkSweepFailed(
                 f"Spark Connect server {remote.split(';')[0]} (connection {request.spark_conn_id!r}) refused the "
