@@ -141,6 +141,10 @@ def _triggerer_main() -> None:
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # pyspark's note on pandas 3
+    # The replies go to the original stdout; everything else written to fd 1 (libraries, logging) to stderr.
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
     from airflow_atlas.airflow.triggers.spark_connect import SparkConnectJobTrigger
 
     async def serve() -> None:
@@ -157,8 +161,8 @@ def _triggerer_main() -> None:
                 event = fired.payload
                 break
             reply = {"event": event, "seconds": time.perf_counter() - started, "cpu_seconds": time.process_time() - cpu}
-            sys.stdout.write(json.dumps(reply) + "\n")
-            sys.stdout.flush()
+            replies.write(json.dumps(reply) + "\n")
+            replies.flush()
 
     asyncio.run(serve())
 
