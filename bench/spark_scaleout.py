@@ -21,6 +21,16 @@ compactions). Runs, interleaved (rotating order) in every repetition:
   ``airflow_atlas.spark.connect.open_session``; one unmeasured warm-up submission per server creates it and
   ships the engine once) and runs the job, timed from process start to exit. The first submission of a
   session (new server or new engine) is recorded separately (``connect_first_session_seconds``).
+* ``deferred local[2]``: the same job the way an Airflow task with ``deferrable=True`` submits it: the task
+  process opens the store and defers, the job runs from a long-lived triggerer process through the real
+  ``SparkConnectJobTrigger`` (the Connect client imported there once), a second task process resumes with
+  the document (``bench/spark_deferred.py`` says exactly what is timed and what of Airflow's own scheduling
+  is not). ``airflow_task_start_seconds``: a proxy of the resumed task's extra process start.
+
+Every run records ``cpu_seconds`` too: the CPU of the client-side processes (the child processes'
+``RUSAGE_CHILDREN``; for ``deferred``, plus the triggerer's CPU while it ran the trigger). The Connect
+servers' and spark-submit's JVMs are not client-side: their CPU is not in it. On a shared, loaded machine
+the CPU figures are the steadier ones.
 
 Every child process (in-task, spark-submit and its Python workers, Connect clients, the Connect servers'
 Python workers) caches Python bytecode in the bench's work directory (``PYTHONPYCACHEPREFIX``), as an
@@ -29,7 +39,7 @@ Connect client imports pandas: +2.6 s here), which is a property of the environm
 
 Figures: scale-out = time(local[1]) / time(local[2]) at the largest backlog (whole run, and the job's
 own duration without JVM start-up); fixed cost = time(spark local[2], B=0) - time(in-task, B=0), for
-spark-submit and for Connect, and their ratio (same repetition, side by side); per-entry time of a path =
+spark-submit, Connect in the task and Connect deferred (also in CPU seconds), and their ratio (same repetition, side by side); per-entry time of a path =
 (time(B top) - time(B=0)) / B top, compared with in-task's (local[1]: one executor core, like the task);
 the crossover is where the straight lines fitted through time(B) of in-task and of Spark local[2] meet.
 """
@@ -45,9 +55,10 @@ import tempfile
 import time
 
 from . import common as C
+from . import spark_deferred
+from .spark_summary import FIXED_COST_TASKS, SHARDS, summarize, summarize_fixed
 
 NAME = "spark_scaleout"
-SHARDS = 16
 TXN_WRITES = 50
 SETTINGS = {"unreadable_window_seconds": 0, "sweep_max_entries_per_second": 0, "sweep_latency_target": 0}
 """Unthrottled and without the adaptive pace (docs/INTENSITY.md): the jobs are compared at full speed."""
@@ -124,6 +135,7 @@ class _Runner:
     def connect(self, url: str) -> dict:
         """One submission to a Connect server from a fresh Python process (like an Airflow task)."""
         session_file = os.path.join(self.workdir, "sessions", url.rsplit(":", 1)[-1] + ".id")
+        cpu = spark_deferred.child_cpu()
         started = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "bench.spark_scaleout", "--connect", url, self.url_file, self.zip, session_file],
@@ -132,7 +144,16 @@ class _Runner:
         seconds = time.perf_counter() - started
         if proc.returncode != 0:
             raise RuntimeError(f"Connect run on {url} failed:\n{proc.stderr[-4000:]}")
-        return self._summary(json.loads(proc.stdout.strip().splitlines()[-1]), seconds)
+        return {**self._summary(json.loads(proc.stdout.strip().splitlines()[-1]), seconds),
+                "cpu_seconds": spark_deferred.child_cpu() - cpu}
+
+    def deferred(self, triggerer, master: str) -> dict:
+        """One submission the deferred way (bench/spark_deferred.py)."""
+        request = {"kind": "targeted-sweep", "tag": "", "settings": dict(SETTINGS),
+                   "job": {"pairs": [[s, "CONSERVATIVE"] for s in range(SHARDS)], "batch_limit": None,
+                           "max_iterations": None, "dry_run": False, "sweep_timestamps": None}}
+        doc, seconds, timings = spark_deferred.submission(triggerer, master, request, self.url_file, _env(), str(C.REPO_ROOT))
+        return {**self._summary(doc, seconds), **timings}
 
     def _submit(self, master: str) -> dict:
         out = os.path.join(self.workdir, f"result-{time.time_ns()}.json")
@@ -207,6 +228,7 @@ class _Runner:
         }
 
     def in_task(self) -> dict:
+        cpu = spark_deferred.child_cpu()
         started = time.perf_counter()
         proc = subprocess.run(
             [sys.executable, "-m", "bench.spark_scaleout", "--in-task", self.url_file],
@@ -217,6 +239,7 @@ class _Runner:
             raise RuntimeError(f"in-task run failed:\n{proc.stderr[-4000:]}")
         doc = json.loads(proc.stdout.strip().splitlines()[-1])
         doc["seconds"] = seconds
+        doc["cpu_seconds"] = spark_deferred.child_cpu() - cpu
         return doc
 
 
@@ -252,35 +275,35 @@ def _connect_child(url: str, url_file: str, zip_path: str, session_file: str) ->
     print(json.dumps(doc.to_json()))
 
 
-def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:
-    """Least-squares line y = a + b x."""
-    n = len(points)
-    mx = sum(x for x, _ in points) / n
-    my = sum(y for _, y in points) / n
-    sxx = sum((x - mx) ** 2 for x, _ in points)
-    b = sum((x - mx) * (y - my) for x, y in points) / sxx if sxx else 0.0
-    return my - b * mx, b
-
-
-def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
+def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME,
+        fixed_cost_only: bool = False) -> dict:
+    """The benchmark (module doc); ``fixed_cost_only``: only :data:`FIXED_COST_TASKS` (no backlog, no
+    scale-out: ``python -m bench.spark_scaleout --fixed-cost OUT.json``, for a loaded machine)."""
     from airflow_atlas.kvs.api import SweepStrategy
 
     watch = C.Stopwatch()
-    backlogs = _backlogs(quick)
+    backlogs = [0] if fixed_cost_only else _backlogs(quick)
     store = C.open_store(C.cassandra_url(C.new_keyspace_name("spark")), shards=SHARDS, **SETTINGS)
     url = C.cassandra_url(store.kvs.keyspace)
     workdir = tempfile.mkdtemp(prefix="atlas-bench-spark-")
     _PYCACHE[:] = [os.path.join(workdir, "pycache")]
     runs: list[dict] = []
     servers = None
+    triggerer = None
     first_session: dict[str, float] = {}
+    task_start: list[float] = []
     try:
         machine = C.machine_info(store.kvs.session)
         store.create_table("sp", SweepStrategy.CONSERVATIVE)
-        runner = _Runner(url, quick, workdir)
-        servers = _ConnectServers(workdir, ["local[1]", "local[2]"])
+        runner = _Runner(url, quick and not fixed_cost_only, workdir)  # fixed cost: a real spark-submit
+        servers = _ConnectServers(workdir, ["local[2]"] if fixed_cost_only else ["local[1]", "local[2]"])
         for master, server_url in servers.urls.items():  # creates the session, ships the engine: unmeasured
             first_session[master] = runner.connect(server_url)["seconds"]
+        host = C.DEFAULT_CASSANDRA.rsplit(":", 1)[0]
+        triggerer = spark_deferred.Triggerer(_env(), str(C.REPO_ROOT), store.kvs.keyspace, host,
+                                             {"local[2]": int(servers.urls["local[2]"].rsplit(":", 1)[-1])}, workdir)
+        first_session["deferred local[2]"] = runner.deferred(triggerer, "local[2]")["seconds"]  # imports the client
+        task_start[:] = [spark_deferred.airflow_task_start(_env(), str(C.REPO_ROOT)) for _ in range(3)]
         rng = random.Random(11)
         offset = [0]
 
@@ -296,9 +319,10 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
             return time.perf_counter() - started
 
         top = backlogs[-1]
-        tasks = (
+        tasks = FIXED_COST_TASKS if fixed_cost_only else (
             [("local[1]", 0), ("local[1]", top)] + [("local[2]", b) for b in backlogs] + [("in-task", b) for b in backlogs]
             + [("connect local[1]", 0), ("connect local[1]", top)] + [("connect local[2]", b) for b in backlogs]
+            + [("deferred local[2]", b) for b in backlogs]
         )
         for rep in range(reps):
             for variant, b in C.rotated(tasks, rep):
@@ -311,35 +335,49 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
                     rec.update(runner.in_task())
                 elif variant.startswith("connect "):
                     rec.update(runner.connect(servers.urls[variant.split(" ", 1)[1]]))
+                elif variant.startswith("deferred "):
+                    rec.update(runner.deferred(triggerer, variant.split(" ", 1)[1]))
                 else:
                     rec.update(runner.spark(variant))
                 rec["check"] = rec["entries_read"] == b and rec["cells_tombstoned"] == b
                 runs.append(rec)
     finally:
+        if triggerer is not None:
+            triggerer.stop()
         if servers is not None:
             servers.stop()
         C.drop_store(store)
         shutil.rmtree(workdir, ignore_errors=True)
         _PYCACHE.clear()
-    results = _summarize(runs, backlogs, reps)
+    results = summarize_fixed(runs) if fixed_cost_only else summarize(runs, backlogs, reps)
     results["connect_first_session_seconds"] = first_session
+    results["airflow_task_start_seconds"] = C.median(task_start) if task_start else None
     results["connect_server_start_seconds"] = servers.start_seconds if servers else None
     goals = [
-        C.goal("fixed cost of one Spark Connect submission (local[2], B=0, minus in-task)", results["connect_fixed_cost_seconds"], 3.0, "<=", "s"),
-        C.goal(f"per-entry time, Connect local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_connect_local1"], 1.2, "<=", "x"),
-        C.goal("fixed cost of one spark-submit (local[2], B=0, minus in-task)", results["fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
-        C.goal(f"per-entry time, spark-submit local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_submit_local1"], 1.2, "<=", "x", binding=False),
-        C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
-        C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
+        C.goal("fixed cost of one deferred Spark Connect submission (local[2], B=0, minus in-task)",
+               results["deferred_fixed_cost_seconds"], 1.0, "<=", "s"),
+        C.goal("the same in CPU seconds of the client-side processes", results["deferred_fixed_cost_cpu_seconds"], 1.0, "<=", "s"),
+        C.goal("fixed cost of one Spark Connect submission in the task (local[2], B=0, minus in-task)",
+               results["connect_fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
     ]
+    if not fixed_cost_only:
+        goals += [
+            C.goal(f"per-entry time, Connect local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_connect_local1"], 1.2, "<=", "x"),
+            C.goal("fixed cost of one spark-submit (local[2], B=0, minus in-task)", results["fixed_cost_seconds"], 3.0, "<=", "s", binding=False),
+            C.goal(f"per-entry time, spark-submit local[1] / in-task ({backlogs[-1]:,} entries)", results["per_entry_ratio_submit_local1"], 1.2, "<=", "x", binding=False),
+            C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (job time)", results["scaleout_job"], 1.6, ">=", "x"),
+            C.goal(f"Spark local[2] vs local[1], 16 shards, {backlogs[-1]:,} entries (whole submission)", results["scaleout_wall"], 1.6, ">=", "x"),
+        ]
     return C.result_document(
         name, quick=quick, backend=backend, watch=watch, machine=machine,
         params={
             "shards": SHARDS,
             "backlogs": backlogs,
             "transaction_writes": TXN_WRITES,
-            "spark_mode": "in-process SparkSession" if quick else "spark-submit",
+            "spark_mode": "in-process SparkSession" if quick and not fixed_cost_only else "spark-submit",
+            "fixed_cost_only": fixed_cost_only,
             "connect_mode": "Spark Connect servers local[1] and local[2] (scripts/spark.sh), a fresh client process per run, the session reused",
+            "deferred_mode": "task process, the real SparkConnectJobTrigger in one long-lived triggerer process, resumed task process (bench/spark_deferred.py)",
             "bytecode_cache": "PYTHONPYCACHEPREFIX in the work directory for every child process",
             "strategy": "CONSERVATIVE",
             "settings": SETTINGS,
@@ -349,86 +387,11 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
     )
 
 
-def _summarize(runs: list[dict], backlogs: list[int], reps: int) -> dict:
-    def med(variant, b, key="seconds"):
-        return C.median(r[key] for r in runs if r["variant"] == variant and r["backlog"] == b)
-
-    top = backlogs[-1]
-    by_rep = {}
-    for r in runs:
-        by_rep.setdefault(r["rep"], {})[(r["variant"], r["backlog"])] = r
-    scale_wall = [d[("local[1]", top)]["seconds"] / d[("local[2]", top)]["seconds"] for d in by_rep.values()]
-    scale_job = [d[("local[1]", top)]["job_seconds"] / d[("local[2]", top)]["job_seconds"] for d in by_rep.values()]
-    fixed = [d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
-    fixed_ratio = [d[("local[2]", 0)]["seconds"] / d[("in-task", 0)]["seconds"] for d in by_rep.values() if ("local[2]", 0) in d]
-    connect_fixed = [d[("connect local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"] for d in by_rep.values()]
-    connect_over_submit = [
-        (d[("connect local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"])
-        / (d[("local[2]", 0)]["seconds"] - d[("in-task", 0)]["seconds"])
-        for d in by_rep.values()
-    ]
-
-    def per_entry(variant):
-        return C.median((d[(variant, top)]["seconds"] - d[(variant, 0)]["seconds"]) / top for d in by_rep.values()) if top else None
-
-    def per_entry_ratio(variant):
-        return C.median(
-            (d[(variant, top)]["seconds"] - d[(variant, 0)]["seconds"]) / (d[("in-task", top)]["seconds"] - d[("in-task", 0)]["seconds"])
-            for d in by_rep.values()
-        ) if top else None
-    table = {
-        str(b): {
-            "in_task_seconds": med("in-task", b),
-            "spark_local2_seconds": med("local[2]", b),
-            "connect_local2_seconds": med("connect local[2]", b),
-            **({"spark_local1_seconds": med("local[1]", b), "connect_local1_seconds": med("connect local[1]", b)}
-               if b in (0, top) else {}),
-        }
-        for b in backlogs
-    }
-    a_in, b_in = _fit([(b, med("in-task", b)) for b in backlogs])
-    a_sp, b_sp = _fit([(b, med("local[2]", b)) for b in backlogs])
-    a_cn, b_cn = _fit([(b, med("connect local[2]", b)) for b in backlogs])
-    crossover = (a_sp - a_in) / (b_in - b_sp) if b_in > b_sp else None
-    crossover_connect = (a_cn - a_in) / (b_in - b_cn) if b_in > b_cn else None
-    connect_fixed_cost = C.median(connect_fixed)
-    model_connect = 2 * connect_fixed_cost / b_in if b_in > 0 and connect_fixed_cost > 0 else None
-    fixed_cost = C.median(fixed)
-    # Where Spark would overtake in-task mode if local[2] halved the per-entry time (executors with cores
-    # of their own): fixed cost / (per-entry time saved) = 2 F / b_in. A model, not a measurement.
-    model = 2 * fixed_cost / b_in if b_in > 0 and fixed_cost > 0 else None
-    return {
-        "scaleout_wall": C.median(scale_wall),
-        "scaleout_job": C.median(scale_job),
-        "fixed_cost_seconds": fixed_cost,
-        "fixed_cost_ratio_spark_over_in_task": C.median(fixed_ratio),
-        "connect_fixed_cost_seconds": connect_fixed_cost,
-        "fixed_cost_ratio_connect_over_submit": C.median(connect_over_submit),
-        "seconds_per_entry": {"in_task": per_entry("in-task"), "submit_local1": per_entry("local[1]"),
-                              "connect_local1": per_entry("connect local[1]"), "connect_local2": per_entry("connect local[2]")},
-        "per_entry_ratio_connect_local1": per_entry_ratio("connect local[1]"),
-        "per_entry_ratio_submit_local1": per_entry_ratio("local[1]"),
-        "seconds_by_backlog": table,
-        "fit": {
-            "in_task": {"intercept_s": a_in, "seconds_per_entry": b_in},
-            "spark_local2": {"intercept_s": a_sp, "seconds_per_entry": b_sp},
-            "connect_local2": {"intercept_s": a_cn, "seconds_per_entry": b_cn},
-        },
-        "crossover_connect_entries": round(crossover_connect) if crossover_connect is not None else None,
-        "crossover_connect_if_2x_scaleout_entries": round(model_connect) if model_connect is not None else None,
-        "crossover_entries": round(crossover) if crossover is not None else None,
-        "crossover_entries_per_shard": round(crossover / SHARDS) if crossover is not None else None,
-        "crossover_extrapolated": crossover is not None and crossover > top,
-        "crossover_note": None if crossover is not None else "Spark local[2] never overtakes in-task mode on this machine",
-        "crossover_if_2x_scaleout_entries": round(model) if model is not None else None,
-        "in_task_entries_per_second": 1 / b_in if b_in > 0 else None,
-        "checks_ok": all(r["check"] and r.get("ok", True) is not False for r in runs),
-        "repetitions": reps,
-    }
-
-
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "--in-task":
+    if len(sys.argv) == 3 and sys.argv[1] == "--fixed-cost":
+        with open(sys.argv[2], "w") as out:
+            json.dump(run(quick=True, reps=3, fixed_cost_only=True), out, indent=1, default=str)
+    elif len(sys.argv) == 3 and sys.argv[1] == "--in-task":
         _in_task_child(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "--connect":
         _connect_child(*sys.argv[2:])

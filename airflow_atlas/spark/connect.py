@@ -32,6 +32,7 @@ import functools
 import os
 import pickle
 import tempfile
+import threading
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
@@ -43,18 +44,30 @@ CONNECT_MODE_ENV = "SPARK_CONNECT_MODE_ENABLED"
 """The variable pyspark sets in ``os.environ`` when it creates a remote session (module doc)."""
 
 
+_MODE_LOCK = threading.Lock()
+_MODE_USERS: list = [0, None]  # [blocks inside connect_client_mode now, the variable's value before the first]
+
+
 @contextmanager
 def connect_client_mode():
     """Use Connect sessions inside this block: afterwards :data:`CONNECT_MODE_ENV` is what it was before,
-    so processes started later (``spark-submit``) are not taken for Connect clients."""
-    before = os.environ.get(CONNECT_MODE_ENV)
+    so processes started later (``spark-submit``) are not taken for Connect clients. Thread-safe: blocks
+    running at once in threads (the triggerer runs several Connect jobs) restore it when the last one ends."""
+    with _MODE_LOCK:
+        if _MODE_USERS[0] == 0:
+            _MODE_USERS[1] = os.environ.get(CONNECT_MODE_ENV)
+        _MODE_USERS[0] += 1
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop(CONNECT_MODE_ENV, None)
-        else:
-            os.environ[CONNECT_MODE_ENV] = before
+        with _MODE_LOCK:
+            _MODE_USERS[0] -= 1
+            if _MODE_USERS[0] == 0:
+                before = _MODE_USERS[1]
+                if before is None:
+                    os.environ.pop(CONNECT_MODE_ENV, None)
+                else:
+                    os.environ[CONNECT_MODE_ENV] = before
 
 
 def is_connect(spark) -> bool:

@@ -213,19 +213,61 @@ class SparkSubmission:
         return kill_submission(self._context)
 
 
+def is_connect_connection(spark_conn_id: str) -> bool:
+    """Whether the Spark connection ``spark_conn_id`` selects the Spark Connect path (module doc)."""
+    return resolve_connection(spark_conn_id).conn_type == CONNECT_CONN_TYPE
+
+
+def connect_trigger(*, store_conn_id: str, spark_conn_id: str, settings, engine_config, kind: str, job: dict):
+    """The trigger that runs ``job`` (:class:`~.spark_connect.ConnectRequest` ``job`` JSON) from the
+    triggerer (:mod:`airflow_atlas.airflow.triggers.spark_connect`): the same settings as
+    :meth:`SparkSubmission.run` gives a job (the store connection's extras resolved here), without the
+    store URL (the trigger reads it in the triggerer)."""
+    from airflow_atlas.airflow.execution.spark_connect import connect_request
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.airflow.triggers.spark_connect import SparkConnectJobTrigger
+
+    resolved = AtlasHook(store_conn_id, config=engine_config).resolved_config()
+    request = connect_request(kind, job, spark_conn_id=spark_conn_id, settings=resolved.to_json(),
+                              **cluster_options(settings))
+    return SparkConnectJobTrigger(request=request.to_json(), store_conn_id=store_conn_id)
+
+
+def split_targets(targets: list[SweepTarget]) -> tuple[list[SweepTarget], list[SweepTarget]]:
+    """``(skipped, pairs)``: the targets whose lock was not acquired (as ``skipped_locked``), and the others."""
+    return [t.skipped(t.held_by) for t in targets if t.acquired is False], [t for t in targets if t.acquired is not False]
+
+
+def hand_over(store, targets: list[SweepTarget]) -> tuple[list[SweepTarget], list[SweepTarget]]:
+    """:func:`split_targets`, and the pairs' leases released for their Spark tasks to take (the hand-over,
+    module doc)."""
+    skipped, pairs = split_targets(targets)
+    for target in pairs:
+        if target.lease() is not None:
+            store.locks.release_held_by(target.lock_name, target.holder)
+    return skipped, pairs
+
+
+def with_results(targets: list[SweepTarget], document: JobDocument) -> list[SweepTarget]:
+    """The targets with the result of their Spark task (targets with a result already are kept as they are)."""
+    out = []
+    for target in targets:
+        if target.result is None:
+            result = document.result_for(shard=target.shard, strategy=target.strategy)
+            target = target.with_(result=None if result is None else result.to_json())
+        out.append(target)
+    return out
+
+
 def sweep_on_spark(submission: SparkSubmission, context, store, targets: list[SweepTarget], options: SweepOptions,
                    **submit_args) -> tuple[list[SweepTarget], JobDocument | None]:
     """One Spark application for the targets whose lock was acquired (the others are ``skipped_locked``);
     returns the targets with their ``result`` (the Spark task's result) and the document."""
     from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
 
-    skipped = [t.skipped(t.held_by) for t in targets if t.acquired is False]
-    pairs = [t for t in targets if t.acquired is not False]
+    skipped, pairs = hand_over(store, targets)
     if not pairs:
         return skipped, None
-    for target in pairs:  # the hand-over (module doc)
-        if target.lease() is not None:
-            store.locks.release_held_by(target.lock_name, target.holder)
     timestamps = {t.strategy: t.sweep_ts for t in pairs if t.sweep_ts is not None}
     document = submission.run(
         context,
@@ -237,8 +279,30 @@ def sweep_on_spark(submission: SparkSubmission, context, store, targets: list[Sw
         sweep_timestamps=timestamps or None,
         **submit_args,
     )
-    swept = []
-    for target in pairs:
-        result = document.result_for(shard=target.shard, strategy=target.strategy)
-        swept.append(target.with_(result=None if result is None else result.to_json()))
-    return skipped + swept, document
+    return skipped + with_results(pairs, document), document
+
+
+def defer_sweep_on_connect(store, targets: list[SweepTarget], options: SweepOptions, **submit_args):
+    """The deferred form of :func:`sweep_on_spark` on a Spark Connect connection: ``(targets, trigger)``,
+    the leases handed over and the trigger that runs the job from the triggerer; ``trigger`` is None when
+    every target was skipped (nothing to run). :func:`finish_on_connect` completes it from the trigger's event."""
+    from airflow_atlas.airflow.execution.spark_connect import targeted_sweep_job
+
+    skipped, pairs = hand_over(store, targets)
+    if not pairs:
+        return skipped, None
+    timestamps = {t.strategy: t.sweep_ts for t in pairs if t.sweep_ts is not None}
+    job = targeted_sweep_job([(t.shard, t.strategy) for t in pairs], options.batch_limit, options.max_iterations,
+                             options.dry_run, timestamps or None)
+    return skipped + pairs, connect_trigger(kind="targeted-sweep", job=job, **submit_args)
+
+
+def finish_on_connect(targets: list[SweepTarget], event) -> tuple[list[SweepTarget], JobDocument]:
+    """The same ``targets`` as :func:`defer_sweep_on_connect` was given, with their results from the
+    trigger's ``event``; raises as :func:`sweep_on_spark` does (:func:`raise_for_document`)."""
+    from airflow_atlas.airflow.triggers.spark_connect import document_from_event
+
+    document = document_from_event(event)
+    raise_for_document("targeted-sweep", document, "")  # scrubbed in the triggerer already
+    skipped, pairs = split_targets(targets)
+    return skipped + with_results(pairs, document), document

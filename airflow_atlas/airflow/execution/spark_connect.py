@@ -6,11 +6,23 @@ which of the two runs is decided by the Spark connection the settings name (``sp
 of type ``spark_connect`` (e.g. host ``sc://127.0.0.1``, port ``15002``; ``scripts/spark.sh connect-start``)
 runs here, any other through ``spark-submit`` (:func:`airflow_atlas.airflow.execution.spark.submit_function`).
 
-What a submission does: opens the engine's Connect session (:func:`airflow_atlas.spark.connect.open_session`:
+A submission is a :class:`ConnectRequest` (the job's arguments, the engine settings, the Spark connection
+and the job's tag: JSON, no secret; :func:`connect_request` checks it before anything runs) and ONE blocking
+function that runs it, :func:`run_request`. Two callers:
+
+* **deferred** (the targeted sweep operator's default, ``deferrable=True``): the task defers to
+  :class:`~airflow_atlas.airflow.triggers.spark_connect.SparkConnectJobTrigger`, which runs
+  :func:`run_request` in the triggerer, a long-lived process where pyspark's Connect client (pandas,
+  pyarrow, grpc: ~2.9 s to import) is imported once; the store URL (it holds the password) is read from
+  the store connection there, never written into the trigger's kwargs;
+* **in the task** (:func:`submit_targeted_sweep`, :func:`submit_full_sweep`: ``deferrable=False``, the
+  full sweep, the CLI-like callers): the task process runs it and pays the client's import.
+
+What :func:`run_request` does: opens the engine's Connect session (:func:`airflow_atlas.spark.connect.open_session`:
 one server-side session per engine version, reused by every later submission, its id kept in
 ``$ATLAS_SPARK_ARTIFACT_DIR/connect-sessions``; the engine zip is a session artifact, shipped once), runs
 the job with the engine's :func:`~airflow_atlas.spark.run_job` (one Spark task per pair / range; the job
-runs under a tag of its own, so ``on_kill`` interrupts this job only), and returns its
+runs under its tag, so :meth:`ConnectRun.on_kill` interrupts this job only), and returns its
 :class:`~airflow_atlas.spark.JobDocument` with a ``spark_submit`` section (``conn_id``, ``master``,
 ``engine_zip``, ``submit_seconds``, ``connect: true``). A failed pair or range raises
 :class:`SparkSweepFailed`, what retrying cannot fix :class:`SparkSweepRefused`, an unreachable server
@@ -25,10 +37,12 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from typing import Unpack
+from dataclasses import asdict, dataclass, field
+from typing import Any, Unpack
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -48,16 +62,76 @@ from airflow_atlas.spark.artifact import build_engine_zip
 
 log = logging.getLogger(__name__)
 
+JOB_KINDS = ("targeted-sweep", "full-sweep")
 
-class _ConnectRun:
-    """A running Connect job, killable from ``on_kill`` (interrupts the operations of its tag only)."""
 
-    def __init__(self, spark, tag: str):
-        self.spark = spark
+@dataclass(frozen=True)
+class ConnectRequest:
+    """One job for a Connect server, as JSON goes (trigger kwargs): no store URL, no secret.
+
+    ``job``: the job's own arguments (``pairs``, ``batch_limit``... or ``table``, ``parts``...);
+    ``settings``: the engine settings the job runs with; ``tag``: the Spark job tag it runs under."""
+
+    kind: str
+    spark_conn_id: str
+    job: dict
+    settings: dict = field(default_factory=dict)
+    tag: str = ""
+
+    def __post_init__(self):
+        if self.kind not in JOB_KINDS:
+            raise ValueError(f"Connect job kind must be one of {', '.join(JOB_KINDS)}, got {self.kind!r}")
+        if not isinstance(self.spark_conn_id, str) or not self.spark_conn_id:
+            raise ValueError("spark_conn_id is required")
+        if not self.tag:
+            object.__setattr__(self, "tag", f"atlas-{uuid.uuid4().hex}")
+        self.engine_job()  # bad job arguments fail here, before anything is deferred or submitted
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> ConnectRequest:
+        return cls(**{k: data[k] for k in ("kind", "spark_conn_id", "job", "settings", "tag") if k in data})
+
+    def engine_job(self):
+        """The engine's job object (``TargetedSweepJob`` / ``FullSweepJob``; they check their arguments)."""
+        from airflow_atlas.spark import FullSweepJob, TargetedSweepJob
+
+        a = self.job
+        if self.kind == "targeted-sweep":
+            timestamps = a.get("sweep_timestamps")
+            return TargetedSweepJob(
+                pairs=parse_pairs(a["pairs"]),
+                batch_limit=None if a.get("batch_limit") is None else int(a["batch_limit"]),
+                max_iterations=None if a.get("max_iterations") is None else int(a["max_iterations"]),
+                dry_run=bool(a.get("dry_run")), sweep_timestamps=dict(timestamps) if timestamps else None)
+        return FullSweepJob(table=str(a["table"]), parts=int(a["parts"]), batch_size=int(a["batch_size"]),
+                            dry_run=bool(a.get("dry_run")))
+
+
+class ConnectRun:
+    """A Connect job that runs (or is about to), killable from another thread: :meth:`on_kill` interrupts
+    the operations of its tag only (a kill that comes before the session is open stops it from starting)."""
+
+    def __init__(self, tag: str):
         self.tag = tag
+        self._spark: Any = None
+        self._killed = False
+        self._lock = threading.Lock()
+
+    def started(self, spark) -> bool:
+        """Record the session; False when the job was killed already (then it must not run)."""
+        with self._lock:
+            self._spark = spark
+            return not self._killed
 
     def on_kill(self) -> None:
-        self.spark.interruptTag(self.tag)
+        with self._lock:
+            self._killed = True
+            spark = self._spark
+        if spark is not None:
+            spark.interruptTag(self.tag)
 
 
 def connect_url(connection) -> str:
@@ -72,6 +146,18 @@ def connect_url(connection) -> str:
     return _Hook(connection.conn_id).get_connection_url()
 
 
+_SESSION_LOCKS: dict[str, threading.Lock] = {}
+_SESSION_LOCKS_LOCK = threading.Lock()
+
+
+def _session_lock(session_file) -> threading.Lock:
+    """One lock per session file in this process: jobs that start at once in one process (the triggerer)
+    open the shared session one after the other - two ``addArtifacts`` of the same zip to the same new
+    session at once fail on the server (``FileAlreadyExistsException``)."""
+    with _SESSION_LOCKS_LOCK:
+        return _SESSION_LOCKS.setdefault(str(session_file), threading.Lock())
+
+
 def _session_file(remote: str, zip_path: str):
     # One file per server and engine: the server part of the URL only (never the token).
     server = remote.split(";")[0]
@@ -79,18 +165,19 @@ def _session_file(remote: str, zip_path: str):
     return artifact_dir() / "connect-sessions" / f"{key}-{zip_path.rsplit('/', 1)[-1].removesuffix('.zip')}.id"
 
 
-def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_conf=None, settings=None,
-         spark_conf=None, executor_python=None, driver_host=None) -> JobDocument:
-    from airflow_atlas.spark import run_job
-    from airflow_atlas.spark.connect import connect_client_mode, open_session
-    from airflow_atlas.spark.driver import failure_document
-
-    if not isinstance(store_url, str) or not store_url.strip():
-        raise ValueError("store_url is required")
-    started = time.monotonic()
+def _connect_connection(spark_conn_id: str):
     connection = resolve_connection(spark_conn_id)
     if connection.conn_type != CONNECT_CONN_TYPE:
         raise AirflowException(f"Spark connection {spark_conn_id!r} is of type {connection.conn_type!r}, not {CONNECT_CONN_TYPE!r}")
+    return connection
+
+
+def connect_request(kind: str, job: Mapping[str, Any], *, spark_conn_id: str, extra_conf=None, settings=None,
+                    spark_conf=None, executor_python=None, driver_host=None) -> ConnectRequest:
+    """The checked request of a job (:class:`ConnectRequest`): the connection is a ``spark_connect`` one,
+    ``extra_conf`` holds only ``spark.atlas.store.*`` entries (merged into the settings), the job's arguments
+    are valid. The Spark-on-a-cluster options of spark-submit are ignored (logged)."""
+    _connect_connection(spark_conn_id)
     extra = {str(k): v for k, v in (extra_conf or {}).items()}
     other = sorted(k for k in extra if not k.startswith(STORE_SETTING_CONF_PREFIX))
     if other:
@@ -103,29 +190,48 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
     if ignored:
         log.info("Spark Connect: %s apply to spark-submit only; the server's own conf is used", ", ".join(ignored))
     job_settings = {**(settings or {}), **settings_from_spark_conf((k, str(v)) for k, v in extra.items())}
-    remote = connect_url(connection)
+    return ConnectRequest(kind=kind, spark_conn_id=spark_conn_id, job=dict(job), settings=job_settings)
+
+
+def run_request(request: ConnectRequest, store_url: str, run: ConnectRun | None = None) -> JobDocument:
+    """Run ``request`` on its Connect server and return the job's document (blocking; the ONE runner of
+    both callers, module doc). A job that failed as a whole comes back as a failure document; a server that
+    refuses the session raises :class:`SparkSweepFailed`. ``run`` (default: one of its own) is what a kill
+    from another thread interrupts. The caller raises for the document (:func:`raise_for_document`)."""
+    from airflow_atlas.spark import run_job
+    from airflow_atlas.spark.connect import connect_client_mode, open_session
+    from airflow_atlas.spark.driver import failure_document
+
+    if not isinstance(store_url, str) or not store_url.strip():
+        raise ValueError("store_url is required")
+    started = time.monotonic()
+    run = run or ConnectRun(request.tag)
+    job = request.engine_job()
+    remote = connect_url(_connect_connection(request.spark_conn_id))
     zip_path = build_engine_zip(artifact_dir())
-    log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s",
-             kind, remote.split(";")[0], spark_conn_id, redact_url(store_url), zip_path.rsplit("/", 1)[-1])
+    log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s", request.kind,
+             remote.split(";")[0], request.spark_conn_id, redact_url(store_url), zip_path.rsplit("/", 1)[-1])
     with connect_client_mode():  # the Connect client mode must not leak into later spark-submits
+        session_file = _session_file(remote, zip_path)
         try:
-            spark = open_session(remote, zip_path, _session_file(remote, zip_path))
+            with _session_lock(session_file):
+                spark = open_session(remote, zip_path, session_file)
         except Exception as exc:
             raise SparkSweepFailed(
-                f"Spark Connect server {remote.split(';')[0]} (connection {spark_conn_id!r}) refused the session: "
-                f"{scrub(str(exc), url=store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
+                f"Spark Connect server {remote.split(';')[0]} (connection {request.spark_conn_id!r}) refused the "
+                f"session: {scrub(str(exc), url=store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
             ) from None
-        tag = f"atlas-{uuid.uuid4().hex}"
         wall = time.time()
-        spark.addTag(tag)
+        spark.addTag(request.tag)
         try:
-            with killable(context, _ConnectRun(spark, tag)):
-                try:
-                    document = run_job(spark, job, store_url=store_url.strip(), settings=job_settings)
-                except Exception as exc:  # the job failed as a whole: classified like the job scripts do
-                    document = failure_document(job.name, store_url, exc, wall)
+            if not run.started(spark):
+                raise SparkSweepFailed(f"the {request.kind} job was killed before it started")
+            try:
+                document = run_job(spark, job, store_url=store_url.strip(), settings=dict(request.settings))
+            except Exception as exc:  # the job failed as a whole: classified like the job scripts do
+                document = failure_document(job.name, store_url, exc, wall)
         finally:
-            spark.removeTag(tag)
+            spark.removeTag(request.tag)
             # Close this client's channel (the server-side session stays, for the next submission): an open
             # client cleans up at interpreter exit with retried RPCs, which held a process for ~10 min
             # once the server was gone (and would release the shared session while it is up).
@@ -134,14 +240,29 @@ def _run(kind: str, context, job, *, spark_conn_id: str, store_url: str, extra_c
             except Exception as exc:  # noqa: BLE001 - closing a channel must not fail a finished job
                 log.warning("Spark Connect: could not close the client channel: %s", exc)
     document.spark_submit = {
-        "conn_id": spark_conn_id,
+        "conn_id": request.spark_conn_id,
         "master": document.master,
         "connect": True,
         "engine_zip": zip_path.rsplit("/", 1)[-1],
         "submit_seconds": round(time.monotonic() - started, 3),
     }
-    raise_for_document(kind, document, store_url)
     return document
+
+
+def _run(context, request: ConnectRequest, store_url: str) -> JobDocument:
+    """The request run in this process, killable from the task's ``on_kill``; raises for the document."""
+    run = ConnectRun(request.tag)
+    with killable(context, run):
+        document = run_request(request, store_url, run)
+    raise_for_document(request.kind, document, store_url)
+    return document
+
+
+def targeted_sweep_job(pairs: Sequence, batch_limit: int | None, max_iterations: int | None, dry_run: bool,
+                       sweep_timestamps: Mapping[str, int] | None = None) -> dict:
+    """The targeted-sweep job's arguments as :class:`ConnectRequest` ``job`` JSON."""
+    return {"pairs": [list(p) for p in parse_pairs(pairs)], "batch_limit": batch_limit, "max_iterations": max_iterations,
+            "dry_run": bool(dry_run), "sweep_timestamps": dict(sweep_timestamps) if sweep_timestamps else None}
 
 
 def submit_targeted_sweep(
@@ -156,14 +277,12 @@ def submit_targeted_sweep(
     sweep_timestamps: Mapping[str, int] | None = None,
     **options: Unpack[SubmitOptions],
 ) -> JobDocument:
-    """The targeted sweep of ``pairs`` on the Connect server of ``spark_conn_id`` (arguments as
-    :func:`airflow_atlas.airflow.execution.spark_submit.submit_targeted_sweep`)."""
-    from airflow_atlas.spark import TargetedSweepJob
-
-    job = TargetedSweepJob(pairs=parse_pairs(pairs), batch_limit=None if batch_limit is None else int(batch_limit),
-                           max_iterations=None if max_iterations is None else int(max_iterations),
-                           dry_run=bool(dry_run), sweep_timestamps=dict(sweep_timestamps) if sweep_timestamps else None)
-    return _run("targeted-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url, **options)
+    """The targeted sweep of ``pairs`` on the Connect server of ``spark_conn_id``, in this process
+    (arguments as :func:`airflow_atlas.airflow.execution.spark_submit.submit_targeted_sweep`)."""
+    if not isinstance(store_url, str) or not store_url.strip():
+        raise ValueError("store_url is required")
+    job = targeted_sweep_job(pairs, batch_limit, max_iterations, dry_run, sweep_timestamps)
+    return _run(context, connect_request("targeted-sweep", job, spark_conn_id=spark_conn_id, **options), store_url)
 
 
 def submit_full_sweep(
@@ -178,11 +297,12 @@ def submit_full_sweep(
     **options: Unpack[SubmitOptions],
 ) -> JobDocument:
     """The legacy sweep of ``table`` in ``parts`` ranges on the Connect server of ``spark_conn_id``."""
-    from airflow_atlas.spark import FullSweepJob
-
+    if not isinstance(store_url, str) or not store_url.strip():
+        raise ValueError("store_url is required")
     # FullSweepJob checks table, parts and batch_size (ValueError / InvalidInputError) before anything runs.
-    job = FullSweepJob(table=str(table), parts=int(parts), batch_size=int(batch_size), dry_run=bool(dry_run))
-    return _run("full-sweep", context, job, spark_conn_id=spark_conn_id, store_url=store_url, **options)
+    job = {"table": table, "parts": parts, "batch_size": batch_size, "dry_run": bool(dry_run)}
+    return _run(context, connect_request("full-sweep", job, spark_conn_id=spark_conn_id, **options), store_url)
 
 
-__all__ = ["submit_targeted_sweep", "submit_full_sweep", "connect_url", "CONNECT_CONN_TYPE"]
+__all__ = ["ConnectRequest", "ConnectRun", "connect_request", "run_request", "targeted_sweep_job",
+           "submit_targeted_sweep", "submit_full_sweep", "connect_url", "CONNECT_CONN_TYPE"]

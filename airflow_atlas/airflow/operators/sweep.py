@@ -10,7 +10,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
-from airflow_atlas.airflow.execution.spark import sweep_on_spark
+from airflow_atlas.airflow.execution.spark import (
+    defer_sweep_on_connect,
+    finish_on_connect,
+    is_connect_connection,
+    sweep_on_spark,
+)
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import SWEEP_RUN_FIELDS, AtlasSweepRunOperator, AtlasTargetsOperator
 from airflow_atlas.airflow.reports import swept_tables
@@ -26,7 +31,7 @@ from airflow_atlas.airflow.targets import (
 )
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
-from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.errors import AtlasError, InvalidInputError, is_retriable
 from airflow_atlas.settings_resolver import Layer, Rank
 
 
@@ -73,6 +78,11 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         targets (it resolves the setting's ``"auto"`` once, per group), else the setting
         ``execution_mode``, where ``"auto"`` without a plan means ``"in_task"`` (templated).
     :param spark_conn_id: Spark connection for ``"spark"`` mode; default setting ``spark_conn_id``.
+    :param deferrable: on a Spark Connect connection, run the job from the triggerer (default True): the
+        task defers after the lease hand-over and resumes with the job's document in ``execute_complete``;
+        the task process never imports pyspark's Connect client (see
+        :mod:`airflow_atlas.airflow.triggers.spark_connect`). False: the task submits it itself. Ignored
+        in the task and on a ``spark-submit`` connection.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
@@ -86,28 +96,39 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         batch_limit: int | None = None,
         max_iterations: int | None = None,
         max_entries_per_second: int | None = None,
+        deferrable: bool = True,
         **kwargs,
     ):
         super().__init__(**kwargs)
+        self.deferrable = deferrable
         self.batch_limit = batch_limit
         self.max_iterations = max_iterations
         self.max_entries_per_second = max_entries_per_second
         self._in_use: dict[str, Any] = {}
         self._kill_conn: tuple[str, Any] | None = None
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def _targets(self) -> list[SweepTarget]:
         targets = self.sweep_targets()
         if self.sweep_ts is not None:
             sweep_ts = as_int(self.sweep_ts, "sweep_ts")
             targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=sweep_ts) for t in targets]
+        return targets
+
+    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+        targets = self._targets()
         for target in targets:
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
         mode = self._mode(targets, settings)
         options = self._options(settings)
         if mode == "spark":
-            swept, document = sweep_on_spark(
-                self._submission, context, store, targets, options, **self.spark_args(settings),
-            )
+            spark_args = self.spark_args(settings)
+            document = None
+            if self.deferrable and is_connect_connection(spark_args["spark_conn_id"]):
+                swept, trigger = defer_sweep_on_connect(store, targets, options, **spark_args)
+                if trigger is not None:  # resumes in execute_complete; the store closes on the way out
+                    self.defer(trigger=trigger, method_name="execute_complete", timeout=self.execution_timeout)
+            else:
+                swept, document = sweep_on_spark(self._submission, context, store, targets, options, **spark_args)
             if document is not None:
                 self.log.info("Spark job %s: %s", document.app_id, document.summary)
             failed: list[SweepTarget] = []
@@ -118,6 +139,25 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
                 store, targets, options, lease_seconds=float(settings.lock_lease_seconds),
                 holder_of=lambda target: holder_for(context, target), in_use=self._in_use,
             )
+        return self._finish(store, targets, swept, failed, mode)
+
+    def execute_complete(self, context, event: dict | None = None) -> Any:
+        """Resume after the Spark Connect job ran from the triggerer (``deferrable``): the job's document
+        from the trigger's event, each target's result from it (the targets are this task's own, rendered
+        again), the metrics, the same output as ``execute``."""
+        swept, document = finish_on_connect(self._targets(), event)
+        self.log.info("Spark job %s (from the triggerer): %s", document.app_id, document.summary)
+        try:
+            settings = AtlasSettings.load()
+            with self.open_store(settings) as store:  # the metrics read the store (backlog per pair)
+                return self._finish(store, swept, swept, [], "spark")
+        except AtlasError as exc:
+            if is_retriable(exc):
+                raise
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    def _finish(self, store, targets: list[SweepTarget], swept: list[SweepTarget], failed: list[SweepTarget],
+                mode: str) -> Any:
         for target in swept + failed:
             emit_shard_metrics(store, target.to_json(), target.result)
         if failed:
