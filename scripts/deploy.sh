@@ -16,6 +16,8 @@
 #   scripts/deploy.sh env           the environment of the Airflow processes (`eval "$(scripts/deploy.sh env)"`
 #                                   then `airflow ...` from $ATLAS_DEPLOY_DIR/venv-*/bin talks to this deployment)
 #   scripts/deploy.sh pid NAME      the pid of a component's main process (for the fault tests)
+#   scripts/deploy.sh session NAME  the session of the component's current launch (its `timeout` wrapper's pid)
+#   scripts/deploy.sh host          the address everything listens on ($ATLAS_DEPLOY_HOST, default below)
 #
 # Configuration: docker/airflow-common.env, the SAME file docker-compose.yml loads (env_file), plus secrets
 # generated once by scripts/docker_env.py into $ATLAS_DEPLOY_DIR/airflow.env (default $ATLAS_DEPLOY_CACHE/state); only the addresses and file
@@ -155,6 +157,9 @@ launch() { # NAME CMD... : in its own session under `timeout`, output to logs/NA
   mkdir -p "$STATE/run" "$STATE/logs"
   setsid timeout -s TERM -k 30 "$LIFETIME" "$@" >>"$STATE/logs/$name.log" 2>&1 </dev/null &
   echo $! >"$(pidfile "$name")"
+  # Every session the component ever had: a restart after its main process was killed leaves the old
+  # session's orphans (task processes) running, and `stop` must end them too.
+  echo $! >>"$STATE/run/$name.sessions"
 }
 main_pid() { # the component's own process: the child of its `timeout` wrapper
   local t
@@ -272,8 +277,11 @@ stop_many() { # NAMES: SIGTERM to each component's process group, up to 30 s for
     ((alive)) || break
     sleep 0.3
   done
-  for t in "${tpids[@]}"; do pkill -KILL -s "$t" 2>/dev/null || true; done # orphans of a killed main process too
-  for name in "$@"; do rm -f "$(pidfile "$name")"; done
+  for name in "$@"; do # orphans of a killed main process too, in this launch's session and earlier ones
+    while read -r t; do [[ -n "$t" ]] && { pkill -KILL -s "$t" 2>/dev/null || true; }; done \
+      < <(cat "$STATE/run/$name.sessions" 2>/dev/null)
+    rm -f "$(pidfile "$name")" "$STATE/run/$name.sessions"
+  done
 }
 
 cmd_start() {
@@ -322,5 +330,7 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   pid) main_pid "${2:?component}" ;;
-  *) sed -n '2,20p' "$0" >&2; exit 2 ;;
+  session) cat "$(pidfile "${2:?component}")" 2>/dev/null ;;
+  host) echo "$HOST" ;;
+  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac

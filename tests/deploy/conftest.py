@@ -26,7 +26,21 @@ from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
 DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
 CACHE = Path(os.environ.get("ATLAS_DEPLOY_CACHE", "/tmp/airflow-atlas-deploy"))
 STATE = CACHE / "state"
-HOST = "127.0.0.11"
+
+
+def _script_env(keyspace: str = "") -> dict:
+    """scripts/deploy.sh's environment: this one without Airflow's and the project's variables, except the
+    deployment's own address ($ATLAS_DEPLOY_HOST: a second deployment beside another one on this machine)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ATLAS_", "PYTHONPATH"))}
+    env.update(ATLAS_DEPLOY_CACHE=str(CACHE), ATLAS_DEPLOY_KEYSPACE=keyspace)
+    if "ATLAS_DEPLOY_HOST" in os.environ:
+        env["ATLAS_DEPLOY_HOST"] = os.environ["ATLAS_DEPLOY_HOST"]
+    return env
+
+
+# The address everything listens on: scripts/deploy.sh's (its default lives there, in "Addresses").
+HOST = subprocess.run([str(DEPLOY), "host"], env=_script_env(), capture_output=True, text=True, timeout=60,
+                      check=True).stdout.strip()
 BASE_URL = f"http://{HOST}:8080"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "deploy"
 SEED = REPO_ROOT / "docker" / "atlas_variables.json"
@@ -62,6 +76,7 @@ class Deployment:
     keyspace: str
     _token: str | None = None
     timings: dict = field(default_factory=dict)
+    sessions: set = field(default_factory=set)  # of components the fault tests killed: checked empty at the end
 
     @property
     def venv(self) -> Path:
@@ -135,15 +150,17 @@ class Deployment:
     def running_tasks(self, dag_id: str, run_id: str) -> list:
         return [k for k, state in self.task_states(dag_id, run_id).items() if state == "running"]
 
+    def session(self, name: str) -> str:
+        """The session (id) of the component's current launch, remembered: after ``scripts/deploy.sh stop``
+        no process may be left in it (a killed worker's orphans included)."""
+        session = self.script("session", name, timeout=60).stdout.strip()
+        assert session, f"{name} has no session"
+        self.sessions.add(session)
+        return session
+
     def check_alive(self) -> None:
         status = self.script("status", timeout=60)
         assert status.returncode == 0, f"a component is down:\n{status.stdout}\n{log_tails()}"
-
-
-def _script_env(keyspace: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIRFLOW", "ATLAS_", "PYTHONPATH"))}
-    env.update(ATLAS_DEPLOY_CACHE=str(CACHE), ATLAS_DEPLOY_KEYSPACE=keyspace)
-    return env
 
 
 def _deployment_env(keyspace: str) -> dict:
@@ -190,6 +207,9 @@ def deployment(cassandra_node, cassandra_session):
         print(f"[deploy] module took {time.monotonic() - started:.0f}s")
         assert stop.returncode == 0, stop.stderr
         leftover = subprocess.run(["pgrep", "-af", str(STATE)], capture_output=True, text=True).stdout
+        for session in deployment.sessions:
+            leftover += subprocess.run(["ps", "-o", "pid,args", "--no-headers", "-s", session], capture_output=True,
+                                       text=True).stdout
         assert not leftover.strip(), f"processes left after scripts/deploy.sh stop:\n{leftover}"
 
 

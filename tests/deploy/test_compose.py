@@ -65,6 +65,14 @@ def test_airflow_services_mount_dags_and_name_connections():
     assert "AIRFLOW_CONN_ATLAS_DEFAULT" in env and "AIRFLOW_CONN_SPARK_DEFAULT" in env
 
 
+def test_airflow_processes_are_restarted_when_they_exit():
+    """Airflow's dag-processor exits when its database goes away (tests/deploy/test_faults.py restarts
+    Postgres mid-sweep): every long-running Airflow service is started again; airflow-init runs once."""
+    services = _airflow_services()
+    assert services.pop("airflow-init").get("restart") == "no"
+    assert services and {name: s.get("restart") for name, s in services.items()} == dict.fromkeys(services, "unless-stopped")
+
+
 @pytest.mark.skipif(
     shutil.which("docker-compose") is None, reason="docker-compose not installed (the README says how the file was validated)"
 )

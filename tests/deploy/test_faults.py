@@ -1,49 +1,159 @@
-"""Faults in the deployment mid-sweep (issue 21 item 2, the part done so far): the scheduler killed with
-SIGKILL and restarted, the api-server restarted, each while a run of atlas_targeted_sweep has a task
-running. After each: the run ends in success (through retries where a task was lost), no sweep lease
-(shard, strategy) is held once the run is over, ``verify`` passes on the store; the recovery time (fault to the run's success)
-is printed. The deployment is conftest.py's, shared with test_deployment.py (started once)."""
+"""Faults in the deployment mid-sweep (issue 21 item 2), each while a REST-triggered run of
+atlas_targeted_sweep has its sweep task sweeping a fresh backlog:
+
+* the scheduler killed with SIGKILL and restarted; the api-server restarted;
+* Postgres restarted (the metadata database and Celery's result backend); Redis restarted (the broker);
+* SIGKILL of a Celery worker's MAIN process: its pool processes die with it (billiard's parent-death
+  signal), the task process - a process group of its own - is orphaned and goes on sweeping (it talks to
+  the store directly) until it has nothing left to tell its dead supervisor; the worker is restarted; the
+  task, without heartbeats, is failed after ``task_instance_heartbeat_timeout`` and retried;
+* SIGKILL of a whole worker's process tree (every process of its session, the task process included), then
+  the worker restarted: the task is lost, failed after the heartbeat timeout and retried.
+
+After each: the run ends in success (through the retry where a task was lost); no sweep lease (shard,
+strategy) is held once the run is over (the orphan, if any, has exited by then); every tombstone written -
+the orphan's included - is counted for compaction: the tombstones since the last compaction in the store's
+sweep history (what ``atlas_compaction`` plans from) grew by at least the cells whose versions the run
+actually removed (read from the store before and after); ``verify`` passes on the store. The recovery time
+(fault to the run's success) is printed.
+
+The fault runs sweep at ``sweep_max_entries_per_second`` :data:`PACE` (a Variable edit, as in the UI) so a
+sweep task is still sweeping when the fault hits, and ``atlas_compaction`` is paused meanwhile (the count
+must not be reset by a compaction between the two readings; a paused DAG loses no count: the store holds
+it). The deployment is conftest.py's, shared with test_deployment.py (started once)."""
 from __future__ import annotations
 
+import json
 import os
 import signal
+import subprocess
 import time
+from dataclasses import dataclass
 
 import pytest
 
-from .conftest import SHARDS, log_tails
+from .conftest import SHARDS, log_tails, settings_value
 from .test_deployment import _assert_success, _settle, _trigger_rest
 
 pytestmark = [pytest.mark.deploy, pytest.mark.cassandra, pytest.mark.timeout(900)]
 
+DAG = "atlas_targeted_sweep"
+SWEEP_TASK = "shard.sweep"  # targeted_sweep_pipeline's task group "shard", its sweep task
+PACE = 20
+"""sweep_max_entries_per_second of the fault runs: the workload's ~450 queue entries take a sweep task
+about 20 s (4 pairs, one after the other); the fault hits 3 s in."""
+WORKLOAD = {"transactions": 100, "rows": 30, "columns": 4}
+TABLES = ("demo_conservative", "demo_thorough")  # WorkloadSpec's
 RUNNING_TIMEOUT = 180.0
+ORPHAN_TIMEOUT = 300.0
 
 
-def _mid_sweep(deployment, store, seed: int) -> str:
-    """A fresh backlog, a REST-triggered run, returned once one of its tasks is running."""
+@dataclass
+class FaultRun:
+    run_id: str
+    ti_id: str
+    versions: dict  # (table, cell) -> the cell's version timestamps before the run
+    counted: int  # tombstones since the last compaction, summed over TABLES, before the run
+
+
+@pytest.fixture(scope="module")
+def fault_settings(deployment):
+    """The fault runs' pace (a Variable edit) and atlas_compaction paused (see the module doc); both undone."""
+    r = deployment.api("PATCH", "/api/v2/dags/atlas_compaction", json={"is_paused": True})
+    assert r.status_code == 200, r.text
+    deadline = time.monotonic() + 300
+    while deployment.api("GET", "/api/v2/dags/atlas_compaction/dagRuns", params={"state": "running"}).json()["total_entries"]:
+        assert time.monotonic() < deadline, "an atlas_compaction run did not end"
+        time.sleep(2)
+    deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value(sweep_max_entries_per_second=PACE)))
+    yield
+    deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value()), check=False)
+    deployment.api("PATCH", "/api/v2/dags/atlas_compaction", json={"is_paused": False})
+
+
+def _cells():
+    from airflow_atlas.kvs.api import Cell
+
+    return [Cell(f"row{r:06d}".encode(), f"c{c:02d}".encode()) for r in range(WORKLOAD["rows"])
+            for c in range(WORKLOAD["columns"])]
+
+
+def _versions(store) -> dict:
+    out = {}
+    for table in TABLES:
+        for cell, stamps in store.kvs.get_all_timestamps(table, _cells()).items():
+            out[(table, cell)] = {ts for ts in stamps if ts >= 0}  # not a sweep's sentinel (-1)
+    return out
+
+
+def _counted(store) -> int:
+    return sum(store.history.tombstones_since_compaction(table).count for table in TABLES)
+
+
+def _sweep_ti(deployment, run_id: str) -> dict | None:
+    r = deployment.api("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances")
+    return next((t for t in r.json().get("task_instances", []) if t["task_id"] == SWEEP_TASK), None)
+
+
+def _mid_sweep(deployment, store, seed: int) -> FaultRun:
+    """A fresh backlog, a REST-triggered run, returned once its sweep task's process is sweeping."""
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
-    run_workload(store, WorkloadSpec(transactions=60, rows=30, seed=seed))
+    run_workload(store, WorkloadSpec(**WORKLOAD, seed=seed))
     _settle(store)
-    run_id = _trigger_rest(deployment, "atlas_targeted_sweep")
+    versions, counted = _versions(store), _counted(store)
+    run_id = _trigger_rest(deployment, DAG)
     deadline = time.monotonic() + RUNNING_TIMEOUT
-    while not deployment.running_tasks("atlas_targeted_sweep", run_id):
-        assert time.monotonic() < deadline, f"no task of {run_id} started running\n{log_tails()}"
+    while True:
+        ti = _sweep_ti(deployment, run_id)
+        if ti is not None and ti["state"] == "running" and _task_process(deployment, ti["id"]) is not None:
+            break
+        assert time.monotonic() < deadline, f"the sweep task of {run_id} did not start: {ti}\n{log_tails()}"
         time.sleep(0.5)
-    return run_id
+    time.sleep(3)  # some of the backlog swept, most of it not
+    return FaultRun(run_id, ti["id"], versions, counted)
 
 
-def _after(deployment, store, run_id: str, fault_at: float, fault: str) -> None:
+def _session_pids(session: str) -> list[int]:
+    return [int(p) for p in subprocess.run(["pgrep", "-s", session], capture_output=True, text=True).stdout.split()]
+
+
+def _task_process(deployment, ti_id: str) -> tuple[str, int] | None:
+    """(worker, pid) of the task process running ``ti_id`` (its title: ``airflow worker -- <ti id>``)."""
+    for worker in ("worker-1", "worker-2"):
+        session = deployment.script("session", worker, timeout=60).stdout.strip()
+        out = subprocess.run(["pgrep", "-s", session, "-f", f"airflow worker -- {ti_id}"], capture_output=True,
+                             text=True).stdout.split() if session else []
+        if out:
+            return worker, int(out[0])
+    return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _after(deployment, store, run: FaultRun, fault_at: float, fault: str) -> None:
+    from airflow_atlas.sweep.targeted import TargetedSweeper
     from airflow_atlas.verify import run_verify
 
-    _assert_success(deployment, "atlas_targeted_sweep", run_id)
+    _assert_success(deployment, DAG, run.run_id)
     print(f"[deploy] {fault}: the run succeeded {time.monotonic() - fault_at:.0f}s after the fault")
-    from airflow_atlas.sweep.targeted import TargetedSweeper
-
-    # The sweep leases (a compaction the run's asset event scheduled may legitimately hold its own now).
+    # The sweep leases (atlas_compaction, paused, holds none of them).
     held = [state for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")
             if (state := store.locks.describe(TargetedSweeper.lock_name(shard, strategy))) is not None and state.held]
     assert not held, held
+    # Every tombstone counted: each cell that lost a version got at least one tombstone, recorded in the
+    # store's sweep history by whichever process wrote it (a sweep step may tombstone a cell more than once).
+    after = _versions(store)
+    removed = sum(1 for key, stamps in run.versions.items() if stamps - after.get(key, set()))
+    counted = _counted(store) - run.counted
+    print(f"[deploy] {fault}: {removed} cell(s) lost versions, {counted} tombstone(s) counted since the run began")
+    assert removed > 0 and counted >= removed, (removed, counted)
     report = run_verify(store)
     assert report.ok, report.findings
 
@@ -54,25 +164,122 @@ def _main_pid(deployment, name: str) -> int:
     return int(out)
 
 
-def test_scheduler_killed_and_restarted_mid_sweep(deployment, cassandra_store):
-    run_id = _mid_sweep(deployment, cassandra_store, seed=21)
-    os.kill(_main_pid(deployment, "scheduler"), signal.SIGKILL)
-    fault_at = time.monotonic()
+def _restart_after_kill(deployment, name: str) -> None:
     deadline = time.monotonic() + 30
     while deployment.script("status", timeout=60).returncode == 0:  # its `timeout` wrapper ends with it
-        assert time.monotonic() < deadline, "the killed scheduler still shows as running"
+        assert time.monotonic() < deadline, f"the killed {name} still shows as running"
         time.sleep(0.5)
-    started = deployment.script("start", "scheduler", timeout=300)
+    started = deployment.script("start", name, timeout=300)
     assert started.returncode == 0, started.stderr
-    _after(deployment, cassandra_store, run_id, fault_at, "scheduler SIGKILL + restart")
 
 
-def test_api_server_restarted_mid_sweep(deployment, cassandra_store):
-    """Task processes talk to the api-server's execution API: they retry while it is down."""
-    run_id = _mid_sweep(deployment, cassandra_store, seed=22)
-    fault_at = time.monotonic()
-    stopped = deployment.script("stop", "api-server", timeout=120)
+def _restart(deployment, name: str) -> None:
+    stopped = deployment.script("stop", name, timeout=120)
     assert stopped.returncode == 0, stopped.stderr
-    started = deployment.script("start", "api-server", timeout=300)
+    started = deployment.script("start", name, timeout=300)
     assert started.returncode == 0, started.stderr
-    _after(deployment, cassandra_store, run_id, fault_at, "api-server restart")
+
+
+def test_scheduler_killed_and_restarted_mid_sweep(deployment, cassandra_store, fault_settings):
+    run = _mid_sweep(deployment, cassandra_store, seed=21)
+    deployment.session("scheduler")
+    os.kill(_main_pid(deployment, "scheduler"), signal.SIGKILL)
+    fault_at = time.monotonic()
+    _restart_after_kill(deployment, "scheduler")
+    _after(deployment, cassandra_store, run, fault_at, "scheduler SIGKILL + restart")
+
+
+def test_api_server_restarted_mid_sweep(deployment, cassandra_store, fault_settings):
+    """Task processes talk to the api-server's execution API: they retry while it is down."""
+    run = _mid_sweep(deployment, cassandra_store, seed=22)
+    fault_at = time.monotonic()
+    _restart(deployment, "api-server")
+    _after(deployment, cassandra_store, run, fault_at, "api-server restart")
+
+
+def _restart_exited(deployment, seconds: float) -> list[str]:
+    """For ``seconds``: start again every Airflow component that exited, as compose's ``restart:
+    unless-stopped`` does (docker-compose.yml). The names, in the order they were restarted."""
+    restarted: list[str] = []
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        status = deployment.script("status", timeout=60).stdout.split("\n")
+        exited = [line.split()[0] for line in status if line.endswith(" stopped")]
+        if exited:
+            for name in exited:
+                deployment.session(name)  # what is left of it: ended by `scripts/deploy.sh stop` (checked)
+            started = deployment.script("start", timeout=300)
+            assert started.returncode == 0, started.stderr
+            restarted += exited
+        time.sleep(2)
+    return restarted
+
+
+def test_postgres_restarted_mid_sweep(deployment, cassandra_store, fault_settings):
+    """The metadata database and Celery's result backend. The scheduler, api-server, triggerer and workers
+    reconnect; Airflow's dag-processor exits when it loses its database, and is started again as compose's
+    restart policy starts it (without that policy it stayed down: the fix in docker-compose.yml)."""
+    run = _mid_sweep(deployment, cassandra_store, seed=23)
+    fault_at = time.monotonic()
+    _restart(deployment, "postgres")
+    print(f"[deploy] Postgres restart: back after {time.monotonic() - fault_at:.0f}s")
+    restarted = _restart_exited(deployment, 30)
+    print(f"[deploy] Postgres restart: exited and started again (compose's restart policy): {restarted or 'none'}")
+    _after(deployment, cassandra_store, run, fault_at, "Postgres restart")
+
+
+def test_redis_restarted_mid_sweep(deployment, cassandra_store, fault_settings):
+    """The broker: the running task does not need it; the workers and the scheduler reconnect."""
+    run = _mid_sweep(deployment, cassandra_store, seed=24)
+    fault_at = time.monotonic()
+    _restart(deployment, "redis")
+    _after(deployment, cassandra_store, run, fault_at, "Redis restart")
+
+
+def test_worker_main_process_killed_mid_sweep_orphans_its_task(deployment, cassandra_store, fault_settings):
+    """The orphaned task process goes on sweeping after its worker died: its tombstones are counted too."""
+    run = _mid_sweep(deployment, cassandra_store, seed=25)
+    worker, task_pid = _task_process(deployment, run.ti_id)
+    deployment.session(worker)  # its orphans: `scripts/deploy.sh stop` ends them (checked at the end)
+    os.kill(_main_pid(deployment, worker), signal.SIGKILL)
+    fault_at, fault_wall = time.monotonic(), time.time()
+    time.sleep(1)
+    assert _alive(task_pid), "the task process died with its worker's main process: nothing was orphaned"
+    _restart_after_kill(deployment, worker)
+    deadline = time.monotonic() + ORPHAN_TIMEOUT
+    while _alive(task_pid):
+        assert time.monotonic() < deadline, f"the orphaned task process {task_pid} still runs"
+        time.sleep(1)
+    print(f"[deploy] the orphaned task process exited {time.monotonic() - fault_at:.0f}s after its worker died")
+    swept = _swept_since(cassandra_store, fault_wall)
+    assert swept, "the orphan swept nothing after its worker died: the fault came too late"
+    print(f"[deploy] the orphan tombstoned {sum(swept.values())} cell(s) after its worker died: {swept}")
+    _after(deployment, cassandra_store, run, fault_at, f"{worker} main process SIGKILL (task orphaned) + restart")
+
+
+def test_worker_process_tree_killed_mid_sweep(deployment, cassandra_store, fault_settings):
+    """Every process of the worker's session dies (as in a container killed): the task is lost."""
+    run = _mid_sweep(deployment, cassandra_store, seed=26)
+    worker, _ = _task_process(deployment, run.ti_id)
+    session = deployment.session(worker)
+    pids = _session_pids(session)
+    subprocess.run(["pkill", "-KILL", "-s", session], check=True)
+    fault_at = time.monotonic()
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in pids):
+        assert time.monotonic() < deadline, "the killed worker's processes are still alive"
+        time.sleep(0.2)
+    _restart_after_kill(deployment, worker)
+    _after(deployment, cassandra_store, run, fault_at, f"{worker} process tree SIGKILL + restart")
+
+
+def _swept_since(store, since: float) -> dict:
+    """Cells tombstoned per table by sweep iterations recorded after ``since`` (wall clock)."""
+    out: dict = {}
+    for shard in range(SHARDS):
+        for strategy in ("CONSERVATIVE", "THOROUGH"):
+            for record in store.history.recent(shard, strategy, limit=500):
+                if record["at"] > since:
+                    for table, n in (record.get("tables") or {}).items():
+                        out[table] = out.get(table, 0) + n
+    return out
