@@ -147,9 +147,6 @@ class Deployment:
         value = r.json()["value"]
         return json.loads(value) if isinstance(value, str) else value
 
-    def running_tasks(self, dag_id: str, run_id: str) -> list:
-        return [k for k, state in self.task_states(dag_id, run_id).items() if state == "running"]
-
     def session(self, name: str) -> str:
         """The session (id) of the component's current launch, remembered: after ``scripts/deploy.sh stop``
         no process may be left in it (a killed worker's orphans included)."""
