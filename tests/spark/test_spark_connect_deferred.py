@@ -15,16 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import socket
-import subprocess
 import threading
 import time
 
 import pytest
 
 from tests.airflow.conftest import FAST, embedded_store, load_dag, set_settings, settle, task_states, xcom  # noqa: F401
-from tests.conftest import REPO_ROOT
+from tests.processes import ConnectServer
 
 from .conftest import SETTINGS
 
@@ -34,32 +31,9 @@ STORE_CONN = "atlas_deferred_test"
 SPARK_CONN = "spark_connect_own"
 
 
-class OwnConnectServer:
-    """A Connect server of this module (scripts/spark.sh connect-start with its own directory and port)."""
-
-    def __init__(self, directory):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.env = {**os.environ, "ATLAS_SPARK_DIR": str(directory), "ATLAS_SPARK_CONNECT_PORT": str(self.port),
-                    "ATLAS_SPARK_CONNECT_MASTER": "local[2]", "ATLAS_SPARK_CONNECT_MEMORY": "768m"}
-        self.script = str(REPO_ROOT / "scripts" / "spark.sh")
-
-    def _do(self, command: str) -> None:
-        done = subprocess.run([self.script, command], env=self.env, capture_output=True, text=True, timeout=400)
-        if done.returncode != 0:
-            pytest.fail(f"scripts/spark.sh {command} failed:\n{done.stderr[-3000:]}")
-
-    def start(self) -> None:
-        self._do("connect-start")
-
-    def stop(self) -> None:
-        self._do("connect-stop")
-
-
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory):
-    server = OwnConnectServer(tmp_path_factory.mktemp("own-connect"))
+    server = ConnectServer(tmp_path_factory.mktemp("own-connect"))
     server.start()
     try:
         yield server
