@@ -1,6 +1,7 @@
 """The deferred Spark Connect path with a real ``airflow triggerer`` process: Airflow's own processes (API
 server, scheduler with the LocalExecutor, DAG processor, triggerer; tests/processes.py) on SQLite and a Spark
-Connect server of this module's own, on the helper address ``HOST``, started once for the module.
+Connect server of this module's own, started once for the module, all on the loopback address ``HOST``
+(one no service of the suite uses: free ports there cannot collide with theirs).
 
 ``atlas_targeted_sweep`` runs in Spark mode on the Connect connection, on the embedded store (connection
 ``atlas_default``, the ``atlas_settings`` Variable from the environment); its one sweep task (one group of
@@ -51,8 +52,8 @@ SETTINGS = {
     "execution_mode": "spark",
     "spark_conn_id": SPARK_CONN,
     "spark_group_size": 4,  # one sweep task (one Connect job) for all four pairs
-    # A retry while the server is still down fails again: enough retries (2, 4, 8, 10, 10, 10 s apart) to
-    # outlast a restart.
+    # Normally two tries (the retry's job waits in the Connect client's own retries until the server is
+    # back); more, 2, 4, 8, 10, 10, 10 s apart, in case a retry's job fails too.
     "retries": 6,
     "retry_delay_seconds": 2,
     "max_retry_delay_seconds": 10,
