@@ -164,30 +164,15 @@ def connect_server(connect_server_dir):
     directory and a free port) at its first use and stopped at the end of the session (here, not in
     tests/spark, because the security tests use it too: Spark Connect over TLS to the secured node).
     The server's directory (its log) is ``connect_server_dir``."""
-    import os
-    import socket
-    import subprocess
-
+    from tests.processes import ConnectServer
 
     given = os.environ.get("ATLAS_TEST_SPARK_CONNECT")
     if given:
         yield given
         return
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {
-        **os.environ,
-        "ATLAS_SPARK_DIR": str(connect_server_dir),
-        "ATLAS_SPARK_CONNECT_PORT": str(port),
-        "ATLAS_SPARK_CONNECT_MASTER": "local[2]",
-        "ATLAS_SPARK_CONNECT_MEMORY": "768m",
-    }
-    script = str(REPO_ROOT / "scripts" / "spark.sh")
-    started = subprocess.run([script, "connect-start"], env=env, capture_output=True, text=True, timeout=400)
-    if started.returncode != 0:
-        pytest.fail(f"scripts/spark.sh connect-start failed:\n{started.stderr[-3000:]}")
+    server = ConnectServer(connect_server_dir)
+    server.start()
     try:
-        yield f"sc://127.0.0.1:{port}"
+        yield server.url
     finally:
-        subprocess.run([script, "connect-stop"], env=env, capture_output=True, text=True, timeout=120)
+        server.stop()

@@ -4,7 +4,7 @@ the triggerer does, next to other triggers.
 
 * two jobs at once from one event loop: both sweep their pairs; meanwhile the loop never stalls (a ticker
   measures its largest gap) and a store trigger fires as soon as its lock is released;
-* the Connect server stops under a running job and starts again: that job ends with a retriable failure
+* the Connect server is killed under a running job and starts again: that job ends with a retriable failure
   (the task is retried by Airflow), the loop keeps serving the other trigger during the outage, and the
   next job runs on the new server;
 * ``atlas_targeted_sweep`` under ``dag.test()`` in Spark mode over Connect: the sweep task defers (Airflow
@@ -15,16 +15,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import socket
-import subprocess
 import threading
 import time
 
 import pytest
 
 from tests.airflow.conftest import FAST, embedded_store, load_dag, set_settings, settle, task_states, xcom  # noqa: F401
-from tests.conftest import REPO_ROOT
+from tests.processes import ConnectServer
 
 from .conftest import SETTINGS
 
@@ -34,32 +31,9 @@ STORE_CONN = "atlas_deferred_test"
 SPARK_CONN = "spark_connect_own"
 
 
-class OwnConnectServer:
-    """A Connect server of this module (scripts/spark.sh connect-start with its own directory and port)."""
-
-    def __init__(self, directory):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            self.port = s.getsockname()[1]
-        self.env = {**os.environ, "ATLAS_SPARK_DIR": str(directory), "ATLAS_SPARK_CONNECT_PORT": str(self.port),
-                    "ATLAS_SPARK_CONNECT_MASTER": "local[2]", "ATLAS_SPARK_CONNECT_MEMORY": "768m"}
-        self.script = str(REPO_ROOT / "scripts" / "spark.sh")
-
-    def _do(self, command: str) -> None:
-        done = subprocess.run([self.script, command], env=self.env, capture_output=True, text=True, timeout=400)
-        if done.returncode != 0:
-            pytest.fail(f"scripts/spark.sh {command} failed:\n{done.stderr[-3000:]}")
-
-    def start(self) -> None:
-        self._do("connect-start")
-
-    def stop(self) -> None:
-        self._do("connect-stop")
-
-
 @pytest.fixture(scope="module")
 def own_server(tmp_path_factory):
-    server = OwnConnectServer(tmp_path_factory.mktemp("own-connect"))
+    server = ConnectServer(tmp_path_factory.mktemp("own-connect"))
     server.start()
     try:
         yield server
@@ -207,7 +181,9 @@ def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(o
             assert time.monotonic() < deadline, "the job never started sweeping"
             await asyncio.sleep(0.2)
         moments["stopping"] = time.monotonic()
-        await asyncio.to_thread(own_server.stop)
+        # Killed, not stopped: a graceful stop fails the job at once (its next call reaches the stopping
+        # SparkContext), too soon to tell a blocked loop; killed, the job's client retries through the outage.
+        await asyncio.to_thread(own_server.kill)
         other = asyncio.create_task(first_event(waiting))
         await asyncio.to_thread(handle.store.locks.release_held_by, lease.name, lease.holder)
         moments["released"] = time.monotonic()
@@ -228,7 +204,7 @@ def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(o
         raise_for_document("targeted-sweep", document_from_event(event), "")
     assert not isinstance(raised.value, SparkSweepRefused), event
     assert str(raised.value)
-    logging.getLogger(__name__).warning("the job failed %.1f s after the server stopped: %s",
+    logging.getLogger(__name__).warning("the job failed %.1f s after the server was killed: %s",
                                         job_at - moments["stopping"], str(raised.value)[:300])
 
     # The next job (another store: the dead job's locks wait for their leases to expire) runs on the new server.
