@@ -24,10 +24,15 @@ least :data:`WINDOW_SECONDS`:
   :data:`MAX_WINDOW_SECONDS`); its statistic per kind is the p99 of its samples from :data:`P99_MIN_SAMPLES`
   (100) on - fewer make the nearest-rank p99 the slowest sample, one request's noise -, the p90 from 10
   samples, below that their median (one slow request among a few is noise, not load), smoothed over the
-  windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either); the baseline per
+  windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either; the lower of the
+  smoothed statistic and the window's own is compared with the target, so the smoothed one's way down after
+  a load has stopped backs nothing off); the baseline per
   kind is the lowest smoothed statistic of the run (a moving minimum: the store's latency while the sweep
-  starts slowly, or any quieter moment later), rising by :data:`BASELINE_DRIFT` per window so that a
-  lasting change of the store's latency becomes the new baseline;
+  starts slowly, or any quieter moment later), rising by :data:`BASELINE_DRIFT_PER_SECOND` so that a
+  lasting change of the store's latency becomes the new baseline within a minute, while a load that starts
+  is seen against the baseline of before (the drift was 5% per window until a real-node test showed a load
+  that raised the latency 1.7x absorbed by it: at three windows a second the baseline rose as fast as the
+  smoothed statistic);
 * the target per kind is ``baseline x latency_target`` (setting ``sweep_latency_target``), at least
   :data:`MIN_HEADROOM_SECONDS` above the baseline (sub-millisecond jitter is not load);
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
@@ -88,10 +93,11 @@ regain a third of the unthrottled rate)."""
 P99_MIN_SAMPLES = 100
 """A window's statistic is its p99 from this many samples of a kind (the nearest-rank p99 of 100 is the
 second slowest; of fewer, the slowest)."""
-BASELINE_DRIFT = 0.05
-"""The baseline rises by this fraction per window towards the smoothed latency (a run whose store stays
+BASELINE_DRIFT_PER_SECOND = 0.02
+"""The baseline rises by this fraction per second towards the smoothed latency (a run whose store stays
 slower than its quietest moment - other work on the machine - is not held at the minimum pace for ever:
-after about 25 windows a lasting 3x is the new baseline)."""
+after about 55 s a lasting 3x is the new baseline; in the 1-2 s that smoothing takes to see a step of the
+latency, the baseline rises by 2-4%, so a step above the target is seen)."""
 SMOOTHING = 0.5
 """Weight of a window's statistic in the smoothed latency (the rest: the smoothed latency so far)."""
 MIN_HEADROOM_SECONDS = 0.002
@@ -188,19 +194,21 @@ class AdaptiveController:
         if elapsed < WINDOW_SECONDS or (taken < MIN_WINDOW_SAMPLES and elapsed < MAX_WINDOW_SECONDS):
             if not (self._slow_start and taken and elapsed > 0):
                 return self.rate
-            verdict = self._measure()
+            verdict = self._measure(elapsed)
             if verdict.strong is None and verdict.worst is not None and verdict.worst[0] > 1:
                 self.reason = f"holding {self.rate:,.0f} entries/s: {verdict.worst[1]} (a full window decides)"
                 return self.rate  # the samples stay in the window: a full window decides
-        self._decide(self._window_entries / elapsed)
+        self._decide(self._window_entries / elapsed, elapsed)
         self._window_start = now
         self._window_entries = 0
         for samples in self._samples.values():
             samples.clear()
         return self.rate
 
-    def _measure(self) -> _Verdict:
-        """The window so far against the targets (nothing stored: :meth:`_decide` commits it)."""
+    def _measure(self, elapsed: float) -> _Verdict:
+        """The window so far (``elapsed`` seconds long) against the targets (nothing stored: :meth:`_decide`
+        commits it)."""
+        drift = (1 + BASELINE_DRIFT_PER_SECOND) ** max(0.0, elapsed)
         verdict = _Verdict()
         for kind in KINDS:
             samples = self._samples[kind]
@@ -210,22 +218,25 @@ class AdaptiveController:
             if slowest >= STRONG_SIGNAL_SECONDS:
                 verdict.strong = f"{kind} took {_ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)"
                 return verdict
-            name, stat = window_statistic(samples)
+            name, raw = window_statistic(samples)
             previous = self.smoothed.get(kind)
-            stat = verdict.smoothed[kind] = stat if previous is None else SMOOTHING * stat + (1 - SMOOTHING) * previous
-            base = verdict.baseline[kind] = min(self.baseline.get(kind, stat) * (1 + BASELINE_DRIFT), stat)
+            stat = verdict.smoothed[kind] = raw if previous is None else SMOOTHING * raw + (1 - SMOOTHING) * previous
+            base = verdict.baseline[kind] = min(self.baseline.get(kind, stat) * drift, stat)
             target = max(base * self.latency_target, base + MIN_HEADROOM_SECONDS)
-            ratio = stat / target
+            # Over the target only when the smoothed statistic is (one slow window is noise) and this window's
+            # own is too (the smoothed one falls for a few windows after a load stops: no back-off for that).
+            decided = min(raw, stat)
+            ratio = decided / target
             cmp = ">" if ratio > 1 else "<="
-            text = f"{kind} {name} {_ms(stat)} {cmp} target {_ms(target)}"
+            text = f"{kind} {name} {_ms(decided)} {cmp} target {_ms(target)}"
             if verdict.worst is None or ratio > verdict.worst[0]:
                 verdict.worst = (ratio, text)
             if stat > base + (target - base) / 2:
                 verdict.quiet = False
         return verdict
 
-    def _decide(self, reached: float) -> None:
-        verdict = self._measure()
+    def _decide(self, reached: float, elapsed: float) -> None:
+        verdict = self._measure(elapsed)
         if verdict.strong is not None:
             self._back_off(verdict.strong)
             return

@@ -60,9 +60,9 @@ def test_latency_above_the_target_halves_the_pace_and_names_the_request_and_the_
     assert r.c.rate == 16000 and r.c.backoffs == 0
     r.window(delete=41 * MS)  # smoothed (29 + 41) / 2 = 35 ms
     assert r.c.rate == 8000 and r.c.backoffs == 1
-    assert r.c.reason == "backed off: delete p50 35 ms > target 33 ms"  # baseline drifted to 22 ms
+    assert r.c.reason == "backed off: delete p50 35 ms > target 30 ms"  # baseline 20 ms (2%/s)
     r.window(read=9 * MS, delete=15 * MS)  # read baseline 1.05 ms: target max(1.5x, + 2 ms headroom)
-    assert r.c.rate == 4000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.1 ms"
+    assert r.c.rate == 4000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.0 ms"
 
 
 def test_after_a_back_off_the_pace_grows_additively_near_the_target_and_by_a_factor_when_quiet():
@@ -261,7 +261,7 @@ def test_one_slow_sample_among_a_few_is_noise_but_most_of_them_slow_is_load():
             r.c.observe("read", 50 * MS)
         r.now += WINDOW_SECONDS
         r.c.end_iteration(100, r.now)
-    assert r.c.backoffs == 1 and r.c.reason == "backed off: read p50 26 ms > target 3.1 ms"
+    assert r.c.backoffs == 1 and r.c.reason == "backed off: read p50 26 ms > target 3.0 ms"
 
 
 def test_the_statistic_is_the_median_of_a_few_samples_the_p90_of_many_and_the_p99_of_a_hundred():
@@ -279,7 +279,7 @@ def test_the_reason_names_the_p99_when_the_window_held_enough_samples():
         r.c.observe_delete((20 if i < 90 else 80) * MS)  # the slowest tenth: p90 20 ms, p99 80 ms
     r.now += WINDOW_SECONDS
     r.c.end_iteration(500, r.now)
-    assert r.c.backoffs == 1 and r.c.reason == "backed off: delete p99 50 ms > target 32 ms"  # smoothed (20 + 80) / 2
+    assert r.c.backoffs == 1 and r.c.reason == "backed off: delete p99 50 ms > target 30 ms"  # smoothed (20 + 80) / 2
     assert percentile([4.0, 1.0, 3.0, 2.0], 0.5) == 2.0
 
 
@@ -291,8 +291,37 @@ def test_a_target_that_is_not_a_ratio_above_one_is_refused(target):
 
 def test_a_lasting_slower_store_becomes_the_baseline_and_the_pace_recovers():
     """Other work on the machine keeps the store 3x slower than the run's quietest moment: the pace backs
-    off, then the baseline drifts up (BASELINE_DRIFT) and the pace grows again."""
+    off, then the baseline drifts up (BASELINE_DRIFT_PER_SECOND) and, within about a minute, the pace grows
+    again."""
     r = Run()
     r.window(read=1 * MS, delete=10 * MS)
-    rates = [r.window(read=3 * MS, delete=30 * MS) for _ in range(40)]
+    rates = [r.window(read=3 * MS, delete=30 * MS) for _ in range(int(70 / WINDOW_SECONDS))]
     assert min(rates) < rates[0] and rates[-1] > min(rates) and r.c.reason.startswith("increasing: ")
+    assert min(rates[: int(10 / WINDOW_SECONDS)]) == MIN_ENTRIES_PER_SECOND  # not within the first 10 s
+
+
+def test_a_load_that_raises_the_latency_by_1_7x_backs_off_within_two_seconds():
+    """The step the real-node test met (read p50 6.4 ms against 3.7 ms): seen against the baseline of before
+    the load, not absorbed by the baseline's drift (5% per window did: the pace held for 11 s of load)."""
+    r = Run(max_rate=300)
+    for _ in range(16):  # 4 s at the baseline (at the bound: 300 entries/s)
+        r.window(read=3.7 * MS, delete=10 * MS)
+    assert r.c.rate == 300 and r.c.backoffs == 0
+    for window in range(int(2 / WINDOW_SECONDS)):
+        r.window(read=6.4 * MS, delete=17 * MS)
+        if r.c.backoffs:
+            break
+    assert r.c.backoffs == 1 and r.c.rate == 150, r.c.reason
+
+
+def test_the_smoothed_latency_falling_after_a_load_backs_nothing_off():
+    """A spike's tail in the smoothed latency: the windows after it are at the baseline, so the pace grows
+    (the smoothed statistic alone stayed over the target for three more windows: three more halvings)."""
+    r = Run()
+    for _ in range(4):
+        r.window()
+    r.window(delete=200 * MS)
+    r.window(delete=200 * MS)
+    assert r.c.rate == 4000 and r.c.backoffs == 2
+    rates = [r.window() for _ in range(4)]
+    assert r.c.backoffs == 2 and rates == sorted(rates) and rates[-1] > 4000, rates
