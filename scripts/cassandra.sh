@@ -418,18 +418,30 @@ node_index() {
     || usage "node index must be in 1..$CLUSTER_NODES, got '${1:-}'"
 }
 
-# Exit 0 when node $1 sees every node of the cluster Up/Normal.
+# Exit 0 when `nodetool describecluster`'s output (stdin) shows $1 nodes live, none joining, leaving, moving
+# or unreachable, and one schema version that all $1 hold. Up/Normal alone is not enough: a node restarted a
+# moment ago is Up/Normal in gossip before it has pulled the schema, and a keyspace created then is missing on
+# it for a while (INCOMPATIBLE_SCHEMA from that replica, seen in CI after a test's node restart).
+cluster_settled() {
+  local nodes="$1" out k
+  out="$(cat)"
+  grep -qE "^[[:space:]]*Live: $nodes\$" <<<"$out" || return 1
+  for k in Joining Moving Leaving Unreachable; do grep -qE "^[[:space:]]*$k: 0\$" <<<"$out" || return 1; done
+  local versions
+  versions="$(sed -n '/Schema versions:/,/^$/p' <<<"$out" | grep -E '^[[:space:]]+[0-9a-f-]{36}: \[')" || return 1
+  (( $(wc -l <<<"$versions") == 1 && $(tr -cd , <<<"$versions" | wc -c) == nodes - 1 ))
+}
+
+# Exit 0 when node $1 sees every node of the cluster Up/Normal and on one schema.
 ring_complete() {
-  local out
-  out="$(node_cmd "$1" nodetool status 2>/dev/null)" || return 1
-  (( $(grep -cE '^UN ' <<<"$out") == CLUSTER_NODES ))
+  node_cmd "$1" nodetool describecluster 2>/dev/null | cluster_settled "$CLUSTER_NODES"
 }
 
 wait_for_ring() {
   local waited=0 i
   for i in "$@"; do
     until ring_complete "$i"; do
-      (( waited < TIMEOUT )) || die "node$i does not see $CLUSTER_NODES nodes Up/Normal within ${TIMEOUT}s"
+      (( waited < TIMEOUT )) || die "node$i does not see $CLUSTER_NODES nodes Up/Normal on one schema within ${TIMEOUT}s"
       sleep 2
       waited=$((waited + 2))
     done
@@ -681,8 +693,8 @@ secure_cluster() {
       for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do secure_cmd "$i" start "$@"; done
       local waited=0
       for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do
-        until (( $(secure_cmd "$i" nodetool status 2>/dev/null | grep -cE '^UN ') == SECURE_CLUSTER_NODES )); do
-          (( waited < TIMEOUT )) || die "secured node$i does not see $SECURE_CLUSTER_NODES nodes Up/Normal within ${TIMEOUT}s"
+        until secure_cmd "$i" nodetool describecluster 2>/dev/null | cluster_settled "$SECURE_CLUSTER_NODES"; do
+          (( waited < TIMEOUT )) || die "secured node$i does not see $SECURE_CLUSTER_NODES nodes Up/Normal on one schema within ${TIMEOUT}s"
           sleep 2
           waited=$((waited + 2))
         done
