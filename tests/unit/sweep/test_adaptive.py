@@ -307,7 +307,7 @@ def test_a_load_that_raises_the_latency_by_1_7x_backs_off_within_two_seconds():
     for _ in range(16):  # 4 s at the baseline (at the bound: 300 entries/s)
         r.window(read=3.7 * MS, delete=10 * MS)
     assert r.c.rate == 300 and r.c.backoffs == 0
-    for window in range(int(2 / WINDOW_SECONDS)):
+    for _ in range(int(2 / WINDOW_SECONDS)):
         r.window(read=6.4 * MS, delete=17 * MS)
         if r.c.backoffs:
             break
