@@ -461,7 +461,11 @@ cluster() {
       say "cluster $CLUSTER_NAME_OF_CLUSTER: $CLUSTER_NODES nodes Up/Normal on 127.0.0.2..127.0.0.$((CLUSTER_NODES + 1)) (CQL 9042, JMX 7201..$((7200 + CLUSTER_NODES)))"
       ;;
     stop)
-      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" stop; done
+      # all at once (each a process of its own: a node's stop waits for its JVM's shutdown, seconds each)
+      local pids=() rc=0 pid
+      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" stop & pids+=("$!"); done
+      for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+      return "$rc"
       ;;
     status)
       local rc=0
@@ -707,7 +711,12 @@ secure_cluster() {
       fi
       say "secured cluster up: CQL+TLS on $hosts:9042 (CA $SECURE_CA_DIR/ca.pem), system_auth on every node; credentials: $0 secure env"
       ;;
-    stop) for ((i = SECURE_CLUSTER_NODES; i >= 1; i--)); do secure_cmd "$i" stop; done ;;
+    stop)
+      local pids=() rc=0 pid  # all at once, as `cluster stop`
+      for ((i = SECURE_CLUSTER_NODES; i >= 1; i--)); do secure_cmd "$i" stop & pids+=("$!"); done
+      for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+      return "$rc"
+      ;;
     status)
       local rc=0
       for ((i = 1; i <= SECURE_CLUSTER_NODES; i++)); do secure_cmd "$i" status || rc=1; done
