@@ -40,6 +40,23 @@ def free_port(host: str = "127.0.0.1") -> int:
         return s.getsockname()[1]
 
 
+def admin_token(base_url: str, password: str) -> str:
+    """A REST API token for Airflow's admin user (POST /auth/token) at ``base_url``."""
+    import httpx
+
+    r = httpx.post(f"{base_url}/auth/token", json={"username": "admin", "password": password}, timeout=60)
+    assert r.status_code in (200, 201), r.text
+    return r.json()["access_token"]
+
+
+def api_request(base_url: str, token: str, method: str, path: str, **kwargs):
+    """One request to Airflow's REST API at ``base_url`` with a token of :func:`admin_token`."""
+    import httpx
+
+    headers = {"Authorization": f"Bearer {token}", **kwargs.pop("headers", {})}
+    return httpx.request(method, f"{base_url}{path}", headers=headers, timeout=60, **kwargs)
+
+
 @dataclass
 class AirflowProcesses:
     """A running Airflow (see :func:`running_airflow`)."""
@@ -58,18 +75,11 @@ class AirflowProcesses:
     def token(self) -> str:
         """A REST API token for the admin user (POST /auth/token)."""
         if self._token is None:
-            import httpx
-
-            r = httpx.post(f"{self.base_url}/auth/token", json={"username": "admin", "password": self.admin_password}, timeout=60)
-            assert r.status_code in (200, 201), r.text
-            self._token = r.json()["access_token"]
+            self._token = admin_token(self.base_url, self.admin_password)
         return self._token
 
     def api(self, method: str, path: str, **kwargs):
-        import httpx
-
-        headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
-        return httpx.request(method, f"{self.base_url}{path}", headers=headers, timeout=60, **kwargs)
+        return api_request(self.base_url, self.token(), method, path, **kwargs)
 
     def health(self) -> dict:
         import httpx

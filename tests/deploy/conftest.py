@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
+from tests.processes import admin_token, api_request
 
 DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
 CACHE = Path(os.environ.get("ATLAS_DEPLOY_CACHE", "/tmp/airflow-atlas-deploy"))
@@ -100,20 +101,12 @@ class Deployment:
         return json.loads((STATE / "auth" / "passwords.json").read_text())["admin"]
 
     def token(self) -> str:
-        import httpx
-
         if self._token is None:
-            r = httpx.post(f"{BASE_URL}/auth/token", json={"username": "admin", "password": self.admin_password},
-                           timeout=60)
-            assert r.status_code in (200, 201), r.text
-            self._token = r.json()["access_token"]
+            self._token = admin_token(BASE_URL, self.admin_password)
         return self._token
 
     def api(self, method: str, path: str, **kwargs):
-        import httpx
-
-        headers = {"Authorization": f"Bearer {self.token()}", **kwargs.pop("headers", {})}
-        return httpx.request(method, f"{BASE_URL}{path}", headers=headers, timeout=60, **kwargs)
+        return api_request(BASE_URL, self.token(), method, path, **kwargs)
 
     def wait_run(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> dict:
         """The run once it ended (success or failed), with its task states on failure."""
