@@ -17,10 +17,11 @@ sweep history (what ``atlas_compaction`` plans from) grew by at least the cells 
 actually removed (read from the store before and after); ``verify`` passes on the store. The recovery time
 (fault to the run's success) is printed.
 
-The fault runs sweep at ``sweep_max_entries_per_second`` :data:`PACE` (a Variable edit, as in the UI) so a
-sweep task is still sweeping when the fault hits, and ``atlas_compaction`` is paused meanwhile (the count
-must not be reset by a compaction between the two readings; a paused DAG loses no count: the store holds
-it). The deployment is conftest.py's, shared with test_deployment.py (started once)."""
+The fault runs sweep at ``sweep_max_entries_per_second`` :data:`PACE` (a Variable edit through the REST API,
+as in the UI) so a sweep task is still sweeping when the fault hits; where a task is lost, the full pace is
+restored once the fault has hit, so the retry does not sweep at the test's pace. ``atlas_compaction`` is
+paused meanwhile (the count must not be reset by a compaction between the two readings; a paused DAG loses
+no count: the store holds it). The deployment is conftest.py's, shared with test_deployment.py (started once)."""
 from __future__ import annotations
 
 import json
@@ -65,10 +66,22 @@ def fault_settings(deployment):
     while deployment.api("GET", "/api/v2/dags/atlas_compaction/dagRuns", params={"state": "running"}).json()["total_entries"]:
         assert time.monotonic() < deadline, "an atlas_compaction run did not end"
         time.sleep(2)
-    deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value(sweep_max_entries_per_second=PACE)))
     yield
-    deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value()), check=False)
+    _set_settings(deployment, settings_value())
     deployment.api("PATCH", "/api/v2/dags/atlas_compaction", json={"is_paused": False})
+
+
+def _set_settings(deployment, value: dict) -> None:
+    """The atlas_settings Variable's value, edited through the REST API (as the UI edits it); each task reads
+    it when it starts."""
+    r = deployment.api("PATCH", "/api/v2/variables/atlas_settings", params={"update_mask": ["value"]},
+                       json={"key": "atlas_settings", "value": json.dumps(value)})
+    assert r.status_code == 200, r.text
+
+
+def _full_pace(deployment) -> None:
+    """Once the fault has hit: the retry sweeps what is left at the deployment's own pace, not :data:`PACE`."""
+    _set_settings(deployment, settings_value())
 
 
 def _cells():
@@ -110,6 +123,7 @@ def _mid_sweep(deployment, store, seed: int) -> FaultRun:
 def _try_mid_sweep(deployment, store, seed: int) -> FaultRun | None:
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
+    _set_settings(deployment, settings_value(sweep_max_entries_per_second=PACE))
     run_workload(store, WorkloadSpec(**WORKLOAD, seed=seed))
     _settle(store)
     versions, counted = _versions(store), _counted(store)
@@ -259,6 +273,7 @@ def test_worker_main_process_killed_mid_sweep_orphans_its_task(deployment, cassa
     fault_at, fault_wall = time.monotonic(), time.time()
     time.sleep(1)
     assert _alive(task_pid), "the task process died with its worker's main process: nothing was orphaned"
+    _full_pace(deployment)  # the orphan keeps the pace it read when it started
     _restart_after_kill(deployment, worker)
     deadline = time.monotonic() + ORPHAN_TIMEOUT
     while _alive(task_pid):
@@ -283,6 +298,7 @@ def test_worker_process_tree_killed_mid_sweep(deployment, cassandra_store, fault
     while any(_alive(pid) for pid in pids):
         assert time.monotonic() < deadline, "the killed worker's processes are still alive"
         time.sleep(0.2)
+    _full_pace(deployment)
     _restart_after_kill(deployment, worker)
     _after(deployment, cassandra_store, run, fault_at, f"{worker} process tree SIGKILL + restart")
 
