@@ -68,6 +68,19 @@ def job_event(run: Callable[[], Any], store_url: Callable[[], str]) -> dict:
     return json.loads(scrub(json.dumps(payload), url=url)) if url else payload
 
 
+def describe_event(payload: Mapping[str, Any]) -> str:
+    """One line for the triggerer's log: the job's summary when it succeeded, else why it did not (an
+    ``error`` event's message; a finished job that failed: its error and the pairs or ranges that failed)."""
+    if payload.get("status") == "error":
+        return f"failed: {payload.get('message')}"
+    document = payload.get("document") or {}
+    if document.get("ok"):
+        return f"done: {document.get('summary')}"
+    error = f"{document.get('error_type') or 'failed'}: {document.get('error')}" if document.get("error") else "failed"
+    failed = document.get("failed") or []
+    return f"failed: {error}" + (f" ({len(failed)} failed: {failed[:5]})" if failed else "")
+
+
 def document_from_event(event: Mapping[str, Any] | None):
     """The JobDocument of a ``done`` event; an ``error`` event (or none) raises ``SparkSweepFailed``, or
     ``SparkSweepRefused`` when it is not retriable."""
@@ -134,6 +147,5 @@ class SparkConnectJobTrigger(BaseTrigger):
             self.log.warning("cancelled: interrupting Spark Connect job %s", self.request.tag)
             threading.Thread(target=handle.on_kill, name="atlas-connect-kill", daemon=True).start()
             raise
-        self.log.info("Spark Connect job %s: %s", self.request.tag,
-                      payload.get("message") or (payload.get("document") or {}).get("summary"))
+        self.log.info("Spark Connect job %s %s", self.request.tag, describe_event(payload))
         yield TriggerEvent(payload)

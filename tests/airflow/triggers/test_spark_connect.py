@@ -9,7 +9,12 @@ import pytest
 
 from airflow_atlas.airflow.execution.spark import SparkSweepFailed, SparkSweepRefused
 from airflow_atlas.airflow.execution.spark_connect import ConnectRequest, targeted_sweep_job
-from airflow_atlas.airflow.triggers.spark_connect import SparkConnectJobTrigger, document_from_event, job_event
+from airflow_atlas.airflow.triggers.spark_connect import (
+    SparkConnectJobTrigger,
+    describe_event,
+    document_from_event,
+    job_event,
+)
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.spark import JobDocument
 from tests.airflow.conftest import import_string
@@ -111,3 +116,18 @@ def test_no_event_or_a_strange_one_fails_retriably(event):
     with pytest.raises(SparkSweepFailed) as raised:
         document_from_event(event)
     assert not isinstance(raised.value, SparkSweepRefused)
+
+
+def test_the_log_line_says_what_happened():
+    """A job that ran and failed logged its empty summary ("{}") until 2026-11-27."""
+    assert describe_event(job_event(lambda: document(), lambda: URL)) == "done: {'entries_read': 3}"
+    failed = document(ok=False, summary={}, error_type="SparkSweepFailed", error=f"2 pairs failed at {URL}",
+                      failed=[{"shard": 0, "strategy": "THOROUGH"}])
+    line = describe_event(job_event(lambda: failed, lambda: URL))
+    assert line == ("failed: SparkSweepFailed: 2 pairs failed at cassandra://sweeper:***@127.0.0.1:9042/ks "
+                    "(1 failed: [{'shard': 0, 'strategy': 'THOROUGH'}])"), line
+
+    def raises():
+        raise SparkSweepFailed("the server went away")
+
+    assert describe_event(job_event(raises, lambda: URL)) == "failed: SparkSweepFailed: the server went away"
