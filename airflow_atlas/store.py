@@ -160,6 +160,12 @@ class AtlasStore:
 
         return SweepHistory(self.kvs)
 
+    @cached_property
+    def pace_profiles(self):
+        from .sweep.pace_profile import PaceProfiles
+
+        return PaceProfiles(self.kvs)
+
     # ----- schema ----------------------------------------------------------------------------------
     def initialize(self, shards: int | None = None) -> None:
         """Create every internal table (idempotent) and make sure the shard count is at least ``shards``.

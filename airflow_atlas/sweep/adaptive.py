@@ -26,13 +26,24 @@ least :data:`WINDOW_SECONDS`:
   samples, below that their median (one slow request among a few is noise, not load), smoothed over the
   windows (:data:`SMOOTHING`: one slow window on a busy machine is not load either; the lower of the
   smoothed statistic and the window's own is compared with the target, so the smoothed one's way down after
-  a load has stopped backs nothing off); the baseline per
-  kind is the lowest smoothed statistic of the run (a moving minimum: the store's latency while the sweep
-  starts slowly, or any quieter moment later), rising by :data:`BASELINE_DRIFT_PER_SECOND` so that a
-  lasting change of the store's latency becomes the new baseline within a minute, while a load that starts
-  is seen against the baseline of before (the drift was 5% per window until a real-node test showed a load
-  that raised the latency 1.7x absorbed by it: at three windows a second the baseline rose as fast as the
-  smoothed statistic);
+  a load has stopped backs nothing off);
+* the baseline is kept per kind and **pace bucket** (:func:`pace_bucket`: one per doubling of the rate the
+  window reached): the sweep's own requests slow the store as it speeds up, and that is not load to back
+  off from (against one baseline, the latency at the slow start's 1,000 entries/s, the sweep backed off from
+  itself and swept an idle store at 0.15 of its unthrottled rate: bench/results/quick-runs). A bucket's
+  baseline is the lowest smoothed statistic seen there (a moving minimum); a bucket neither this run nor the
+  store's profile knows takes the window's statistic as its baseline. The run starts from the store's
+  **pace profile** (sweep/pace_profile.py: the buckets' baselines learned by earlier runs, a moving minimum
+  over runs that one run can raise by :data:`PROFILE_RISE_PER_RUN` at most), so a run that starts while an
+  application is busy compares with the quiet store's latency at each pace, not with a baseline that
+  already holds the load; the baselines it measured are merged into the profile when it ends. The
+  baseline rises by :data:`BASELINE_DRIFT_PER_SECOND` while the statistic stays above it, and every
+  bucket's rises with it (a store slower at one pace is slower at all), so that a lasting change of the
+  store's latency becomes the new baseline within a minute, while a load that starts is seen against the
+  baseline of before (the drift was 5% per window until a real-node test showed a load that raised the
+  latency 1.7x absorbed by it: at three windows a second the baseline rose as fast as the smoothed
+  statistic). Cost: the first run on a store, if an application is busy all through it, learns that load
+  as "quiet" and sweeps at full speed; any later quieter run lowers the profile again;
 * the target per kind is ``baseline x latency_target`` (setting ``sweep_latency_target``), at least
   :data:`MIN_HEADROOM_SECONDS` above the baseline (sub-millisecond jitter is not load);
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
@@ -106,6 +117,34 @@ STRONG_SIGNAL_SECONDS = 1.0
 """A single sample this slow backs off whatever the baseline (no healthy store request takes a second)."""
 KINDS = ("read", "delete")
 """The sampled request kinds."""
+PROFILE_RISE_PER_RUN = 0.1
+"""A run raises the stored pace profile's latency of a pace bucket by at most this fraction
+(:func:`merge_profiles`): one run under load cannot make load the profile's "quiet", while a store that has
+become lastingly slower is accepted over a few runs (a run itself accepts it within a minute)."""
+
+Profile = dict[str, dict[int, float]]
+"""A pace profile: per request kind, per pace bucket (:func:`pace_bucket`), the baseline latency in seconds."""
+
+
+def pace_bucket(entries_per_second: float) -> int:
+    """The pace bucket of a reached rate: 0 below twice :data:`MIN_ENTRIES_PER_SECOND` (100 entries/s), then
+    one per doubling (1,000 entries/s is bucket 4, 16,000 bucket 8). The store's latency of the sweep's
+    requests grows with the sweep's own rate; the baseline is kept per bucket."""
+    ratio = max(float(entries_per_second), MIN_ENTRIES_PER_SECOND) / MIN_ENTRIES_PER_SECOND
+    return max(0, math.floor(math.log2(ratio)))
+
+
+def merge_profiles(stored: Profile, learned: Profile) -> Profile:
+    """The pace profile to store after a run: per kind and bucket the lower of what the run learned and the
+    stored value raised by :data:`PROFILE_RISE_PER_RUN` (a moving minimum over runs); buckets only one of
+    them knows are kept as they are."""
+    out: Profile = {kind: dict(buckets) for kind, buckets in stored.items()}
+    for kind, buckets in learned.items():
+        mine = out.setdefault(kind, {})
+        for bucket, seconds in buckets.items():
+            old = mine.get(bucket)
+            mine[bucket] = seconds if old is None else min(seconds, old * (1 + PROFILE_RISE_PER_RUN))
+    return out
 
 
 def _ms(seconds: float) -> str:
@@ -136,6 +175,8 @@ class _Verdict:
 
     strong: str | None = None
     worst: tuple[float, str] | None = None
+    bucket: int = 0
+    """The pace bucket of the window's reached rate (:func:`pace_bucket`)."""
     smoothed: dict[str, float] = field(default_factory=dict)
     baseline: dict[str, float] = field(default_factory=dict)
     quiet: bool = True
@@ -148,16 +189,22 @@ class AdaptiveController:
     :param latency_target: allowed ratio of a request latency to its baseline (> 1).
     :param max_entries_per_second: upper bound of the pace (0: none).
     :param now: the run's start on the caller's monotonic clock.
+    :param profile: the store's pace profile from earlier runs (sweep/pace_profile.py): the baseline per kind
+        and pace bucket this run starts from; :meth:`profile` is what the run learned.
     """
 
-    def __init__(self, latency_target: float, *, max_entries_per_second: int = 0, now: float):
+    def __init__(self, latency_target: float, *, max_entries_per_second: int = 0, now: float,
+                 profile: Profile | None = None):
         # Above 1: a ratio to the baseline latency (the setting's declaration checks its own values earlier).
         self.latency_target = check_float(latency_target, "latency_target", 1.0, MAX_SWEEP_LATENCY_TARGET)
         self.max_entries_per_second = check_int(max_entries_per_second, "max_entries_per_second", 0)
         self.rate = self._bounded(START_ENTRIES_PER_SECOND)
         self.reason = f"starting at {self.rate:,.0f} entries/s: measuring the baseline latency"
-        self.baseline: dict[str, float] = {}
+        self.baseline: Profile = {k: dict((profile or {}).get(k, {})) for k in KINDS}
+        """Per kind and pace bucket: the baseline latency (seconds)."""
         self.smoothed: dict[str, float] = {}
+        """Per kind: the smoothed window statistic (seconds), over the windows whatever their pace."""
+        self._learned: Profile = {k: {} for k in KINDS}
         self.backoffs = 0
         self._slow_start = True
         self._samples: dict[str, list[float]] = {k: [] for k in KINDS}
@@ -194,7 +241,7 @@ class AdaptiveController:
         if elapsed < WINDOW_SECONDS or (taken < MIN_WINDOW_SAMPLES and elapsed < MAX_WINDOW_SECONDS):
             if not (self._slow_start and taken and elapsed > 0):
                 return self.rate
-            verdict = self._measure(elapsed)
+            verdict = self._measure(elapsed, self._window_entries / elapsed)
             if verdict.strong is None and verdict.worst is not None and verdict.worst[0] > 1:
                 self.reason = f"holding {self.rate:,.0f} entries/s: {verdict.worst[1]} (a full window decides)"
                 return self.rate  # the samples stay in the window: a full window decides
@@ -205,11 +252,17 @@ class AdaptiveController:
             samples.clear()
         return self.rate
 
-    def _measure(self, elapsed: float) -> _Verdict:
-        """The window so far (``elapsed`` seconds long) against the targets (nothing stored: :meth:`_decide`
-        commits it)."""
+    def profile(self) -> Profile:
+        """The baselines this run measured (per kind and pace bucket; the buckets it swept at), for the store's
+        pace profile (:func:`merge_profiles`)."""
+        return {kind: dict(buckets) for kind, buckets in self._learned.items() if buckets}
+
+    def _measure(self, elapsed: float, reached: float) -> _Verdict:
+        """The window so far (``elapsed`` seconds long, ``reached`` entries/s) against the targets of its
+        pace bucket (nothing stored: :meth:`_decide` commits it)."""
         drift = (1 + BASELINE_DRIFT_PER_SECOND) ** max(0.0, elapsed)
-        verdict = _Verdict()
+        bucket = pace_bucket(reached)
+        verdict = _Verdict(bucket=bucket)
         for kind in KINDS:
             samples = self._samples[kind]
             if not samples:
@@ -221,7 +274,11 @@ class AdaptiveController:
             name, raw = window_statistic(samples)
             previous = self.smoothed.get(kind)
             stat = verdict.smoothed[kind] = raw if previous is None else SMOOTHING * raw + (1 - SMOOTHING) * previous
-            base = verdict.baseline[kind] = min(self.baseline.get(kind, stat) * drift, stat)
+            known = self.baseline[kind].get(bucket)
+            # A bucket neither this run nor the profile knows: the latency at that pace is its baseline (the
+            # sweep's own load there is not load to back off from) - this window's, not the smoothed one, which
+            # still holds the slower pace's latency after a speed-up.
+            base = verdict.baseline[kind] = max(raw, stat) if known is None else min(known * drift, stat)
             target = max(base * self.latency_target, base + MIN_HEADROOM_SECONDS)
             # Over the target only when the smoothed statistic is (one slow window is noise) and this window's
             # own is too (the smoothed one falls for a few windows after a load stops: no back-off for that).
@@ -236,12 +293,18 @@ class AdaptiveController:
         return verdict
 
     def _decide(self, reached: float, elapsed: float) -> None:
-        verdict = self._measure(elapsed)
+        verdict = self._measure(elapsed, reached)
         if verdict.strong is not None:
             self._back_off(verdict.strong)
             return
         self.smoothed.update(verdict.smoothed)
-        self.baseline.update(verdict.baseline)
+        for kind, base in verdict.baseline.items():
+            buckets = self.baseline[kind]
+            old = buckets.get(verdict.bucket)
+            if old is not None and base > old:  # drifted up: the store is slower at every pace, not only this one
+                for bucket in buckets:
+                    buckets[bucket] *= base / old
+            buckets[verdict.bucket] = self._learned[kind][verdict.bucket] = base
         worst = verdict.worst
         if worst is None:
             self.reason = f"holding {self.rate:,.0f} entries/s: no latency sample yet"
@@ -276,11 +339,15 @@ class AdaptiveController:
 
 
 __all__ = [
+    "PROFILE_RISE_PER_RUN",
     "AdaptiveController",
+    "Profile",
     "DEFAULT_SWEEP_LATENCY_TARGET",
     "MAX_SWEEP_LATENCY_TARGET",
     "P99_MIN_SAMPLES",
     "START_ENTRIES_PER_SECOND",
+    "merge_profiles",
+    "pace_bucket",
     "percentile",
     "window_statistic",
 ]

@@ -131,7 +131,9 @@ class TargetedSweeper(SweepPairs):
 
         Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an
         :class:`~airflow_atlas.sweep.adaptive.AdaptiveController` sets the pacer's rate from the latency of
-        this run's progress reads and deletes (never above ``max_entries_per_second`` when that is not 0);
+        this run's progress reads and deletes against their baselines at the same pace, from the store's pace
+        profile (sweep/pace_profile.py, updated after the run) or measured by the run (never above
+        ``max_entries_per_second`` when that is not 0);
         the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``)."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
@@ -151,7 +153,8 @@ class TargetedSweeper(SweepPairs):
         limit = self._store.config.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
         adaptive = None
         if latency_target and not dry_run:  # a dry run is one iteration: it reports a whole batch
-            adaptive = AdaptiveController(latency_target, max_entries_per_second=max_entries_per_second, now=started)
+            adaptive = AdaptiveController(latency_target, max_entries_per_second=max_entries_per_second, now=started,
+                                          profile=self._store.pace_profiles.load())
             pacer.set_rate(adaptive.rate)
             summary.latency_target = adaptive.latency_target
         elif not pacer.unlimited and not dry_run:
@@ -213,6 +216,7 @@ class TargetedSweeper(SweepPairs):
                 summary.pace_entries_per_second = round(adaptive.rate, 1)
                 summary.pace_reason = adaptive.reason
                 summary.pace_backoffs = adaptive.backoffs
+                self._store.pace_profiles.merge(adaptive.profile())
             elif not pacer.unlimited:
                 summary.pace_entries_per_second = float(max_entries_per_second)
                 summary.pace_reason = "fixed rate (sweep_latency_target 0)"

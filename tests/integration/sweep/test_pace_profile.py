@@ -1,0 +1,47 @@
+"""The store's pace profile (sweep/pace_profile.py) on both backends: an adaptive run stores the baselines it
+measured per pace bucket, the next run starts from them, and a stored profile is a moving minimum."""
+from __future__ import annotations
+
+from airflow_atlas.sweep.adaptive import PROFILE_RISE_PER_RUN, pace_bucket
+from airflow_atlas.sweep.pace_profile import PaceProfiles
+
+from .helpers import THOR
+
+
+def test_an_adaptive_run_stores_its_baselines_and_a_profile_is_a_moving_minimum(harness):
+    h = harness
+    profiles = PaceProfiles(h.store.kvs)
+    profiles.merge({"read": {2: 0.004}, "delete": {2: 0.010, 3: 0.5}})
+    assert profiles.load() == {"read": {2: 0.004}, "delete": {2: 0.010, 3: 0.5}}
+    profiles.merge({"delete": {2: 0.100, 3: 0.1}})  # 2: at most a tenth higher; 3: lower
+    assert profiles.load() == {"read": {2: 0.004}, "delete": {2: 0.010 * (1 + PROFILE_RISE_PER_RUN), 3: 0.1}}
+
+    seeded = dict.fromkeys(range(3), 0.004)  # 4 ms at up to 400 entries/s: far above a real store's
+    profiles.merge({"read": seeded, "delete": {9: 0.5}})
+    t = h.table(THOR)
+    cells = h.cells_in_shard(t, 0, 8)
+    for i in range(40):
+        h.write(t, {c: b"v%d" % i for c in cells})
+    h.settle()
+    ts = h.sweep_timestamps()
+    run = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=8, max_entries_per_second=300,
+                                      latency_target=1.5)
+    assert run.status == "caught_up" and run.iterations > 3, run
+    stored = h.store.pace_profiles.load()
+    # The run swept at 300 entries/s at most (buckets 0-2): where it measured, its read latency replaced the
+    # seeded 4 ms; nowhere did the stored value rise by more than a tenth.
+    assert max(pace_bucket(r) for r in (50, 300)) == 2
+    assert min(stored["read"][b] for b in range(3)) < 0.004, stored
+    assert max(stored["read"].values()) <= 0.004 * (1 + PROFILE_RISE_PER_RUN), stored
+    assert stored["delete"][9] == 0.5  # a bucket the run did not sweep at is kept
+
+
+def test_an_unreadable_profile_is_an_empty_one(harness):
+    from airflow_atlas.kvs.api import Cell
+    from airflow_atlas.sweep.history import TABLE
+
+    h = harness
+    h.store.kvs.put_wallclock(TABLE, {Cell(b"pace_profile", b"latest"): b"{not json"})
+    assert PaceProfiles(h.store.kvs).load() == {}
+    PaceProfiles(h.store.kvs).merge({"read": {4: 0.002}})  # replaces it
+    assert PaceProfiles(h.store.kvs).load() == {"read": {4: 0.002}}
