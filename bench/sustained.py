@@ -256,7 +256,7 @@ def _dag_run_summary(runs: list[dict]) -> dict:
 
 
 def run_backend(backend: str, mode: dict, tmpdir: Path) -> dict:
-    from .sustained_airflow import BenchAirflow
+    from .sustained_airflow import bench_airflow, dag_runs
 
     connection: dict[str, Any]
     if backend == "sqlite":
@@ -273,13 +273,13 @@ def run_backend(backend: str, mode: dict, tmpdir: Path) -> dict:
     steps: list[dict] = []
     out: dict = {"store": sampler.describe(), "steps": steps}
     try:
-        with BenchAirflow(tmpdir / f"airflow-{backend}", connection, SETTINGS) as airflow:
+        with bench_airflow(tmpdir / f"airflow-{backend}", connection, SETTINGS) as airflow:
             for i, rate in enumerate(mode["rates"]):
                 C.log(f"  {backend}: step {i + 1}/{len(mode['rates'])}, {rate} transactions/s for {mode['step_seconds']:.0f}s")
                 steps.append(run_step(sampler, workload_stores, airflow, rate, mode["step_seconds"], seed=1000 * (i + 1)))
                 if steps[-1]["backlog"]["bounded"] is False:
                     break  # every higher rate is unbounded too
-            out["dag_runs"] = _dag_run_summary(airflow.dag_runs())
+            out["dag_runs"] = _dag_run_summary(dag_runs(airflow))
         out["machine"] = C.machine_info(sampler.kvs.session if backend == "cassandra" else None)
     finally:
         for store in workload_stores:

@@ -24,8 +24,8 @@ from pathlib import Path
 import pytest
 
 from airflow_atlas.airflow.settings import split_dag_settings
+from devkit.airflow import AirflowProcesses, running_airflow
 from tests.conftest import REPO_ROOT
-from tests.processes import AirflowProcesses, running_airflow
 
 CHROMIUM = os.environ.get("ATLAS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
@@ -55,7 +55,7 @@ SETTINGS = {
 
 @dataclass
 class AirflowServer:
-    """The running Airflow (:class:`~tests.processes.AirflowProcesses`), the embedded store's file and the
+    """The running Airflow (:class:`~devkit.airflow.AirflowProcesses`), the embedded store's file and the
     StatsD socket of the test."""
 
     airflow: AirflowProcesses

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from devkit.airflow import admin_token, api_request
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
-from tests.processes import admin_token, api_request
 
 DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
 CACHE = Path(os.environ.get("ATLAS_DEPLOY_CACHE", "/tmp/airflow-atlas-deploy"))

@@ -25,8 +25,9 @@ from datetime import datetime
 
 import pytest
 
+from devkit.airflow import running_airflow
 from tests.conftest import REPO_ROOT
-from tests.processes import ConnectServer, running_airflow
+from tests.processes import ConnectServer
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(900)]
 
