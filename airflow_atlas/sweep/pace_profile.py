@@ -30,7 +30,8 @@ from .history import TABLE, TTL_SECONDS
 
 log = logging.getLogger(__name__)
 
-_CELL = Cell(b"pace_profile", b"latest")
+PROFILE_CELL = Cell(b"pace_profile", b"latest")
+"""Where the profile is stored (row, column) in the history table."""
 
 
 def _parse(raw: bytes) -> Profile:
@@ -53,8 +54,8 @@ class PaceProfiles:
     def load(self) -> Profile:
         """The stored profile (empty when there is none or it cannot be read)."""
         try:
-            rows = self._kvs.get_wallclock_row(TABLE, _CELL.row, start_col=_CELL.col, limit=1)
-            return _parse(rows[0][1]) if rows and rows[0][0] == _CELL.col else {}
+            rows = self._kvs.get_wallclock_row(TABLE, PROFILE_CELL.row, start_col=PROFILE_CELL.col, limit=1)
+            return _parse(rows[0][1]) if rows and rows[0][0] == PROFILE_CELL.col else {}
         except Exception as exc:  # the run learns its own baselines instead
             log.warning("could not read the sweep's pace profile: %s", exc)
             return {}
@@ -67,9 +68,9 @@ class PaceProfiles:
             merged = merge_profiles(self.load(), learned)
             document = {"kinds": {kind: {str(b): v for b, v in sorted(buckets.items())}
                                   for kind, buckets in sorted(merged.items())}}
-            self._kvs.put_wallclock(TABLE, {_CELL: json.dumps(document).encode()}, ttl_seconds=self._ttl)
+            self._kvs.put_wallclock(TABLE, {PROFILE_CELL: json.dumps(document).encode()}, ttl_seconds=self._ttl)
         except Exception as exc:  # the next run writes it again; never mask the run's outcome
             log.warning("could not store the sweep's pace profile: %s", exc)
 
 
-__all__ = ["PaceProfiles"]
+__all__ = ["PROFILE_CELL", "PaceProfiles"]

@@ -3,14 +3,24 @@ measured per pace bucket, the next run starts from them, and a stored profile is
 from __future__ import annotations
 
 from airflow_atlas.sweep.adaptive import PROFILE_RISE_PER_RUN, pace_bucket
-from airflow_atlas.sweep.pace_profile import PaceProfiles
+from airflow_atlas.sweep.history import TABLE
+from airflow_atlas.sweep.pace_profile import PROFILE_CELL, PaceProfiles
 
 from .helpers import THOR
 
 
+def _no_profile(store) -> PaceProfiles:
+    """The store's profiles, without the profile earlier adaptive runs stored (on Cassandra the keyspace is
+    shared with the other sweep tests, test_adaptive_pace.py's runs among them)."""
+    store.kvs.delete_wallclock(TABLE, [PROFILE_CELL])
+    profiles = PaceProfiles(store.kvs)
+    assert profiles.load() == {}
+    return profiles
+
+
 def test_an_adaptive_run_stores_its_baselines_and_a_profile_is_a_moving_minimum(harness):
     h = harness
-    profiles = PaceProfiles(h.store.kvs)
+    profiles = _no_profile(h.store)
     profiles.merge({"read": {2: 0.004}, "delete": {2: 0.010, 3: 0.5}})
     assert profiles.load() == {"read": {2: 0.004}, "delete": {2: 0.010, 3: 0.5}}
     profiles.merge({"delete": {2: 0.100, 3: 0.1}})  # 2: at most a tenth higher; 3: lower
@@ -37,11 +47,8 @@ def test_an_adaptive_run_stores_its_baselines_and_a_profile_is_a_moving_minimum(
 
 
 def test_an_unreadable_profile_is_an_empty_one(harness):
-    from airflow_atlas.kvs.api import Cell
-    from airflow_atlas.sweep.history import TABLE
-
     h = harness
-    h.store.kvs.put_wallclock(TABLE, {Cell(b"pace_profile", b"latest"): b"{not json"})
+    h.store.kvs.put_wallclock(TABLE, {PROFILE_CELL: b"{not json"})
     assert PaceProfiles(h.store.kvs).load() == {}
     PaceProfiles(h.store.kvs).merge({"read": {4: 0.002}})  # replaces it
     assert PaceProfiles(h.store.kvs).load() == {"read": {4: 0.002}}
