@@ -57,20 +57,13 @@ def api_request(base_url: str, token: str, method: str, path: str, **kwargs):
     return httpx.request(method, f"{base_url}{path}", headers=headers, timeout=60, **kwargs)
 
 
-@dataclass
-class AirflowProcesses:
-    """A running Airflow (see :func:`running_airflow`)."""
+class AirflowRest:
+    """Airflow's REST API as its admin user, for an Airflow the caller runs: a class that mixes it in has
+    ``base_url``, ``admin_password`` and ``_token`` (None until the first call)."""
 
     base_url: str
-    home: Path
-    logs: Path
-    env: dict
-    processes: dict = field(default_factory=dict)
-    _token: str | None = None
-
-    @property
-    def admin_password(self) -> str:
-        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+    admin_password: str
+    _token: str | None
 
     def token(self) -> str:
         """A REST API token for the admin user (POST /auth/token)."""
@@ -80,25 +73,6 @@ class AirflowProcesses:
 
     def api(self, method: str, path: str, **kwargs):
         return api_request(self.base_url, self.token(), method, path, **kwargs)
-
-    def health(self) -> dict:
-        import httpx
-
-        return httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=10).json()
-
-    def log_tails(self, lines: int = 40) -> str:
-        out = []
-        for name in self.processes:
-            path = self.logs / f"{name}.log"
-            if path.exists():
-                text = path.read_text(errors="replace").splitlines()[-lines:]
-                out.append(f"----- {name} (last {lines} lines) -----\n" + "\n".join(text))
-        return "\n".join(out)
-
-    def check_alive(self) -> None:
-        dead = {n: p.returncode for n, p in self.processes.items() if p.poll() is not None}
-        if dead:
-            raise AirflowProcessError(f"Airflow component(s) exited: {dead}\n{self.log_tails()}")
 
     def trigger(self, dag_id: str, conf: dict | None = None) -> str:
         """Start a run of ``dag_id`` now; its run id."""
@@ -119,19 +93,6 @@ class AirflowProcesses:
     def task_states(self, dag_id: str, run_id: str) -> dict[tuple[str, int], str]:
         return {key: ti["state"] for key, ti in self.task_instances(dag_id, run_id).items()}
 
-    def wait_run(self, dag_id: str, run_id: str, timeout: float) -> str:
-        """The run's end state (success or failed); fails the test when it did not end within ``timeout``."""
-        deadline = time.monotonic() + timeout
-        state = "unknown"
-        while time.monotonic() < deadline:
-            self.check_alive()
-            state = self.run_state(dag_id, run_id)
-            if state in ("success", "failed"):
-                return state
-            time.sleep(2.0)
-        raise AirflowProcessError(f"{dag_id} {run_id} still {state} after {timeout:.0f}s: "
-                                  f"{self.task_states(dag_id, run_id)}\n{self.log_tails()}")
-
     def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
         r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
                      params={"map_index": map_index, "deserialize": True})
@@ -148,6 +109,54 @@ class AirflowProcesses:
         if isinstance(content, list):
             return "\n".join(json.dumps(line) if not isinstance(line, str) else line for line in content)
         return str(content)
+
+
+@dataclass
+class AirflowProcesses(AirflowRest):
+    """A running Airflow (see :func:`running_airflow`)."""
+
+    base_url: str
+    home: Path
+    logs: Path
+    env: dict
+    processes: dict = field(default_factory=dict)
+    _token: str | None = None
+
+    @property
+    def admin_password(self) -> str:
+        return json.loads((self.home / "simple_auth_manager_passwords.json.generated").read_text())["admin"]
+
+    def health(self) -> dict:
+        import httpx
+
+        return httpx.get(f"{self.base_url}/api/v2/monitor/health", timeout=10).json()
+
+    def log_tails(self, lines: int = 40) -> str:
+        out = []
+        for name in self.processes:
+            path = self.logs / f"{name}.log"
+            if path.exists():
+                text = path.read_text(errors="replace").splitlines()[-lines:]
+                out.append(f"----- {name} (last {lines} lines) -----\n" + "\n".join(text))
+        return "\n".join(out)
+
+    def check_alive(self) -> None:
+        dead = {n: p.returncode for n, p in self.processes.items() if p.poll() is not None}
+        if dead:
+            raise AirflowProcessError(f"Airflow component(s) exited: {dead}\n{self.log_tails()}")
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float) -> str:
+        """The run's end state (success or failed); fails the test when it did not end within ``timeout``."""
+        deadline = time.monotonic() + timeout
+        state = "unknown"
+        while time.monotonic() < deadline:
+            self.check_alive()
+            state = self.run_state(dag_id, run_id)
+            if state in ("success", "failed"):
+                return state
+            time.sleep(2.0)
+        raise AirflowProcessError(f"{dag_id} {run_id} still {state} after {timeout:.0f}s: "
+                                  f"{self.task_states(dag_id, run_id)}\n{self.log_tails()}")
 
     def stop(self) -> None:
         """Stop every process group (the LocalExecutor's workers and task processes too): SIGTERM, then

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from devkit.airflow import admin_token, api_request
+from devkit.airflow import AirflowRest
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
 
 DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
@@ -72,9 +72,10 @@ def settings_value(**changes) -> dict:
 
 
 @dataclass
-class Deployment:
+class Deployment(AirflowRest):
     env: dict
     keyspace: str
+    base_url: str = BASE_URL
     _token: str | None = None
     timings: dict = field(default_factory=dict)
     sessions: set = field(default_factory=set)  # of components the fault tests killed: checked empty at the end
@@ -100,14 +101,6 @@ class Deployment:
     def admin_password(self) -> str:
         return json.loads((STATE / "auth" / "passwords.json").read_text())["admin"]
 
-    def token(self) -> str:
-        if self._token is None:
-            self._token = admin_token(BASE_URL, self.admin_password)
-        return self._token
-
-    def api(self, method: str, path: str, **kwargs):
-        return api_request(BASE_URL, self.token(), method, path, **kwargs)
-
     def wait_run(self, dag_id: str, run_id: str, timeout: float = RUN_TIMEOUT) -> dict:
         """The run once it ended (success or failed), with its task states on failure."""
         import httpx
@@ -128,17 +121,6 @@ class Deployment:
             time.sleep(2)
         raise AssertionError(f"{dag_id} {run_id} still {run.get('state')} after {timeout:.0f}s: "
                              f"{self.task_states(dag_id, run_id)}\n{log_tails()}")
-
-    def task_states(self, dag_id: str, run_id: str) -> dict:
-        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        return {(t["task_id"], t["map_index"]): t["state"] for t in r.json().get("task_instances", [])}
-
-    def xcom(self, dag_id: str, run_id: str, task_id: str, map_index: int = -1):
-        r = self.api("GET", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
-                     params={"map_index": map_index, "deserialize": True})
-        assert r.status_code == 200, r.text
-        value = r.json()["value"]
-        return json.loads(value) if isinstance(value, str) else value
 
     def session(self, name: str) -> str:
         """The session (id) of the component's current launch, remembered: after ``scripts/deploy.sh stop``
