@@ -261,7 +261,10 @@ class AdaptiveController:
         """The window so far (``elapsed`` seconds long, ``reached`` entries/s) against the targets of its
         pace bucket (nothing stored: :meth:`_decide` commits it)."""
         drift = (1 + BASELINE_DRIFT_PER_SECOND) ** max(0.0, elapsed)
-        bucket = pace_bucket(reached)
+        # At most the pace: the pacer's wait for this iteration's entries comes after it, so a short window's
+        # entries / elapsed can be many times the rate the store sees on average (8 entries in 3 ms at a pace
+        # of 300 entries/s read as 2,700 and filed the latency under a bucket the run never swept at).
+        bucket = pace_bucket(min(reached, self.rate))
         verdict = _Verdict(bucket=bucket)
         for kind in KINDS:
             samples = self._samples[kind]

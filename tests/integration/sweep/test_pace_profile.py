@@ -38,9 +38,9 @@ def test_an_adaptive_run_stores_its_baselines_and_a_profile_is_a_moving_minimum(
                                       latency_target=1.5)
     assert run.status == "caught_up" and run.iterations > 3, run
     stored = h.store.pace_profiles.load()
-    # The run swept at 300 entries/s at most (buckets 0-2): where it measured, its read latency replaced the
-    # seeded 4 ms; nowhere did the stored value rise by more than a tenth.
-    assert max(pace_bucket(r) for r in (50, 300)) == 2
+    # The run swept at 300 entries/s at most (buckets 0-2): it recorded no faster bucket; where it measured,
+    # its read latency replaced the seeded 4 ms; nowhere did the stored value rise by more than a tenth.
+    assert set(stored["read"]) <= set(range(pace_bucket(300) + 1)), stored
     assert min(stored["read"][b] for b in range(3)) < 0.004, stored
     assert max(stored["read"].values()) <= 0.004 * (1 + PROFILE_RISE_PER_RUN), stored
     assert stored["delete"][9] == 0.5  # a bucket the run did not sweep at is kept

@@ -401,3 +401,13 @@ def test_the_stored_profile_is_a_moving_minimum_that_rises_by_at_most_a_tenth_pe
     assert merged == {"delete": {4: 15 * MS, 5: pytest.approx(30 * MS * (1 + PROFILE_RISE_PER_RUN)), 6: 50 * MS},
                       "read": {4: 1 * MS}}
     assert stored == {"delete": {4: 20 * MS, 5: 30 * MS}, "read": {4: 1 * MS}}  # not changed in place
+
+
+def test_a_short_burst_is_filed_under_the_pace_not_under_its_momentary_rate():
+    """The pacer waits after an iteration, so a fast iteration's entries / elapsed can far exceed the pace:
+    the baseline it measures belongs to the pace's bucket."""
+    r = Run(max_rate=300, profile=None)
+    r.c.observe("read", 1 * MS)
+    r.now += 0.003
+    r.c.end_iteration(8, r.now)  # 8 entries in 3 ms: 2,667 entries/s for a moment, at a pace of 300
+    assert set(r.c.profile()["read"]) == {pace_bucket(300)}, r.c.profile()
