@@ -9,7 +9,8 @@ before it (added for the issue-15 run: without it, B = 0 runs measured 1-3 s of 
 compactions). Runs, interleaved (rotating order) in every repetition:
 
 * ``spark local[1]`` and ``spark local[2]``: the targeted-sweep job (``spark_jobs/targeted_sweep_job.py``)
-  over the 16 CONSERVATIVE pairs, one Spark task per pair. Full mode: a real ``spark-submit`` (engine zip
+  over the 16 CONSERVATIVE pairs (one Spark task per pair until 2026-11-27; since then two per core, each
+  sweeping a group of the pairs: ``airflow_atlas.spark.args.task_count``). Full mode: a real ``spark-submit`` (engine zip
   via ``--py-files``, store URL in a 0600 file), timed from process start to exit. Quick mode: the same
   job function (``run_targeted_sweep``) on an in-process SparkSession created and stopped per run (no
   JVM launch per run, so its "fixed cost" is smaller than a submission's).

@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import common as C
 
 SHARDS = 16
-"""Shards of the benchmark's store (one Spark task per pair)."""
+"""Shards of the benchmark's store (16 CONSERVATIVE pairs, in two Spark tasks per core)."""
 
 
 def _fit(points: list[tuple[float, float]]) -> tuple[float, float]:

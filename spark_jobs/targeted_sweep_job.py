@@ -1,4 +1,4 @@
-"""Spark application: targeted sweep of (shard, strategy) pairs, one Spark task per pair.
+"""Spark application: targeted sweep of (shard, strategy) pairs, in groups: at most two Spark tasks per core.
 
     spark-submit --master local[2] --py-files airflow_atlas-engine-<hash>.zip \
         spark_jobs/targeted_sweep_job.py \

@@ -1,4 +1,5 @@
-"""Parsing the Spark jobs' inputs: pairs, shard ranges, settings, sweep timestamps, the attempt count."""
+"""Parsing the Spark jobs' inputs: pairs, shard ranges, settings, sweep timestamps, the attempt count and
+the application's parallelism."""
 from __future__ import annotations
 
 import json
@@ -6,6 +7,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES
+
+TASKS_PER_CORE = 2
+"""A targeted sweep of more pairs than this many per core of the application runs this many Spark tasks per
+core, each sweeping a contiguous group of the pairs (:func:`task_count`): a Spark task's own cost (a
+Python worker's round trip, the task's scheduling) was ~0.1 s per one-pair task on local[2], a deferred
+Connect submission of 16 caught-up pairs spent 1.1 s in 16 tasks against 0.5 s for the same sweep in one
+process (bench/results/issue24). Two per core, not one: a pair with a large backlog holds up only the
+pairs of its own group, and the other groups spread over the free cores."""
 
 STORE_SETTING_CONF_PREFIX = "spark.atlas.store."
 """Spark conf keys ``spark.atlas.store.<StoreConfig field>=<value>`` override store settings."""
@@ -106,6 +115,44 @@ def parse_sweep_timestamps(value) -> dict | None:
             raise ValueError(f"sweep timestamps: {name} timestamp must be >= 0, got {ts}")
         out[name] = ts
     return out
+
+
+def spark_parallelism(master: str, conf: Mapping[str, str]) -> int | None:
+    """The cores a Connect server's application offers (a classic session asks its SparkContext's
+    ``defaultParallelism`` instead), from its conf: ``spark.default.parallelism`` when set, ``local[N]`` /
+    ``local[N,F]`` N, ``local`` 1, ``local-cluster[N,C,M]`` N x C, any other master ``spark.cores.max`` when
+    set; None when the conf does not say (``local[*]``, a standalone master without ``spark.cores.max``)."""
+    def number(text: str | None) -> int | None:
+        try:
+            value = int(str(text).strip())
+        except (TypeError, ValueError):
+            return None
+        return value if value > 0 else None
+
+    given = number(conf.get("spark.default.parallelism"))
+    if given:
+        return given
+    master = (master or "").strip()
+    if master == "local":
+        return 1
+    if master.startswith("local-cluster[") and master.endswith("]"):
+        parts = master[len("local-cluster["):-1].split(",")
+        workers, cores = (number(parts[0]), number(parts[1])) if len(parts) >= 2 else (None, None)
+        return workers * cores if workers and cores else None
+    if master.startswith("local[") and master.endswith("]"):
+        return number(master[len("local["):-1].split(",", 1)[0])
+    return number(conf.get("spark.cores.max"))
+
+
+def task_count(items: int, parallelism: int | None) -> int:
+    """How many Spark tasks a targeted sweep of ``items`` pairs runs on an application of ``parallelism``
+    cores: at most :data:`TASKS_PER_CORE` per core, never more than the pairs, at least 1; one per pair when
+    the parallelism is unknown."""
+    if items <= 0:
+        return 1
+    if not parallelism or parallelism < 1:
+        return items
+    return max(1, min(items, TASKS_PER_CORE * parallelism))
 
 
 def effective_max_failures(master: str, conf_value: str | None) -> int:

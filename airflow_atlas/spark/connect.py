@@ -12,10 +12,10 @@ its Python workers (each session has its own artifacts, hence its own Python wor
   changed engine never meets a stale one). A session the server has closed (idle timeout, restart: error
   condition ``INVALID_HANDLE.SESSION_CLOSED``) is replaced by a new one whose id is written back.
   Never ``stop()`` such a session: that closes it for every later submission.
-* :func:`run_items` runs the job's items as ``spark.range(n, numPartitions=n).mapInArrow(...)``: one
-  partition (= one Spark task) per item, whose body is the same
-  :func:`~airflow_atlas.spark.executor.run_partition` the ``spark-submit`` jobs run in ``mapPartitions``
-  (Connect has no RDD API). Each task returns its pickled ``ItemResult`` list.
+* :func:`run_items` runs the job's items as ``spark.range(n, numPartitions=tasks).mapInArrow(...)``: each
+  partition (= one Spark task) a contiguous group of the items (the driver chose ``tasks``), whose body is
+  the same :func:`~airflow_atlas.spark.executor.run_partition` the ``spark-submit`` jobs run in
+  ``mapPartitions`` (Connect has no RDD API). Each task returns its pickled ``ItemResult`` list.
 
 Process hygiene: creating a remote session makes pyspark mark the whole process as a Connect client
 (``os.environ["SPARK_CONNECT_MODE_ENABLED"]``), which every child process inherits - a ``spark-submit``
@@ -134,20 +134,22 @@ def open_session(remote: str, engine_zip: str, session_file: str | os.PathLike):
 
 
 def _arrow_task(spec, items: list, batches):
-    """The ``mapInArrow`` body: the row of this partition names the item it sweeps."""
+    """The ``mapInArrow`` body: the rows of this partition name the items it sweeps, in one
+    :func:`~.executor.run_partition` (one store for the group)."""
     import pyarrow as pa
 
     from .executor import run_partition
 
-    for batch in batches:
-        for index in batch.column(0).to_pylist():
-            results = run_partition(spec, iter([items[index]]))
-            yield pa.RecordBatch.from_pydict({"results": [pickle.dumps(results)]}, schema=pa.schema([("results", pa.binary())]))
+    indices = [index for batch in batches for index in batch.column(0).to_pylist()]
+    if indices:
+        results = run_partition(spec, iter([items[index] for index in indices]))
+        yield pa.RecordBatch.from_pydict({"results": [pickle.dumps(results)]}, schema=pa.schema([("results", pa.binary())]))
 
 
-def run_items(spark, spec, items: list) -> list:
-    """One Spark task per item on a Connect session; the ``ItemResult`` of every item."""
-    n = max(1, len(items))
+def run_items(spark, spec, items: list, tasks: int | None = None) -> list:
+    """The items in ``tasks`` Spark tasks (default one per item; at most one per item) on a Connect session;
+    the ``ItemResult`` of every item."""
+    n = max(1, min(len(items), tasks or len(items)))
     rows = (
         spark.range(0, len(items), 1, n)
         .mapInArrow(functools.partial(_arrow_task, spec, list(items)), "results binary")

@@ -117,10 +117,13 @@ def summarize(results: Sequence[ItemResult], summed: Sequence[str]) -> dict:
     by_status: dict[str, int] = {}
     for r in results:
         by_status[r.status] = by_status.get(r.status, 0) + 1
-    summary: dict[str, Any] = {"tasks": len(results), "by_status": by_status}
+    # "tasks" counts the items (one Spark task each until pairs were grouped); "spark_tasks" the tasks they ran in.
+    summary: dict[str, Any] = {"tasks": len(results), "by_status": by_status,
+                               "spark_tasks": len({r.partition for r in results if r.partition is not None})}
     for name in summed:
         summary[name] = sum(int((r.engine or {}).get(name) or 0) for r in results)
-    summary["retried_tasks"] = sum(1 for r in results if r.attempt > 0)
+    # Spark tasks retried (the items of one retried task all report its attempt).
+    summary["retried_tasks"] = len({r.partition for r in results if r.attempt > 0})
     summary["airflow_on_executors"] = any((r.executor or {}).get("airflow_imported") for r in results)
     return summary
 

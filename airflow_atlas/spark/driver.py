@@ -1,6 +1,7 @@
-"""The driver side of every Spark job: one body (:func:`run_job`) that plans the job's items, runs one
-Spark task per item with :func:`~airflow_atlas.spark.executor.run_partition`, and collects the results into
-one :class:`~airflow_atlas.spark.document.JobDocument`."""
+"""The driver side of every Spark job: one body (:func:`run_job`) that plans the job's items, runs them in
+the job's Spark tasks (``job.spark_tasks``: a targeted sweep groups its pairs, at most two tasks per core; a
+full sweep runs one task per range) with :func:`~airflow_atlas.spark.executor.run_partition`, and collects
+the results into one :class:`~airflow_atlas.spark.document.JobDocument`."""
 from __future__ import annotations
 
 import functools
@@ -11,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from ..errors import is_retriable
 from ..kvs.url import redact_url, scrub
-from .args import effective_max_failures, settings_from_spark_conf
+from .args import effective_max_failures, settings_from_spark_conf, spark_parallelism
 from .ca import job_ca
 from .connect import is_connect, run_items, server_facts
 from .document import JobDocument, summarize
@@ -66,6 +67,7 @@ def run_job(
     started = time.time()
     if is_connect(spark):  # a long-lived application reached through Spark Connect (see .connect)
         master, app_id, max_failures, conf_items = server_facts(spark)
+        parallelism = spark_parallelism(master, dict(conf_items))
         # One server application serves many submissions: the run gets its own id, so lock holders
         # (spark:<app id>:<shard>:<strategy>) of two submissions never coincide.
         app_id = f"{app_id}/{uuid.uuid4().hex[:12]}"
@@ -73,6 +75,7 @@ def run_job(
         sc = spark.sparkContext
         conf = sc.getConf()
         master, app_id, max_failures, conf_items = sc.master, sc.applicationId, conf.get("spark.task.maxFailures", None), conf.getAll()
+        parallelism = sc.defaultParallelism
     max_attempts = effective_max_failures(master, max_failures)
     # Serialised once: every task opens its store with these values (StoreConfig(**merged)).
     merged = job_config(conf_items, settings).to_json()
@@ -80,14 +83,15 @@ def run_job(
     job, items = job.plan(lambda: open_store(store_url, merged))
     spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=app_id,
                     job=job, open_store=open_store, ca_pem=ca_pem)
+    tasks = job.spark_tasks(items, parallelism)
     if is_connect(spark):  # the engine zip is a session artifact (connect.open_session)
-        results = run_items(spark, spec, items)
+        results = run_items(spark, spec, items, tasks)
     else:
         if engine_zip:
             sc.addPyFile(engine_zip)
         sc.setJobDescription(job.description(items))
         results = (
-            sc.parallelize(items, numSlices=max(1, len(items)))
+            sc.parallelize(items, numSlices=tasks)
             .mapPartitions(functools.partial(run_partition, spec))
             .collect()
         )
@@ -139,7 +143,7 @@ def run_targeted_sweep(
     sweep_timestamps: dict | None = None,
     open_store: Callable = default_open_store,
 ) -> JobDocument:
-    """Sweep ``pairs`` with one Spark task each (:class:`TargetedSweepJob`)."""
+    """Sweep ``pairs`` in groups, at most two Spark tasks per core (:class:`TargetedSweepJob`)."""
     job = TargetedSweepJob(pairs=pairs, batch_limit=batch_limit, max_iterations=max_iterations,
                            dry_run=bool(dry_run), sweep_timestamps=sweep_timestamps)
     return run_job(spark, job, store_url=store_url, settings=settings, engine_zip=engine_zip, open_store=open_store)

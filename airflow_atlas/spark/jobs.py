@@ -1,13 +1,14 @@
 """The two Spark jobs as strategies over one driver/executor body: what an item is, how the driver plans
 the items, how an executor sweeps one, what the document sums, and the job's command-line arguments.
 
-* :class:`TargetedSweepJob`: one item per ``(shard, strategy)`` pair; an executor runs the engine entry
+* :class:`TargetedSweepJob`: one item per ``(shard, strategy)`` pair, the pairs grouped into at most two Spark
+  tasks per core of the application (:func:`~.args.task_count`); an executor runs the engine entry
   point :meth:`TargetedSweeper.sweep_shard` (takes the shard lock as the holder :func:`holder`, refreshes
   the lease while it sweeps, resumes from persisted progress, releases the lock). A shard whose lock is
   held elsewhere comes back ``skipped_locked``.
 * :class:`FullSweepJob`: the legacy scan-based sweep of one table, one item per range of
-  ``kvs.split_ranges`` (Cassandra token ranges, embedded key ranges). The driver takes ONE sweep
-  timestamp for every range.
+  ``kvs.split_ranges`` (Cassandra token ranges, embedded key ranges), one Spark task per range (``parts``
+  is the user's choice of parallelism). The driver takes ONE sweep timestamp for every range.
 """
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from typing import Any, ClassVar
 
 from ..sweep.legacy import LEGACY_SUMMED_FIELDS
 from ..sweep.results import RUN_TOTALS
-from .args import pairs_from_shards, parse_pairs, parse_sweep_timestamps
+from .args import pairs_from_shards, parse_pairs, parse_sweep_timestamps, task_count
 
 
 def holder(app_id: str, shard: int, strategy: str) -> str:
@@ -38,7 +39,9 @@ class TargetedSweepJob:
 
     name: ClassVar[str] = "targeted_sweep"
     prog: ClassVar[str] = "targeted_sweep_job.py"
-    summary_line: ClassVar[str] = "Atlas targeted sweep of (shard, strategy) pairs, one Spark task per pair."
+    summary_line: ClassVar[str] = (
+        "Atlas targeted sweep of (shard, strategy) pairs, at most two Spark tasks per core, each sweeping a group of pairs."
+    )
     SUMMED: ClassVar[tuple] = RUN_TOTALS
 
     def __post_init__(self):
@@ -56,6 +59,11 @@ class TargetedSweepJob:
 
     def description(self, items: list) -> str:
         return f"atlas targeted sweep of {len(items)} shard/strategy pair(s)"
+
+    @staticmethod
+    def spark_tasks(items: list, parallelism: int | None) -> int:
+        """The Spark tasks of the job: contiguous groups of pairs, at most two per core (:func:`task_count`)."""
+        return task_count(len(items), parallelism)
 
     # executor
     def describe(self, pair) -> dict:
@@ -154,6 +162,11 @@ class FullSweepJob:
 
     def description(self, items: list) -> str:
         return f"atlas full sweep of {self.table} in {len(items)} range(s)"
+
+    @staticmethod
+    def spark_tasks(items: list, parallelism: int | None) -> int:
+        """One Spark task per range (``parts`` already says how parallel the user wants the scan)."""
+        return max(1, len(items))
 
     # executor
     def describe(self, item) -> dict:

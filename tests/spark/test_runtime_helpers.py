@@ -27,7 +27,7 @@ from airflow_atlas.spark import (
     read_store_url,
     settings_from_spark_conf,
 )
-from airflow_atlas.spark.args import pairs_from_shards
+from airflow_atlas.spark.args import TASKS_PER_CORE, pairs_from_shards, spark_parallelism, task_count
 from airflow_atlas.spark.artifact import build_engine_zip, engine_files
 
 SECRET_URL = "cassandra://atlas:p%40ss-W0rd@10.0.0.1,10.0.0.2:9042/prod"
@@ -66,6 +66,40 @@ def test_parse_pairs_rejects_bad_input(bad):
 )
 def test_effective_max_failures(master, conf, expected):
     assert effective_max_failures(master, conf) == expected
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "expected"),
+    [
+        ("local", {}, 1),
+        ("local[2]", {}, 2),
+        ("local[3,4]", {}, 3),
+        ("local[*]", {}, None),  # the server's cores: its conf does not say
+        ("local-cluster[2,3,1024]", {}, 6),
+        ("spark://127.0.0.1:7077", {}, None),
+        ("spark://127.0.0.1:7077", {"spark.cores.max": "8"}, 8),
+        ("spark://127.0.0.1:7077", {"spark.cores.max": "8", "spark.default.parallelism": "5"}, 5),
+        ("local[2]", {"spark.default.parallelism": "nonsense"}, 2),
+        ("yarn", {"spark.cores.max": "0"}, None),
+    ],
+)
+def test_spark_parallelism_from_a_connect_servers_conf(master, conf, expected):
+    assert spark_parallelism(master, conf) == expected
+
+
+@pytest.mark.parametrize(
+    ("items", "parallelism", "expected"),
+    [
+        (16, 2, 2 * TASKS_PER_CORE),  # the fixed-cost benchmark's 16 pairs on local[2]: 4 tasks, 4 pairs each
+        (3, 2, 3),  # never more tasks than pairs
+        (16, None, 16),  # unknown cores: one task per pair, as before
+        (16, 100, 16),
+        (0, 2, 1),
+        (1, 1, 1),
+    ],
+)
+def test_task_count_groups_pairs_at_most_two_tasks_per_core(items, parallelism, expected):
+    assert task_count(items, parallelism) == expected
 
 
 def test_store_url_file_must_be_private(tmp_path):

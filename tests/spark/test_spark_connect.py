@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from airflow_atlas.spark.args import task_count
 from tests.airflow.conftest import FAST, embedded_store, load_dag, set_settings, settle, task_states, xcom  # noqa: F401
 
 from .conftest import SETTINGS, SHARDS, STRATEGIES, cell_versions, end_state
@@ -70,8 +71,10 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
     # The Connect client mode pyspark set in this process is gone: a later spark-submit started here works.
     assert "SPARK_CONNECT_MODE_ENABLED" not in os.environ
 
-    # One Spark task per pair, in Python workers that run the engine zip and never imported Airflow.
-    assert {r["partition"] for r in doc["results"]} == set(range(len(ALL_PAIRS)))
+    # The pairs in groups, two Spark tasks per core of the local[2] server (from its conf), in Python workers
+    # that run the engine zip and never imported Airflow.
+    assert doc["summary"]["spark_tasks"] == task_count(len(ALL_PAIRS), 2) == 4
+    assert {r["partition"] for r in doc["results"]} == set(range(4))
     for result in doc["results"]:
         assert result["executor"]["airflow_imported"] is False
         assert "airflow_atlas-engine-" in result["executor"]["engine_path"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.spark import run_full_sweep, run_targeted_sweep
+from airflow_atlas.spark.args import task_count
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 from .conftest import LEGACY_TABLES, SETTINGS, SHARDS, STRATEGIES, cell_versions, end_state, version_count
@@ -88,9 +89,11 @@ def test_targeted_job_matches_in_task_engine(spark, engine_zip, twin_stores, bac
     assert all(caught_up for _, caught_up in final_spark["progress"].values())
     assert version_count(final_spark) < version_count(partial_spark) < version_count({"versions": before})
 
-    # One Spark task per pair, each in a Python worker that never imported Airflow.
+    # The pairs in groups, two Spark tasks per core of local[2], each in a Python worker that never imported
+    # Airflow.
     assert doc["summary"]["tasks"] == len(ALL_PAIRS)
-    assert {r["partition"] for r in doc["results"]} == set(range(len(ALL_PAIRS)))
+    assert doc["summary"]["spark_tasks"] == task_count(len(ALL_PAIRS), 2) == 4
+    assert {r["partition"] for r in doc["results"]} == set(range(4))
     for result in doc["results"]:
         assert result["executor"]["airflow_imported"] is False
     assert doc["summary"]["airflow_on_executors"] is False

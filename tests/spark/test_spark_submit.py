@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
+
+from airflow_atlas.spark.args import task_count
 
 from .conftest import SETTINGS, SHARDS, STRATEGIES, cell_versions, end_state
 
@@ -151,11 +154,17 @@ def test_task_failing_mid_shard_is_retried_and_end_state_is_correct(make_store, 
 
     assert marker.exists(), "the fault was injected"
     assert doc["ok"] and doc["max_task_attempts"] == 4
+    # One Spark task failed and was retried: the pairs of its group (two Spark tasks per core of local[2,4]).
     retried = [r for r in doc["results"] if r["attempt"] > 0]
-    assert len(retried) == 1 and retried[0]["attempt"] == 1
+    assert len({r["partition"] for r in retried}) == 1 and {r["attempt"] for r in retried} == {1}
+    assert len(retried) == len(ALL_PAIRS) // task_count(len(ALL_PAIRS), 2)
     assert doc["summary"]["retried_tasks"] == 1
-    # The failed attempt did real work (one iteration persisted progress); the retry resumed from it.
-    assert retried[0]["old_progress"] > -1
+    # The failed attempt did real work (one iteration of the pair it failed in persisted progress); the retry
+    # resumed from it.
+    failed_pair = re.search(r"injected failure after pair (\d+):(\w+) progress (\d+)", done.stderr)
+    assert failed_pair is not None, done.stderr[-3000:]
+    again = next(r for r in retried if (r["shard"], r["strategy"]) == (int(failed_pair[1]), failed_pair[2]))
+    assert again["old_progress"] == int(failed_pair[3]) > -1
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
     assert "injected failure after" in done.stderr, "Spark logged the failed attempt"
 
