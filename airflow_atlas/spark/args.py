@@ -118,8 +118,8 @@ def parse_sweep_timestamps(value) -> dict | None:
 
 
 def spark_parallelism(master: str, conf: Mapping[str, str]) -> int | None:
-    """The cores a Connect server's application offers (a classic session asks its SparkContext's
-    ``defaultParallelism`` instead), from its conf: ``spark.default.parallelism`` when set, ``local[N]`` /
+    """The cores an application offers, from its conf (a Connect server's, or a classic session's; a classic
+    ``local[*]`` session asks its SparkContext instead): ``spark.default.parallelism`` when set, ``local[N]`` /
     ``local[N,F]`` N, ``local`` 1, ``local-cluster[N,C,M]`` N x C, any other master ``spark.cores.max`` when
     set; None when the conf does not say (``local[*]``, a standalone master without ``spark.cores.max``)."""
     def number(text: str | None) -> int | None:

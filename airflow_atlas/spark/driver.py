@@ -75,7 +75,10 @@ def run_job(
         sc = spark.sparkContext
         conf = sc.getConf()
         master, app_id, max_failures, conf_items = sc.master, sc.applicationId, conf.get("spark.task.maxFailures", None), conf.getAll()
-        parallelism = sc.defaultParallelism
+        # The conf's word first, as on a Connect server; a local master's own count is exact, while a cluster
+        # master's defaultParallelism counts only the executors registered so far (2 before any has).
+        parallelism = spark_parallelism(master, dict(conf_items)) or (
+            sc.defaultParallelism if master.startswith("local") else None)
     max_attempts = effective_max_failures(master, max_failures)
     # Serialised once: every task opens its store with these values (StoreConfig(**merged)).
     merged = job_config(conf_items, settings).to_json()
