@@ -12,9 +12,11 @@ from airflow_atlas.sweep.adaptive import (
     P99_MIN_SAMPLES,
     PROFILE_RISE_PER_RUN,
     QUIET_INCREASE_FACTOR,
+    SLOW_START_QUIET_FACTOR,
     START_ENTRIES_PER_SECOND,
     WINDOW_SECONDS,
     AdaptiveController,
+    between_buckets,
     merge_profiles,
     pace_bucket,
     percentile,
@@ -56,28 +58,37 @@ class Run:
         return self.c.end_iteration(entries, self.now)
 
 
-def test_it_starts_slowly_and_doubles_while_latency_stays_at_the_baseline():
+def test_it_starts_slowly_and_grows_4x_while_latency_stays_at_the_baseline():
     r = Run(profile=None)
     assert r.c.rate == START_ENTRIES_PER_SECOND and r.c.reason.startswith("starting at 1,000 entries/s")
     rates = [r.window() for _ in range(4)]
-    assert rates == [2000, 4000, 8000, 16000]
+    assert rates == [1000 * SLOW_START_QUIET_FACTOR ** n for n in (1, 2, 3, 4)] == [4000, 16000, 64000, 256000]
     assert r.c.reason.startswith("increasing: ") and "<= target" in r.c.reason
-    # The baselines of the pace buckets it swept at (1,000 to 8,000 entries/s: buckets 4 to 7).
-    assert r.c.profile() == {"read": dict.fromkeys(range(4, 8), 1 * MS), "delete": dict.fromkeys(range(4, 8), 20 * MS)}
+    # The baselines of the pace buckets it swept at (1,000 / 4,000 / 16,000 / 64,000 entries/s).
+    buckets = [pace_bucket(rate) for rate in (1000, 4000, 16000, 64000)]
+    assert buckets == [4, 6, 8, 10]
+    assert r.c.profile() == {"read": dict.fromkeys(buckets, 1 * MS), "delete": dict.fromkeys(buckets, 20 * MS)}
+
+
+def test_in_the_slow_start_a_latency_within_target_but_past_half_the_headroom_only_doubles():
+    r = Run()  # baseline 20 ms, target 30 ms: quiet up to 25 ms
+    assert [r.window(delete=26 * MS) for _ in range(3)] == [2000, 4000, 8000]
+    assert r.c.backoffs == 0 and r.c.reason.startswith("increasing: delete p50 26 ms <= target ")
+    assert r.window(delete=20 * MS) == 8000 * SLOW_START_QUIET_FACTOR  # smoothed 23 ms: quiet again
 
 
 def test_latency_above_the_target_halves_the_pace_and_names_the_request_and_the_numbers():
     r = Run()
-    for _ in range(3):
+    for _ in range(2):
         r.window()
-    assert r.c.rate == 8000
-    r.window(delete=38 * MS)  # baseline 20 ms, target 1.5x = 30 ms; smoothed: (20 + 38) / 2 = 29 ms
-    assert r.c.rate == 16000 and r.c.backoffs == 0
+    assert r.c.rate == 16000
+    r.window(delete=38 * MS)  # baseline 20 ms, target 1.5x = 30 ms; smoothed: (20 + 38) / 2 = 29 ms: not quiet
+    assert r.c.rate == 32000 and r.c.backoffs == 0
     r.window(delete=41 * MS)  # smoothed (29 + 41) / 2 = 35 ms
-    assert r.c.rate == 8000 and r.c.backoffs == 1
+    assert r.c.rate == 16000 and r.c.backoffs == 1
     assert r.c.reason == "backed off: delete p50 35 ms > target 30 ms"  # baseline 20 ms (2%/s)
     r.window(read=9 * MS, delete=15 * MS)  # read baseline 1.05 ms: target max(1.5x, + 2 ms headroom)
-    assert r.c.rate == 4000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.0 ms"
+    assert r.c.rate == 8000 and r.c.reason == "backed off: read p50 5.0 ms > target 3.0 ms"
 
 
 def test_after_a_back_off_the_pace_grows_additively_near_the_target_and_by_a_factor_when_quiet():
@@ -102,7 +113,7 @@ def test_after_a_back_off_a_quiet_store_gives_the_speed_back_within_a_few_second
     """The load of a busy phase stops: from a pace halved twice, the quiet increase regains it in under 4 s,
     the smoothed latency's way down included (the additive increase alone: 24 windows, 6 s, after that)."""
     r = Run()
-    for _ in range(4):
+    for _ in range(2):
         r.window()
     assert r.c.rate == 16000
     r.window(delete=200 * MS)
@@ -119,7 +130,7 @@ def test_jitter_within_the_headroom_is_not_load():
     r = Run()
     r.window(read=0.2 * MS)
     r.window(read=1.5 * MS)  # 7x the baseline, but only 1.3 ms more: below the 2 ms headroom
-    assert r.c.backoffs == 0 and r.c.rate == 4000
+    assert r.c.backoffs == 0 and r.c.rate == 16000
 
 
 def test_one_very_slow_request_is_a_strong_signal():
@@ -129,7 +140,7 @@ def test_one_very_slow_request_is_a_strong_signal():
         r.c.observe("read", 1 * MS)
     r.c.observe("read", 1.2)  # a timed-out request the driver retried: alone in a window of six
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(100, r.now) == 1000
+    assert r.c.end_iteration(100, r.now) == 2000
     assert r.c.reason == "backed off: read took 1200 ms (>= 1 s)"
 
 
@@ -142,9 +153,9 @@ def test_the_pace_never_falls_below_the_minimum():
 
 
 def test_the_max_setting_is_the_upper_bound():
-    r = Run(max_rate=3000)
-    assert [r.window() for _ in range(3)] == [2000, 3000, 3000]
-    assert r.c.reason.startswith("at max (3,000 entries/s): ")
+    r = Run(max_rate=6000)
+    assert [r.window() for _ in range(3)] == [4000, 6000, 6000]
+    assert r.c.reason.startswith("at max (6,000 entries/s): ")
     small = Run(max_rate=200)
     assert small.c.rate == 200
 
@@ -153,7 +164,7 @@ def test_the_pace_stays_near_what_the_sweeper_reaches():
     """A store that keeps up but a sweeper that reaches only 5,000/s: the pace is not raised without bound..."""
     r = Run()
     rates = [r.window(entries=int(min(r.c.rate, 5000) * WINDOW_SECONDS)) for _ in range(8)]
-    assert rates[:4] == [2000, 4000, 8000, 16000] and rates[4:] == [16_000] * 4
+    assert rates[:2] == [4000, 16000] and rates[2:] == [16_000] * 6
     assert r.c.reason.startswith("at the sweeper's own speed (~5,000 entries/s): ")
 
 
@@ -163,9 +174,9 @@ def test_a_sweeper_slower_than_its_pace_does_not_lower_the_pace():
     them the rate it reached, window after window."""
     r = Run()
     r.window()
-    assert r.c.rate == 2000
+    assert r.c.rate == 4000
     rates = [r.window(entries=int(300 * WINDOW_SECONDS)) for _ in range(6)]
-    assert rates == [2000] * 6 and r.c.batch_cap(10_000) == 500
+    assert rates == [4000] * 6 and r.c.batch_cap(10_000) == 1000
 
 
 def _strong_back_off(r: Run) -> None:
@@ -185,10 +196,10 @@ def test_after_the_slow_start_decisions_wait_for_a_full_window():
     assert r.window(seconds=0.1) == 500 * QUIET_INCREASE_FACTOR  # latency at the baseline: quiet
 
 
-def test_the_slow_start_doubles_after_every_iteration_within_target():
+def test_the_slow_start_grows_after_every_iteration_within_target():
     """An iteration is a quarter second of the pace with one progress read: no waiting for three samples."""
     r = Run()
-    for expected in (2000, 4000, 8000, 16000, 32000):
+    for expected in (4000, 16000, 64000):
         r.c.observe("read", 1 * MS)
         r.now += WINDOW_SECONDS
         assert r.c.end_iteration(int(r.c.rate * WINDOW_SECONDS), r.now) == expected
@@ -199,18 +210,18 @@ def test_in_the_slow_start_a_sample_over_target_holds_the_pace_until_a_full_wind
     r = Run()
     r.c.observe("read", 1 * MS)
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(250, r.now) == 2000
+    assert r.c.end_iteration(250, r.now) == 4000
     r.c.observe("read", 9 * MS)  # smoothed 5 ms > target 3 ms: hold, but one sample is no evidence for a back-off
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(500, r.now) == 2000 and r.c.backoffs == 0
-    assert r.c.reason.startswith("holding 2,000 entries/s: read p50 5.0 ms > target ")
+    assert r.c.end_iteration(1000, r.now) == 4000 and r.c.backoffs == 0
+    assert r.c.reason.startswith("holding 4,000 entries/s: read p50 5.0 ms > target ")
     assert r.c.reason.endswith(" (a full window decides)")
     r.c.observe("read", 9 * MS)
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(500, r.now) == 2000 and r.c.backoffs == 0
+    assert r.c.end_iteration(1000, r.now) == 4000 and r.c.backoffs == 0
     r.c.observe("read", 9 * MS)  # the third sample: a full window, over target
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(500, r.now) == 1000 and r.c.backoffs == 1
+    assert r.c.end_iteration(1000, r.now) == 2000 and r.c.backoffs == 1
     assert r.c.reason.startswith("backed off: read p50 5.0 ms > target ")  # smoothed with the 1 ms before
 
 
@@ -221,10 +232,10 @@ def test_in_the_slow_start_a_held_window_grows_again_when_its_samples_come_back_
     r.c.end_iteration(250, r.now)
     r.c.observe("read", 9 * MS)
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(500, r.now) == 2000
-    r.c.observe("read", 1 * MS)  # the window's median (nearest rank of 1 and 9 ms) is 1 ms again
+    assert r.c.end_iteration(1000, r.now) == 4000
+    r.c.observe("read", 1 * MS)  # the window's median (nearest rank of 1 and 9 ms) is 1 ms again: quiet
     r.now += WINDOW_SECONDS
-    assert r.c.end_iteration(500, r.now) == 4000 and r.c.backoffs == 0
+    assert r.c.end_iteration(1000, r.now) == 16000 and r.c.backoffs == 0
 
 
 def test_a_window_without_samples_holds_the_pace():
@@ -238,19 +249,19 @@ def test_delete_samples_are_chunk_times_at_every_pace():
     """A chunk of deletes has one size at every pace (sweep/intensity.py DELETE_CHUNK_REQUESTS): the samples
     taken at 8,000 entries/s compare with the baseline taken at 1,000 (no back-off at the same latency)."""
     r = Run()
-    for _ in range(5):
+    for _ in range(3):
         for _ in range(4):
             r.c.observe_delete(20 * MS)
         r.c.observe("read", 1 * MS)
         r.now += WINDOW_SECONDS
         r.c.end_iteration(int(r.c.rate * WINDOW_SECONDS), r.now)
-    assert r.c.rate == 32000 and r.c.backoffs == 0 and set(r.c.profile()["delete"].values()) == {20 * MS}
+    assert r.c.rate == 64000 and r.c.backoffs == 0 and set(r.c.profile()["delete"].values()) == {20 * MS}
 
 
 def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_batch_limit():
     r = Run()
     assert r.c.batch_cap(10_000) == 250
-    for _ in range(4):
+    for _ in range(2):
         r.window()
     assert r.c.batch_cap(10_000) == 4000 and r.c.batch_cap(100) == 100
 
@@ -333,7 +344,7 @@ def test_the_smoothed_latency_falling_after_a_load_backs_nothing_off():
     """A spike's tail in the smoothed latency: the windows after it are at the baseline, so the pace grows
     (the smoothed statistic alone stayed over the target for three more windows: three more halvings)."""
     r = Run()
-    for _ in range(4):
+    for _ in range(2):
         r.window()
     r.window(delete=200 * MS)
     r.window(delete=200 * MS)
@@ -386,7 +397,7 @@ def test_a_run_that_starts_under_load_compares_with_the_profile_of_earlier_runs(
     quiet = Run(max_rate=16_000, profile=None)
     drive(quiet, 3)
     learned = quiet.c.profile()
-    assert sorted(learned["delete"]) == [4, 5, 6, 7, 8]
+    assert sorted(learned["delete"]) == [4, 6, 8]  # 1,000 / 4,000 / 16,000 entries/s: x4 on a quiet store
     informed = Run(max_rate=16_000, profile=merge_profiles({}, learned))
     rates = drive(informed, 2, load=1.7)
     assert informed.c.backoffs >= 1 and max(rates) < 16_000, rates
@@ -411,3 +422,13 @@ def test_a_short_burst_is_filed_under_the_pace_not_under_its_momentary_rate():
     r.now += 0.003
     r.c.end_iteration(8, r.now)  # 8 entries in 3 ms: 2,667 entries/s for a moment, at a pace of 300
     assert set(r.c.profile()["read"]) == {pace_bucket(300)}, r.c.profile()
+
+
+def test_a_bucket_the_slow_start_jumped_over_takes_the_geometric_mean_of_its_known_neighbours():
+    """The x4 slow start skips every other bucket; a back-off into a skipped one must not take the load's
+    latency as that pace's baseline (test_a_load_at_the_same_pace_backs_off fails without it)."""
+    known = {4: 10 * MS, 6: 40 * MS, 8: 90 * MS}
+    assert between_buckets(known, 5) == pytest.approx(20 * MS)
+    assert between_buckets(known, 7) == pytest.approx(60 * MS)
+    assert between_buckets(known, 3) is None and between_buckets(known, 9) is None  # beyond: its own window's
+    assert between_buckets({}, 5) is None
