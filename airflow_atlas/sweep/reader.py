@@ -479,7 +479,13 @@ class BatchReadAhead:
         self._read = _Background(reader.read_batch, args)
 
     def take(self, key: tuple) -> SweepBatch | None:
-        """The batch read ahead when ``key`` is the key it was started with (waits for it), else None."""
-        if key != self.key:
-            return None
-        return self._read.result()
+        """The batch read ahead when ``key`` is the key it was started with, else None; waits for the read
+        either way (:meth:`wait`)."""
+        batch = self._read.result()
+        return batch if key == self.key else None
+
+    def wait(self) -> None:
+        """Wait until the read has ended (its batch is dropped): no read of a run may outlive the run, whose
+        store may be closed next - an embedded store's connection closed under a running read crashed the
+        process (a segmentation fault in sqlite3, CI rehearsal of 2026-11-27)."""
+        self._read.result()

@@ -173,6 +173,7 @@ class TargetedSweeper(SweepPairs):
                     summary.lock_holder_process_gone = info.process_gone
                     return summary
             summary.lock_holder = lease.holder
+            keeper_cm: LeaseKeeper | FixedLease | None = None
             try:
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
@@ -204,6 +205,7 @@ class TargetedSweeper(SweepPairs):
                     else:
                         summary.status = "iteration_limit"
             finally:
+                self._drop_read_ahead(shard, strategy, keeper_cm)
                 if own:
                     self._release(lease)
         except Exception as exc:
@@ -230,6 +232,20 @@ class TargetedSweeper(SweepPairs):
             self._store.history.record_run(summary.to_json())
         except Exception as exc:  # history feeds status and the dashboard; never mask the run's outcome
             log.warning("could not record the sweep run in the history: %s", exc)
+
+    def _drop_read_ahead(self, shard: int, strategy: SweepStrategy, keeper) -> None:
+        """The read-ahead this run started for an iteration it did not run (it ended after the iteration that
+        started it: caught up, the iteration limit, an error, its ``on_iteration`` raised): dropped, and its
+        thread waited for, so that no read of the run outlives it - the caller may close the store next (an
+        embedded store's connection closed under a running read crashed the process: a segmentation fault in
+        sqlite3, seen in the CI rehearsal of 2026-11-27). Another run's read-ahead (another keeper) is left."""
+        key = (shard, strategy.value)
+        with self._blocked_lock:
+            ahead = self._read_ahead.get(key)
+            if ahead is None or keeper is None or ahead.key[0] is not keeper:
+                return
+            del self._read_ahead[key]
+        ahead.wait()
 
     def _release(self, lease) -> None:
         try:
@@ -276,6 +292,8 @@ class TargetedSweeper(SweepPairs):
             pace_entries_per_second=None if probe is None else round(probe.rate, 1),
         )
         if old >= sweep_ts - 1:
+            if ahead is not None:
+                ahead.wait()  # not used: still no read outlives the iteration
             result.status = "caught_up"
             return self._finish(result, started)
 
@@ -294,6 +312,8 @@ class TargetedSweeper(SweepPairs):
                 result.blocked_by = {"start_ts": blocked_start, "commit_ts": blocked_commit}
 
         if old >= max_exclusive - 1:
+            if ahead is not None:
+                ahead.wait()
             result.status = "blocked"
             return self._finish(result, started)
 
