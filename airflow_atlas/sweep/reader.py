@@ -226,47 +226,54 @@ class SweepQueueReader:
         last_ts: int | None = None
         cursor = start
         ahead: _Background | None = None
-        while True:
-            page_size = min(self.page_size, max(limit - len(entries), 0) + MAX_CELLS_GENERIC + 1)
-            page = ahead.result() if ahead is not None and ahead.args[2] == cursor and ahead.args[4] == page_size else None
-            if page is None:
-                page = self.kvs.get_row_columns(SWEEPABLE_CELLS, row, cursor, end, limit=page_size)
-            ahead = None
-            if len(page) == page_size and len(entries) + len(page) < limit:
-                # More follows and this page will not fill the batch: fetch the next page while decoding
-                # this one (sized as the next loop would size it if every cell here is one entry).
-                after = page[-1][0] + b"\x00"
-                next_size = min(self.page_size, max(limit - len(entries) - len(page), 0) + MAX_CELLS_GENERIC + 1)
-                ahead = _Background(self.kvs.get_row_columns, (SWEEPABLE_CELLS, row, after, end, next_size))
-            batch.cells_read += len(page)
-            for col, value in page:
-                try:
-                    modulus, write_index = cells_column_fields(col)
-                except CorruptQueueDataError as exc:
-                    batch.corrupt.append(CorruptQueueCell(SWEEPABLE_CELLS, row.hex(), col.hex(), str(exc)))
-                    continue
-                ts = base + modulus
-                if not lo <= ts <= hi:  # cannot happen with a correct column range; never return it
-                    continue
-                if ts != last_ts:
-                    if len(entries) >= limit:
-                        batch.cells_read -= len(page) - 1 - page.index((col, value))  # the cells after this one: unread
-                        batch.read_to_end = False
-                        return
-                    last_ts = ts
-                if write_index >= 0:
+        try:
+            while True:
+                page_size = min(self.page_size, max(limit - len(entries), 0) + MAX_CELLS_GENERIC + 1)
+                page = None
+                if ahead is not None:  # waited for even when not used: no read outlives the batch's
+                    fetched = ahead.result()
+                    page = fetched if ahead.args[2] == cursor and ahead.args[4] == page_size else None
+                if page is None:
+                    page = self.kvs.get_row_columns(SWEEPABLE_CELLS, row, cursor, end, limit=page_size)
+                ahead = None
+                if len(page) == page_size and len(entries) + len(page) < limit:
+                    # More follows and this page will not fill the batch: fetch the next page while decoding
+                    # this one (sized as the next loop would size it if every cell here is one entry).
+                    after = page[-1][0] + b"\x00"
+                    next_size = min(self.page_size, max(limit - len(entries) - len(page), 0) + MAX_CELLS_GENERIC + 1)
+                    ahead = _Background(self.kvs.get_row_columns, (SWEEPABLE_CELLS, row, after, end, next_size))
+                batch.cells_read += len(page)
+                for col, value in page:
                     try:
-                        append(decode_write_info(value.contents, ts))
+                        modulus, write_index = cells_column_fields(col)
                     except CorruptQueueDataError as exc:
-                        batch.corrupt.append(
-                            CorruptQueueCell(SWEEPABLE_CELLS, row.hex(), col.hex(), str(exc), UNDECODABLE, ts)
-                        )
-                else:
-                    self._read_dedicated(batch, conservative, ts, -write_index, value.contents, row, col)
-            if len(page) < page_size:
-                break
-            cursor = page[-1][0] + b"\x00"
-        batch.read_to_end = True
+                        batch.corrupt.append(CorruptQueueCell(SWEEPABLE_CELLS, row.hex(), col.hex(), str(exc)))
+                        continue
+                    ts = base + modulus
+                    if not lo <= ts <= hi:  # cannot happen with a correct column range; never return it
+                        continue
+                    if ts != last_ts:
+                        if len(entries) >= limit:
+                            batch.cells_read -= len(page) - 1 - page.index((col, value))  # the cells after this one: unread
+                            batch.read_to_end = False
+                            return
+                        last_ts = ts
+                    if write_index >= 0:
+                        try:
+                            append(decode_write_info(value.contents, ts))
+                        except CorruptQueueDataError as exc:
+                            batch.corrupt.append(
+                                CorruptQueueCell(SWEEPABLE_CELLS, row.hex(), col.hex(), str(exc), UNDECODABLE, ts)
+                            )
+                    else:
+                        self._read_dedicated(batch, conservative, ts, -write_index, value.contents, row, col)
+                if len(page) < page_size:
+                    break
+                cursor = page[-1][0] + b"\x00"
+            batch.read_to_end = True
+        finally:
+            if ahead is not None:  # a page fetched ahead that the batch did not need (it filled, or an error)
+                ahead.result()
 
     def _read_dedicated(
         self, batch: SweepBatch, conservative: bool, ts: int, rows: int, reference: bytes, row: bytes, col: bytes
