@@ -146,10 +146,10 @@ def _arrow_task(spec, items: list, batches):
         yield pa.RecordBatch.from_pydict({"results": [pickle.dumps(results)]}, schema=pa.schema([("results", pa.binary())]))
 
 
-def run_items(spark, spec, items: list, tasks: int | None = None) -> list:
-    """The items in ``tasks`` Spark tasks (default one per item; at most one per item) on a Connect session;
-    the ``ItemResult`` of every item."""
-    n = max(1, min(len(items), tasks or len(items)))
+def run_items(spark, spec, items: list, tasks: int) -> list:
+    """The items in ``tasks`` Spark tasks (at most one per item) on a Connect session; the ``ItemResult`` of
+    every item."""
+    n = max(1, min(len(items), tasks))
     rows = (
         spark.range(0, len(items), 1, n)
         .mapInArrow(functools.partial(_arrow_task, spec, list(items)), "results binary")

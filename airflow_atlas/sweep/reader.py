@@ -494,5 +494,5 @@ class BatchReadAhead:
     def wait(self) -> None:
         """Wait until the read has ended (its batch is dropped): no read of a run may outlive the run, whose
         store may be closed next - an embedded store's connection closed under a running read crashed the
-        process (a segmentation fault in sqlite3, CI rehearsal of 2026-11-27)."""
+        process (a segmentation fault in sqlite3, a clean-clone test run of 2026-11-27)."""
         self._read.result()

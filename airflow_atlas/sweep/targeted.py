@@ -238,7 +238,7 @@ class TargetedSweeper(SweepPairs):
         started it: caught up, the iteration limit, an error, its ``on_iteration`` raised): dropped, and its
         thread waited for, so that no read of the run outlives it - the caller may close the store next (an
         embedded store's connection closed under a running read crashed the process: a segmentation fault in
-        sqlite3, seen in the CI rehearsal of 2026-11-27). Another run's read-ahead (another keeper) is left."""
+        sqlite3, seen in a clean-clone test run of 2026-11-27). Another run's read-ahead (another keeper) is left."""
         key = (shard, strategy.value)
         with self._blocked_lock:
             ahead = self._read_ahead.get(key)
@@ -281,6 +281,8 @@ class TargetedSweeper(SweepPairs):
             probe.observe("read", time.monotonic() - asked)
         with self._blocked_lock:
             ahead = self._read_ahead.pop((shard, strategy.value), None)
+        if ahead is not None:  # ended before it is used or dropped: no read outlives the iteration
+            ahead.wait()
         result = SweepResult(
             shard=shard,
             strategy=strategy.value,
@@ -292,8 +294,6 @@ class TargetedSweeper(SweepPairs):
             pace_entries_per_second=None if probe is None else round(probe.rate, 1),
         )
         if old >= sweep_ts - 1:
-            if ahead is not None:
-                ahead.wait()  # not used: still no read outlives the iteration
             result.status = "caught_up"
             return self._finish(result, started)
 
@@ -312,8 +312,6 @@ class TargetedSweeper(SweepPairs):
                 result.blocked_by = {"start_ts": blocked_start, "commit_ts": blocked_commit}
 
         if old >= max_exclusive - 1:
-            if ahead is not None:
-                ahead.wait()
             result.status = "blocked"
             return self._finish(result, started)
 
