@@ -8,8 +8,9 @@ rates. Every few seconds it samples the lag and the backlog through THE definiti
 the age of the oldest sweepable unswept entry over all pairs, the backlog the sweepable entries (below the
 sweep timestamps, not yet swept) and everything queued. Per step: lag p50/p99/max, and whether the backlog
 stays bounded (:func:`judge_bounded`: the backlog's troughs - its minimum per schedule interval, just after
-a sweep - do not keep growing). The rates rise until the first unbounded step; the highest bounded rate is
-what the scheduled sweep carries. Goal: lag p99 <= 2 schedule intervals at that rate.
+a sweep - do not keep growing). The rates rise until the first unbounded step, or until the workload cannot
+commit faster (a step short of its target that committed less than 1.1x the previous step: the machine's
+limit, not the sweep's; :func:`stop_reason`); the highest bounded rate is what the scheduled sweep carries. Goal: lag p99 <= 2 schedule intervals at that rate.
 
 On the embedded store (SQLite file) and the local Cassandra node (a keyspace of its own, dropped at the end).
 The sweep runs with the engine's default intensity settings (what a deployment gets), the pairs in one
@@ -57,6 +58,9 @@ WORKLOAD_THREADS = 4
 """Committing threads (each its own store: one thread is latency-bound well below the sweep's capacity)."""
 WORKLOAD_LIMITED = 0.9
 """A step whose workload reached less than this share of its target rate is marked ``workload_limited``."""
+WORKLOAD_PROGRESS = 1.1
+"""A workload-limited step that reached less than this multiple of the previous step's rate ends the run: the
+machine cannot commit faster, so the higher rates would measure the same ingest again."""
 MODES: dict[str, dict[str, Any]] = {
     # transactions per second of WRITES_PER_TRANSACTION writes each, and seconds per step
     "quick": {"rates": (10, 60, 200), "step_seconds": 180.0},
@@ -150,6 +154,21 @@ def highest_bounded(steps: Sequence[dict]) -> dict | None:
         if step["backlog"]["bounded"]:
             best = step
     return best
+
+
+def stop_reason(steps: Sequence[dict]) -> str | None:
+    """Why the rates stop rising after the last of ``steps``: ``"unbounded"`` (every higher rate is unbounded
+    too), ``"workload_saturated"`` (the workload fell short of its target and did not commit
+    ``WORKLOAD_PROGRESS`` times the previous step's rate), or None to go on."""
+    if not steps:
+        return None
+    last = steps[-1]
+    if last["backlog"]["bounded"] is False:
+        return "unbounded"
+    if len(steps) >= 2 and last.get("workload_limited") and (
+            last["achieved_entries_per_second"] < WORKLOAD_PROGRESS * steps[-2]["achieved_entries_per_second"]):
+        return "workload_saturated"
+    return None
 
 
 # ----- measuring ------------------------------------------------------------------------------------------------
@@ -277,8 +296,10 @@ def run_backend(backend: str, mode: dict, tmpdir: Path) -> dict:
             for i, rate in enumerate(mode["rates"]):
                 C.log(f"  {backend}: step {i + 1}/{len(mode['rates'])}, {rate} transactions/s for {mode['step_seconds']:.0f}s")
                 steps.append(run_step(sampler, workload_stores, airflow, rate, mode["step_seconds"], seed=1000 * (i + 1)))
-                if steps[-1]["backlog"]["bounded"] is False:
-                    break  # every higher rate is unbounded too
+                out["stopped"] = stop_reason(steps)
+                if out["stopped"] is not None:
+                    C.log(f"  {backend}: the rates stop here ({out['stopped']})")
+                    break
             out["dag_runs"] = _dag_run_summary(dag_runs(airflow))
         out["machine"] = C.machine_info(sampler.kvs.session if backend == "cassandra" else None)
     finally:
@@ -354,6 +375,10 @@ def report_lines(doc: dict) -> list[str]:
             rate = f"{step['achieved_entries_per_second']:g}" + (note if step.get("workload_limited") else "")
             lines.append(f"| {backend} | {rate} | {lag['p50']} | {lag['p99']} | "
                          f"{lag['max']} | {step['backlog']['bounded']} | {runs.get('states')} |")
+    stops = [f"{backend}: {r['stopped']}" for backend, r in doc["results"].items() if r.get("stopped")]
+    if stops:
+        lines += ["", "The rates stopped rising (unbounded: the sweep's limit; workload_saturated: the machine "
+                  "committed no faster than the step before): " + "; ".join(stops) + "."]
     return lines + [""]
 
 

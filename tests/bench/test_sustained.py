@@ -78,6 +78,17 @@ def test_the_highest_bounded_rate_stops_at_the_first_unbounded_step():
     assert S.highest_bounded([]) is None
 
 
+def test_the_rates_stop_at_an_unbounded_step_or_a_saturated_workload():
+    assert S.stop_reason([]) is None
+    assert S.stop_reason([step(50, True), step(300, True)]) is None
+    assert S.stop_reason([step(50, True), step(300, False)]) == "unbounded"
+    limited = {**step(280, True), "workload_limited": True}
+    assert S.stop_reason([step(275, True), limited]) == "workload_saturated"  # no faster than the step before
+    assert S.stop_reason([limited]) is None  # nothing to compare with
+    assert S.stop_reason([step(100, True), limited]) is None  # short of its target, but still faster
+    assert S.stop_reason([step(275, True), {**step(280, False), "workload_limited": True}]) == "unbounded"
+
+
 def test_report_rows_show_every_step():
     doc = {"results": {"sqlite": {"steps": [step(50, True), step(300, False, 400.0)], "dag_runs": {"states": {"success": 5}}}}}
     lines = S.report_lines(doc)
