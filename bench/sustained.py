@@ -326,13 +326,19 @@ def _intensity_defaults() -> dict:
             "sweep_latency_target": config.sweep_latency_target}
 
 
-def run(*, quick: bool, reps: int, backends: Sequence[str] = ("sqlite", "cassandra")) -> dict:
-    """``reps`` is not used: one long run per rate (its samples are the repetitions)."""
+def run(*, quick: bool, reps: int, backends: Sequence[str] = ("sqlite", "cassandra"),
+        rates: Sequence[int] | None = None) -> dict:
+    """``reps`` is not used: one long run per rate (its samples are the repetitions). ``rates``: instead of the
+    mode's (transactions/s, rising), e.g. to continue above the full mode's highest rate."""
     if threading.current_thread() is threading.main_thread():
         # SIGTERM (e.g. timeout) unwinds like Ctrl-C: the Airflow process groups are stopped, the keyspace dropped
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     watch = C.Stopwatch()
     mode = MODES["quick" if quick else "full"]
+    if rates:
+        if any(r <= 0 for r in rates) or list(rates) != sorted(set(rates)):
+            raise ValueError(f"rates must be positive and rising, got {list(rates)}")
+        mode = {**mode, "rates": tuple(rates)}
     tmpdir = Path(tempfile.mkdtemp(prefix="atlas-bench-sustained-"))
     results: dict = {}
     try:
@@ -389,7 +395,9 @@ if __name__ == "__main__":  # pragma: no cover - python -m bench.sustained [--qu
     p.add_argument("--quick", action="store_true")
     p.add_argument("--backend", action="append", choices=("sqlite", "cassandra"))
     p.add_argument("--out", type=Path)
+    p.add_argument("--rates", type=lambda v: [int(x) for x in v.split(",")],
+                   help="comma list of transactions/s, rising (default: the mode's)")
     a = p.parse_args()
     out_dir = a.out or (C.REPO_ROOT / "bench" / "results" / ("quick" if a.quick else ""))
-    doc = run(quick=a.quick, reps=3, backends=tuple(a.backend or ("sqlite", "cassandra")))
+    doc = run(quick=a.quick, reps=3, backends=tuple(a.backend or ("sqlite", "cassandra")), rates=a.rates)
     C.log(f"-> {C.write_result(out_dir, NAME, doc)}")
