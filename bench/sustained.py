@@ -347,9 +347,9 @@ def run(*, quick: bool, reps: int, backends: Sequence[str] = ("sqlite", "cassand
             results[backend] = run_backend(backend, mode, tmpdir)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    machine = next((r.pop("machine") for r in results.values() if "machine" in r), C.machine_info(None))
-    for r in results.values():
-        r.pop("machine", None)
+    # the node's (Cassandra version, heap, JIT) when it ran; any backend's otherwise
+    found = [r.pop("machine") for _, r in sorted(results.items(), key=lambda kv: kv[0] != "cassandra") if "machine" in r]
+    machine = found[0] if found else C.machine_info(None)
     goals = []
     for backend, r in results.items():
         target = LAG_GOAL_INTERVALS * INTERVAL_SECONDS
