@@ -48,9 +48,7 @@ least :data:`WINDOW_SECONDS`:
   :data:`MIN_HEADROOM_SECONDS` above the baseline (sub-millisecond jitter is not load);
 * a kind above its target, or any single sample of :data:`STRONG_SIGNAL_SECONDS` or more (a request that
   timed out and was retried by the driver, or an overloaded coordinator), halves the pace
-  (:data:`DECREASE_FACTOR`) - for a window over its target the rate the window reached when that is lower (a
-  sweeper slower than its pace: halving a pace it does not reach would slow nothing) -, never below :data:`MIN_ENTRIES_PER_SECOND`
-  (a pair is never starved);
+  (:data:`DECREASE_FACTOR`), never below :data:`MIN_ENTRIES_PER_SECOND` (a pair is never starved);
 * otherwise the pace doubles until the first back-off (slow start; x4, :data:`SLOW_START_QUIET_FACTOR`,
   after an iteration whose kinds all use at most half their headroom), then grows per window by
   :data:`QUIET_INCREASE_FACTOR` while every kind uses at most half its headroom (statistic <= baseline +
@@ -321,7 +319,7 @@ class AdaptiveController:
     def _decide(self, reached: float, elapsed: float) -> None:
         verdict = self._measure(elapsed, reached)
         if verdict.strong is not None:
-            self._back_off(verdict.strong)  # one stalled request: the window's reached rate holds its stall
+            self._back_off(verdict.strong)
             return
         self.smoothed.update(verdict.smoothed)
         for kind, base in verdict.baseline.items():
@@ -336,7 +334,7 @@ class AdaptiveController:
             self.reason = f"holding {self.rate:,.0f} entries/s: no latency sample yet"
             return
         if worst[0] > 1:
-            self._back_off(worst[1], reached)
+            self._back_off(worst[1])
             return
         if self._slow_start:
             grown = self.rate * (SLOW_START_QUIET_FACTOR if verdict.quiet else 2)
@@ -357,14 +355,10 @@ class AdaptiveController:
             self.rate = self._bounded(grown)
             self.reason = f"increasing: {worst[1]}" + (" (quiet: x1.25)" if verdict.quiet and not self._slow_start else "")
 
-    def _back_off(self, why: str, reached: float = 0.0) -> None:
-        """Halves the pace, or the rate the window ``reached`` when the sweeper ran below its pace: halving a pace
-        it does not reach would slow nothing (a run paced at 256,000 entries/s that swept 20,000-26,000 kept that
-        rate for 6.6 s of load, until its fourth back-off; TCP's congestion window validation, RFC 7661, halves
-        what the sender used, for the same reason)."""
+    def _back_off(self, why: str) -> None:
         self._slow_start = False
         self.backoffs += 1
-        self.rate = self._bounded((min(self.rate, reached) if reached > 0 else self.rate) * DECREASE_FACTOR)
+        self.rate = self._bounded(self.rate * DECREASE_FACTOR)
         self.reason = f"backed off: {why}"
 
 

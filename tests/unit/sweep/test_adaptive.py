@@ -179,32 +179,6 @@ def test_a_sweeper_slower_than_its_pace_does_not_lower_the_pace():
     assert rates == [4000] * 6 and r.c.batch_cap(10_000) == 1000
 
 
-def test_a_back_off_halves_the_rate_the_sweeper_reached_when_it_ran_below_its_pace():
-    """A pace of 16,000 entries/s that the sweeper reaches only 5,000 of: a load halves the 5,000 (halving the
-    pace would slow nothing until three more back-offs)."""
-    r = Run()
-    for _ in range(4):
-        r.window(entries=int(min(r.c.rate, 5000) * WINDOW_SECONDS))
-    assert r.c.rate == 16_000
-    r.window(delete=60 * MS, entries=int(5000 * WINDOW_SECONDS))
-    assert r.c.rate == 2500 and r.c.backoffs == 1 and r.c.reason.startswith("backed off: delete")
-
-
-def test_a_back_off_halves_the_pace_when_the_window_reached_it_or_more():
-    """A window that reached its pace (or more: a short window before the pacer's wait) halves the pace; a window
-    without entries too; and a strong signal always (the stalled request is in the window's reached rate)."""
-    for entries in (1000, 10_000, 0):
-        r = Run()
-        r.window()
-        assert r.c.rate == 4000
-        r.window(delete=60 * MS, entries=entries)
-        assert r.c.rate == 2000, entries
-    r = Run()
-    r.window()
-    r.window(delete=1.2, entries=10)
-    assert r.c.rate == 2000 and r.c.reason.startswith("backed off: delete took 1200 ms")
-
-
 def _strong_back_off(r: Run) -> None:
     """One request of over a second: backs off at once, even from a window of one sample (ends the slow start)."""
     r.c.observe("read", 1.2)
