@@ -10,7 +10,8 @@ sweep timestamps, not yet swept) and everything queued. Per step: lag p50/p99/ma
 stays bounded (:func:`judge_bounded`: the backlog's troughs - its minimum per schedule interval, just after
 a sweep - do not keep growing). The rates rise until the first unbounded step, or until the workload cannot
 commit faster (a step short of its target that committed less than 1.1x the previous step: the machine's
-limit, not the sweep's; :func:`stop_reason`); the highest bounded rate is what the scheduled sweep carries. Goal: lag p99 <= 2 schedule intervals at that rate.
+limit, not the sweep's; :func:`stop_reason`); the highest bounded rate is what the scheduled sweep
+carries. Goal: lag p99 <= 2 schedule intervals at that rate.
 
 On the embedded store (SQLite file) and the local Cassandra node (a keyspace of its own, dropped at the end).
 The sweep runs with the engine's default intensity settings (what a deployment gets), the pairs in one
@@ -347,9 +348,9 @@ def run(*, quick: bool, reps: int, backends: Sequence[str] = ("sqlite", "cassand
             results[backend] = run_backend(backend, mode, tmpdir)
     finally:
         shutil.rmtree(tmpdir, ignore_errors=True)
-    # the node's (Cassandra version, heap, JIT) when it ran; any backend's otherwise
-    found = [r.pop("machine") for _, r in sorted(results.items(), key=lambda kv: kv[0] != "cassandra") if "machine" in r]
-    machine = found[0] if found else C.machine_info(None)
+    # the node's machine info (Cassandra version, heap, JIT) when it ran; any backend's otherwise
+    found = {backend: r.pop("machine") for backend, r in results.items() if "machine" in r}
+    machine = found.get("cassandra") or next(iter(found.values()), None) or C.machine_info(None)
     goals = []
     for backend, r in results.items():
         target = LAG_GOAL_INTERVALS * INTERVAL_SECONDS
