@@ -47,6 +47,9 @@ class Forecast:
     ingest_outpaces_sweep: bool = False
     idle_seconds: float | None = None
     warnings: list[Warning] = field(default_factory=list)
+    unknown: str | None = None
+    """What the forecast does not know, for humans (e.g. "no sweep run yet: no sweep rate measured, so no
+    time to drain"); None when the state and time to drain are measured (``drain_forecast``)."""
 
     def to_json(self) -> dict:
         return asdict(self)
