@@ -50,6 +50,7 @@ def _lock_text(r) -> str | None:
 def render_status(status: dict) -> str:
     """The text form of the status document (its JSON form, :meth:`StatusDocument.to_json`)."""
     from ..status import format_duration as dur
+    from ..status.text import drain_text
 
     out = []
     ts = status["timestamps"]
@@ -102,15 +103,19 @@ def render_status(status: dict) -> str:
     out.append("")
     out.append(f"Backlog drain forecast (window {dur(status['settings']['window_seconds'])})")
     rows = []
+    unknown: dict[str, list[str]] = {}
     for r in status["shards"]:
         f = r["forecast"]
-        drain = f["time_to_drain_seconds"]
         rows.append([
             r["shard"], r["strategy"], count(f["backlog_entries"], f["backlog_capped"]), rate(f["ingest_rate_per_second"]),
-            rate(f["sweep_rate_per_second"]), "-" if drain is None else dur(drain), f["state"],
+            rate(f["sweep_rate_per_second"]), drain_text(f), f["state"],
             "INGEST OUTPACES SWEEP" if f["ingest_outpaces_sweep"] else "",
         ])
+        if f.get("unknown"):
+            unknown.setdefault(f["unknown"], []).append(f"shard {r['shard']} {r['strategy']}")
     out.append(table(["SHARD", "STRATEGY", "BACKLOG", "INGEST", "SWEEP", "DRAIN IN", "STATE", ""], rows).rstrip("\n"))
+    for message, pairs in unknown.items():
+        out.append(f"  unknown for {', '.join(pairs)}: {message}")
     out.extend(render_settings(status))
     if status["warnings"] or status["quarantined_cells"] or status.get("table_warnings"):
         out.append("")

@@ -183,3 +183,15 @@ def test_the_adaptive_target_and_each_runs_pace_and_reason_are_shown():
             "25 ms &lt;x&gt;<") in page
     status["settings"]["sweep_latency_target"] = 0.0
     assert 'data-value="0.0">off (the limit is a fixed rate)<' in render_page(status)
+
+
+def test_a_forecast_that_does_not_know_says_so():
+    # Issue 32 item 12: 411 entries waiting, no run yet: not a bare "-" but what is not known.
+    row = _row(0, "THOROUGH", backlog=411)
+    row["forecast"] = drain_forecast(backlog=411, sweepable=411, ingest_entries=411, swept_entries=0, elapsed_seconds=60.0,
+                                     runs=0, basis="window", ever_swept=False).to_json()
+    row["warnings"] = []
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
+    drain = re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1)
+    assert drain == "unknown"
+    assert 'data-field="unknown">no sweep run yet: no sweep rate measured, so no time to drain<' in forecast
