@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from airflow_atlas.status import format_duration
 
 from .html import cell, esc, fmt_int, fmt_time
+from .render_compaction import render_compaction
 from .render_forecast import render_forecast
 
 MANUAL_SWEEP_DAG = "atlas_manual_sweep"
@@ -109,6 +110,8 @@ def render_page(
         render_why(status),
         '<h2 id="forecast-title">Backlog drain forecast</h2>',
         render_forecast(status),
+        '<h2 id="compaction-title">Compaction</h2>',
+        render_compaction(status),
         '<h2 id="settings-title">Effective settings</h2>',
         render_settings(status),
         "</body></html>",
