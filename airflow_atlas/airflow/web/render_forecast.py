@@ -54,7 +54,9 @@ def render_forecast(status: dict) -> str:
     return (
         f'<table id="forecast">{head}<tbody>{body}</tbody></table>'
         f'<div class="sub">Ingest: writes enqueued per second; sweep: writes swept per second; measured over the recent runs '
-        f"within the last {esc(format_duration(window))}. Time to drain = backlog / (sweep rate - ingest rate).</div>"
+        f"within the last {esc(format_duration(window))}. Time to drain = backlog / (sweep rate - ingest rate); "
+        "&ldquo;not at these rates&rdquo; when that is not positive, &ldquo;unknown&rdquo; when a rate is not measured "
+        "(why: under the state).</div>"
         + render_intensity(limit, target)
     )
 
