@@ -117,6 +117,7 @@ PAIR_GAUGES: tuple[PairGauge, ...] = (
 )
 """The per-pair gauges, labelled ``shard`` and ``strategy`` (one place: the collector and docs/METRICS.md)."""
 
+
 @dataclass(frozen=True)
 class TableGauge:
     """A gauge with one sample per user table (label ``table``), read from the document's ``compaction`` row."""
