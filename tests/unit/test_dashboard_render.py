@@ -219,3 +219,15 @@ def test_the_compaction_section_shows_the_count_compaction_plans_from():
     status["compaction"][0].update(threshold_tombstones=None, due=None)
     a = re.search(r'<tr data-table="a&lt;1&gt;">(.*?)</tr>', render_page(status)).group(1)
     assert 'data-field="due" data-value=""' in a and ">unknown<" in a
+
+
+def test_a_steady_backlog_that_does_not_drain_says_so():
+    # Issue 32 item 12: "steady" with time to drain "-": ingest within the tolerance above sweep, so the
+    # backlog neither grows materially nor drains; the page says the measured rates do not drain it.
+    row = _row(0, "THOROUGH", backlog=411)
+    row["forecast"] = drain_forecast(backlog=411, sweepable=411, ingest_entries=105, swept_entries=100,
+                                     elapsed_seconds=100.0, runs=3).to_json()
+    row["warnings"] = []
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
+    assert re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1) == "not at these rates"
+    assert ">steady<" in forecast and 'data-field="unknown"' not in forecast
