@@ -33,8 +33,10 @@ def parse_listen(text: str) -> tuple[str, int]:
 def cmd_metrics(args, h) -> int:
     from prometheus_client import generate_latest, start_http_server
 
+    from ..status.compaction import threshold_of
     from ..status.metrics import StatusCollector, status_registry
 
+    threshold = threshold_of(h.settings)  # with --conn-id: the atlas_settings Variable's
     collector = StatusCollector(
         lambda: h.store,
         shards=args.shard,
@@ -43,6 +45,7 @@ def cmd_metrics(args, h) -> int:
         history_limit=args.history,
         backlog_cap=args.backlog_cap,
         timeout_seconds=args.timeout,
+        compaction_threshold=lambda: threshold,
     )
     registry = status_registry(collector)
     try:

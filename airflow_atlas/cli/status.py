@@ -10,6 +10,7 @@ from .output import EXIT_OK, count, emit_json, rate, table, wants_json
 
 def cmd_status(args, h) -> int:
     from ..status import build_status
+    from ..status.compaction import threshold_of
 
     status = build_status(
         h.store,
@@ -18,6 +19,7 @@ def cmd_status(args, h) -> int:
         window_seconds=args.window,
         history_limit=args.history,
         backlog_cap=args.backlog_cap,
+        compaction_threshold=threshold_of(h.settings),
     )
     status.effective_settings, status.settings_warnings = list(h.settings), list(h.settings_warnings)
     document = status.to_json()
@@ -50,6 +52,7 @@ def _lock_text(r) -> str | None:
 def render_status(status: dict) -> str:
     """The text form of the status document (its JSON form, :meth:`StatusDocument.to_json`)."""
     from ..status import format_duration as dur
+    from ..status.text import drain_text
 
     out = []
     ts = status["timestamps"]
@@ -102,15 +105,20 @@ def render_status(status: dict) -> str:
     out.append("")
     out.append(f"Backlog drain forecast (window {dur(status['settings']['window_seconds'])})")
     rows = []
+    unknown: dict[str, list[str]] = {}
     for r in status["shards"]:
         f = r["forecast"]
-        drain = f["time_to_drain_seconds"]
         rows.append([
             r["shard"], r["strategy"], count(f["backlog_entries"], f["backlog_capped"]), rate(f["ingest_rate_per_second"]),
-            rate(f["sweep_rate_per_second"]), "-" if drain is None else dur(drain), f["state"],
+            rate(f["sweep_rate_per_second"]), drain_text(f), f["state"],
             "INGEST OUTPACES SWEEP" if f["ingest_outpaces_sweep"] else "",
         ])
+        if f.get("unknown"):
+            unknown.setdefault(f["unknown"], []).append(f"shard {r['shard']} {r['strategy']}")
     out.append(table(["SHARD", "STRATEGY", "BACKLOG", "INGEST", "SWEEP", "DRAIN IN", "STATE", ""], rows).rstrip("\n"))
+    for message, pairs in unknown.items():
+        out.append(f"  unknown for {', '.join(pairs)}: {message}")
+    out.extend(render_compaction(status))
     out.extend(render_settings(status))
     if status["warnings"] or status["quarantined_cells"] or status.get("table_warnings"):
         out.append("")
@@ -122,6 +130,29 @@ def render_status(status: dict) -> str:
         if status["quarantined_cells"]:
             out.append(f"  {status['quarantined_cells']} corrupt queue cell(s) quarantined recently")
     return "\n".join(out) + "\n"
+
+
+def render_compaction(status: dict) -> list[str]:
+    """Per user table: tombstones since its last compaction (what ``atlas_compaction`` plans from), the
+    threshold, whether it is due, and when that compaction was."""
+    from ..status import format_duration as dur
+
+    tables = status.get("compaction") or []
+    if not tables:
+        return []
+    threshold = (status.get("settings") or {}).get("compaction_threshold_tombstones")
+    rows = [
+        [t["table"], t["strategy"], count(t["tombstones_since_compaction"], t["capped"]),
+         "unknown" if t["due"] is None else ("DUE" if t["due"] else "no"),
+         "never" if t["last_compaction_at"] is None
+         else f"{dur(t['last_compaction_age_seconds'])} ago ({t['last_compaction_method']}, through ts "
+              f"{t['last_compaction_through_ts']})"]
+        for t in tables
+    ]
+    known = (f"threshold {threshold:,} (compaction_threshold_tombstones)" if threshold is not None
+             else "threshold unknown here: the atlas_settings Variable's compaction_threshold_tombstones (--conn-id shows it)")
+    return ["", f"Compaction: tombstones since each table's last compaction, what atlas_compaction plans from; {known}",
+            table(["TABLE", "STRATEGY", "TOMBSTONES SINCE COMPACTION", "DUE", "LAST COMPACTION"], rows).rstrip("\n")]
 
 
 def render_settings(status: dict) -> list[str]:

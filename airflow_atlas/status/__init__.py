@@ -11,8 +11,12 @@ What it answers, per (shard, strategy):
   recent runs, and a lag-over-time series;
 * **why the sweep timestamp is not advancing** (per strategy): the oldest open read-write transaction or
   the read-only window holding it back, and how much queued work it pins, per shard;
-* **backlog drain forecast**: ingest rate vs sweep rate over recent runs, the time to drain the backlog,
-  and warnings (ingest outpaces sweep, idle sweeper, failing pair, dead lock holder).
+* **backlog drain forecast**: ingest rate vs sweep rate over recent runs, the time to drain the backlog
+  (or what the forecast does not know, e.g. no sweep run yet), and warnings (ingest outpaces sweep, idle
+  sweeper, failing pair, dead lock holder);
+
+and per user table the **compaction state**: tombstones since its last compaction (what ``atlas_compaction``
+plans from), that compaction, the threshold and whether the table is due.
 
 Modules, pure parts apart from the one that reads the store:
 
@@ -23,6 +27,7 @@ Modules, pure parts apart from the one that reads the store:
 * :mod:`.text` - duration and number formatting (pure);
 * :mod:`.lag` - THE definition of lag and backlog (per pair and overall), used by the document, the StatsD
   gauges of the sweep operator and the benchmark ``sustained``;
+* :mod:`.compaction` - the per-table compaction state (the store's counts, the policy's rule);
 * :mod:`.compute` - reads the store: :func:`build_status` (the dataclass) and :func:`compute_status`
   (its JSON);
 * :mod:`.metrics` - :class:`~.metrics.StatusCollector`, the document as Prometheus gauges at each scrape

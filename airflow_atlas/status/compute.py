@@ -20,6 +20,7 @@ from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..sweep.results import SUMMED_FIELDS, holder_process_gone
 from ..validation import check_int
 from .clock import TimestampClock
+from .compaction import read_compaction
 from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .lag import lag_ts, overall, pair_lag, read_pair
@@ -57,13 +58,15 @@ def build_status(
     tolerance: float = DEFAULT_TOLERANCE,
     max_workers: int = 8,
     now: float | None = None,
+    compaction_threshold: int | None = None,
 ) -> StatusDocument:
     """The status of targeted sweep on ``store`` (an :class:`~airflow_atlas.store.AtlasStore`).
 
     ``shards``: shard numbers (default all); ``strategies``: CONSERVATIVE and/or THOROUGH (default both);
     ``window_seconds``: how far back rates are measured; ``history_limit``: history records read per shard
-    and strategy; ``backlog_cap``: counting stops there (``*_capped`` flags say "at least"). The fields
-    are documented in docs/CLI.md ("Status document")."""
+    and strategy; ``backlog_cap``: counting stops there (``*_capped`` flags say "at least");
+    ``compaction_threshold``: setting ``compaction_threshold_tombstones`` when the caller knows it
+    (:mod:`.compaction`). The fields are documented in docs/CLI.md ("Status document")."""
     check_int(history_limit, "history_limit", 1)
     check_int(backlog_cap, "backlog_cap", 1)
     if not isinstance(window_seconds, (int, float)) or not 0 < window_seconds < float("inf"):
@@ -149,6 +152,7 @@ def build_status(
             "unreadable_window_seconds": store.config.unreadable_window_seconds,
             "sweep_max_entries_per_second": store.config.sweep_max_entries_per_second,
             "sweep_latency_target": store.config.sweep_latency_target,
+            "compaction_threshold_tombstones": compaction_threshold,
         },
         timestamps={
             "fresh_ts": fresh_ts,
@@ -164,6 +168,7 @@ def build_status(
         quarantined_cells=quarantined,
         gc_grace=gc_grace,
         table_warnings=table_warnings,
+        compaction=read_compaction(store, tables, compaction_threshold, now),
     )
 
 

@@ -47,6 +47,9 @@ class Forecast:
     ingest_outpaces_sweep: bool = False
     idle_seconds: float | None = None
     warnings: list[Warning] = field(default_factory=list)
+    unknown: str | None = None
+    """What the forecast does not know, for humans (e.g. "no sweep run yet: no sweep rate measured, so no
+    time to drain"); None when the state and time to drain are measured (``drain_forecast``)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -178,6 +181,26 @@ class TableGcGrace:
 
 
 @dataclass
+class TableCompactionState:
+    """What ``atlas_compaction`` plans from, per user table (:mod:`.compaction`): the tombstones written
+    into it since its last compaction (``capped``: at least that many; the table is then due), that
+    compaction (``through_ts`` 0 and ``at`` None: never compacted) and the threshold that makes the table
+    due (setting ``compaction_threshold_tombstones``; None, and ``due`` None, when the caller does not
+    know it: the CLI without ``--conn-id``)."""
+
+    table: str
+    strategy: str
+    tombstones_since_compaction: int
+    capped: bool
+    last_compaction_through_ts: int
+    last_compaction_at: float | None
+    last_compaction_age_seconds: float | None
+    last_compaction_method: str | None
+    threshold_tombstones: int | None
+    due: bool | None
+
+
+@dataclass
 class TableWarning:
     table: str
     kind: str
@@ -201,6 +224,8 @@ class StatusDocument:
     quarantined_cells: int
     gc_grace: list[TableGcGrace] = field(default_factory=list)
     table_warnings: list[TableWarning] = field(default_factory=list)
+    compaction: list[TableCompactionState] = field(default_factory=list)
+    """Per user table: tombstones since its last compaction, that compaction and the threshold (:mod:`.compaction`)."""
     effective_settings: list[SettingValue] = field(default_factory=list)
     """Every effective setting and the layer it came from, as the caller resolved them (the CLI: its
     command line and store; with ``--conn-id`` and on the dashboard: the ``atlas_settings`` Variable too)."""

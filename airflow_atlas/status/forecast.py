@@ -48,7 +48,33 @@ def drain_forecast(
     ``drained`` (no backlog), ``draining`` (sweep outpaces ingest), ``steady`` (rates within the
     tolerance: the backlog neither grows nor drains materially), ``growing`` (ingest outpaces sweep),
     ``stalled`` (backlog, no sweeping and no ingest), ``not_swept_yet`` or ``unknown`` (no usable window).
+    With a backlog and no time to drain, ``unknown`` says what is not known and why (:func:`unknown_text`).
     """
+    out = _forecast(backlog=backlog, sweepable=sweepable, ingest_entries=ingest_entries, swept_entries=swept_entries,
+                    elapsed_seconds=elapsed_seconds, busy_seconds=busy_seconds, runs=runs, iterations=iterations,
+                    idle_seconds=idle_seconds, typical_interval_seconds=typical_interval_seconds, tolerance=tolerance,
+                    backlog_capped=backlog_capped, ingest_capped=ingest_capped, basis=basis, ever_swept=ever_swept)
+    if backlog and out.time_to_drain_seconds is None:
+        out.unknown = unknown_text(ever_swept=ever_swept, elapsed_seconds=elapsed_seconds, runs=runs)
+    return out
+
+
+def unknown_text(*, ever_swept: bool, elapsed_seconds: float | None, runs: int) -> str | None:
+    """What a forecast with a backlog and no time to drain does not know (None: it knows the backlog does not
+    drain at the measured rates)."""
+    if not ever_swept:
+        return "no sweep run yet: no sweep rate measured, so no time to drain"
+    if not elapsed_seconds or elapsed_seconds <= 0:
+        return "too little history to measure rates: no time to drain yet"
+    if runs == 0:
+        return (f"no sweep run in the last {format_duration(elapsed_seconds)}: no sweep rate measured, "
+                "so no time to drain")
+    return None
+
+
+def _forecast(*, backlog, sweepable, ingest_entries, swept_entries, elapsed_seconds, busy_seconds, runs, iterations,
+              idle_seconds, typical_interval_seconds, tolerance, backlog_capped, ingest_capped, basis,
+              ever_swept) -> Forecast:
     out = Forecast(
         basis=basis,
         window_seconds=round_or_none(elapsed_seconds),

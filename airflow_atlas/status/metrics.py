@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from ..errors import InvalidInputError
 from ..validation import check_int
 from .compute import DEFAULT_WINDOW_SECONDS, build_status
-from .document import ShardRow, StatusDocument
+from .document import ShardRow, StatusDocument, TableCompactionState
 
 if TYPE_CHECKING:  # prometheus_client is imported when metrics are collected, not by the CLI's other commands
     from prometheus_client import CollectorRegistry
@@ -117,6 +117,32 @@ PAIR_GAUGES: tuple[PairGauge, ...] = (
 )
 """The per-pair gauges, labelled ``shard`` and ``strategy`` (one place: the collector and docs/METRICS.md)."""
 
+
+@dataclass(frozen=True)
+class TableGauge:
+    """A gauge with one sample per user table (label ``table``), read from the document's ``compaction`` row."""
+
+    name: str
+    help: str
+    value: Callable[[TableCompactionState], float | None]
+
+
+TABLE_GAUGES: tuple[TableGauge, ...] = (
+    TableGauge("atlas_compaction_pending_tombstones",
+               "Tombstones written into the table since its last compaction: what atlas_compaction plans from "
+               "(0 again after each compaction; at least this many when atlas_compaction_pending_capped is 1).",
+               lambda t: t.tombstones_since_compaction),
+    TableGauge("atlas_compaction_pending_capped",
+               "1 when counting stopped at the read cap: the table has at least that many and is due.",
+               lambda t: _flag(t.capped)),
+    TableGauge("atlas_compaction_last_timestamp_seconds", "Unix time of the table's last compaction (none: never).",
+               lambda t: t.last_compaction_at),
+    TableGauge("atlas_compaction_due",
+               "1 when the table's count reached the threshold (no sample when the threshold is not known).",
+               lambda t: _flag(t.due)),
+)
+"""The per-table gauges, labelled ``table``."""
+
 STRATEGY_GAUGES = (
     ("atlas_sweep_ts", "The strategy's sweep timestamp (logical)."),
     ("atlas_sweep_ts_age_seconds", "Estimated age of the sweep timestamp: how far sweep trails the present."),
@@ -136,12 +162,14 @@ STORE_GAUGES = (
      "Configured sweep intensity: queue entries per second per pair at most (0: unlimited)."),
     ("atlas_sweep_quarantined_cells", "Corrupt queue cells quarantined recently (last 100 at most)."),
     ("atlas_status_backlog_cap_entries", "Queue entries counted per pair and scrape (counting stops there)."),
+    ("atlas_compaction_threshold_tombstones",
+     "Setting compaction_threshold_tombstones: tombstones since its last compaction that make a table due (when known)."),
 )
 """The store-wide gauges (no label)."""
 
 METRIC_NAMES: tuple[str, ...] = (
     tuple(g.name for g in PAIR_GAUGES) + ("atlas_sweep_lock_holder_info",)
-    + tuple(n for n, _ in STRATEGY_GAUGES) + tuple(n for n, _ in STORE_GAUGES)
+    + tuple(g.name for g in TABLE_GAUGES) + tuple(n for n, _ in STRATEGY_GAUGES) + tuple(n for n, _ in STORE_GAUGES)
 )
 """Every metric name the collector can yield (docs/METRICS.md lists them; a test checks both ways)."""
 
@@ -157,7 +185,8 @@ class _Read:
 class StatusCollector:
     """A ``prometheus_client`` collector of the status of the store ``open_store()`` returns (called at each
     read, so a caller may reopen its store; ``on_error(store)`` is told of a store whose read failed).
-    ``shards``/``strategies`` as for :func:`build_status` (default all)."""
+    ``shards``/``strategies`` as for :func:`build_status` (default all); ``compaction_threshold()`` is called
+    after each ``open_store()`` (the setting as the caller knows it then; None: not known)."""
 
     def __init__(
         self,
@@ -172,6 +201,7 @@ class StatusCollector:
         max_age_seconds: float = SCRAPE_MAX_AGE_SECONDS,
         on_error: Callable[[Any], None] | None = None,
         clock: Callable[[], float] = time.time,
+        compaction_threshold: Callable[[], int | None] = lambda: None,
     ) -> None:
         check_int(history_limit, "history_limit", 1)
         check_int(backlog_cap, "backlog_cap", 1)
@@ -189,6 +219,7 @@ class StatusCollector:
         self.max_age_seconds = float(max_age_seconds)
         self._on_error = on_error
         self._clock = clock
+        self._compaction_threshold = compaction_threshold
         self._lock = threading.Lock()
         self._pending: Future[_Read] | None = None
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="atlas-metrics")
@@ -238,7 +269,8 @@ class StatusCollector:
         try:
             store = self._open_store()
             document = build_status(store, self._shards, self._strategies, window_seconds=self.window_seconds,
-                                    history_limit=self.history_limit, backlog_cap=self.backlog_cap)
+                                    history_limit=self.history_limit, backlog_cap=self.backlog_cap,
+                                    compaction_threshold=self._compaction_threshold())
         except Exception as exc:  # a scrape reports the failure as atlas_status_up 0, never raises
             log.warning("atlas metrics: reading the status failed: %s: %s", type(exc).__name__, exc)
             if store is not None and self._on_error is not None:
@@ -265,6 +297,14 @@ def document_metrics(doc: StatusDocument) -> Iterator[Metric]:
             holders.add_metric([str(row.shard), row.strategy, row.lock_holder], 1.0)
     yield holders
 
+    for table_gauge in TABLE_GAUGES:
+        family = GaugeMetricFamily(table_gauge.name, table_gauge.help, labels=("table",))
+        for t in doc.compaction:
+            value = table_gauge.value(t)
+            if value is not None:
+                family.add_metric([t.table], float(value))
+        yield family
+
     per_strategy: dict[str, dict[str, float | None]] = {}
     for strategy in doc.strategies:
         why = doc.why_not_advancing.get(strategy)
@@ -289,6 +329,7 @@ def document_metrics(doc: StatusDocument) -> Iterator[Metric]:
         "atlas_store_shards": doc.number_of_shards,
         "atlas_sweep_max_entries_per_second": doc.settings.get("sweep_max_entries_per_second"),
         "atlas_sweep_quarantined_cells": doc.quarantined_cells,
+        "atlas_compaction_threshold_tombstones": doc.settings.get("compaction_threshold_tombstones"),
     }
     for name, value in store_values.items():
         if value is not None:

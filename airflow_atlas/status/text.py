@@ -29,3 +29,16 @@ def format_duration(seconds: float | None) -> str:
     if s < 86400:
         return f"{s // 3600}h{(s % 3600) // 60:02d}m"
     return f"{s // 86400}d{(s % 86400) // 3600:02d}h"
+
+
+def drain_text(forecast: dict) -> str:
+    """A forecast's time to drain for people (the JSON form of
+    :class:`~airflow_atlas.status.document.Forecast`): the duration; ``unknown`` when the forecast does not
+    know it (its ``unknown`` says why); ``not at these rates`` when the measured rates do not drain the
+    backlog; ``-`` with no backlog figure."""
+    drain = forecast.get("time_to_drain_seconds")
+    if drain is not None:
+        return format_duration(drain)
+    if forecast.get("unknown"):
+        return "unknown"
+    return "not at these rates" if forecast.get("backlog_entries") else "-"

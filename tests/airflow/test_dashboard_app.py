@@ -221,3 +221,46 @@ def test_the_intensity_setting_is_shown_and_follows_the_variable(dashboard, monk
     set_settings(monkeypatch, **FAST, sweep_max_entries_per_second=0)
     page = client.get("/atlas/", headers={"Cookie": f"_token={token}"}).text
     assert 'data-field="sweep_max_entries_per_second" data-value="0">unlimited<' in page
+
+
+def test_the_compaction_state_and_an_unknown_forecast_are_shown(dashboard, monkeypatch):
+    """Issue 32 items 3 and 12: per table the tombstones since the last compaction with the Variable's
+    threshold (JSON, page, /atlas/metrics), 0 again after a compaction; before any sweep the forecast says
+    it does not know the time to drain."""
+    from airflow_atlas.compaction import VacuumCompactor, compact_due_tables, tombstones_since_compaction
+    from tests.airflow.conftest import FAST, set_settings
+
+    client, token, store = dashboard
+    page = client.get("/atlas/", headers={"Cookie": f"_token={token}"}).text
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', page, re.S).group(1)
+    assert 'data-field="unknown">no sweep run yet: no sweep rate measured, so no time to drain<' in forecast
+
+    for shard in range(store.number_of_shards()):
+        for strategy in ("CONSERVATIVE", "THOROUGH"):
+            store.sweeper.sweep_shard(shard, strategy)
+    counts = {t: c.count for t, c in tombstones_since_compaction(store, sorted(store.user_tables())).items()}
+    assert sum(counts.values()) > 0
+    threshold = max(counts.values())
+    set_settings(monkeypatch, **FAST, compaction_threshold_tombstones=threshold)
+    got = client.get("/atlas/api/status", headers=_auth(token)).json()
+    assert got["settings"]["compaction_threshold_tombstones"] == threshold
+    shown = {c["table"]: c for c in got["compaction"]}
+    assert {t: c["tombstones_since_compaction"] for t, c in shown.items()} == counts
+    assert {t: c["due"] for t, c in shown.items()} == {t: n >= max(threshold, 1) for t, n in counts.items()}
+    page = client.get("/atlas/", headers={"Cookie": f"_token={token}"}).text
+    for table, n in counts.items():
+        row = re.search(rf'<tr data-table="{table}">(.*?)</tr>', page).group(1)
+        assert f'data-field="tombstones_since_compaction" data-value="{n}"' in row
+        assert f'data-field="threshold_tombstones" data-value="{threshold}"' in row
+    time.sleep(1.1)  # past the collector's reuse of a read
+    metrics = _scrape(client, token)
+    assert metrics[("atlas_compaction_threshold_tombstones", ())] == threshold
+    for table, n in counts.items():
+        assert metrics[("atlas_compaction_pending_tombstones", (("table", table),))] == n
+
+    compact_due_tables(store, VacuumCompactor(store.kvs), threshold=threshold)
+    after = {c["table"]: c for c in client.get("/atlas/api/status", headers=_auth(token)).json()["compaction"]}
+    for table, n in counts.items():
+        if n >= threshold:
+            assert after[table]["tombstones_since_compaction"] == 0 and after[table]["due"] is False
+            assert after[table]["last_compaction_method"] == "vacuum" and after[table]["last_compaction_at"] > 0

@@ -183,3 +183,51 @@ def test_the_adaptive_target_and_each_runs_pace_and_reason_are_shown():
             "25 ms &lt;x&gt;<") in page
     status["settings"]["sweep_latency_target"] = 0.0
     assert 'data-value="0.0">off (the limit is a fixed rate)<' in render_page(status)
+
+
+def test_a_forecast_that_does_not_know_says_so():
+    # Issue 32 item 12: 411 entries waiting, no run yet: not a bare "-" but what is not known.
+    row = _row(0, "THOROUGH", backlog=411)
+    row["forecast"] = drain_forecast(backlog=411, sweepable=411, ingest_entries=411, swept_entries=0, elapsed_seconds=60.0,
+                                     runs=0, basis="window", ever_swept=False).to_json()
+    row["warnings"] = []
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
+    drain = re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1)
+    assert drain == "unknown"
+    assert 'data-field="unknown">no sweep run yet: no sweep rate measured, so no time to drain<' in forecast
+
+
+def test_the_compaction_section_shows_the_count_compaction_plans_from():
+    status = _status([_row(0, "THOROUGH")])
+    status["compaction"] = [
+        {"table": "a<1>", "strategy": "THOROUGH", "tombstones_since_compaction": 1234, "capped": False,
+         "last_compaction_through_ts": 0, "last_compaction_at": None, "last_compaction_age_seconds": None,
+         "last_compaction_method": None, "threshold_tombstones": 1000, "due": True},
+        {"table": "b", "strategy": "CONSERVATIVE", "tombstones_since_compaction": 0, "capped": False,
+         "last_compaction_through_ts": 555, "last_compaction_at": NOW - 120, "last_compaction_age_seconds": 120.0,
+         "last_compaction_method": "vacuum", "threshold_tombstones": 1000, "due": False},
+    ]
+    page = render_page(status)
+    section = re.search(r'<table id="compaction">(.*?)</table>', page, re.S).group(1)
+    a = re.search(r'<tr data-table="a&lt;1&gt;">(.*?)</tr>', section).group(1)
+    assert 'data-field="tombstones_since_compaction" data-value="1234" class="num">1,234<' in a
+    assert 'data-field="threshold_tombstones" data-value="1000"' in a and 'data-field="due" data-value="true"' in a
+    assert '<span class="muted">never</span>' in a
+    b = re.search(r'<tr data-table="b">(.*?)</tr>', section).group(1)
+    assert 'data-value="0" class="num">0<' in b and 'data-field="due" data-value="false"' in b
+    assert "2m00s ago" in b and "vacuum" in b and "through ts 555" in b
+    status["compaction"][0].update(threshold_tombstones=None, due=None)
+    a = re.search(r'<tr data-table="a&lt;1&gt;">(.*?)</tr>', render_page(status)).group(1)
+    assert 'data-field="due" data-value=""' in a and ">unknown<" in a
+
+
+def test_a_steady_backlog_that_does_not_drain_says_so():
+    # Issue 32 item 12: "steady" with time to drain "-": ingest within the tolerance above sweep, so the
+    # backlog neither grows materially nor drains; the page says the measured rates do not drain it.
+    row = _row(0, "THOROUGH", backlog=411)
+    row["forecast"] = drain_forecast(backlog=411, sweepable=411, ingest_entries=105, swept_entries=100,
+                                     elapsed_seconds=100.0, runs=3).to_json()
+    row["warnings"] = []
+    forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
+    assert re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1) == "not at these rates"
+    assert ">steady<" in forecast and 'data-field="unknown"' not in forecast

@@ -85,3 +85,30 @@ def test_before_any_sweep_no_rate_is_claimed():
     assert [w["kind"] for w in old["warnings"]] == ["sweeper_idle"] and "never swept" in old["warnings"][0]["message"]
     # the same figures once a sweep has been recorded: a real 0/s, which ingest outpaces
     assert forecast(ingest_entries=1000, swept_entries=0, runs=0, basis="window")["ingest_outpaces_sweep"] is True
+
+
+def test_what_the_forecast_does_not_know_is_said():
+    # Issue 32 item 12: 411 entries waiting and no run yet showed a state and time to drain "-" with no word
+    # of what is missing; the forecast says what it does not know.
+    never = forecast(backlog=411, sweepable=411, ingest_entries=411, runs=0, basis="window", ever_swept=False)
+    assert never["state"] == "not_swept_yet" and never["time_to_drain_seconds"] is None
+    assert never["unknown"] == "no sweep run yet: no sweep rate measured, so no time to drain"
+    idle = forecast(backlog=411, sweepable=411, ingest_entries=0, runs=0, basis="window", elapsed_seconds=600.0)
+    assert idle["unknown"] == "no sweep run in the last 10m00s: no sweep rate measured, so no time to drain"
+    young = forecast(backlog=411, sweepable=411, elapsed_seconds=None, ever_swept=False)
+    assert young["unknown"] == "no sweep run yet: no sweep rate measured, so no time to drain"
+    assert forecast(backlog=411, sweepable=411, elapsed_seconds=None)["unknown"].startswith("too little history")
+    # known figures: nothing unknown (a backlog that does not drain at the measured rates is known)
+    assert forecast(backlog=0, sweepable=0)["unknown"] is None
+    assert forecast(ingest_entries=100, swept_entries=600)["unknown"] is None
+    steady = forecast(ingest_entries=105, swept_entries=100)
+    assert steady["state"] == "steady" and steady["time_to_drain_seconds"] is None and steady["unknown"] is None
+
+
+def test_the_time_to_drain_text_says_unknown_or_not_at_these_rates():
+    from airflow_atlas.status.text import drain_text
+
+    assert drain_text(forecast(ingest_entries=100, swept_entries=600)) == "3m20s"
+    assert drain_text(forecast(backlog=411, sweepable=411, runs=0, basis="window", ever_swept=False)) == "unknown"
+    assert drain_text(forecast(ingest_entries=105, swept_entries=100)) == "not at these rates"
+    assert drain_text(forecast(backlog=0, sweepable=0)) == "0.0s"

@@ -73,12 +73,12 @@ def test_every_metric_name_is_documented_and_every_documented_name_exists():
     section = doc.split("## Prometheus gauges", 1)[1].split("\n## ", 1)[0]
     documented = re.findall(r"^\| `(atlas_[a-z_]+)` \|", section, re.M)  # the tables' first column
     assert sorted(documented) == sorted(METRIC_NAMES)
-    mentioned = set(re.findall(r"\b(atlas_(?:sweep|status|store)_[a-z_]+)", section))
+    mentioned = set(re.findall(r"\b(atlas_(?:sweep|status|store|compaction)_[a-z_]+)", section))
     assert mentioned <= set(METRIC_NAMES), mentioned - set(METRIC_NAMES)
     assert len(set(METRIC_NAMES)) == len(METRIC_NAMES)
     for name in METRIC_NAMES:  # the unit (or what is counted) is in the name
         assert re.search(r"_(seconds|entries|ts|per_second|up|held|capped|gone|bound|runs|pairs|shards|cells|info|"
-                         r"outpaces_sweep)$", name), name
+                         r"outpaces_sweep|tombstones|due)$", name), name
     assert all(g.help.endswith(".") for g in PAIR_GAUGES)
 
 
@@ -160,3 +160,27 @@ def test_a_bad_listen_address_is_a_usage_error(capsys):
     assert main(["metrics", "--store", "sqlite:////nonexistent.db", "--listen", "nowhere"]) == 2
     err = capsys.readouterr().err
     assert "--listen" in err and "HOST:PORT" in err and len(err.strip().splitlines()) == 1
+
+
+def test_the_compaction_gauges_are_the_documents_and_the_threshold_only_when_known(store):
+    for shard in range(2):
+        for strategy in ("CONSERVATIVE", "THOROUGH"):
+            store.sweeper.sweep_shard(shard, strategy)
+    want = {t.table: t for t in build_status(store, compaction_threshold=1).compaction}
+    assert want and any(t.tombstones_since_compaction for t in want.values())
+    collector = StatusCollector(lambda: store, max_age_seconds=0, compaction_threshold=lambda: 1)
+    got = scrape(collector)
+    collector.close()
+    assert got[("atlas_compaction_threshold_tombstones", ())] == 1
+    for table, t in want.items():
+        labels = (("table", table),)
+        assert got[("atlas_compaction_pending_tombstones", labels)] == t.tombstones_since_compaction
+        assert got[("atlas_compaction_pending_capped", labels)] == 0
+        assert got[("atlas_compaction_due", labels)] == int(t.tombstones_since_compaction >= 1)
+        assert ("atlas_compaction_last_timestamp_seconds", labels) not in got  # never compacted
+    collector = StatusCollector(lambda: store, max_age_seconds=0)  # `atlas-sweep metrics --store`: not known
+    got = scrape(collector)
+    collector.close()
+    assert ("atlas_compaction_threshold_tombstones", ()) not in got
+    assert not [k for k in got if k[0] == "atlas_compaction_due"]
+    assert {k[1] for k in got if k[0] == "atlas_compaction_pending_tombstones"} == {(("table", t),) for t in want}

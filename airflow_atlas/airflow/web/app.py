@@ -136,6 +136,7 @@ def _compute(request: Request, shards: str | None, strategy: str | None, window:
     """compute_status on the configured store; InvalidInputError for bad parameters, HTTPException(503)
     for a settings or store problem."""
     from airflow_atlas.status import DEFAULT_WINDOW_SECONDS, build_status
+    from airflow_atlas.status.compaction import threshold_of
 
     shard_list = parse_shards(shards)
     strategies = parse_strategy(strategy)
@@ -148,7 +149,8 @@ def _compute(request: Request, shards: str | None, strategy: str | None, window:
         log.warning("atlas dashboard: cannot open the store: %s", exc)
         raise HTTPException(status_code=503, detail=f"cannot open the store: {type(exc).__name__}: {exc}") from None
     try:
-        status = build_status(store, shard_list, strategies, window_seconds=window or DEFAULT_WINDOW_SECONDS)
+        status = build_status(store, shard_list, strategies, window_seconds=window or DEFAULT_WINDOW_SECONDS,
+                              compaction_threshold=threshold_of(effective))
         status.effective_settings, status.settings_warnings = effective, settings_warnings
         return status.to_json()
     except InvalidInputError:
@@ -201,6 +203,8 @@ class StoreCache:
         self._lock = threading.Lock()
         self._key: str | None = None
         self._hook: Any = None
+        self.compaction_threshold: int | None = None
+        """``compaction_threshold_tombstones`` as the last :meth:`get_with_settings` read it (the metrics')."""
 
     def get(self):
         return self.get_with_settings()[0]
@@ -215,6 +219,7 @@ class StoreCache:
         config = settings.engine_config()
         conn = AtlasHook.get_connection(settings.store_conn_id)
         effective = settings.effective(connection_layer(conn))
+        self.compaction_threshold = settings.compaction_threshold_tombstones
         key = hashlib.sha256(
             json.dumps([settings.store_conn_id, conn.get_uri(), config.to_json()], sort_keys=True, default=str).encode()
         ).hexdigest()

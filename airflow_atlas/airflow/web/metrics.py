@@ -19,7 +19,8 @@ from .app import NO_STORE, StoreCache
 
 def attach_metrics(app: FastAPI, cache: StoreCache) -> None:
     """Give ``app`` its registry: one :class:`StatusCollector` over ``cache``'s store."""
-    collector = StatusCollector(cache.get, on_error=cache.discard)
+    collector = StatusCollector(cache.get, on_error=cache.discard,
+                                compaction_threshold=lambda: cache.compaction_threshold)
     app.state.atlas_metrics_collector = collector
     app.state.atlas_metrics_registry = status_registry(collector)
 

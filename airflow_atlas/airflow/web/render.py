@@ -10,18 +10,17 @@ Every figure a test or a scraper may want is also in a ``data-*`` attribute: tab
 """
 from __future__ import annotations
 
-import html
 import json
-import time
-from typing import Any
 from urllib.parse import urlencode
 
 from airflow_atlas.status import format_duration
 
+from .html import cell, esc, fmt_int, fmt_time
+from .render_compaction import render_compaction
+from .render_forecast import render_forecast
+
 MANUAL_SWEEP_DAG = "atlas_manual_sweep"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22")
-STATE_CLASS = {"drained": "ok", "draining": "ok", "steady": "info", "growing": "bad", "stalled": "warn", "unknown": "muted",
-               "not_swept_yet": "muted"}
 OUTCOME_CLASS = {"ok": "ok", "blocked": "warn", "quarantined": "bad", "failed": "bad", "skipped": "warn"}
 
 CSS = """
@@ -60,50 +59,6 @@ dl.kv dt { color: var(--muted); } dl.kv dd { margin: 0; font-variant-numeric: ta
 .legend i { display: inline-block; width: 12px; height: 3px; vertical-align: middle; margin-right: 4px; }
 .error { color: var(--bad); }
 """
-
-
-# ----- small formatting helpers -------------------------------------------------------------------------
-def esc(value: Any) -> str:
-    return html.escape("" if value is None else str(value), quote=True)
-
-
-def fmt_int(value: Any, capped: bool = False) -> str:
-    if value is None:
-        return "-"
-    try:
-        text = f"{int(value):,}"
-    except (TypeError, ValueError):
-        return esc(value)
-    return text + ("+" if capped else "")
-
-
-def fmt_rate(value: Any) -> str:
-    if value is None:
-        return "-"
-    value = float(value)
-    if value == 0:
-        return "0/s"
-    if abs(value) >= 100:
-        return f"{value:,.0f}/s"
-    return f"{value:.3g}/s"
-
-
-def fmt_time(at: float | None) -> str:
-    if at is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
-
-
-def cell(text: str, field: str, value: Any = None, cls: str = "", title: str | None = None) -> str:
-    """A ``<td>`` with ``data-field`` (and ``data-value`` when given); ``text`` is already HTML."""
-    attrs = [f'data-field="{esc(field)}"']
-    if value is not None:
-        attrs.append(f'data-value="{esc(value)}"')
-    if cls:
-        attrs.append(f'class="{esc(cls)}"')
-    if title:
-        attrs.append(f'title="{esc(title)}"')
-    return f"<td {' '.join(attrs)}>{text}</td>"
 
 
 # ----- sections -----------------------------------------------------------------------------------------
@@ -155,6 +110,8 @@ def render_page(
         render_why(status),
         '<h2 id="forecast-title">Backlog drain forecast</h2>',
         render_forecast(status),
+        '<h2 id="compaction-title">Compaction</h2>',
+        render_compaction(status),
         '<h2 id="settings-title">Effective settings</h2>',
         render_settings(status),
         "</body></html>",
@@ -381,71 +338,6 @@ def render_why(status: dict) -> str:
             f'<div data-field="message">{esc(w.get("message"))}</div><dl class="kv">{dl}</dl></div>'
         )
     return "".join(panels) or '<div class="muted">no strategy</div>'
-
-
-def render_forecast(status: dict) -> str:
-    window = (status.get("settings") or {}).get("window_seconds")
-    limit = (status.get("settings") or {}).get("sweep_max_entries_per_second")
-    target = (status.get("settings") or {}).get("sweep_latency_target")
-    head = (
-        "<thead><tr><th class=\"num\">Shard</th><th>Strategy</th><th class=\"num\">Backlog</th><th class=\"num\">Ingest rate</th>"
-        "<th class=\"num\">Sweep rate</th><th class=\"num\">Net drain</th><th class=\"num\">Time to drain</th>"
-        "<th>State</th><th>Basis</th><th>Warning</th></tr></thead>"
-    )
-    rows = []
-    for r in status["shards"]:
-        f = r["forecast"]
-        drain = f.get("time_to_drain_seconds")
-        warn = [w["message"] for w in f.get("warnings") or []]
-        state = f.get("state")
-        rows.append(
-            f'<tr data-shard="{esc(r["shard"])}" data-strategy="{esc(r["strategy"])}"'
-            f'{" class=outpaces" if f.get("ingest_outpaces_sweep") else ""}>'
-            + cell(fmt_int(r["shard"]), "shard", r["shard"], "num")
-            + cell(esc(r["strategy"]), "strategy", r["strategy"])
-            + cell(fmt_int(f["backlog_entries"], f.get("backlog_capped")), "backlog", f["backlog_entries"], "num")
-            + cell(fmt_rate(f.get("ingest_rate_per_second")), "ingest_rate", f.get("ingest_rate_per_second"), "num")
-            + cell(fmt_rate(f.get("sweep_rate_per_second")), "sweep_rate", f.get("sweep_rate_per_second"), "num")
-            + cell(fmt_rate(f.get("net_drain_rate_per_second")), "net_drain_rate", f.get("net_drain_rate_per_second"), "num")
-            + cell("-" if drain is None else esc(format_duration(drain)), "time_to_drain", drain, "num")
-            + cell(f'<span class="badge {STATE_CLASS.get(state, "muted")}">{esc(state)}</span>', "state", state)
-            + cell(esc(f'{f.get("basis")}: {f.get("runs_in_window", 0)} run(s)'), "basis", f.get("basis"), "sub")
-            + cell(
-                ("<b class=\"bad\">ingest outpaces sweep</b> " if f.get("ingest_outpaces_sweep") else "")
-                + "<br>".join(esc(m) for m in warn),
-                "warning",
-                "ingest_outpaces_sweep" if f.get("ingest_outpaces_sweep") else ("warning" if warn else ""),
-                "wrap",
-            )
-            + "</tr>"
-        )
-    body = "".join(rows) or '<tr><td colspan="10" class="muted">no shard</td></tr>'
-    return (
-        f'<table id="forecast">{head}<tbody>{body}</tbody></table>'
-        f'<div class="sub">Ingest: writes enqueued per second; sweep: writes swept per second; measured over the recent runs '
-        f"within the last {esc(format_duration(window))}. Time to drain = backlog / (sweep rate - ingest rate).</div>"
-        + render_intensity(limit, target)
-    )
-
-
-def render_intensity(limit, target=None) -> str:
-    """The intensity limit the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited) and the
-    adaptive pace's latency target (setting ``sweep_latency_target``; 0 = off: the limit is a fixed rate)."""
-    if limit is None:
-        return ""
-    shown = "unlimited" if limit == 0 else f"{fmt_int(limit)} entries/s per sweep task and pair"
-    adaptive = ""
-    if target is not None:
-        adaptive = (
-            f' Adaptive pace: <b data-field="sweep_latency_target" data-value="{esc(target)}">'
-            + ("off (the limit is a fixed rate)" if not target else f"request latency up to {esc(target)}x its baseline")
-            + "</b> (setting sweep_latency_target; each run's pace and why: Last run)."
-        )
-    return (
-        f'<div class="sub" id="intensity">Sweep intensity limit: <b data-field="sweep_max_entries_per_second" '
-        f'data-value="{esc(limit)}">{shown}</b> (setting sweep_max_entries_per_second; the total is this times the '
-        f"sweep tasks running at once).{adaptive}</div>"
-    )
 
 
 def render_settings_warnings(status: dict) -> str:

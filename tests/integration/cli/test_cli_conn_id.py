@@ -43,3 +43,25 @@ def test_conn_id_to_an_empty_keyspace_creates_no_table(sqlite_cli, cassandra_nod
         "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (fresh_keyspace,)
     ).all()
     assert tables == []
+
+
+def test_status_through_a_connection_knows_the_compaction_threshold_of_the_variable(sqlite_cli):
+    """Issue 32 item 3: ``compaction_threshold_tombstones`` lives in the atlas_settings Variable; with
+    ``--conn-id`` status reads it and says which tables are due (without, it is unknown: test_status_compaction.py)."""
+    from airflow_atlas.cli.status import render_status
+
+    sqlite_cli.ok("init", "--shards", "1")
+    sqlite_cli.ok("workload", "-n", "30", "--seed", "2")
+    sqlite_cli.ok("sweep")
+    path = sqlite_cli.url[len("sqlite:///"):]
+    env = {"AIRFLOW_CONN_ATLAS_CLI_TEST": json.dumps({"conn_type": "atlas_embedded", "host": path}),
+           "AIRFLOW_VAR_ATLAS_SETTINGS": json.dumps({"compaction_threshold_tombstones": 7})}
+    result = sqlite_cli.run("status", "--json", "--conn-id", "atlas_cli_test", store=False, env=env)
+    assert result.returncode == 0, result.stderr
+    status = json.loads(result.stdout)
+    assert status["settings"]["compaction_threshold_tombstones"] == 7
+    rows = status["compaction"]
+    assert rows and all(c["threshold_tombstones"] == 7 for c in rows)
+    assert all(c["due"] == (c["tombstones_since_compaction"] >= 7) for c in rows)
+    assert any(c["due"] for c in rows)
+    assert "threshold 7 (compaction_threshold_tombstones)" in render_status(status)

@@ -194,3 +194,55 @@ def test_an_older_compaction_recorded_late_changes_nothing(harness):
     assert _count(h.store, t) == 0
     second = _overwrite_and_sweep(h, t)
     assert first > 0 and _count(h.store, t) == second
+
+
+def test_the_status_document_shows_the_count_compaction_plans_from_and_its_restart(harness):
+    """Issue 32 item 3: the status document (CLI status, dashboard, Prometheus) shows per table the
+    tombstones since the last compaction - the number compact_due_tables plans from - when that compaction
+    was and the threshold; after a compaction the count restarts at 0, while recent history still shows
+    the tombstones already compacted."""
+    import time
+
+    from airflow_atlas.airflow.web.render import render_page
+    from airflow_atlas.cli.status import render_status
+    from airflow_atlas.status import build_status
+
+    def state(threshold):
+        doc = build_status(h.store, compaction_threshold=threshold)
+        (row,) = [c for c in doc.compaction if c.table == t]
+        return doc, row
+
+    h = harness
+    t = h.table(THOR)
+    first = _overwrite_and_sweep(h, t)
+    assert first >= 20
+    doc, row = state(first)
+    assert row.tombstones_since_compaction == first == _count(h.store, t)
+    assert row.strategy == "THOROUGH" and row.capped is False and row.due is True and row.threshold_tombstones == first
+    assert row.last_compaction_at is None and row.last_compaction_through_ts == 0
+    assert doc.settings["compaction_threshold_tombstones"] == first
+    assert state(first + 1)[1].due is False and state(None)[1].due is None
+
+    started = time.time()
+    result = compact_due_tables(h.store, Recording(h.store), threshold=first, tables=[t])
+    assert set(result.compacted) == {t}
+    doc, row = state(first)
+    assert row.tombstones_since_compaction == 0 and row.due is False
+    assert row.last_compaction_method == "recording" and row.last_compaction_through_ts > 0
+    assert started - 1 <= row.last_compaction_at <= time.time() and row.last_compaction_age_seconds is not None
+    assert sum(r.tombstones_written for r in doc.shards) >= first  # recent history still counts the compacted ones
+
+    document = doc.to_json()
+    (shown,) = [c for c in document["compaction"] if c["table"] == t]
+    assert shown["tombstones_since_compaction"] == 0 and shown["last_compaction_method"] == "recording"
+    text = render_status(document)
+    assert "Compaction: tombstones since each table's last compaction" in text and f"threshold {first:,}" in text
+    section = text.split("Compaction: tombstones since each table's last compaction", 1)[1]
+    line = next(x for x in section.splitlines() if x.startswith(t + " "))
+    assert line.split()[1:4] == ["THOROUGH", "0", "no"] and "recording" in line
+    page = render_page(document)
+    assert f'<tr data-table="{t}">' in page
+    assert 'data-field="tombstones_since_compaction" data-value="0"' in page.split(f'<tr data-table="{t}">')[1]
+
+    again = _overwrite_and_sweep(h, t)
+    assert state(first)[1].tombstones_since_compaction == again == _count(h.store, t)
