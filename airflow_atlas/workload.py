@@ -8,7 +8,7 @@ caller; they hold the immutable timestamp back until committed or aborted).
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from .errors import (
@@ -75,6 +75,18 @@ def cell_for(row: int, col: int) -> Cell:
     return Cell(f"row{row:06d}".encode(), f"c{col:02d}".encode())
 
 
+def stage_writes(txn, writes: Mapping[str, Mapping[Cell, bytes]]) -> None:
+    """Stage ``writes`` (table -> cell -> value) in the open transaction ``txn``: one ``put`` of the values
+    and one ``delete`` of the cells whose value is ``b""`` (the workload's spelling of a delete), per table."""
+    for table, values in writes.items():
+        puts = {c: v for c, v in values.items() if v != b""}
+        dels = [c for c, v in values.items() if v == b""]
+        if puts:
+            txn.put(table, puts)
+        if dels:
+            txn.delete(table, dels)
+
+
 def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | None = None) -> WorkloadReport:
     spec.validate()
     rng = random.Random(spec.seed)
@@ -104,13 +116,7 @@ def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | No
             report.dead_writers += 1
         else:
             txn = store.transactions.begin()
-            for table, values in writes.items():
-                puts = {c: v for c, v in values.items() if v != b""}
-                dels = [c for c, v in values.items() if v == b""]
-                if puts:
-                    txn.put(table, puts)
-                if dels:
-                    txn.delete(table, dels)
+            stage_writes(txn, writes)
             if roll < spec.dead_writer_ratio + spec.abort_ratio:
                 txn.abort()
                 report.aborted += 1

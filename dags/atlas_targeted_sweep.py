@@ -10,7 +10,10 @@ Scheduled targeted sweep of every (shard, strategy) pair with sweepable work (se
 pair failing never stops the others). `publish_swept_tables` emits one asset event per table that got
 tombstones (this schedules `atlas_compaction`), `summary` totals the run and fails it if a pair failed.
 
-Settings: Airflow Variable `atlas_settings` (see `airflow_atlas.airflow.settings`).
+Settings (docs/SETTINGS.md): the DAG-shaping ones (schedule, retries, parallel groups, pool, timeouts) from
+the environment variable `ATLAS_DAG_SETTINGS` when this file is parsed; the tasks read the rest (batch sizes,
+intensity, store connection, ...) from the Airflow Variable `atlas_settings` when they run (see
+`airflow_atlas.airflow.settings`).
 """
 from __future__ import annotations
 

@@ -20,7 +20,7 @@
 #                                         a SECURED 3-node cluster on 127.0.0.7 .. 127.0.0.9
 #
 # Environment of one node (all optional):
-#   ATLAS_CACHE_DIR          cache for jars (default ~/.cache/airflow-atlas)
+#   ATLAS_CACHE_DIR          cache for jars (default ~/.cache/airflow-atlas; refused inside the repository)
 #   ATLAS_CASSANDRA_DIR      node directory: data, logs, pid (default ${TMPDIR:-/tmp}/airflow-atlas-cassandra)
 #   ATLAS_CASSANDRA_HEAP     heap size (default 1G)
 #   ATLAS_CASSANDRA_TIMEOUT  seconds to wait for CQL (default 240)
@@ -132,7 +132,19 @@ read_options() {
   esac
 }
 
+# The jar cache never lies inside the repository (a HOME or ATLAS_CACHE_DIR pointing into the checkout once
+# put 67 MB of jars under scripts/.cache, and a commit picked them up).
+check_cache_dir() {
+  local cache repo
+  cache="$(realpath -m -- "$CACHE_DIR")"
+  repo="$(realpath -m -- "$HERE/..")"
+  case "$cache/" in
+    "$repo/"*) usage "the jar cache $cache lies inside the repository $repo; set ATLAS_CACHE_DIR (or HOME) to a directory outside it" ;;
+  esac
+}
+
 fetch() {
+  check_cache_dir
   if [[ -f "$LIB_DIR/.complete" ]]; then return 0; fi
   command -v mvn >/dev/null || die "Maven (mvn) is required to fetch Cassandra $CASSANDRA_VERSION"
   command -v java >/dev/null || die "Java 17 is required to run Cassandra $CASSANDRA_VERSION"

@@ -8,8 +8,8 @@ result under ``"swept_tables"`` (:class:`TableTombstones`, one format for all th
     {"store_conn_id": "atlas_default", "table": "orders", "tombstones": 1234,
      "cells_tombstoned": 1200, "versions_deleted": 34, "source": "atlas_targeted_sweep"}
 
-``atlas_compaction`` is scheduled on the alias, so it runs after any of them and sees every table's counts
-(``triggering_asset_events``). Users can schedule their own DAGs on a table's asset
+``atlas_compaction`` is scheduled on the alias, so it runs after any of them (the events only trigger it: it
+reads each table's tombstone count from the store, :mod:`airflow_atlas.compaction`). Users can schedule their own DAGs on a table's asset
 (:func:`table_asset`) or on the alias.
 """
 from __future__ import annotations

@@ -95,10 +95,6 @@ TASK_SOURCE = "the task's store_config"
 OWNER = "airflow-atlas"
 """Owner of every task of the project's DAGs."""
 
-SWEEPABLE = SWEEPABLE_STRATEGY_NAMES
-"""Re-export of :data:`airflow_atlas.kvs.api.SWEEPABLE_STRATEGY_NAMES` for modules not yet importing it
-from its home (remove once none does)."""
-
 EXECUTION_MODES = ("in_task", "spark", "auto")
 COMPACTION_METHODS = ("compact", "garbagecollect")
 MAX_FULL_SWEEP_PARTS = 4096

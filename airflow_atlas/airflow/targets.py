@@ -40,16 +40,6 @@ def _strategy(value: Any) -> str:
     return strategy.value
 
 
-def as_int(value: Any, what: str) -> int:
-    """An integer argument that may arrive templated (a string of digits); InvalidInputError naming it
-    otherwise, so Airflow fails the task at once instead of retrying a bare ValueError."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
-    raise InvalidInputError(f"{what} must be an integer, got {value!r}")
-
-
 def _shard(value: Any) -> int:
     return check_int(value, "shard", 0, MAX_SHARDS - 1)
 

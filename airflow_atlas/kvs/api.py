@@ -32,7 +32,7 @@ from typing import NamedTuple
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
 from ..validation import check_int
-from .consistency import Operation
+from .consistency import LWT_OPERATIONS, Operation, resolve_operation
 
 SENTINEL_TIMESTAMP = -1
 """Atlas timestamp of a garbage-collection sentinel (an empty value)."""
@@ -443,12 +443,22 @@ class KeyValueService(ABC):
         """Insert each cell only if absent (per row: one LWT batch on Cassandra). Raises
         KeyAlreadyExistsError listing the cells that existed (cells of other rows may have been written)."""
 
-    @abstractmethod
     def check_and_set(
         self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
     ) -> bool:
         """Atomically replace the cell's value if it equals ``expected`` (None = absent). ``new`` None
-        deletes the cell. Returns whether it was applied. ``operation``: LWT_COMMIT (the only one)."""
+        deletes the cell. Returns whether it was applied. ``operation``: LWT_COMMIT (the only one).
+        The arguments are checked here, once for both backends; :meth:`_check_and_set` does the rest."""
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
+        self._require(table, "check_and_set", WriteMode.LWT)
+        cell = validate_cell(cell)
+        expected = None if expected is None else validate_value(expected, what="expected value")
+        new = None if new is None else validate_value(new, what="new value")
+        return self._check_and_set(table, cell, expected, new)
+
+    @abstractmethod
+    def _check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+        """:meth:`check_and_set` on checked arguments (an existing LWT table, a valid cell and values)."""
 
     @abstractmethod
     def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:

@@ -123,14 +123,6 @@ def setting_name(operation: Operation) -> str:
     return f"consistency_{operation.value}"
 
 
-def allowed_levels(operation: Operation | str) -> tuple:
-    """The level names ``operation`` accepts."""
-    operation = Operation(operation)
-    if operation is Operation.SERIAL:
-        return SERIAL_LEVELS
-    return LWT_COMMIT_LEVELS if operation is Operation.LWT_COMMIT else REPLICATED_LEVELS
-
-
 @dataclass(frozen=True)
 class ConsistencyPolicy:
     """The consistency level (a name) of each :class:`Operation`: the engine's per-operation lookup.

@@ -358,7 +358,7 @@ def _open_cassandra(url: str, opts: dict) -> KeyValueService:
 
 def open_kvs(url: str, *, must_exist: bool = False, **opts) -> KeyValueService:
     """Open the key-value service a URL names; ``opts`` go to the backend's constructor (and override
-    URL options), e.g. ``fresh_timestamp_supplier=...``.
+    URL options), e.g. ``busy_timeout_ms=...`` (SQLite) or ``fresh_timestamp_supplier=...`` (Cassandra).
 
     ``must_exist``: open an existing store only and write nothing to find out - a missing SQLite file, a
     foreign SQLite database, a missing keyspace or a keyspace without the registry raise

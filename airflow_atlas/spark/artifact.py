@@ -22,7 +22,6 @@ import zipfile
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # airflow_atlas/ (this file is airflow_atlas/spark/artifact.py)
-PACKAGE_NAME = PACKAGE_DIR.name  # "airflow_atlas"
 EXCLUDED_SUBPACKAGES = ("airflow",)
 """Subpackages of airflow_atlas left out of the executor artifact (Airflow glue)."""
 

@@ -1,4 +1,6 @@
-"""Per-table counts for asset events, and summing the events that trigger compaction."""
+"""Per-table counts for asset events (the one report format, airflow_atlas/airflow/reports.py, re-exported by
+assets.py), the table assets, and EmitSweptTablesOperator. (Compaction reads its counts from the store, not
+from these events: tests/airflow/operators/test_compaction.py.)"""
 from __future__ import annotations
 
 from airflow_atlas.airflow.assets import table_asset, tombstones_by_table

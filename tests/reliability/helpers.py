@@ -41,7 +41,7 @@ from airflow_atlas.sweep.queue_tables import (
     decode_timestamps_row,
 )
 from airflow_atlas.sweep.shards import shard_for
-from airflow_atlas.workload import _dead_writer
+from airflow_atlas.workload import _dead_writer, stage_writes
 
 STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 
@@ -265,13 +265,7 @@ class WriterLoop:
                 self.stats.dead_writers += 1
                 return
             txn = store.transactions.begin()
-            for table, values in writes.items():
-                puts = {c: v for c, v in values.items() if v != b""}
-                dels = [c for c, v in values.items() if v == b""]
-                if puts:
-                    txn.put(table, puts)
-                if dels:
-                    txn.delete(table, dels)
+            stage_writes(txn, writes)
             if roll < self.dead_ratio + self.abort_ratio:
                 txn.abort()
                 self.stats.aborted += 1

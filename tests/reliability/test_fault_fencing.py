@@ -30,6 +30,7 @@ from airflow_atlas.errors import LockNotHeldError
 from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
 from airflow_atlas.sweep.constants import FINE_PARTITION
 from airflow_atlas.sweep.targeted import TargetedSweeper
+from airflow_atlas.workload import stage_writes
 
 from .helpers import (
     CONFIG,
@@ -130,12 +131,7 @@ def _stalling_sweeper(store, point: str, stall: Stall) -> TargetedSweeper:
 
 def _commit(store, model, table, values) -> None:
     txn = store.transactions.begin()
-    puts = {c: v for c, v in values.items() if v != b""}
-    dels = [c for c, v in values.items() if v == b""]
-    if puts:
-        txn.put(table, puts)
-    if dels:
-        txn.delete(table, dels)
+    stage_writes(txn, {table: values})
     commit = txn.commit()
     model.record(txn.start_timestamp, commit, {table: values})
 

@@ -194,3 +194,22 @@ def test_stop_never_stops_a_process_of_another_node_directory(tmp_path):
     finally:
         other.kill()
         other.wait()
+
+
+@pytest.mark.parametrize(
+    ("env", "cwd"),
+    [
+        ({"HOME": str(ROOT / "scripts")}, ROOT),  # what tests/integration/security once did: 67 MB got committed
+        ({"ATLAS_CACHE_DIR": "scripts/.cache/airflow-atlas"}, ROOT),  # a relative cache, resolved from the checkout
+        ({"ATLAS_CACHE_DIR": ".cache/airflow-atlas"}, ROOT / "scripts"),
+    ],
+)
+def test_the_jar_cache_is_never_inside_the_repository(env, cwd):
+    """Every command that needs the jars (here ``fetch`` and ``nodetool``) refuses a cache inside the checkout
+    before anything is fetched or run."""
+    base = {k: v for k, v in os.environ.items() if k != "ATLAS_CACHE_DIR"}
+    for args in (["fetch"], ["nodetool", "status"]):
+        out = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env={**base, **env}, cwd=cwd,
+                             timeout=60)
+        assert out.returncode == 64, out.stdout + out.stderr
+        assert "lies inside the repository" in out.stderr and "set ATLAS_CACHE_DIR" in out.stderr

@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 EMBEDDED_CONN_TYPE = "atlas_embedded"
 CASSANDRA_CONN_TYPE = "cassandra"
 DEFAULT_PROTOCOL_VERSION = 5
-_ATLAS_CASSANDRA_EXTRAS = ("create_keyspace", "replication_factor", "datacenter")
 
 
 def _extra(conn, name: str, default: Any = None) -> Any:

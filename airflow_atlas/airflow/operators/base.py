@@ -5,13 +5,15 @@
 * ``store_config`` (templated): engine setting overrides for this task only (``StoreConfig`` field names),
   applied on top of the Variable's.
 
-The operator opens the store through :class:`~airflow_atlas.airflow.hooks.atlas.AtlasHook`, calls
-:meth:`execute_with_store`, and always closes the store. Bad input from the user (unknown table, shard out
-of range, bad setting: the engine's ``InvalidInputError`` / ``TableNotFoundError``), a store that refuses our
+The operator first converts its rendered templated arguments by the one rule of
+:mod:`airflow_atlas.airflow.templated` (ints, booleans: ``"False"`` is false), then opens the store through
+:class:`~airflow_atlas.airflow.hooks.atlas.AtlasHook`, calls :meth:`execute_with_store`, and always closes
+the store. Bad input from the user (an unclear templated value, unknown table, shard out of range, bad
+setting: the engine's ``InvalidInputError`` / ``TableNotFoundError``), a store that refuses our
 credentials, certificate or permissions (``StoreAccessError``) - whatever
 :func:`~airflow_atlas.errors.is_retriable` says no retry can fix - fails the task at once without retries
-(``AirflowFailException``). Everything else (store unavailable, lost lease, a crash) fails normally and is
-retried.
+(``AirflowFailException``, :mod:`airflow_atlas.airflow.failures`). Everything else (store unavailable, lost
+lease, a crash) fails normally and is retried.
 """
 from __future__ import annotations
 
@@ -20,13 +22,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException
 
 from airflow_atlas.airflow.execution.spark import SparkSubmission
+from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget, normalize_targets
-from airflow_atlas.errors import AtlasError, is_retriable
+from airflow_atlas.airflow.templated import convert_templated_fields
 
 
 class AtlasBaseOperator(BaseOperator):
@@ -53,14 +55,11 @@ class AtlasBaseOperator(BaseOperator):
 
     # ----- execution -------------------------------------------------------------------------------
     def execute(self, context) -> Any:
-        try:
+        with airflow_failures():
+            convert_templated_fields(self)
             settings = AtlasSettings.load()
             with self.open_store(settings) as store:
                 return self.execute_with_store(context, store, settings)
-        except AtlasError as exc:
-            if is_retriable(exc):
-                raise
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError

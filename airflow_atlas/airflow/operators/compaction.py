@@ -22,7 +22,6 @@ from typing import Any
 
 from airflow_atlas.airflow.hooks.compaction import compactor_for
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
-from airflow_atlas.airflow.targets import as_int
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.compaction import compact_due_tables
 
@@ -58,7 +57,7 @@ class CompactionOperator(AtlasBaseOperator):
         self,
         *,
         tables: list[str] | None = None,
-        force: bool | str = False,  # a bool, or a template that renders to one
+        force: bool | str = False,  # a bool, or a template that renders to one (airflow_atlas.airflow.templated)
         threshold: int | None = None,
         method: str | None = None,
         runner: Any = None,
@@ -73,8 +72,8 @@ class CompactionOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
         conn_id = self.resolved_conn_id(settings)
-        threshold = settings.compaction_threshold_tombstones if self.threshold in (None, "") else as_int(self.threshold, "threshold")
+        threshold = settings.compaction_threshold_tombstones if self.threshold is None else self.threshold
         compactor = compactor_for(store, self.method or settings.compaction_method, self.runner, settings)
-        result = compact_due_tables(store, compactor, threshold=threshold, tables=self.tables, force=bool(self.force),
+        result = compact_due_tables(store, compactor, threshold=threshold, tables=self.tables, force=self.force is True,
                                     store_conn_id=conn_id)
         return to_xcom(result)

@@ -79,7 +79,7 @@ class PlanFullSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"table(s) {', '.join(never)} have sweep strategy NOTHING and are never swept")
         timestamps = store.sweep_timestamps.all()
         mode = run_mode(self.execution_mode or settings.execution_mode)
-        parts = int(self.parts or settings.full_sweep_parts)
+        parts = self.parts or settings.full_sweep_parts
         out: list[FullSweepPart] = []
         for table in tables:
             sweep_ts = timestamps[known[table].value]
@@ -134,16 +134,16 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
         strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
         if not strategy.is_swept:
             raise InvalidInputError(f"table {self.table!r} has sweep strategy NOTHING: it is never swept")
-        sweep_ts = int(self.sweep_ts) if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
-        batch_size = int(self.batch_size or settings.full_sweep_batch_size)
-        dry_run = bool(self.sweep_dry_run)
+        sweep_ts = self.sweep_ts if self.sweep_ts is not None else store.sweep_timestamps.sweep_timestamp(strategy)
+        batch_size = self.batch_size or settings.full_sweep_batch_size
+        dry_run = self.sweep_dry_run is True
         if mode == "spark":
             return to_xcom(self._sweep_spark(context, settings, strategy, batch_size, dry_run))
         ranges: list[ScanRange | None]  # None: the whole table
         if self.scan_ranges:
             ranges = [scan_range_from_json(r) for r in self.scan_ranges]
         elif self.parts:
-            ranges = store.kvs.split_ranges(self.table, int(self.parts))
+            ranges = store.kvs.split_ranges(self.table, self.parts)
         else:
             ranges = [None]
         totals: dict[str, float] = {k: 0 for k in FULL_SWEEP_SUMMED}
@@ -171,7 +171,7 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
             submit_full_sweep,
             **self.spark_args(settings),
             table=self.table,
-            parts=int(self.parts or settings.full_sweep_parts),
+            parts=self.parts or settings.full_sweep_parts,
             batch_size=batch_size,
             dry_run=dry_run,
         )

@@ -35,8 +35,8 @@ class ScrubOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         limit = self.max_entries if self.max_entries is not None else settings.scrub_max_entries
-        dry_run = bool(self.scrub_dry_run)
-        result = store.scrubber.scrub(max_entries=int(limit) if limit else None, dry_run=dry_run)
+        dry_run = self.scrub_dry_run is True
+        result = store.scrubber.scrub(max_entries=limit or None, dry_run=dry_run)
         report = ScrubReport(result, dry_run, [] if dry_run else swept_tables(cells=result.tables))
         self.log.info("scrub: %s", report)
         return to_xcom(report)

@@ -16,6 +16,7 @@ from airflow_atlas.airflow.execution.spark import (
     is_connect_connection,
     sweep_on_spark,
 )
+from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import SWEEP_RUN_FIELDS, AtlasSweepRunOperator, AtlasTargetsOperator
 from airflow_atlas.airflow.reports import swept_tables
@@ -25,13 +26,13 @@ from airflow_atlas.airflow.targets import (
     SKIPPED,
     SWEEP_MODES,
     SweepTarget,
-    as_int,
     flat_targets,
     holder_for,
 )
+from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
-from airflow_atlas.errors import AtlasError, InvalidInputError, is_retriable
+from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.settings_resolver import Layer, Rank
 
 
@@ -110,8 +111,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
     def _targets(self) -> list[SweepTarget]:
         targets = self.sweep_targets()
         if self.sweep_ts is not None:
-            sweep_ts = as_int(self.sweep_ts, "sweep_ts")
-            targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=sweep_ts) for t in targets]
+            targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=self.sweep_ts) for t in targets]
         return targets
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
@@ -144,17 +144,15 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
     def execute_complete(self, context, event: dict | None = None) -> Any:
         """Resume after the Spark Connect job ran from the triggerer (``deferrable``): the job's document
         from the trigger's event, each target's result from it (the targets are this task's own, rendered
-        again), the metrics, the same output as ``execute``."""
+        again, and converted as in ``execute``), the metrics, the same output as ``execute``."""
+        with airflow_failures():
+            convert_templated_fields(self)
         swept, document = finish_on_connect(self._targets(), event)
         self.log.info("Spark job %s (from the triggerer): %s", document.app_id, document.summary)
-        try:
+        with airflow_failures():
             settings = AtlasSettings.load()
             with self.open_store(settings) as store:  # the metrics read the store (backlog per pair)
                 return self._finish(store, swept, swept, [], "spark")
-        except AtlasError as exc:
-            if is_retriable(exc):
-                raise
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
     def _finish(self, store, targets: list[SweepTarget], swept: list[SweepTarget], failed: list[SweepTarget],
                 mode: str) -> Any:
@@ -172,9 +170,9 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         ``max_entries_per_second`` (when given: the task's ``sweep_max_entries_per_second``, a layer of its
         own, checked by the resolver), so the in-task sweep and the Spark executors both follow it."""
         layers = [settings.task_layer(self.store_config)]
-        if self.max_entries_per_second not in (None, ""):
+        if self.max_entries_per_second is not None:
             layers.append(Layer(Rank.TASK, "the operator's max_entries_per_second",
-                                {"sweep_max_entries_per_second": self.max_entries_per_second}, text=True))
+                                {"sweep_max_entries_per_second": self.max_entries_per_second}))
         return settings.engine_config(*layers)
 
     def _mode(self, targets, settings) -> str:
@@ -189,14 +187,11 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
 
     def _options(self, settings) -> SweepOptions:
         # None or 0 (what a form pushes to XCom for "empty") means: the setting.
-        empty = (None, 0, "0", "")
-        batch_limit = settings.batch_limit if self.batch_limit in empty else as_int(self.batch_limit, "batch_limit")
-        max_iterations = (
-            settings.max_iterations_per_shard if self.max_iterations in empty else as_int(self.max_iterations, "max_iterations")
-        )
+        batch_limit = self.batch_limit or settings.batch_limit
+        max_iterations = self.max_iterations or settings.max_iterations_per_shard
         batch_limit = check_setting("batch_limit", batch_limit, "the operator's batch_limit")
         max_iterations = check_setting("max_iterations_per_shard", max_iterations, "the operator's max_iterations")
-        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=bool(self.sweep_dry_run))
+        return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=self.sweep_dry_run is True)
 
     def on_kill(self) -> None:
         """Stop the Spark submission if one runs; release the leases in use (with a fresh connection:

@@ -6,7 +6,8 @@ from typing import Any
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.results import SweepTimestamps
 from airflow_atlas.airflow.settings import EXECUTION_MODES, AtlasSettings
-from airflow_atlas.airflow.targets import SweepTarget, as_int, batches
+from airflow_atlas.airflow.targets import SweepTarget, batches
+from airflow_atlas.airflow.templated import templated_int
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
@@ -36,7 +37,7 @@ class ComputeSweepTimestampsOperator(AtlasBaseOperator):
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         timestamps = SweepTimestamps(store.sweep_timestamps.all())
         self.log.info("sweep timestamps: %s", timestamps.timestamps)
-        if self.explain:
+        if self.explain:  # None: a template rendered empty
             explanations = {s: store.sweep_timestamps.explain(s) for s in SWEEPABLE_STRATEGY_NAMES}
             for strategy, why in explanations.items():
                 self.log.info("%s sweep timestamp limited by %s: %s", strategy, why.get("limited_by"), why)
@@ -104,7 +105,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
             self.log.info("growing the store to %d shards (setting shard_count)", settings.shard_count)
             store.initialize(shards=settings.shard_count)
         count = store.number_of_shards()
-        shards = list(range(count)) if not self.shards else [as_int(s, "shard") for s in self.shards]
+        shards = list(range(count)) if not self.shards else self.shards
         bad = [s for s in shards if not 0 <= s < count]
         if bad:
             raise InvalidInputError(f"shard(s) {bad} out of range: the store has {count} shard(s) (0..{count - 1})")
@@ -114,13 +115,15 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"strategy {never[0]} is never swept: use CONSERVATIVE and/or THOROUGH")
         strategies = [s.value for s in parsed]
         timestamps = self.sweep_timestamps or store.sweep_timestamps.all()
-        skip_idle = settings.skip_idle_shards if self.skip_idle is None else bool(self.skip_idle)
+        skip_idle = settings.skip_idle_shards if self.skip_idle is None else self.skip_idle
         targets = []
         idle = 0
         for strategy in strategies:
             if strategy not in timestamps:
                 raise InvalidInputError(f"sweep_timestamps has no {strategy} entry (got {sorted(timestamps)})")
-            sweep_ts = as_int(timestamps[strategy], f"sweep timestamp of {strategy}")
+            sweep_ts = templated_int(timestamps[strategy], f"the sweep timestamp of {strategy}")
+            if sweep_ts is None:
+                raise InvalidInputError(f"sweep_timestamps has no {strategy} timestamp (got {timestamps!r})")
             for shard in shards:
                 if skip_idle and not store.sweeper.has_sweepable_work(shard, strategy, sweep_ts):
                     idle += 1
@@ -131,7 +134,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
         size = self.group_size or settings.group_size(mode)
         groups = []
-        for group in batches(targets, int(size)):
+        for group in batches(targets, size):
             group_mode = mode
             if mode == "auto":
                 group_mode, backlog = choose_execution_mode(store, group, settings.spark_min_backlog)

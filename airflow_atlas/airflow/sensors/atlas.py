@@ -9,8 +9,10 @@ All take ``store_conn_id`` (default setting ``store_conn_id``), ``deferrable`` (
 sensor arguments (``poke_interval`` is also the trigger's poll interval, ``timeout``, ``mode`` for the
 non-deferrable path, ``soft_fail``). Each checks once at once and returns without deferring when the
 condition already holds. The value returned (XCom) is the trigger's payload, e.g. the sweep timestamps
-seen, plus ``"deferred"``: whether the sensor had to wait in the triggerer. Store errors fail the sensor (they are never mistaken for "not yet"); bad input fails it without
-retries.
+seen, plus ``"deferred"``: whether the sensor had to wait in the triggerer. Store errors fail the sensor (they
+are never mistaken for "not yet"). Every check first converts the templated arguments by the one rule of
+:mod:`airflow_atlas.airflow.templated`; bad input (and a store that refuses our credentials) fails the sensor
+without retries (:mod:`airflow_atlas.airflow.failures`).
 """
 from __future__ import annotations
 
@@ -19,10 +21,12 @@ from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from airflow.sdk.exceptions import AirflowException
 
+from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
+from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.airflow.triggers.atlas import (
     LockFreeTrigger,
     SweepableWorkTrigger,
@@ -33,7 +37,7 @@ from airflow_atlas.airflow.triggers.atlas import (
     check_sweepable_work,
 )
 from airflow_atlas.config import StoreConfig
-from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SweepStrategy
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
@@ -58,12 +62,17 @@ class AtlasBaseSensor(BaseSensorOperator):
     def _config(self, settings: AtlasSettings) -> StoreConfig:
         return settings.engine_config(settings.task_layer(self.store_config))
 
+    def check_arguments(self) -> None:
+        """Refuse bad arguments before the store is opened (InvalidInputError); subclasses add theirs."""
+
     def _check_now(self, settings: AtlasSettings) -> dict | None:
-        try:
+        """The check, once: the templated arguments converted by the one rule (every poke and every
+        deferral starts here), bad input and a refused store failing without retries."""
+        with airflow_failures():
+            convert_templated_fields(self)
+            self.check_arguments()
             with AtlasHook(self.store_conn_id or settings.store_conn_id, config=self._config(settings)) as hook:
                 return self.check(hook.get_store())
-        except (InvalidInputError, TableNotFoundError) as exc:
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
     def poke(self, context) -> PokeReturnValue:
         payload = self._check_now(AtlasSettings.load())
@@ -96,7 +105,7 @@ class AtlasBaseSensor(BaseSensorOperator):
 class SweepableWorkSensor(AtlasBaseSensor):
     """Wait until a (shard, strategy) pair has sweep-queue entries below its sweep timestamp.
 
-    :param shard: the shard (templated).
+    :param shard: the shard (templated; an int or a string of digits).
     :param strategy: ``"CONSERVATIVE"`` or ``"THOROUGH"`` (templated).
     """
 
@@ -108,10 +117,15 @@ class SweepableWorkSensor(AtlasBaseSensor):
         self.strategy = strategy
 
     def check(self, store):
-        return check_sweepable_work(store, int(self.shard), SweepStrategy.parse(self.strategy).value)
+        return check_sweepable_work(store, self._shard(), SweepStrategy.parse(self.strategy).value)
 
     def make_trigger(self, **common):
-        return SweepableWorkTrigger(shard=int(self.shard), strategy=SweepStrategy.parse(self.strategy).value, **common)
+        return SweepableWorkTrigger(shard=self._shard(), strategy=SweepStrategy.parse(self.strategy).value, **common)
+
+    def _shard(self) -> int:
+        if self.shard is None:  # a template rendered empty
+            raise InvalidInputError("SweepableWorkSensor: shard is empty")
+        return self.shard
 
 
 class SweepTimestampSensor(AtlasBaseSensor):
@@ -130,18 +144,13 @@ class SweepTimestampSensor(AtlasBaseSensor):
         self.strategy = strategy
 
     def _target(self) -> int:
-        try:
-            return int(self.target_ts)
-        except (TypeError, ValueError):
-            raise InvalidInputError(f"target_ts must be an integer timestamp, got {self.target_ts!r}") from None
+        if not isinstance(self.target_ts, int):  # a template rendered empty (converted to None)
+            raise InvalidInputError(f"target_ts must be an integer timestamp, got {self.target_ts!r}")
+        return self.target_ts
 
-    def _check_now(self, settings):
-        try:
-            self._target()
-            _strategies(self.strategy)
-        except InvalidInputError as exc:
-            raise AirflowFailException(str(exc)) from exc
-        return super()._check_now(settings)
+    def check_arguments(self) -> None:
+        self._target()
+        _strategies(self.strategy)
 
     def check(self, store):
         return check_sweep_ts_passed(store, self._target(), _strategies(self.strategy))
@@ -171,7 +180,7 @@ class LockFreeSensor(AtlasBaseSensor):
             return self.lock
         if self.shard is None or self.strategy is None:  # a lock template rendered empty
             raise InvalidInputError("LockFreeSensor: the lock name is empty and no shard and strategy are given")
-        return TargetedSweeper.lock_name(int(self.shard), self.strategy)
+        return TargetedSweeper.lock_name(self.shard, self.strategy)
 
     def check(self, store):
         return check_lock_free(store, self._name())

@@ -19,8 +19,6 @@ from ..api import (
     Cell,
     WriteMode,
     check_row,
-    validate_cell,
-    validate_value,
 )
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from .host import CassandraHost
@@ -86,14 +84,7 @@ class LwtMixin(CassandraHost):
                 found[Cell(row[ki], row[ci])] = row[vi]
         return found
 
-    def check_and_set(
-        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
-    ) -> bool:
-        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
-        self._require(table, "check_and_set", WriteMode.LWT)
-        cell = validate_cell(cell)
-        expected = None if expected is None else validate_value(expected, what="expected value")
-        new = None if new is None else validate_value(new, what="new value")
+    def _check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
         if expected is None and new is None:
             return cell not in self.get_lwt(table, [cell], serial=True)
         params: tuple

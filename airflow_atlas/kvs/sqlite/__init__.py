@@ -9,8 +9,8 @@ Concurrency: WAL journal, a busy timeout, one connection per thread (``threading
 fork (``os.getpid()`` check). Every write is one ``BEGIN IMMEDIATE`` transaction, so put_unless_exists and
 check_and_set are atomic across processes. Multi-statement reads run in one read transaction (a snapshot).
 
-SQLite has no write times: deletes are immediate ``DELETE`` statements and the fresh timestamp supplier is
-accepted but unused (spec 002 concerns Cassandra only).
+SQLite has no write times: deletes are immediate ``DELETE`` statements, so the service keeps no fresh
+timestamp supplier (``set_fresh_timestamp_supplier`` only checks it; spec 002 concerns Cassandra only).
 
 Modules, one concern each: :mod:`.files` (path checks, names, shared SQL, the connection class),
 :mod:`.service` (:class:`SqliteKeyValueService`: connections, errors, lifecycle, registry, file operations),

@@ -12,8 +12,6 @@ from ..api import (
     Cell,
     WriteMode,
     check_row,
-    validate_cell,
-    validate_value,
 )
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, optional_filters, physical_name
@@ -54,14 +52,7 @@ class LwtMixin(SqliteHost):
                 existing,
             )
 
-    def check_and_set(
-        self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
-    ) -> bool:
-        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
-        self._require(table, "check_and_set", WriteMode.LWT)
-        cell = validate_cell(cell)
-        expected = None if expected is None else validate_value(expected, what="expected value")
-        new = None if new is None else validate_value(new, what="new value")
+    def _check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
         phys = physical_name(table)
         with self._write("check_and_set", table) as conn:
             hit = conn.execute(

@@ -31,7 +31,6 @@ class SqliteKeyValueService(WritesMixin, ReadsMixin, LwtMixin, KeyValueService):
         *,
         busy_timeout_ms: int = 30_000,
         synchronous: str = "NORMAL",
-        fresh_timestamp_supplier: Callable[[], int] | None = None,
         create: bool = True,
     ):
         """``create=False``: open an existing store only - a missing file, a database without the
@@ -62,7 +61,6 @@ class SqliteKeyValueService(WritesMixin, ReadsMixin, LwtMixin, KeyValueService):
             raise StoreNotInitializedError(f"no store at sqlite {self.path} (the file does not exist)")
         self._busy_timeout_ms = busy_timeout_ms
         self._synchronous = synchronous
-        self._supplier = fresh_timestamp_supplier
         self._pid = os.getpid()
         self._lock = threading.Lock()
         self._local = threading.local()
@@ -192,9 +190,9 @@ class SqliteKeyValueService(WritesMixin, ReadsMixin, LwtMixin, KeyValueService):
 
     # ----- lifecycle -------------------------------------------------------------------------------
     def set_fresh_timestamp_supplier(self, supplier: Callable[[], int]) -> None:
+        """Checked like Cassandra's, not kept: SQLite has no write times (deletes are immediate)."""
         if not callable(supplier):
             raise InvalidInputError("the fresh timestamp supplier must be callable")
-        self._supplier = supplier  # unused: SQLite deletes are immediate
 
     def close(self) -> None:
         self._closed = True

@@ -58,6 +58,19 @@ def test_a_forced_run_vacuums_and_restarts_the_counts(embedded_store, monkeypatc
     assert last.count == 0 and last.last_compaction is not None and last.last_compaction["runner"] == "sqlite VACUUM"
 
 
+def test_force_rendered_to_the_text_false_does_not_force(embedded_store, monkeypatch):
+    """In a DAG without native rendering ``force="{{ params.force }}"`` renders the text ``"False"``: no
+    table is compacted below the threshold (``bool("False")`` once forced every run); ``"true"`` forces."""
+    store, _ = embedded_store
+    store.create_table(TABLE, "THOROUGH")
+    set_settings(monkeypatch, **FAST, compaction_threshold_tombstones=1000)
+    store.history.record_tombstones({TABLE: 10}, store.timestamps.fresh_timestamp(), {"source": "test"})
+    out, _ = run_operator(_compaction(force="{{ params.force }}"), params={"force": False})
+    assert (out["compacted"], out["pending"]) == ({}, {TABLE: 10})
+    out, _ = run_operator(_compaction(force="{{ params.force }}"), params={"force": "true"})
+    assert set(out["compacted"]) == {TABLE} and out["pending"] == {TABLE: 0}
+
+
 class StatsRunner:
     """The operator's ``runner`` seam: records the nodetool commands, answers tablestats like one node."""
 

@@ -84,7 +84,7 @@ def test_a_dry_run_reports_and_deletes_nothing(overwritten):
     before = _versions(store)
     operator = _sweep(table="{{ params.table }}", dry_run="{{ params.dry_run }}", parts=2, execution_mode="in_task")
     out, _ = run_operator(operator, params={"table": TABLE, "dry_run": "yes"})
-    assert operator.table == TABLE and operator.sweep_dry_run == "yes"
+    assert operator.table == TABLE and operator.sweep_dry_run is True  # rendered "yes", converted
     assert callable(operator.dry_run)  # BaseOperator.dry_run() is not shadowed
     assert out["dry_run"] is True and out["versions_deleted"] == 40 and out["swept_tables"] == [] and out["ranges"] == 2
     assert _versions(store) == before

@@ -83,10 +83,18 @@ def test_bad_input_fails_at_once_and_takes_no_lock(embedded_store, kwargs, messa
     assert [lock.holder for lock in store.locks.list_locks() if lock.held] == []
 
 
-def test_a_shard_rendered_to_text_is_refused_at_once(embedded_store):
-    # Without render_template_as_native_obj a template renders to text: the shard must then be a literal.
-    fails_at_once(lambda: run_operator(_acquire(shard="{{ params.shard }}", strategy="THOROUGH"), params={"shard": 0}),
-                  "shard must be an integer")
+def test_a_shard_rendered_to_text_is_converted(embedded_store):
+    """Without render_template_as_native_obj a template renders to text: the shard "1" is the shard 1 (the
+    rule of airflow_atlas.airflow.templated); text that is no integer fails at once, naming it."""
+    store, _ = embedded_store
+    out, _ = run_operator(_acquire(shard="{{ params.shard }}", strategy="THOROUGH"), params={"shard": 1})
+    [target] = [SweepTarget.from_json(t) for t in out]
+    assert (target.shard, target.acquired) == (1, True)
+    released, _ = run_operator(_release(shard="{{ params.shard }}", strategy="THOROUGH"), params={"shard": 1})
+    assert [(r["shard"], r["released"]) for r in released] == [(1, True)]
+    fails_at_once(lambda: run_operator(_acquire(shard="{{ params.shard }}", strategy="THOROUGH"), params={"shard": "one"}),
+                  "shard must be an integer, got 'one'")
+    assert [lock.holder for lock in store.locks.list_locks() if lock.held] == []
 
 
 def test_templated_targets_are_template_fields():

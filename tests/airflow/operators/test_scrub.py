@@ -39,7 +39,7 @@ def hard_deleted(embedded_store):
 def test_a_dry_run_decides_and_scrubs_nothing(hard_deleted):
     operator = _scrub(dry_run="{{ params.dry_run }}", max_entries="{{ params.n }}")
     out, _ = run_operator(operator, params={"dry_run": "yes", "n": 10})
-    assert operator.scrub_dry_run == "yes" and operator.max_entries == "10" and callable(operator.dry_run)
+    assert operator.scrub_dry_run is True and operator.max_entries == 10 and callable(operator.dry_run)  # converted
     assert out["dry_run"] is True and out["swept_tables"] == [] and out["entries_seen"] == 3
     assert len(hard_deleted.scrub_queue.pending()) == 3
 

@@ -40,13 +40,23 @@ def test_auto_is_decided_by_the_plan_not_the_sweep_task():
         _operator()._mode(mixed, AtlasSettings())
 
 
+def _converted(**kwargs):
+    """The operator with its templated arguments converted, as ``execute`` does first."""
+    from airflow_atlas.airflow.templated import convert_templated_fields
+
+    operator = _operator(**kwargs)
+    convert_templated_fields(operator)
+    return operator
+
+
 def test_options_default_to_the_settings_and_refuse_bad_values():
-    options = _operator(batch_limit=0, max_iterations="7", dry_run=True)._options(AtlasSettings.from_mapping({"batch_limit": 500}))
+    options = _converted(batch_limit=0, max_iterations="7", dry_run=True)._options(AtlasSettings.from_mapping({"batch_limit": 500}))
     assert options == SweepOptions(batch_limit=500, max_iterations=7, dry_run=True)
+    assert _converted(dry_run="False")._options(AtlasSettings()).dry_run is False
     with pytest.raises(InvalidInputError, match="batch_limit"):
-        _operator(batch_limit=100_001)._options(AtlasSettings())
+        _converted(batch_limit=100_001)._options(AtlasSettings())
     with pytest.raises(InvalidInputError, match="max_iterations must be an integer"):
-        _operator(max_iterations="many")._options(AtlasSettings())
+        _converted(max_iterations="many")
 
 
 def test_sweep_in_task_skips_unacquired_and_foreign_locks_and_sweeps_the_rest(tmp_path):

@@ -72,7 +72,8 @@ def test_plan_leaves_idle_pairs_out_and_picks_shards_and_strategies(embedded_sto
     "kwargs, message",
     [
         ({"shards": [SHARDS]}, f"shard(s) [{SHARDS}] out of range"),
-        ({"shards": ["x"]}, "shard must be an integer"),
+        ({"shards": ["x"]}, "shards[0] must be an integer, got 'x'"),
+        ({"shards": "0,1"}, "shards must be a list of integers, got '0,1'"),
         ({"strategies": ["NOTHING"]}, "never swept"),
         ({"strategies": ["SIDEWAYS"]}, "SIDEWAYS"),
         ({"execution_mode": "warp"}, "execution_mode must be one of"),

@@ -89,9 +89,9 @@ def test_sqlite_urls_follow_the_sqlalchemy_convention(tmp_path, monkeypatch):
 
 
 def test_open_kvs_passes_options_to_the_backend(tmp_path):
-    calls = []
-    kvs = open_kvs(f"sqlite:///{tmp_path}/o.db", fresh_timestamp_supplier=lambda: calls.append(1) or 5)
-    kvs.close()
+    open_kvs(f"sqlite:///{tmp_path}/o.db", busy_timeout_ms=1234).close()
+    with pytest.raises(InvalidInputError, match="busy_timeout_ms"):  # the backend checked the option it got
+        open_kvs(f"sqlite:///{tmp_path}/o.db", busy_timeout_ms=-1)
     with pytest.raises(TypeError):
         open_kvs(f"sqlite:///{tmp_path}/o.db", no_such_option=1)
 

@@ -29,6 +29,7 @@ from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.write_info import WriteInfo
 from airflow_atlas.transactions.encoding import ABORTED
 from airflow_atlas.transactions.punch import PunchTable
+from airflow_atlas.workload import stage_writes
 
 STRATEGIES = (SweepStrategy.CONSERVATIVE, SweepStrategy.THOROUGH)
 CONS, THOR = SweepStrategy.CONSERVATIVE, SweepStrategy.THOROUGH
@@ -111,12 +112,7 @@ class Harness:
 
     @staticmethod
     def stage(txn, table: str, values: Mapping[Cell, bytes]) -> None:
-        puts = {c: v for c, v in values.items() if v != b""}
-        dels = [c for c, v in values.items() if v == b""]
-        if puts:
-            txn.put(table, puts)
-        if dels:
-            txn.delete(table, dels)
+        stage_writes(txn, {table: values})
 
     def commit(self, txn) -> int | None:
         if txn in self.open:

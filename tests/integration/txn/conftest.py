@@ -4,7 +4,7 @@
 of this suite's own for the session (tests use unique table names, lock names and timestamps from the shared
 timestamp service), except ``clean_kvs``, which gets a new keyspace for tests that need empty internal
 tables (the registry and the punch table are single rows). ``kvs_url`` lets child processes open the same
-store.
+store. ``clock`` is a :class:`FakeClock` for the services that take one (locks, registry, punch table).
 """
 from __future__ import annotations
 
@@ -146,3 +146,19 @@ def make_manager(kvs):
 @pytest.fixture
 def manager(make_manager):
     return make_manager()
+
+
+class FakeClock:
+    """A clock the test moves by hand (``clock.now += 5``): the ``clock`` callable of the lock service, the
+    registry, the punch table and the transaction manager. Seconds since the epoch."""
+
+    def __init__(self, now: float = 1_000_000.0):
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()

@@ -10,19 +10,6 @@ from airflow_atlas.errors import InvalidInputError, LockNotHeldError
 from airflow_atlas.locks import Lease, LockService
 
 
-class FakeClock:
-    def __init__(self, now: float = 1_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
 @pytest.fixture
 def locks(kvs, clock):
     service = LockService(kvs, clock=clock)

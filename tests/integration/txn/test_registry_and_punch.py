@@ -10,19 +10,6 @@ from airflow_atlas.transactions.punch import PunchTable
 from airflow_atlas.transactions.registry import OpenTransactionRegistry
 
 
-class FakeClock:
-    def __init__(self, now: float = 2_000_000.0):
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
 @pytest.fixture
 def registry(kvs, clock):
     # a table of the test's own: the registry is one row, and the Cassandra keyspace is shared

@@ -22,17 +22,10 @@ from airflow_atlas.errors import (
 from airflow_atlas.kvs.api import MAX_TIMESTAMP, Cell, SweepStrategy, WriteMode
 from airflow_atlas.sweep.write_info import WriteInfo
 from airflow_atlas.transactions.encoding import ABORTED
+from tests.integration.txn.conftest import FakeClock
 
 C = Cell(b"row", b"col")
 D = Cell(b"row", b"other")
-
-
-class FakeClock:
-    def __init__(self):
-        self.now = time.time()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def put_committed(manager, table, values):
@@ -329,7 +322,7 @@ def test_read_only_refused_on_thorough_tables(manager, make_table):
 
 
 def test_read_write_on_thorough_checks_the_lease_at_read_time(make_manager, make_table):
-    clock = FakeClock()
+    clock = FakeClock(time.time())
     manager = make_manager(clock=clock, lease_seconds=10)
     thorough, conservative = make_table(SweepStrategy.THOROUGH), make_table()
     txn = manager.begin()
@@ -361,7 +354,7 @@ def test_registration_lifecycle_and_punch(make_manager, make_table):
 
 
 def test_lease_is_refreshed_when_half_used(make_manager, make_table):
-    clock = FakeClock()
+    clock = FakeClock(time.time())
     manager = make_manager(clock=clock, lease_seconds=10)
     table = make_table()
     txn = manager.begin()
@@ -374,7 +367,7 @@ def test_lease_is_refreshed_when_half_used(make_manager, make_table):
 
 
 def test_expired_registration_at_commit(make_manager, make_table):
-    clock = FakeClock()
+    clock = FakeClock(time.time())
     manager = make_manager(clock=clock, lease_seconds=10)
     table = make_table()
     txn = manager.begin()
@@ -388,7 +381,7 @@ def test_expired_registration_at_commit(make_manager, make_table):
 
 def test_registration_lost_before_writing_writes_nothing(make_manager, make_table, kvs):
     """(b'): a lease that ran out while enqueueing stops the transaction before any cell is written."""
-    clock = FakeClock()
+    clock = FakeClock(time.time())
 
     class ExpiringHook:
         def enqueue(self, writes):
@@ -407,7 +400,7 @@ def test_registration_lost_before_writing_writes_nothing(make_manager, make_tabl
 def test_registration_lost_after_writing_aborts_the_writes(make_manager, make_table, kvs):
     """(f) runs after the cells are written and the commit timestamp is drawn: losing the lease there marks
     the transaction aborted, so its written cells stay invisible."""
-    clock = FakeClock()
+    clock = FakeClock(time.time())
     manager = make_manager(clock=clock, lease_seconds=10)
     table = make_table()
     txn = manager.begin()
