@@ -19,7 +19,6 @@ from ..api import SweepStrategy, TableMetadata, WriteMode
 from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS, multi_datacenter_problems
 from .errors import says_missing
 from .host import CassandraHost
-from .topology import down_hosts, keyspace_datacenters
 from .statements import (
     GC_GRACE_QUERY,
     REGISTRY_COLUMN,
@@ -28,6 +27,7 @@ from .statements import (
     physical_table_name,
     row_tuple,
 )
+from .topology import down_hosts, keyspace_datacenters
 
 
 class SchemaMixin(CassandraHost):

@@ -31,8 +31,8 @@ from .lwt import LwtMixin
 from .reads import ReadsMixin
 from .requests import RequestBuilder
 from .schema import SchemaMixin
-from .topology import down_note
 from .statements import KINDS, physical_table_name, quoted, row_tuple, validate_datacenter, validate_keyspace
+from .topology import down_note
 
 
 class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueService):
