@@ -41,9 +41,9 @@ operation              default       AtlasDB       why (one datacenter; several 
                                                    not see a commit yet at LOCAL_QUORUM rolls the writer
                                                    back with put-unless-exists(ABORTED) at SERIAL, loses
                                                    to the committed value and reads it at SERIAL: nothing
-                                                   is lost, the remote reader pays one Paxos round. Never
-                                                   EACH_QUORUM by default: Cassandra refuses it for LWTs on
-                                                   SimpleStrategy keyspaces (allowed on NTS ones).
+                                                   is lost, the remote reader pays one Paxos round. Not
+                                                   EACH_QUORUM: Cassandra refuses it for LWTs on
+                                                   SimpleStrategy keyspaces, so the setting does not take it.
 ``serial``             SERIAL        SERIAL        Paxos of every LWT and serial read: timestamp service,
                                                    transactions table, progress, locks. LOCAL_SERIAL runs
                                                    one Paxos per datacenter: two datacenters could both
@@ -94,9 +94,8 @@ is the rule a store checks when its keyspace has replicas in several datacenters
 The reference implementation's history records that a single node down stalled deletes at ALL: here the
 failure is a clean, retriable error of one iteration (progress unchanged), which the operators retry with
 backoff. EACH_QUORUM may be chosen for non-LWT operations (Cassandra 5.0 accepts it for plain reads and
-writes with SimpleStrategy too, as QUORUM, checked on the test node) and for ``lwt_commit`` only on a
-NetworkTopologyStrategy keyspace (refused on SimpleStrategy: "EACH_QUORUM not compatible with replication
-strategy SimpleStrategy"). ANY is never accepted (a write stored only as a hint is not durable); neither
+writes with SimpleStrategy too, as QUORUM, checked on the test node), never for ``lwt_commit`` (Cassandra
+refuses it there on SimpleStrategy: "EACH_QUORUM not compatible with replication strategy SimpleStrategy"). ANY is never accepted (a write stored only as a hint is not durable); neither
 are SERIAL levels outside ``serial``.
 
 Lowering ``sweep_delete``, ``sentinel`` or ``abort_delete`` below ALL is refused unless
