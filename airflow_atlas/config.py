@@ -192,13 +192,14 @@ class StoreConfig:
     )
     consistency_data_write: str = setting(
         _level(_OP.DATA_WRITE), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of transactional data writes and WALLCLOCK registries",
+        "consistency level of transactional data writes and WALLCLOCK registries (EACH_QUORUM: a LOCAL_QUORUM"
+        " read in every datacenter sees them; below it, refused on a keyspace in several datacenters)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_queue_write: str = setting(
         _level(_OP.QUEUE_WRITE), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of sweep-queue writes (read back at consistency_data_read: keep R + W > RF so "
-        "sweep sees every queued write)",
+        "consistency level of sweep-queue writes (read back at consistency_data_read: keep R + W > RF, in every "
+        "datacenter, so sweep sees every queued write)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     consistency_sweep_delete: str = setting(
@@ -232,7 +233,8 @@ class StoreConfig:
     )
     consistency_serial: str = setting(
         _level(_OP.SERIAL), Level(_replica.SERIAL_LEVELS),
-        "Paxos level of lightweight transactions and serial reads",
+        "Paxos level of lightweight transactions and serial reads (LOCAL_SERIAL is refused on a keyspace in "
+        "several datacenters: overlapping timestamps)",
         read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
     )
     allow_weak_sweep_consistency: bool = setting(

@@ -13,6 +13,10 @@
 #   scripts/cassandra.sh cluster start [--fresh] | stop | status | start-node I | stop-node I |
 #                                status-node I | nodetool I ARGS | log I | logfile I | config I
 #                                         an N-node cluster on 127.0.0.2 .. 127.0.0.(N+1), see below
+#   scripts/cassandra.sh dc start [--fresh] | stop | status | start-node I | stop-node I | status-node I |
+#                                nodetool I ARGS | log I | logfile I | config I
+#                                         a TWO-DATACENTER cluster on 127.0.0.21 .. 127.0.0.23 (dc1: .21 .22,
+#                                         dc2: .23), see below
 #   scripts/cassandra.sh secure start [--fresh] | stop | status | nodetool ARGS | log | logfile | config | env
 #                                         a SECURED single node on 127.0.0.6, see below
 #   scripts/cassandra.sh secure cluster start [--fresh] | stop | status | start-node I | stop-node I |
@@ -40,6 +44,9 @@
 #   ATLAS_CASSANDRA_INITIAL_TOKEN  the node's token (initial_token) and auto_bootstrap: false: a node of a
 #                            new, empty cluster joins the ring at once with a balanced token instead of
 #                            bootstrapping (the cluster command sets it; set it only for an empty cluster)
+#   ATLAS_CASSANDRA_DC / ATLAS_CASSANDRA_RACK  the node's datacenter and rack: endpoint_snitch
+#                            GossipingPropertyFileSnitch with a cassandra-rackdc.properties in the node
+#                            directory (default: SimpleSnitch, one datacenter `datacenter1`)
 #   ATLAS_CASSANDRA_ADOPT=1  (or `start --adopt`) accept a CQL server that already answers on HOST:CQL port
 #                            although this script did not start it (no live pid of ours in the node
 #                            directory). Without it `start` refuses: it would otherwise report success for a
@@ -55,6 +62,14 @@
 #   ATLAS_CLUSTER_DIR        parent of the node directories (default ${TMPDIR:-/tmp}/airflow-atlas-cluster)
 #   ATLAS_CLUSTER_HEAP       heap per node (default 768M)
 # The cluster never touches the single node on 127.0.0.1.
+#
+# Two datacenters (`dc ...`): the same commands on the cluster code path, with ATLAS_DC_LAYOUT nodes
+# (default 2+1: dc1 has nodes 1..2, dc2 node 3; 2+2 also works) on 127.0.0.21 .. 127.0.0.(20+N), JMX port
+# 7220+I, directory $ATLAS_DC_DIR/nodeI (default ${TMPDIR:-/tmp}/airflow-atlas-dc), heap $ATLAS_DC_HEAP
+# (default 512M), seeds the first node of each datacenter, cluster_name airflow-atlas-dc, snitch
+# GossipingPropertyFileSnitch (dc1/dc2, rack rack1). Tokens are balanced within each datacenter (dc2's offset
+# by 100). A keyspace on it uses NetworkTopologyStrategy, e.g. {'dc1': 2, 'dc2': 1}; `dc stop-node 3` takes
+# all of dc2 down (with 2+1).
 #
 # Secured node (`secure ...`): address 127.0.0.6 (CQL 9042, storage 7000, JMX 7206), directory
 # $ATLAS_SECURE_DIR/node (default ${TMPDIR:-/tmp}/airflow-atlas-secure), cluster_name airflow-atlas-secure. It
@@ -109,6 +124,11 @@ SEEDS="${ATLAS_CASSANDRA_SEEDS:-$CQL_HOST:$STORAGE_PORT}"
 [[ "$SEEDS" =~ ^[0-9.:,]+$ ]] || usage "ATLAS_CASSANDRA_SEEDS must be a comma-separated list of address:port, got '$SEEDS'"
 INITIAL_TOKEN="${ATLAS_CASSANDRA_INITIAL_TOKEN:-}"
 [[ -z "$INITIAL_TOKEN" || "$INITIAL_TOKEN" =~ ^-?[0-9]+$ ]] || usage "ATLAS_CASSANDRA_INITIAL_TOKEN must be an integer token, got '$INITIAL_TOKEN'"
+NODE_DC="${ATLAS_CASSANDRA_DC:-}"
+NODE_RACK="${ATLAS_CASSANDRA_RACK:-rack1}"
+[[ -z "$NODE_DC" || "$NODE_DC" =~ ^[A-Za-z0-9_-]+$ ]] || usage "ATLAS_CASSANDRA_DC may hold letters, digits, '_' and '-' only, got '$NODE_DC'"
+[[ "$NODE_RACK" =~ ^[A-Za-z0-9_-]+$ ]] || usage "ATLAS_CASSANDRA_RACK may hold letters, digits, '_' and '-' only, got '$NODE_RACK'"
+RACKDC_FILE="$NODE_DIR/cassandra-rackdc.properties"
 DEFAULT_NODE=0
 [[ "$CQL_HOST:$CQL_PORT:$STORAGE_PORT:$JMX_PORT:$SEEDS" == "127.0.0.1:9042:7000:7199:127.0.0.1:7000" ]] && DEFAULT_NODE=1
 if (( DEFAULT_NODE )); then
@@ -120,7 +140,7 @@ else
 fi
 [[ "$CLUSTER_NAME" =~ ^[A-Za-z0-9._-]+$ ]] || usage "ATLAS_CASSANDRA_CLUSTER_NAME may hold letters, digits, '.', '_' and '-' only"
 CONFIG_FILE="$CONF_SRC/cassandra.yaml"
-if (( ! DEFAULT_NODE )) || [[ "$CLUSTER_NAME" != airflow-atlas-local || -n "$INITIAL_TOKEN" ]]; then
+if (( ! DEFAULT_NODE )) || [[ "$CLUSTER_NAME" != airflow-atlas-local || -n "$INITIAL_TOKEN" || -n "$NODE_DC" ]]; then
   CONFIG_FILE="$NODE_DIR/cassandra.yaml"
 fi
 
@@ -228,6 +248,10 @@ render_config() {
     && grep -qxF "storage_port: $STORAGE_PORT" "$out.tmp" \
     && grep -qF "seeds: \"$SEEDS\"" "$out.tmp" \
     || die "could not render the node's settings into $out (did $CONF_SRC/cassandra.yaml change?)"
+  if [[ -n "$NODE_DC" ]]; then
+    sed -i -e 's/^endpoint_snitch: SimpleSnitch$/endpoint_snitch: GossipingPropertyFileSnitch/' "$out.tmp"
+    grep -qxF "endpoint_snitch: GossipingPropertyFileSnitch" "$out.tmp" || die "could not render the snitch into $out"
+  fi
   if [[ -n "$INITIAL_TOKEN" ]]; then
     printf 'initial_token: %s\nauto_bootstrap: false\n' "$INITIAL_TOKEN" >>"$out.tmp"
   fi
@@ -279,9 +303,10 @@ start() {
   (( fresh )) && rm -rf "$NODE_DIR"
   mkdir -p "$NODE_DIR/data" "$LOG_DIR"
   [[ "$CONFIG_FILE" == "$CONF_SRC/cassandra.yaml" ]] || render_config
+  [[ -z "$NODE_DC" ]] || printf 'dc=%s\nrack=%s\n' "$NODE_DC" "$NODE_RACK" >"$RACKDC_FILE"
   local jamm
   jamm="$(ls "$LIB_DIR"/jamm-*.jar | head -n 1)"
-  say "starting Cassandra $CASSANDRA_VERSION on $CQL_HOST (cluster $CLUSTER_NAME, seeds $SEEDS, heap $HEAP, JIT $JIT) in $NODE_DIR"
+  say "starting Cassandra $CASSANDRA_VERSION on $CQL_HOST${NODE_DC:+ (datacenter $NODE_DC)} (cluster $CLUSTER_NAME, seeds $SEEDS, heap $HEAP, JIT $JIT) in $NODE_DIR"
   # cassandra.superuser_setup_delay_ms keeps Cassandra's default (10 s): the role manager retries its setup
   # after that delay for as long as a node of the ring is down, and with 0 the retry is a busy loop that logs
   # thousands of lines a second (a whole core, system.log rolled over every few seconds).
@@ -295,6 +320,7 @@ start() {
     -Dlogback.configurationFile="file://$CONF_SRC/logback.xml" \
     -Dcassandra-foreground=yes \
     -Dcassandra.jmx.local.port="$JMX_PORT" \
+    ${NODE_DC:+-Dcassandra-rackdc.properties=file://$RACKDC_FILE} \
     ${ATLAS_CASSANDRA_JMX_PASSWORD_FILE:+-Dcom.sun.management.jmxremote.authenticate=true} \
     ${ATLAS_CASSANDRA_JMX_PASSWORD_FILE:+-Dcom.sun.management.jmxremote.password.file=$ATLAS_CASSANDRA_JMX_PASSWORD_FILE} \
     ${ATLAS_CASSANDRA_JMX_ACCESS_FILE:+-Dcom.sun.management.jmxremote.access.file=$ATLAS_CASSANDRA_JMX_ACCESS_FILE} \
@@ -396,32 +422,64 @@ nodetool() {
     ${ATLAS_CASSANDRA_NODETOOL_PASSWORD_FILE:+-u atlas_jmx -pwf "$ATLAS_CASSANDRA_NODETOOL_PASSWORD_FILE"} "$@"
 }
 
-# ----- cluster of N nodes on 127.0.0.2 .. 127.0.0.(N+1) ---------------------------------------------------
+# ----- cluster of N nodes on 127.0.0.2 .. 127.0.0.(N+1); the two-datacenter cluster (`dc`) on the same path ---
 CLUSTER_NODES="${ATLAS_CLUSTER_NODES:-3}"
 CLUSTER_DIR="${ATLAS_CLUSTER_DIR:-${TMPDIR:-/tmp}/airflow-atlas-cluster}"
 CLUSTER_HEAP="${ATLAS_CLUSTER_HEAP:-768M}"
 CLUSTER_NAME_OF_CLUSTER=airflow-atlas-cluster
 CLUSTER_SEED=127.0.0.2:7000
+CLUSTER_FIRST=2     # node I has address 127.0.0.(CLUSTER_FIRST + I - 1)
+CLUSTER_JMX_BASE=7200  # node I has JMX port CLUSTER_JMX_BASE + I
+CLUSTER_LABEL=cluster
+DC_SIZES=()         # `dc`: nodes per datacenter (dc1, dc2, ...); empty: one datacenter, SimpleSnitch
 
-# Balanced Murmur3 token of node $1 of N: -2^63 + (i-1) * 2^64 / N.
+# Switches the cluster commands to the two-datacenter cluster (`dc ...`).
+use_datacenters() {
+  local layout="${ATLAS_DC_LAYOUT:-2+1}"
+  [[ "$layout" =~ ^[1-9]\+[1-9]$ ]] || usage "ATLAS_DC_LAYOUT must be two node counts such as 2+1 or 2+2, got '$layout'"
+  DC_SIZES=("${layout%+*}" "${layout#*+}")
+  CLUSTER_NODES=$((DC_SIZES[0] + DC_SIZES[1]))
+  CLUSTER_DIR="${ATLAS_DC_DIR:-${TMPDIR:-/tmp}/airflow-atlas-dc}"
+  CLUSTER_HEAP="${ATLAS_DC_HEAP:-512M}"
+  CLUSTER_NAME_OF_CLUSTER=airflow-atlas-dc
+  CLUSTER_FIRST=21
+  CLUSTER_JMX_BASE=7220
+  CLUSTER_SEED="127.0.0.21:7000,127.0.0.$((21 + DC_SIZES[0])):7000"  # the first node of each datacenter
+  CLUSTER_LABEL=dc
+}
+
+# The datacenter index (1-based) of node $1 and its index within that datacenter (1-based), as "D J".
+node_place() {
+  if (( ${#DC_SIZES[@]} == 0 )) || (( $1 <= DC_SIZES[0] )); then echo "1 $1"; else echo "2 $(($1 - DC_SIZES[0]))"; fi
+}
+
+# Balanced Murmur3 token of node $1: -2^63 + (j-1) * 2^64 / n + 100 * (d-1), n the size of its datacenter d.
 node_token() {
-  python3 -c 'import sys; i, n = int(sys.argv[1]), int(sys.argv[2]); print(-2**63 + (i - 1) * 2**64 // n)' "$1" "$CLUSTER_NODES"
+  local d j n="$CLUSTER_NODES"
+  read -r d j <<<"$(node_place "$1")"
+  (( ${#DC_SIZES[@]} == 0 )) || n="${DC_SIZES[d - 1]}"
+  python3 -c 'import sys; j, n, d = map(int, sys.argv[1:]); print(-2**63 + (j - 1) * 2**64 // n + 100 * (d - 1))' "$j" "$n" "$d"
 }
 
 # Runs this script for cluster node $1 with that node's environment.
 node_cmd() {
-  local i="$1"
+  local i="$1" dc="" d j
   shift
+  if (( ${#DC_SIZES[@]} )); then
+    read -r d j <<<"$(node_place "$i")"
+    dc="dc$d"
+  fi
   env ATLAS_CASSANDRA_DIR="$CLUSTER_DIR/node$i" \
-    ATLAS_CASSANDRA_HOST="127.0.0.$((i + 1))" \
+    ATLAS_CASSANDRA_HOST="127.0.0.$((CLUSTER_FIRST + i - 1))" \
     ATLAS_CASSANDRA_CQL_PORT=9042 ATLAS_CASSANDRA_STORAGE_PORT=7000 \
-    ATLAS_CASSANDRA_JMX_PORT="$((7200 + i))" \
+    ATLAS_CASSANDRA_JMX_PORT="$((CLUSTER_JMX_BASE + i))" \
     ATLAS_CASSANDRA_SEEDS="$CLUSTER_SEED" \
     ATLAS_CASSANDRA_CLUSTER_NAME="$CLUSTER_NAME_OF_CLUSTER" \
     ATLAS_CASSANDRA_HEAP="$CLUSTER_HEAP" \
     ATLAS_CASSANDRA_PORT_OFFSET=0 \
     ATLAS_CASSANDRA_INITIAL_TOKEN="$(node_token "$i")" \
-    ATLAS_CASSANDRA_NODE_LABEL="node$i" \
+    ATLAS_CASSANDRA_DC="$dc" ATLAS_CASSANDRA_RACK=rack1 \
+    ATLAS_CASSANDRA_NODE_LABEL="node$i${dc:+ $dc}" \
     "$SELF" "$@"
 }
 
@@ -470,7 +528,9 @@ cluster() {
       fetch
       for ((i = 1; i <= CLUSTER_NODES; i++)); do node_cmd "$i" start "$@"; done
       wait_for_ring $(seq 1 "$CLUSTER_NODES")
-      say "cluster $CLUSTER_NAME_OF_CLUSTER: $CLUSTER_NODES nodes Up/Normal on 127.0.0.2..127.0.0.$((CLUSTER_NODES + 1)) (CQL 9042, JMX 7201..$((7200 + CLUSTER_NODES)))"
+      local where=""
+      (( ${#DC_SIZES[@]} == 0 )) || where=" in datacenters dc1 (${DC_SIZES[0]} nodes) and dc2 (${DC_SIZES[1]})"
+      say "cluster $CLUSTER_NAME_OF_CLUSTER: $CLUSTER_NODES nodes Up/Normal$where on 127.0.0.$CLUSTER_FIRST..127.0.0.$((CLUSTER_FIRST + CLUSTER_NODES - 1)) (CQL 9042, JMX $((CLUSTER_JMX_BASE + 1))..$((CLUSTER_JMX_BASE + CLUSTER_NODES)))"
       ;;
     stop)
       # all at once (each a process of its own: a node's stop waits for its JVM's shutdown, seconds each)
@@ -501,7 +561,7 @@ cluster() {
       shift
       node_cmd "$i" nodetool "$@"
       ;;
-    *) usage "usage: $0 cluster {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|logfile I|config I}" ;;
+    *) usage "usage: $0 $CLUSTER_LABEL {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|logfile I|config I}" ;;
   esac
 }
 
@@ -782,6 +842,7 @@ case "$cmd" in
   logfile) echo "$LOG_DIR/system.log" ;;
   config) print_config ;;
   cluster) cluster "$@" ;;
+  dc) use_datacenters; cluster "$@" ;;
   secure) secure "$@" ;;
-  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|logfile|config|cluster ...|secure ...}" ;;
+  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|logfile|config|cluster ...|dc ...|secure ...}" ;;
 esac

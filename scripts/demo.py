@@ -1,6 +1,7 @@
 """The main job: a targeted-sweep demo, end to end.
 
-1. opens a fresh store (embedded SQLite by default; ``--cassandra`` uses the local node; ``--cluster`` an
+1. opens a fresh store (embedded SQLite by default; ``--cassandra`` uses the local node; ``--datacenters`` a
+   keyspace replicated in both datacenters of the local two-datacenter cluster; ``--cluster`` an
    RF 3 keyspace on the local 3-node cluster, swept by Spark jobs on the local standalone master;
    ``--secure`` the secured node 127.0.0.6 over TLS: the administrator initialises the store and creates the
    tables, everything after - workload, DAG run, oracle - runs as a least-privilege sweeper role),
@@ -34,6 +35,8 @@ WORK_DIR = REPO_ROOT / ".atlas"
 SHARDS = 4
 WINDOW_SECONDS = 2.0
 CLUSTER_HOSTS = ("127.0.0.2", "127.0.0.3", "127.0.0.4")  # scripts/cassandra.sh cluster
+DC_HOSTS = {"dc1": ("127.0.0.21", "127.0.0.22"), "dc2": ("127.0.0.23",)}  # scripts/cassandra.sh dc (2+1)
+DC_REPLICATION = "{'class': 'NetworkTopologyStrategy', 'dc1': 2, 'dc2': 1}"
 SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
 CASSANDRA_SCRIPT = REPO_ROOT / "scripts" / "cassandra.sh"
 SECURE_SWEEPER = "atlas_demo_sweeper"  # the least-privilege role of --secure (grants: airflow_atlas.grants)
@@ -125,12 +128,21 @@ def _version_counts(store, tables) -> dict[str, tuple[int, int]]:
 
 
 def _hosts(args) -> list[str]:
+    if args.datacenters:
+        return [h for hosts in DC_HOSTS.values() for h in hosts]
     return list(CLUSTER_HOSTS) if args.cluster else [args.cassandra_host]
+
+
+def _dc_url(keyspace: str, datacenter: str) -> str:
+    """A store URL local to ``datacenter`` of the two-datacenter cluster (the driver's local_dc)."""
+    return f"cassandra://{','.join(DC_HOSTS[datacenter])}:9042/{keyspace}?datacenter={datacenter}"
 
 
 def _store_url(args, sec: Secured | None = None) -> str:
     if sec is not None:
         return sec.url(SECURE_SWEEPER, sec.sweeper_password, args.keyspace, create_keyspace=False)
+    if args.datacenters:
+        return _dc_url(args.keyspace, "dc1")  # writers and the sweep in dc1; the oracle also from dc2
     if args.cluster:
         return f"cassandra://{','.join(CLUSTER_HOSTS)}:9042/{args.keyspace}?replication_factor={len(CLUSTER_HOSTS)}"
     if args.cassandra:
@@ -149,6 +161,8 @@ def _fresh(args) -> None:
         try:
             session = cluster.connect()
             session.execute(f"DROP KEYSPACE IF EXISTS {args.keyspace}", timeout=120)
+            if args.datacenters:
+                session.execute(f"CREATE KEYSPACE {args.keyspace} WITH replication = {DC_REPLICATION}", timeout=120)
         finally:
             cluster.shutdown()
     else:
@@ -266,6 +280,12 @@ def main(argv: list[str] | None = None) -> int:
         help="the secured node (127.0.0.6: TLS, passwords, CassandraAuthorizer): the administrator sets up the store, "
         f"the rest runs as the least-privilege role {SECURE_SWEEPER}; scripts/demo.sh --secure starts the node",
     )
+    parser.add_argument(
+        "--datacenters", action="store_true",
+        help="two datacenters (scripts/cassandra.sh dc: dc1 127.0.0.21-22, dc2 127.0.0.23), a keyspace with replicas "
+        "in both (dc1: 2, dc2: 1): writers and the sweep (in-process) in dc1, the safety oracle from dc1 and from "
+        "dc2; scripts/demo.sh --datacenters starts the cluster",
+    )
     parser.add_argument("--keyspace", default="atlas_demo")
     parser.add_argument("--group-size", type=int, default=None,
                         help="(shard, strategy) pairs per task group of the DAG run (default: the setting's default)")
@@ -278,7 +298,10 @@ def main(argv: list[str] | None = None) -> int:
     WORK_DIR = (args.work_dir or WORK_DIR).resolve()
     if args.secure and (args.cluster or args.cassandra):
         parser.error("--secure runs on the secured node alone: not with --cassandra or --cluster")
-    args.cassandra = args.cassandra or args.cluster or args.secure
+    if args.datacenters and (args.cluster or args.secure):
+        parser.error("--datacenters runs on the two-datacenter cluster alone: not with --cluster or --secure")
+    args.cassandra = args.cassandra or args.cluster or args.secure or args.datacenters
+    args.engine_only = args.engine_only or args.datacenters
 
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
@@ -366,6 +389,14 @@ def main(argv: list[str] | None = None) -> int:
         after = observe(store, readers, tables)
         violations = compare(before, after, sweep_ts)
         leftovers = obsolete_versions(store, sweep_ts, tables)
+        if args.datacenters:  # the same oracle from the other datacenter (reads at LOCAL_QUORUM in dc2)
+            west = AtlasStore.open(_dc_url(args.keyspace, "dc2"), config)
+            try:
+                violations += [f"seen from dc2: {v}" for v in compare(before, observe(west, readers, tables), sweep_ts)]
+                leftovers += [f"seen from dc2: {v}" for v in obsolete_versions(west, sweep_ts, tables)]
+            finally:
+                west.close()
+            print("oracle run from dc1 and from dc2 (the keyspace: dc1 2 replicas, dc2 1)")
         print(
             f"visible data unchanged: {'yes' if not violations else 'NO'}; "
             f"obsolete versions left below the swept-to timestamps {sweep_ts}: {len(leftovers)}"

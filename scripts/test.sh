@@ -2,7 +2,8 @@
 # Runs the test suite: bootstraps .venv, starts the local Cassandra node (127.0.0.1), the local 3-node
 # Cassandra cluster (127.0.0.2-4) and the Spark standalone master with two workers (127.0.0.5), runs pytest.
 # The secured node (127.0.0.6) and secured 3-node cluster (127.0.0.7-9) are started by the fixtures of
-# tests/integration/security for that package only (scripts/cassandra.sh secure ...).
+# tests/integration/security for that package only (scripts/cassandra.sh secure ...); the two-datacenter
+# cluster (127.0.0.21-23) by the fixture of tests/datacenters for that package only (scripts/cassandra.sh dc ...).
 # Every start is idempotent (a running node or master is reused, never restarted).
 # Extra arguments go to pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
 # The linters run inside pytest (tests/lint: ruff and mypy, configured in pyproject.toml), so a finding fails.

@@ -120,9 +120,11 @@ def render_status(status: dict) -> str:
         out.append(f"  unknown for {', '.join(pairs)}: {message}")
     out.extend(render_compaction(status))
     out.extend(render_settings(status))
-    if status["warnings"] or status["quarantined_cells"] or status.get("table_warnings"):
+    if status["warnings"] or status["quarantined_cells"] or status.get("table_warnings") or status.get("datacenter_warnings"):
         out.append("")
         out.append("Warnings")
+        for message in status.get("datacenter_warnings") or []:
+            out.append(f"  {message}")
         for w in status.get("table_warnings") or []:
             out.append(f"  table {w['table']}: {w['message']}")
         for w in status["warnings"]:

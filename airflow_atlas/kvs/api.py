@@ -504,3 +504,8 @@ class KeyValueService(ABC):
         """The table's live ``gc_grace_seconds`` (Cassandra: from ``system_schema.tables``); None where the
         notion does not exist (the embedded store keeps one copy and purges nothing by grace period)."""
         return None
+
+    def down_datacenters(self) -> dict[str, list[str]]:
+        """Datacenter -> addresses of its replicas known to be down (Cassandra: the driver's view); {} where
+        every replica is up or the notion does not exist. Sweep deletes at ALL wait for every one of them."""
+        return {}

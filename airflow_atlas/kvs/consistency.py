@@ -7,45 +7,96 @@ copies it to the one that did not, lets that replica's copy of the deleted data 
 contract, see ``docs/ARCHITECTURE.md`` invariant 11 and the README's "Consistency and repair"). So the
 levels are chosen per operation, not per process.
 
-Operations and defaults (the reason beside each):
+Operations and defaults, for one datacenter and for several (the reason beside each; the reference
+system's choice, AtlasDB, beside ours: ``../shared/notes/atlasdb-lessons.md`` and spec 002). This table is
+THE policy; ``docs/ARCHITECTURE.md`` ("Consistency across datacenters") points here and walks through it.
 
-======================  ============  ==================================================================
-operation               default       why
-======================  ============  ==================================================================
-``data_read``           LOCAL_QUORUM  R + W > RF with ``data_write``/``queue_write``: a read sees every
-                                      acknowledged write (transactions' snapshot reads; the sweeper's
-                                      queue reads, so no queued write is invisible to it).
-``data_write``          LOCAL_QUORUM  transactional data, WALLCLOCK registries (same overlap argument).
-``queue_write``         LOCAL_QUORUM  the sweep queue, written before the data (ARCHITECTURE invariant 1).
-``sweep_delete``        ALL           ranged tombstones of sweep: every replica must hold them before
-                                      progress moves past them, so no compaction anywhere can purge a
-                                      tombstone some replica lacks. A replica down -> the iteration fails
-                                      (retriable StoreUnavailableError), progress stays, retried later.
-``sentinel``            ALL           sentinels written alone (legacy sweep, ``add_gc_sentinels``). In
-                                      CONSERVATIVE targeted sweep each sentinel travels in the SAME
-                                      single-partition batch unit as its cell's ranged tombstone, so it
-                                      is written at the ``sweep_delete`` level, atomically with it.
-``abort_delete``        ALL           deletes of a dead writer's aborted versions (rolled back by sweep):
-                                      a missed rollback delete must never resurface after purge - the
-                                      version would come back with its queue entry gone, so sweep never
-                                      revisits it, and readers would depend forever on its abort marker.
-``queue_cleanup``       LOCAL_QUORUM  partition tombstones of swept queue rows. A resurrected queue row
-                                      only makes sweep read it again and re-apply the same deletes, which
-                                      is idempotent: no data can come back through it.
-``lwt_commit``          LOCAL_QUORUM  commit phase of lightweight transactions (progress CAS,
-                                      put-unless-exists of commit timestamps, locks, timestamp bound);
-                                      the Paxos rounds themselves run at ``serial``. Unchanged from before.
-``serial``              SERIAL        the Paxos level of LWTs and of serial reads (SERIAL or LOCAL_SERIAL).
-======================  ============  ==================================================================
+=====================  ============  ============  ==========================================================
+operation              default       AtlasDB       why (one datacenter; several datacenters)
+=====================  ============  ============  ==========================================================
+``data_read``          LOCAL_QUORUM  LOCAL_QUORUM  transactions' snapshot reads, registries, commit-table
+                                                   reads, the sweeper's queue reads, ``verify``. With writes
+                                                   at EACH_QUORUM a local quorum overlaps every acknowledged
+                                                   write in EVERY datacenter (R + W > RF per datacenter), so
+                                                   a reader in dc2 sees what a writer in dc1 committed,
+                                                   without a cross-datacenter round trip per read.
+``data_write``         EACH_QUORUM   EACH_QUORUM   transactional data and WALLCLOCK registries, among them
+                                                   the open-transaction registry that holds the sweep
+                                                   timestamp back. At LOCAL_QUORUM a transaction in dc2
+                                                   could register (and write) unseen by a sweeper reading
+                                                   at LOCAL_QUORUM in dc1: the sweep timestamp would pass
+                                                   it and sweep delete versions it can still read, and a
+                                                   dc2 reader would miss a committed dc1 write. In one
+                                                   datacenter EACH_QUORUM is LOCAL_QUORUM (SimpleStrategy:
+                                                   QUORUM). Cost: a datacenter down stops writes.
+``queue_write``        EACH_QUORUM   EACH_QUORUM   the sweep queue, written before the data (ARCHITECTURE
+                                                   invariant 1) and read by a sweeper that may run in the
+                                                   other datacenter: a queued write it cannot see is never
+                                                   swept (same overlap argument as ``data_write``).
+``lwt_commit``         LOCAL_QUORUM  (SERIAL CAS)  commit phase of lightweight transactions: put-unless-
+                                                   exists of commit timestamps (the transactions table),
+                                                   progress CAS, locks, the timestamp bound. The Paxos
+                                                   round itself runs at ``serial`` (a quorum of ALL
+                                                   replicas). A reader in the other datacenter that does
+                                                   not see a commit yet at LOCAL_QUORUM rolls the writer
+                                                   back with put-unless-exists(ABORTED) at SERIAL, loses
+                                                   to the committed value and reads it at SERIAL: nothing
+                                                   is lost, the remote reader pays one Paxos round. Not
+                                                   EACH_QUORUM: Cassandra refuses it for LWTs on
+                                                   SimpleStrategy keyspaces, so the setting does not take it.
+``serial``             SERIAL        SERIAL        Paxos of every LWT and serial read: timestamp service,
+                                                   transactions table, progress, locks. LOCAL_SERIAL runs
+                                                   one Paxos per datacenter: two datacenters could both
+                                                   move the timestamp bound from the same value
+                                                   (overlapping timestamps), one commit and the other abort
+                                                   the same transaction, both hold a lock, both move
+                                                   progress. So on a keyspace with replicas in several
+                                                   datacenters LOCAL_SERIAL is refused when the store opens.
+``sweep_delete``       ALL           ALL           ranged tombstones of sweep: every replica in every
+                                                   datacenter holds them before progress moves past them,
+                                                   so no compaction anywhere can purge a tombstone some
+                                                   replica lacks. A replica down -> the iteration fails
+                                                   (retriable StoreUnavailableError naming the down
+                                                   datacenter and hosts), progress stays, retried later.
+                                                   Availability: ONE DATACENTER DOWN STOPS SWEEPING (not
+                                                   transactions reading locally); ``atlas-sweep status``
+                                                   warns, naming it. EACH_QUORUM would keep sweeping but
+                                                   leaves replicas without the tombstone until repair:
+                                                   only with ``allow_weak_sweep_consistency`` and a full
+                                                   repair in EVERY datacenter within gc_grace (the repair
+                                                   guard reads ``system_distributed.parent_repair_history``,
+                                                   replicated to every datacenter).
+``sentinel``           ALL           EACH_QUORUM   sentinels written alone (legacy sweep, ``add_gc_sentinels``).
+                                                   In CONSERVATIVE targeted sweep each sentinel travels in
+                                                   the SAME single-partition batch unit as its cell's ranged
+                                                   tombstone, so it is written at the ``sweep_delete``
+                                                   level, atomically with it.
+``abort_delete``       ALL           ALL           deletes of a dead writer's aborted versions (rolled back
+                                                   by sweep): a missed rollback delete must never resurface
+                                                   after purge - the version would come back with its queue
+                                                   entry gone, so sweep never revisits it.
+``queue_cleanup``      LOCAL_QUORUM  ALL           partition tombstones of swept queue rows. A resurrected
+                                                   queue row (in any datacenter) lies below progress or is
+                                                   read again and its deletes re-applied, which is
+                                                   idempotent: no data can come back through it.
+=====================  ============  ============  ==========================================================
 
-The reference implementation (AtlasDB) writes sweep deletes at ALL and sentinels at EACH_QUORUM, and its
-history records that a single node down then stalled deletes (``../shared/notes/atlasdb-lessons.md``):
-here the failure is a clean, retriable error of one iteration (progress unchanged), which the operators
-retry with backoff. Our sentinels default to ALL because a CONSERVATIVE sentinel shares its batch unit with
-the tombstone; EACH_QUORUM may be chosen for non-LWT operations (Cassandra 5.0 accepts it for plain reads
-and writes with SimpleStrategy too, checked on the test node), never for ``lwt_commit`` (rejected there:
-"EACH_QUORUM not compatible with replication strategy SimpleStrategy"). ANY is never accepted (a write
-stored only as a hint is not durable); neither are SERIAL levels outside ``serial``.
+Locks, progress CAS, commit timestamps and the timestamp bound are all LWTs (``lwt_commit`` + ``serial``);
+their non-serial reads (``data_read``) may be stale in a remote datacenter, which only makes a CAS fail and
+be retried from the value read at SERIAL - they never move backwards or hand out a value twice.
+
+The datacenter a process runs in is the store option ``datacenter`` (store URL query, Airflow connection
+extra): the driver's DC-aware load balancing sends requests to coordinators there (``local_dc``), so LOCAL_*
+levels mean that datacenter. Run the sweeper (and its Spark jobs) with the ``datacenter`` it runs in; it may
+be either one - the levels above do not depend on where the sweeper runs. :func:`multi_datacenter_problems`
+is the rule a store checks when its keyspace has replicas in several datacenters.
+
+The reference implementation's history records that a single node down stalled deletes at ALL: here the
+failure is a clean, retriable error of one iteration (progress unchanged), which the operators retry with
+backoff. EACH_QUORUM may be chosen for non-LWT operations (Cassandra 5.0 accepts it for plain reads and
+writes with SimpleStrategy too, as QUORUM, checked on the test node), never for ``lwt_commit`` (Cassandra
+refuses it there on SimpleStrategy: "EACH_QUORUM not compatible with replication strategy SimpleStrategy"). ANY is never accepted (a write stored only as a hint is not durable); neither
+are SERIAL levels outside ``serial``.
 
 Lowering ``sweep_delete``, ``sentinel`` or ``abort_delete`` below ALL is refused unless
 ``allow_weak_sweep_consistency`` is true: a tombstone then may miss a replica, and only a full repair of
@@ -97,8 +148,8 @@ MAX_REPAIR_INTERVAL_SECONDS = 10 * 365 * 86_400
 
 DEFAULT_LEVELS = {
     Operation.DATA_READ: "LOCAL_QUORUM",
-    Operation.DATA_WRITE: "LOCAL_QUORUM",
-    Operation.QUEUE_WRITE: "LOCAL_QUORUM",
+    Operation.DATA_WRITE: "EACH_QUORUM",
+    Operation.QUEUE_WRITE: "EACH_QUORUM",
     Operation.SWEEP_DELETE: "ALL",
     Operation.SENTINEL: "ALL",
     Operation.ABORT_DELETE: "ALL",
@@ -117,6 +168,44 @@ WEAK_SWEEP_REASON = (
 )
 """Why :data:`GUARDED_OPERATIONS` below ALL need ``allow_weak_sweep_consistency`` (the settings' cross-field
 rule, :class:`airflow_atlas.config.StoreConfig`)."""
+
+
+WRITES_SEEN_FROM_EVERY_DATACENTER = ("EACH_QUORUM", "ALL")
+"""Write levels that reach a quorum in every datacenter: a LOCAL_QUORUM read anywhere overlaps them."""
+READS_OVER_EACH_QUORUM = ("LOCAL_QUORUM", "QUORUM", "EACH_QUORUM", "ALL")
+"""Read levels that overlap a write at EACH_QUORUM (a quorum of the reader's datacenter, or more)."""
+
+
+def multi_datacenter_problems(policy: ConsistencyPolicy, datacenters: dict[str, int]) -> list[str]:
+    """What in ``policy`` is unsafe for a keyspace replicated as ``datacenters`` (datacenter -> replicas):
+    nothing for one datacenter; for several, the rules of the module docstring's table (SERIAL Paxos; data
+    and queue writes that a LOCAL_QUORUM read in the other datacenter sees). Empty when safe."""
+    if len([dc for dc, rf in datacenters.items() if rf > 0]) < 2:
+        return []
+    where = ", ".join(f"{dc}: {rf}" for dc, rf in sorted(datacenters.items()))
+    problems = []
+    if policy.serial != "SERIAL":
+        problems.append(
+            f"consistency_serial={policy.serial} runs one Paxos per datacenter on a keyspace replicated in "
+            f"several ({where}): two datacenters could hand out overlapping timestamps, commit and abort the "
+            "same transaction, or both hold a lock; use SERIAL"
+        )
+    for op in (Operation.DATA_WRITE, Operation.QUEUE_WRITE):
+        write, read = policy.level(op), policy.data_read
+        overlap = (
+            write == "ALL"
+            or read == "ALL"
+            or (write in WRITES_SEEN_FROM_EVERY_DATACENTER and read in READS_OVER_EACH_QUORUM)
+            or (write in ("QUORUM", "EACH_QUORUM") and read == "QUORUM")
+        )
+        if not overlap:
+            problems.append(
+                f"{setting_name(op)}={write} with consistency_data_read={read} on a keyspace replicated in several "
+                f"datacenters ({where}): a reader (or the sweeper) in another datacenter may not see an "
+                "acknowledged write - a committed write missed, or a running transaction's registration unseen so "
+                "sweep deletes versions it can still read; write at EACH_QUORUM (the default) or ALL"
+            )
+    return problems
 
 
 def setting_name(operation: Operation) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
+from ..kvs.consistency import ConsistencyPolicy
 from ..sweep.constants import MAX_SHARDS
 from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..sweep.results import SUMMED_FIELDS, holder_process_gone
@@ -24,6 +25,7 @@ from .compaction import read_compaction
 from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
 from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .lag import lag_ts, overall, pair_lag, read_pair
+from .replicas import datacenter_warnings
 from .text import format_duration, round_or_none
 from .why import explain_why
 
@@ -138,6 +140,7 @@ def build_status(
     any_explain = next(iter(explains.values()))
     tables = {name: strategy.value for name, strategy in sorted(store.user_tables().items())}
     gc_grace, table_warnings = _gc_grace(store, tables)
+    down = datacenter_warnings(store.kvs.down_datacenters(), getattr(store.kvs, "consistency", ConsistencyPolicy()))
     return StatusDocument(
         generated_at=round_or_none(now),
         store=store.describe(),
@@ -169,6 +172,7 @@ def build_status(
         gc_grace=gc_grace,
         table_warnings=table_warnings,
         compaction=read_compaction(store, tables, compaction_threshold, now),
+        datacenter_warnings=down,
     )
 
 

@@ -230,6 +230,8 @@ class StatusDocument:
     """Every effective setting and the layer it came from, as the caller resolved them (the CLI: its
     command line and store; with ``--conn-id`` and on the dashboard: the ``atlas_settings`` Variable too)."""
     settings_warnings: list[str] = field(default_factory=list)
+    datacenter_warnings: list[str] = field(default_factory=list)
+    """Datacenters with replicas down and what that stops (:mod:`.replicas`): sweep deletes at ALL pause."""
     """Where a setting's source is not what one may think (e.g. an environment variable shadowing the Variable)."""
     schema_version: int = SCHEMA_VERSION
 

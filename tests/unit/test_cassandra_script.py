@@ -108,9 +108,30 @@ def test_a_five_node_cluster_is_rendered_on_five_addresses():
     assert conf["listen_address"] == "127.0.0.6"
 
 
+def test_the_two_datacenter_cluster_splits_its_nodes_2_plus_1_with_gossiping_snitch(tmp_path):
+    confs = [_yaml(_run("dc", "config", str(i), ATLAS_DC_DIR=str(tmp_path / "dc")).stdout) for i in (1, 2, 3)]
+    assert [c["listen_address"] for c in confs] == ["127.0.0.21", "127.0.0.22", "127.0.0.23"]
+    assert {c["seeds"] for c in confs} == {"127.0.0.21:7000,127.0.0.23:7000"}  # one seed per datacenter
+    assert {c["cluster_name"] for c in confs} == {"airflow-atlas-dc"}
+    assert {c["endpoint_snitch"] for c in confs} == {"GossipingPropertyFileSnitch"}
+    tokens = [int(c["initial_token"]) for c in confs]
+    assert tokens == [-(2**63), 0, -(2**63) + 100]  # balanced within each datacenter, unique in the ring
+    assert not (tmp_path / "dc").exists(), "config must write nothing"
+    two_two = _yaml(_run("dc", "config", "4", ATLAS_DC_LAYOUT="2+2").stdout)
+    assert (two_two["listen_address"], int(two_two["initial_token"])) == ("127.0.0.24", 100)
+
+
+def test_the_single_clusters_keep_the_simple_snitch():
+    assert _yaml(_run("cluster", "config", "1").stdout)["endpoint_snitch"] == "SimpleSnitch"
+    assert _yaml(_run("config").stdout)["endpoint_snitch"] == "SimpleSnitch"
+
+
 @pytest.mark.parametrize(
     "args, env, message",
     [
+        (["dc", "status"], {"ATLAS_DC_LAYOUT": "3"}, "ATLAS_DC_LAYOUT must be two node counts"),
+        (["dc", "stop-node", "4"], {}, "node index must be in 1..3"),
+        (["status"], {"ATLAS_CASSANDRA_DC": "dc 1"}, "ATLAS_CASSANDRA_DC may hold"),
         (["status"], {"ATLAS_CASSANDRA_HOST": "10.0.0.1"}, "ATLAS_CASSANDRA_HOST must be a loopback address"),
         (["status"], {"ATLAS_CASSANDRA_SEEDS": "a;b"}, "ATLAS_CASSANDRA_SEEDS must be"),
         (["status"], {"ATLAS_CASSANDRA_CLUSTER_NAME": "x/y"}, "ATLAS_CASSANDRA_CLUSTER_NAME may hold"),
@@ -125,7 +146,8 @@ def test_a_five_node_cluster_is_rendered_on_five_addresses():
     ],
 )
 def test_bad_settings_are_refused_with_a_usage_error(tmp_path, args, env, message):
-    out = _run(*args, ATLAS_CASSANDRA_DIR=str(tmp_path / "n"), ATLAS_CLUSTER_DIR=str(tmp_path / "c"), **env)
+    out = _run(*args, ATLAS_CASSANDRA_DIR=str(tmp_path / "n"), ATLAS_CLUSTER_DIR=str(tmp_path / "c"),
+               ATLAS_DC_DIR=str(tmp_path / "c"), **env)
     assert out.returncode == 64, out.stderr
     assert message in out.stderr
     assert not (tmp_path / "n").exists() and not (tmp_path / "c").exists()

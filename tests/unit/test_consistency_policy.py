@@ -15,8 +15,8 @@ from airflow_atlas.store import AtlasStore
 
 DEFAULTS = {
     "data_read": "LOCAL_QUORUM",
-    "data_write": "LOCAL_QUORUM",
-    "queue_write": "LOCAL_QUORUM",
+    "data_write": "EACH_QUORUM",
+    "queue_write": "EACH_QUORUM",
     "sweep_delete": "ALL",
     "sentinel": "ALL",
     "abort_delete": "ALL",
@@ -196,3 +196,60 @@ def test_embedded_store_validates_the_settings_and_has_no_gc_grace(tmp_path):
         assert kvs.gc_grace_seconds("t") is None
     finally:
         kvs.close()
+
+
+# ----- several datacenters (kvs/consistency.py: multi_datacenter_problems) --------------------------------
+TWO_DCS = {"dc1": 2, "dc2": 1}
+
+
+def test_the_defaults_are_safe_in_two_datacenters():
+    assert K.multi_datacenter_problems(ConsistencyPolicy(), TWO_DCS) == []
+
+
+def test_one_datacenter_accepts_any_policy():
+    weak = ConsistencyPolicy(data_write="LOCAL_QUORUM", queue_write="ONE", serial="LOCAL_SERIAL")
+    assert K.multi_datacenter_problems(weak, {}) == []
+    assert K.multi_datacenter_problems(weak, {"dc1": 3}) == []
+    assert K.multi_datacenter_problems(weak, {"dc1": 3, "dc2": 0}) == []
+
+
+def test_local_serial_is_unsafe_across_datacenters():
+    (problem,) = K.multi_datacenter_problems(ConsistencyPolicy(serial="LOCAL_SERIAL"), TWO_DCS)
+    assert "consistency_serial=LOCAL_SERIAL" in problem and "overlapping timestamps" in problem
+    assert "dc1: 2, dc2: 1" in problem
+
+
+@pytest.mark.parametrize(
+    "write, read, safe",
+    [
+        ("LOCAL_QUORUM", "LOCAL_QUORUM", False),  # the old default: invisible in the other datacenter
+        ("QUORUM", "LOCAL_QUORUM", False),  # a global quorum may lie in one datacenter
+        ("LOCAL_ONE", "LOCAL_QUORUM", False),
+        ("EACH_QUORUM", "LOCAL_QUORUM", True),
+        ("EACH_QUORUM", "LOCAL_ONE", False),
+        ("ALL", "LOCAL_ONE", True),
+        ("QUORUM", "QUORUM", True),
+        ("LOCAL_QUORUM", "ALL", True),
+    ],
+)
+def test_data_and_queue_writes_must_overlap_a_read_in_the_other_datacenter(write, read, safe):
+    policy = ConsistencyPolicy(data_write=write, queue_write=write, data_read=read)
+    problems = K.multi_datacenter_problems(policy, TWO_DCS)
+    assert (problems == []) is safe, problems
+    if not safe:
+        assert [p.split(" ", 1)[0] for p in problems] == [f"consistency_data_write={write}", f"consistency_queue_write={write}"]
+        assert all("write at EACH_QUORUM" in p for p in problems)
+
+
+def test_the_architecture_table_states_the_code_defaults():
+    """docs/ARCHITECTURE.md "Consistency across datacenters": the "ours" column is DEFAULT_LEVELS."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md").read_text()
+    section = text.split("## Consistency across datacenters", 1)[1].split("\n## ", 1)[0]
+    ours = {}
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].split(" ")[0] in {op.value for op in Operation}:
+            ours[cells[0].split(" ")[0]] = cells[1]
+    assert ours == DEFAULTS

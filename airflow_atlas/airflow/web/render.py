@@ -130,6 +130,7 @@ def render_warnings(status: dict) -> str:
         f'<b>table {esc(w.get("table"))}</b>: {esc(w.get("message"))}</li>'
         for w in status.get("table_warnings") or []
     ]
+    items += [f'<li data-kind="datacenter">{esc(m)}</li>' for m in status.get("datacenter_warnings") or []]
     if status.get("quarantined_cells"):
         items.append(f'<li data-kind="quarantined">{fmt_int(status["quarantined_cells"])} corrupt queue cell(s) quarantined recently</li>')
     if not items:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..api import TableMetadata, WriteMode
-from ..consistency import GcGraceGuard, Operation
+from ..consistency import ConsistencyPolicy, GcGraceGuard, Operation
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session
@@ -19,6 +19,7 @@ class CassandraHost:
     """Base of the Cassandra service's mixins: the attributes and helpers they share with the service."""
 
     keyspace: str
+    consistency: ConsistencyPolicy
     gc_grace_guard: GcGraceGuard
     _levels: dict[Operation, int]
     _ddl_timeout: float

@@ -16,7 +16,7 @@ from typing import cast
 from ...errors import InvalidInputError, StoreNotInitializedError, TableNotFoundError
 from .. import _common as C
 from ..api import SweepStrategy, TableMetadata, WriteMode
-from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS
+from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS, multi_datacenter_problems
 from .errors import says_missing
 from .host import CassandraHost
 from .statements import (
@@ -27,6 +27,7 @@ from .statements import (
     physical_table_name,
     row_tuple,
 )
+from .topology import down_hosts, keyspace_datacenters
 
 
 class SchemaMixin(CassandraHost):
@@ -36,6 +37,23 @@ class SchemaMixin(CassandraHost):
     def _create_keyspace(self, rf: int, datacenter: str | None) -> None:
         """SimpleStrategy with ``rf`` replicas, or NetworkTopologyStrategy in ``datacenter``."""
         self._execute("create_keyspace", None, keyspace_ddl(self.keyspace, rf, datacenter), timeout=self._ddl_timeout)
+
+    def _check_datacenters(self, datacenter: str | None) -> None:
+        """Refuse a policy that is unsafe for the keyspace's datacenters
+        (:func:`~airflow_atlas.kvs.consistency.multi_datacenter_problems`), and a ``datacenter`` (the local
+        one) that holds no replica of a NetworkTopologyStrategy keyspace."""
+        datacenters = keyspace_datacenters(self._s().cluster, self.keyspace)
+        problems = multi_datacenter_problems(self.consistency, datacenters)
+        if datacenter is not None and datacenters and datacenters.get(datacenter, 0) < 1:
+            problems.append(
+                f"datacenter={datacenter} (the datacenter this process runs in) holds no replica of keyspace "
+                f"{self.keyspace!r} (replicas: {', '.join(f'{dc}: {rf}' for dc, rf in sorted(datacenters.items()))})"
+            )
+        if problems:
+            raise InvalidInputError(f"keyspace {self.keyspace!r}: " + "; ".join(problems))
+
+    def down_datacenters(self) -> dict[str, list[str]]:
+        return down_hosts(self._s().cluster)
 
     def _ensure_registry(self, create: bool = True) -> None:
         """Create the registry table if absent; ``create=False`` (open an existing store only): raise

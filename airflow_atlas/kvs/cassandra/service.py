@@ -26,12 +26,13 @@ from ..consistency import (
 )
 from .batching import Statement, WriteItem, plan_batches, single
 from .connection import cluster_factory, fork_lock, open_session
-from .errors import translate
+from .errors import UNAVAILABLE_HINT, translate
 from .lwt import LwtMixin
 from .reads import ReadsMixin
 from .requests import RequestBuilder
 from .schema import SchemaMixin
 from .statements import KINDS, physical_table_name, quoted, row_tuple, validate_datacenter, validate_keyspace
+from .topology import down_note
 
 
 class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueService):
@@ -109,6 +110,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
             if create_keyspace:
                 self._create_keyspace(replication_factor, datacenter)
             self._ensure_registry(create=create_registry)
+            self._check_datacenters(datacenter)
         except BaseException:
             if self._cluster is not None:  # never leak a cluster this service opened
                 try:
@@ -202,6 +204,8 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         error = translate(exc, op, table, getattr(self, "keyspace", None), self._secrets, lwt)
         if table and isinstance(error, TableNotFoundError):
             self._forget(table)
+        if UNAVAILABLE_HINT in str(error) and getattr(self, "_session", None) is not None:
+            error = StoreUnavailableError(f"{error}{down_note(self._session.cluster)}")  # which datacenter
         return error
 
     def _execute(self, op: str, table: str | None, statement, params=None, timeout=None, lwt: bool = False):

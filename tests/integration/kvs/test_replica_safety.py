@@ -113,7 +113,7 @@ def test_every_sweep_delete_runs_at_all_by_default(rf2_url, opened):
 def test_queue_cleanup_and_queue_writes_have_their_own_levels(rf2_url, opened):
     strict = opened(rf2_url())
     t = _table(strict)
-    with pytest.raises(StoreUnavailableError, match="LOCAL_QUORUM"):  # queue_write default LOCAL_QUORUM
+    with pytest.raises(StoreUnavailableError, match="EACH_QUORUM"):  # queue_write default EACH_QUORUM
         strict.put(t, {CELL: b"q"}, 5, operation=Operation.QUEUE_WRITE)
     strict.put(t, {CELL: b"q"}, 5)  # data_write=ONE
     with pytest.raises(StoreUnavailableError, match="LOCAL_QUORUM"):
