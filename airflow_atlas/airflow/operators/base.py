@@ -11,7 +11,8 @@ of range, bad setting: the engine's ``InvalidInputError`` / ``TableNotFoundError
 credentials, certificate or permissions (``StoreAccessError``) - whatever
 :func:`~airflow_atlas.errors.is_retriable` says no retry can fix - fails the task at once without retries
 (``AirflowFailException``). Everything else (store unavailable, lost lease, a crash) fails normally and is
-retried.
+retried. A store that was never initialised (no ``_timestamp`` table: a fresh deployment whose init did not
+reach the store) fails the same way, with the command that creates it: ``atlas-sweep init --conn-id <id>``.
 """
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from airflow_atlas.airflow.execution.spark import SparkSubmission
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget, normalize_targets
-from airflow_atlas.errors import AtlasError, is_retriable
+from airflow_atlas.errors import AtlasError, TableNotFoundError, is_retriable
+from airflow_atlas.timestamps import TIMESTAMP_TABLE
 
 
 class AtlasBaseOperator(BaseOperator):
@@ -56,7 +58,17 @@ class AtlasBaseOperator(BaseOperator):
         try:
             settings = AtlasSettings.load()
             with self.open_store(settings) as store:
-                return self.execute_with_store(context, store, settings)
+                try:
+                    return self.execute_with_store(context, store, settings)
+                except TableNotFoundError as exc:
+                    if store.kvs.table_exists(TIMESTAMP_TABLE):
+                        raise
+                    conn_id = self.resolved_conn_id(settings)
+                    shards = f" --shards {settings.shard_count}" if settings.shard_count else ""
+                    raise AirflowFailException(
+                        f"the store of connection {conn_id!r} is not initialised ({exc}): run "
+                        f"`atlas-sweep init --conn-id {conn_id}{shards}` once (an Airflow "
+                        "environment, e.g. the scheduler's), then clear this task") from exc
         except AtlasError as exc:
             if is_retriable(exc):
                 raise
