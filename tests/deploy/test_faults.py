@@ -172,7 +172,7 @@ def _group(pid: int) -> int | None:
 
 
 def _ps(pids: list[int]) -> str:
-    return subprocess.run(["ps", "-o", "pid,ppid,pgid,sid,args", "-p", ",".join(map(str, pids))],
+    return subprocess.run(["ps", "-ww", "-o", "pid,ppid,pgid,sid,args", "-p", ",".join(map(str, pids))],
                           capture_output=True, text=True).stdout
 
 
