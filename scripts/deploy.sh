@@ -354,7 +354,7 @@ stop_many() { # NAMES: SIGTERM to each component's process group, up to 30 s for
   for name in "$@"; do # orphans of a killed main process too, in this launch's session and earlier ones
     while read -r t; do [[ -n "$t" ]] && { pkill -KILL -s "$t" 2>/dev/null || true; }; done \
       < <(cat "$STATE/run/$name.sessions" 2>/dev/null)
-    rm -f "$(pidfile "$name")" "$STATE/run/$name.sessions"
+    rm -f "$(pidfile "$name")" "$STATE/run/$name.sessions" "$STATE/run/$name.main"
   done
 }
 
