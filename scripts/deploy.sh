@@ -7,16 +7,21 @@
 #                                   uv as docker/airflow/Dockerfile does) and the wheel; cached under
 #                                   $ATLAS_DEPLOY_CACHE/venv-<lock hash> (the wheel is reinstalled when it changes)
 #   scripts/deploy.sh init          venv, Postgres, Redis, `airflow db migrate`, the atlas_settings seed
-#                                   (docker/atlas_variables.json, --action-on-existing-key skip: airflow-init)
+#                                   (docker/atlas_variables.json with this deployment's DEPLOY_SETTINGS below,
+#                                   --action-on-existing-key skip: airflow-init), then the store's
+#                                   `atlas-sweep init --conn-id atlas_default` (a warning if it is unreachable)
 #   scripts/deploy.sh start         init, then api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
 #   scripts/deploy.sh start NAME    start one component (postgres, redis, api-server, scheduler, dag-processor,
 #                                   triggerer, worker-1, worker-2) if it is not running
+#                                   (each Airflow component runs under a supervisor that starts it again when
+#                                   it exits, until `stop`: compose's `restart: unless-stopped`)
 #   scripts/deploy.sh stop [NAME]   stop everything (Airflow first, then Redis and Postgres) or one component
 #   scripts/deploy.sh status        the components and their pids
 #   scripts/deploy.sh env           the environment of the Airflow processes (`eval "$(scripts/deploy.sh env)"`
 #                                   then `airflow ...` from $ATLAS_DEPLOY_DIR/venv-*/bin talks to this deployment)
 #   scripts/deploy.sh pid NAME      the pid of a component's main process (for the fault tests)
-#   scripts/deploy.sh session NAME  the session of the component's current launch (its `timeout` wrapper's pid)
+#   scripts/deploy.sh session NAME  the session of the component's current process (Airflow components: of
+#                                   its current run under the supervisor; Postgres, Redis: the `timeout` wrapper's)
 #   scripts/deploy.sh host          the address everything listens on ($ATLAS_DEPLOY_HOST, default below)
 #
 # Configuration: docker/airflow-common.env, the SAME file docker-compose.yml loads (env_file), plus secrets
@@ -64,11 +69,17 @@ AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=$STATE/auth/passwords.json
 AIRFLOW__METRICS__STATSD_HOST=$HOST
 AIRFLOW_CONN_ATLAS_DEFAULT=$(tr -d '\n' <<<"$conn")
 AIRFLOW_CONN_ATLAS_EMBEDDED={"conn_type": "atlas_embedded", "host": "$STATE/atlas.db"}
-AIRFLOW_CONN_SPARK_DEFAULT={"conn_type": "spark", "host": "spark://127.0.0.5", "port": 7077}
+AIRFLOW_CONN_SPARK_DEFAULT={"conn_type": "spark", "host": "spark://$HOST", "port": 7077}
 AIRFLOW_HOME=$STATE/home
 AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
 EOF
 }
+# The run-time settings this deployment seeds over docker/atlas_variables.json (compose's): the engine in
+# the task (this deployment starts no Spark master; spark_default names its own address, where none runs,
+# never another one on the machine), a small machine's shards in one task, this machine's nodetool for the
+# local node (compose: /opt/cassandra/bin/nodetool over JMX to its three nodes).
+DEPLOY_SETTINGS="{\"execution_mode\": \"in_task\", \"shard_count\": 2, \"in_task_group_size\": 4,
+ \"nodetool_command\": [\"$ROOT/scripts/cassandra.sh\", \"nodetool\"], \"nodetool_jmx_targets\": []}"
 AIRFLOW_COMPONENTS=(api-server scheduler dag-processor triggerer worker-1 worker-2)
 
 log() { echo "[deploy] $*" >&2; }
@@ -161,10 +172,18 @@ launch() { # NAME CMD... : in its own session under `timeout`, output to logs/NA
   # session's orphans (task processes) running, and `stop` must end them too.
   echo $! >>"$STATE/run/$name.sessions"
 }
-main_pid() { # the component's own process: the child of its `timeout` wrapper
-  local t
+main_pid() { # the component's own process: its supervisor's current run, else the child of its `timeout` wrapper
+  local t m
   t="$(cat "$(pidfile "$1")" 2>/dev/null)" || return 1
+  if [[ -f "$STATE/run/$1.main" ]]; then
+    m="$(cat "$STATE/run/$1.main" 2>/dev/null)"
+    [[ -n "$m" ]] && kill -0 "$m" 2>/dev/null && kill -0 "$t" 2>/dev/null && echo "$m"
+    return 0
+  fi
   pgrep -P "$t" | head -n 1
+}
+current_session() { # the session of the component's current process (see the usage above)
+  if [[ -f "$STATE/run/$1.main" ]]; then main_pid "$1"; else cat "$(pidfile "$1")" 2>/dev/null; fi
 }
 wait_until() { # SECONDS DESCRIPTION CMD...
   local deadline=$((SECONDS + $1)) what="$2"; shift 2
@@ -239,22 +258,77 @@ airflow_cmd() { # the command line of an Airflow component
 prepare_airflow() {
   export_airflow_env
   mkdir -p "$AIRFLOW_HOME" "$STATE/auth"
+  chmod 700 "$STATE/auth" # the api-server's generated passwords (the file itself: 0600, cmd_supervise's umask)
   if [[ ! -f "$STATE/migrated" ]]; then
     log "airflow db migrate"
     airflow db migrate >"$STATE/logs/migrate.log" 2>&1 || die "airflow db migrate failed: $STATE/logs/migrate.log"
-    # As airflow-init: seed the Variable once; later edits are kept.
-    airflow variables import --action-on-existing-key skip "$ROOT/docker/atlas_variables.json" \
+    # As airflow-init: seed the Variable once (with its description); later edits are kept.
+    deploy_seed >"$STATE/atlas_variables.json" || die "writing the seed failed"
+    airflow variables import --action-on-existing-key skip "$STATE/atlas_variables.json" \
       >>"$STATE/logs/migrate.log" 2>&1 || die "seeding atlas_settings failed: $STATE/logs/migrate.log"
     touch "$STATE/migrated"
+  fi
+  [[ -f "$STATE/store-initialized" ]] || init_store
+}
+deploy_seed() { # docker/atlas_variables.json with DEPLOY_SETTINGS over its value, a sentence on its description
+  "$(venv_dir)/bin/python" - "$ROOT/docker/atlas_variables.json" "$DEPLOY_SETTINGS" <<'PY'
+import json, sys
+seed = json.load(open(sys.argv[1]))
+variable = seed["atlas_settings"]
+variable["value"].update(json.loads(sys.argv[2]))
+variable["description"] += (" Seeded by scripts/deploy.sh: docker/atlas_variables.json with this machine's"
+                            " execution_mode, shards and nodetool (DEPLOY_SETTINGS in the script).")
+json.dump(seed, sys.stdout, indent=2)
+PY
+}
+init_store() { # as airflow-init: the store's tables, so the first scheduled runs find them (where reachable)
+  local shards
+  shards="$("$(venv_dir)/bin/python" -c 'import json, sys; print(json.loads(sys.argv[1])["shard_count"])' "$DEPLOY_SETTINGS")"
+  if atlas-sweep init --conn-id atlas_default --shards "$shards" >"$STATE/logs/store-init.log" 2>&1; then
+    touch "$STATE/store-initialized"
+    log "store initialized: $(tail -n 1 "$STATE/logs/store-init.log")"
+  else
+    log "WARNING: the store of connection atlas_default was not initialized ($(tail -n 1 "$STATE/logs/store-init.log"));"
+    log "  the sweeps fail until it is: eval \"\$(scripts/deploy.sh env)\"; atlas-sweep init --conn-id atlas_default --shards $shards"
   fi
 }
 
 start_airflow() {
   local name="$1"
   running "$name" && return 0
+  rm -f "$STATE/run/$name.main"
   # shellcheck disable=SC2046
-  launch "$name" $(airflow_cmd "$name")
-  log "$name started (pid $(cat "$(pidfile "$name")"))"
+  launch "$name" "$ROOT/scripts/deploy.sh" supervise "$name" $(airflow_cmd "$name")
+  log "$name started (supervisor $(cat "$(pidfile "$name")"))"
+}
+
+# ----- the restart policy: compose's `restart: unless-stopped` (issue 32 item 9) --------------------------
+cmd_supervise() { # NAME CMD...: run CMD; when it exits, end what is left of its process group and start it
+  # again (after 1 s, doubling up to 30 s while it keeps exiting within a minute), until SIGTERM (`stop`, or
+  # the lifetime's `timeout`), which it passes on to the component and waits for.
+  local name="$1"; shift
+  local child="" stopping=0 delay=1 began rc
+  trap 'stopping=1; [[ -n "$child" ]] && kill -TERM -- "-$child" 2>/dev/null' TERM INT
+  umask 077 # the components' files are private: the api-server's generated passwords file above all
+  while ((!stopping)); do
+    began=$SECONDS
+    # A session (and process group) of its own per run: the component's pid is both ids.
+    setsid "$@" </dev/null &
+    child=$!
+    echo "$child" >"$STATE/run/$name.main"
+    echo "$child" >>"$STATE/run/$name.sessions" # `stop` ends what is left in every run's session
+    wait "$child"; rc=$?
+    while kill -0 "$child" 2>/dev/null; do wait "$child"; rc=$?; done # a trapped TERM interrupts `wait`
+    # Its process group's leftovers (a forked helper without parent-death handling, such as the Celery
+    # worker's stale-bundle cleanup process) end with it, as in a container; a task process (a process group
+    # of its own) goes on as an orphan and ends by itself, or at `stop`.
+    kill -KILL -- "-$child" 2>/dev/null
+    ((stopping)) && break
+    ((SECONDS - began > 60)) && delay=1
+    echo "[deploy] $name exited (status $rc): starting it again in ${delay}s" >&2
+    sleep "$delay" & wait $!
+    delay=$((delay * 2 > 30 ? 30 : delay * 2))
+  done
 }
 
 stop_many() { # NAMES: SIGTERM to each component's process group, up to 30 s for all, then SIGKILL its session
@@ -280,7 +354,7 @@ stop_many() { # NAMES: SIGTERM to each component's process group, up to 30 s for
   for name in "$@"; do # orphans of a killed main process too, in this launch's session and earlier ones
     while read -r t; do [[ -n "$t" ]] && { pkill -KILL -s "$t" 2>/dev/null || true; }; done \
       < <(cat "$STATE/run/$name.sessions" 2>/dev/null)
-    rm -f "$(pidfile "$name")" "$STATE/run/$name.sessions"
+    rm -f "$(pidfile "$name")" "$STATE/run/$name.sessions" "$STATE/run/$name.main"
   done
 }
 
@@ -330,7 +404,8 @@ case "${1:-}" in
   status) cmd_status ;;
   env) cmd_env ;;
   pid) main_pid "${2:?component}" ;;
-  session) cat "$(pidfile "${2:?component}")" 2>/dev/null ;;
+  session) current_session "${2:?component}" ;;
+  supervise) shift; cmd_supervise "$@"; exit 0 ;; # (exit: bash reads no more of this file, which may change meanwhile)
   host) echo "$HOST" ;;
-  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
+  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
 esac

@@ -5,9 +5,12 @@ Started ONCE for the package (test_deployment.py, then test_faults.py), stopped 
 component's whole session). Component logs are copied to test-artifacts/deploy/ at teardown.
 
 The store is a keyspace of its own on the local Cassandra node (connection ``atlas_default``) and the
-embedded store (connection ``atlas_embedded``). The run-time settings are the seeded ``atlas_settings``
-Variable, edited with ``airflow variables set`` before the scheduler starts (as a user edits it in the UI):
-:data:`RUN_SETTINGS` says what differs from docker/atlas_variables.json and why."""
+embedded store (connection ``atlas_embedded``). The run-time settings are the ``atlas_settings`` Variable
+scripts/deploy.sh seeded (docker/atlas_variables.json with the script's DEPLOY_SETTINGS: in-task sweeps, 2
+shards, this machine's nodetool), edited before the scheduler starts the documented way that keeps the
+Variable's description (``airflow variables export``, the value edited in the file, ``airflow variables
+import --action-on-existing-key overwrite``; ``airflow variables set`` would drop it): :data:`RUN_SETTINGS`
+says what the test changes and why."""
 from __future__ import annotations
 
 import json
@@ -22,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from devkit.airflow import AirflowRest
-from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
+from tests.conftest import REPO_ROOT, drop_keyspaces_soon
 
 DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
 CACHE = Path(os.environ.get("ATLAS_DEPLOY_CACHE", "/tmp/airflow-atlas-deploy"))
@@ -44,18 +47,11 @@ HOST = subprocess.run([str(DEPLOY), "host"], env=_script_env(), capture_output=T
                       check=True).stdout.strip()
 BASE_URL = f"http://{HOST}:8080"
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "deploy"
-SEED = REPO_ROOT / "docker" / "atlas_variables.json"
-SHARDS = 2
+SEED = STATE / "atlas_variables.json"  # what scripts/deploy.sh init seeded the Variable from
+SHARDS = 2  # the seed's shard_count (scripts/deploy.sh DEPLOY_SETTINGS; test_deployment.py checks it)
 STORE_CONFIG = {"unreadable_window_seconds": 1.0, "punch_interval_seconds": 0.1}
 RUN_SETTINGS = {
-    # the engine in the task (compose: one Spark job per group of 8 pairs on its Spark cluster)
-    "execution_mode": "in_task",
-    # 2 shards, all 4 pairs in one task group: one sweep task per run (compose: 16 shards)
-    "shard_count": SHARDS,
-    "in_task_group_size": 4,
-    # this machine's nodetool for the local node (compose: /opt/cassandra/bin/nodetool over JMX to its nodes)
-    "nodetool_command": [str(CASSANDRA_SCRIPT), "nodetool"],
-    "nodetool_jmx_targets": [],
+    # compaction as soon as the test's table has its tombstones (the default plans from more)
     "compaction_threshold_tombstones": 100,
     # written rows sweepable within a second (compose: the default hour, explained in the seed)
     "store_config": STORE_CONFIG,
@@ -65,6 +61,7 @@ RUN_TIMEOUT = 300.0
 
 
 def settings_value(**changes) -> dict:
+    """The seeded value with :data:`RUN_SETTINGS` and ``changes``."""
     value = json.loads(SEED.read_text())["atlas_settings"]["value"]
     value.update(RUN_SETTINGS)
     value.update(changes)
@@ -78,6 +75,7 @@ class Deployment(AirflowRest):
     base_url: str = BASE_URL
     _token: str | None = None
     timings: dict = field(default_factory=dict)
+    seeded: dict = field(default_factory=dict)  # the atlas_settings Variable as `init` left it (key -> export)
     sessions: set = field(default_factory=set)  # of components the fault tests killed: checked empty at the end
 
     @property
@@ -163,7 +161,7 @@ def deployment(cassandra_node, cassandra_session):
         init = deployment.script("init", timeout=1800)  # the first run builds the venv (minutes); later: cached
         assert init.returncode == 0, f"scripts/deploy.sh init failed:\n{init.stderr[-4000:]}\n{log_tails()}"
         deployment.timings["init"] = time.monotonic() - started
-        deployment.airflow("variables", "set", "atlas_settings", json.dumps(settings_value()))
+        deployment.seeded = edit_variables(deployment, atlas_settings=settings_value())
         start = deployment.script("start", timeout=600)
         assert start.returncode == 0, f"scripts/deploy.sh start failed:\n{start.stderr[-4000:]}\n{log_tails()}"
         _wait_ready(deployment)
@@ -183,6 +181,21 @@ def deployment(cassandra_node, cassandra_session):
             leftover += subprocess.run(["ps", "-o", "pid,args", "--no-headers", "-s", session], capture_output=True,
                                        text=True).stdout
         assert not leftover.strip(), f"processes left after scripts/deploy.sh stop:\n{leftover}"
+
+
+def edit_variables(deployment: Deployment, **values) -> dict:
+    """The documented edit of Variables from a shell (README "Deployment test"): ``airflow variables export``
+    to a private file, the values replaced there, ``airflow variables import --action-on-existing-key
+    overwrite`` - each Variable keeps its description (``airflow variables set`` drops it). Returns the
+    export as it was before the edit."""
+    path = STATE / "variables-edit.json"
+    deployment.airflow("variables", "export", str(path))
+    before = json.loads(path.read_text())
+    edited = {key: {**before[key], "value": value} for key, value in values.items()}
+    path.write_text(json.dumps(edited))
+    deployment.airflow("variables", "import", "--action-on-existing-key", "overwrite", str(path))
+    path.unlink()
+    return before
 
 
 def _wait_ready(deployment: Deployment) -> None:

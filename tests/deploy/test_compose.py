@@ -163,6 +163,8 @@ def test_init_seeds_the_variable_once_and_the_seed_is_valid():
     assert set(seed) == {"atlas_settings"}
     settings = AtlasSettings.from_mapping(seed["atlas_settings"]["value"])
     assert settings.warnings() == []  # no DAG-shaping key in the Variable
+    # then the store's tables, with the seed's shard count (issue 32 item 6: the first runs found none)
+    assert f"atlas-sweep init --conn-id atlas_default --shards {settings.shard_count}" in command, command
     assert settings.unreadable_window_seconds == 3600
     description = seed["atlas_settings"]["description"]
     assert "unreadable_window_seconds" in description and "hour" in description
@@ -328,6 +330,7 @@ def test_compose_and_the_deploy_script_share_one_configuration(tmp_path):
     assert set(SECRETS) <= set(deploy)
     extra = set(deploy) - set(common) - set(SECRETS)
     assert extra == ADDRESSES | DEPLOY_LOCATIONS, sorted(extra ^ (ADDRESSES | DEPLOY_LOCATIONS))
-    for key in ADDRESSES - {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT",
-                            "AIRFLOW_CONN_SPARK_DEFAULT"}:
-        assert "127.0.0.11" in deploy[key], (key, deploy[key])  # the deployment's own loopback address
+    for key in ADDRESSES - {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT"}:
+        # the deployment's own loopback address; spark_default too, where it starts no master: never the
+        # address of another service on the machine (issue 32 item 7: it was scripts/spark.sh's 127.0.0.5)
+        assert "127.0.0.11" in deploy[key], (key, deploy[key])

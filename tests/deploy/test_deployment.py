@@ -13,11 +13,17 @@ clean virtualenv, configured by docker/airflow-common.env as docker-compose.yml 
 5. a real Prometheus scrapes /atlas/metrics from the deployment's api-server with a bearer token;
 6. the embedded store: the Variable's store_conn_id switched to ``atlas_embedded`` (a UI edit, taking effect
    at the next run), a CLI-triggered run sweeps it.
+
+First, what a fresh deployment gives a new user (issue 32 items 6, 7, 8, 11): its first scheduled runs of
+atlas_targeted_sweep and atlas_scrub succeed (``init`` initialised the store); the seeded Variable fits the
+process deployment (in-task sweeps, no other service's address); the documented Variable edit kept its
+description; the api-server's generated passwords file is private (0600).
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import time
 import urllib.parse
@@ -72,6 +78,59 @@ def _assert_success(deployment, dag_id: str, run_id: str) -> dict:
     run = deployment.wait_run(dag_id, run_id)
     assert run["state"] == "success", f"{dag_id} {run_id}: {deployment.task_states(dag_id, run_id)}\n{log_tails()}"
     return run
+
+
+# ----- a fresh deployment (issue 32) ------------------------------------------------------------------------
+def _first_scheduled_run(deployment, dag_id: str) -> dict:
+    deadline = time.monotonic() + 300
+    while True:
+        runs = deployment.api("GET", f"/api/v2/dags/{dag_id}/dagRuns", params={"limit": 100}).json()["dag_runs"]
+        scheduled = sorted((r for r in runs if r["run_type"] == "scheduled"), key=lambda r: r["run_after"])
+        if scheduled:
+            return scheduled[0]
+        assert time.monotonic() < deadline, f"no scheduled run of {dag_id} after 300 s\n{log_tails()}"
+        time.sleep(2)
+
+
+def test_the_first_scheduled_runs_of_a_fresh_deployment_succeed(deployment):
+    """Item 6: `scripts/deploy.sh init` ran `atlas-sweep init --conn-id atlas_default` (as compose's
+    airflow-init does), so the runs the scheduler starts at once find the store's tables (before: they
+    failed with TableNotFoundError: table '_timestamp', not retried). Runs before any test touched the store."""
+    for dag_id in ("atlas_targeted_sweep", "atlas_scrub"):
+        run = deployment.wait_run(dag_id, _first_scheduled_run(deployment, dag_id)["dag_run_id"])
+        assert run["state"] == "success", f"{dag_id}: {deployment.task_states(dag_id, run['dag_run_id'])}\n{log_tails()}"
+
+
+def test_the_seeded_settings_fit_the_process_deployment(deployment):
+    """Item 7: the seed is the deployment's own (not compose's Spark mode, 16 shards, /opt/cassandra nodetool)
+    and spark_default names no service the deployment did not start (before: 127.0.0.5:7077, the address of
+    scripts/spark.sh's master, where someone else's master may run)."""
+    seeded = deployment.seeded["atlas_settings"]["value"]
+    assert seeded["execution_mode"] == "in_task" and seeded["shard_count"] == SHARDS, seeded
+    assert seeded["nodetool_command"] == [str(CASSANDRA_SCRIPT), "nodetool"] and seeded["nodetool_jmx_targets"] == []
+    spark = json.loads(deployment.env["AIRFLOW_CONN_SPARK_DEFAULT"])
+    assert spark["host"] == f"spark://{HOST}", spark
+    assert "127.0.0.5" not in deployment.script("env", timeout=60).stdout
+
+
+def test_the_documented_variable_edit_keeps_the_description(deployment):
+    """Item 8: the edit README documents (conftest.py's :func:`edit_variables`: export, edit, import with
+    overwrite) changed the value and kept the seeded description (``airflow variables set`` dropped it)."""
+    r = deployment.api("GET", "/api/v2/variables/atlas_settings")
+    assert r.status_code == 200, r.text
+    variable = r.json()
+    assert json.loads(variable["value"]) == settings_value()
+    described = deployment.seeded["atlas_settings"]["description"]
+    assert described and "unreadable_window_seconds" in described
+    assert variable["description"] == described
+
+
+def test_the_generated_passwords_file_is_private(deployment):
+    """Item 11: the api-server's generated passwords (the admin's among them) are readable by their owner only."""
+    path = STATE / "auth" / "passwords.json"
+    assert "admin" in json.loads(path.read_text())
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600, oct(path.stat().st_mode)
+    assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, oct(path.parent.stat().st_mode)
 
 
 # ----- 1, 2: registered, parsed ---------------------------------------------------------------------------

@@ -13,7 +13,9 @@ setting: the engine's ``InvalidInputError`` / ``TableNotFoundError``), a store t
 credentials, certificate or permissions (``StoreAccessError``) - whatever
 :func:`~airflow_atlas.errors.is_retriable` says no retry can fix - fails the task at once without retries
 (``AirflowFailException``, :mod:`airflow_atlas.airflow.failures`). Everything else (store unavailable, lost
-lease, a crash) fails normally and is retried.
+lease, a crash) fails normally and is retried. A store that was never initialised (no ``_timestamp`` table: a
+fresh deployment whose init did not reach the store) fails the same way, with the command that creates it:
+``atlas-sweep init --conn-id <id>``.
 """
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget, normalize_targets
 from airflow_atlas.airflow.templated import convert_templated_fields
+from airflow_atlas.errors import TableNotFoundError
+from airflow_atlas.timestamps import TIMESTAMP_TABLE
 
 
 class AtlasBaseOperator(BaseOperator):
@@ -59,7 +63,17 @@ class AtlasBaseOperator(BaseOperator):
             convert_templated_fields(self)
             settings = AtlasSettings.load()
             with self.open_store(settings) as store:
-                return self.execute_with_store(context, store, settings)
+                try:
+                    return self.execute_with_store(context, store, settings)
+                except TableNotFoundError as exc:
+                    if store.kvs.table_exists(TIMESTAMP_TABLE):
+                        raise
+                    conn_id = self.resolved_conn_id(settings)
+                    shards = f" --shards {settings.shard_count}" if settings.shard_count else ""
+                    raise TableNotFoundError(
+                        f"the store of connection {conn_id!r} is not initialised ({exc}): run "
+                        f"`atlas-sweep init --conn-id {conn_id}{shards}` once (an Airflow "
+                        "environment, e.g. the scheduler's), then clear this task") from exc
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
