@@ -7,8 +7,9 @@ Two roles (docs in README "Secured node" and docs/SECURITY.md):
   (or a superuser);
 * the **sweeper** runs every DAG, the CLI (``status``, ``sweep``, ``verify``, ``workload`` on existing tables,
   ``shards`` to read) and the Spark jobs: SELECT on the keyspace, MODIFY on the tables listed in
-  :data:`SWEEPER_MODIFY` and on every user table - and nothing else: no CREATE, ALTER, DROP or AUTHORIZE,
-  no permission on any other keyspace, no MODIFY on the tables only the administrator writes
+  :data:`SWEEPER_MODIFY` and on every user table, SELECT on the system tables of :data:`SWEEPER_SYSTEM_SELECT`
+  (compaction's repair guard reads the repair history) - and nothing else: no CREATE, ALTER, DROP or
+  AUTHORIZE, no MODIFY outside the keyspace, no MODIFY on the tables only the administrator writes
   (:data:`ADMIN_ONLY`).
 
 A missing permission fails the command at once with
@@ -49,6 +50,16 @@ SWEEPER_MODIFY: dict[str, str] = {
 }
 """The engine's tables the sweeper writes, and why."""
 
+REPAIR_HISTORY_TABLE = "system_distributed.parent_repair_history"
+"""Cassandra's record of every ``nodetool repair`` command: compaction's repair guard
+(:mod:`airflow_atlas.airflow.hooks.repair`) reads it before purging tombstones of a table with replicas."""
+
+SWEEPER_SYSTEM_SELECT: dict[str, str] = {
+    REPAIR_HISTORY_TABLE: "compaction's repair guard: may compaction purge tombstones (complete repair since?)",
+}
+"""Tables outside the store's keyspace the sweeper reads, and why (``system_schema`` is readable by every
+role and needs no grant)."""
+
 ADMIN_ONLY: dict[str, str] = {
     "_metadata": "the table registry: written by init and create_table",
     SCHEMA_TABLE: "the transactions schema version: recorded once, by init",
@@ -88,6 +99,7 @@ def sweeper_grants(keyspace: str, tables: list[str]) -> list[Grant]:
     for table in sorted(t for t in present if not t.startswith("_")):
         grants.append(Grant("MODIFY", f"TABLE {ks}.{_ident(table, 'table')}",
                             "user data: the workload's writes, sweep's sentinels and ranged tombstones"))
+    grants += [Grant("SELECT", f"TABLE {table}", why) for table, why in SWEEPER_SYSTEM_SELECT.items()]
     return grants
 
 
