@@ -4,16 +4,23 @@ the sweep history (:mod:`airflow_atlas.sweep.history`), then the pure parts (:mo
 
 Computing the status is not strictly read-only: like every sweep-timestamp computation it may punch the
 punch table (one small write), and the registry deletes expired registrations it meets.
+
+Its linearizable reads (fresh timestamp, progress, shard count, locks) go through Paxos. When one fails
+(:class:`~airflow_atlas.errors.StoreUnavailableError`, e.g. "CAS operation result is unknown" on a loaded
+cluster), the status is read again with plain reads and no Paxos at all (no timestamp drawn, no punch) and
+says so in ``reads`` (:class:`~airflow_atlas.status.document.StatusReads`): a report must answer when Paxos
+does not, and its figures may then lag an operation in flight by a moment.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from itertools import pairwise
 from typing import Any
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, StoreUnavailableError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..sweep.constants import MAX_SHARDS
 from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
@@ -25,6 +32,8 @@ from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
 from .lag import lag_ts, overall, pair_lag, read_pair
 from .text import format_duration, round_or_none
 from .why import explain_why
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100
@@ -63,20 +72,34 @@ def build_status(
     ``shards``: shard numbers (default all); ``strategies``: CONSERVATIVE and/or THOROUGH (default both);
     ``window_seconds``: how far back rates are measured; ``history_limit``: history records read per shard
     and strategy; ``backlog_cap``: counting stops there (``*_capped`` flags say "at least"). The fields
-    are documented in docs/CLI.md ("Status document")."""
+    are documented in docs/CLI.md ("Status document"). When a read through Paxos fails, the status is read
+    again without Paxos, and ``reads`` says so (module doc)."""
     check_int(history_limit, "history_limit", 1)
     check_int(backlog_cap, "backlog_cap", 1)
     if not isinstance(window_seconds, (int, float)) or not 0 < window_seconds < float("inf"):
         raise InvalidInputError(f"window_seconds must be a positive number, got {window_seconds!r}")
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < float("inf"):
         raise InvalidInputError(f"tolerance must be a non-negative number, got {tolerance!r}")
-    number_of_shards = store.number_of_shards()
+    options = dict(window_seconds=window_seconds, history_limit=history_limit, backlog_cap=backlog_cap,
+                   tolerance=tolerance, max_workers=max_workers, now=now)
+    try:
+        return _read_status(store, shards, strategies, serial=True, **options)
+    except StoreUnavailableError as exc:
+        log.warning("status: a read through Paxos failed (%s); reading again without Paxos", exc)
+        document = _read_status(store, shards, strategies, serial=False, **options)
+        document.reads_fell_back(str(exc))
+        return document
+
+
+def _read_status(store, shards, strategies, *, serial: bool, window_seconds: float, history_limit: int,
+                 backlog_cap: int, tolerance: float, max_workers: int, now: float | None) -> StatusDocument:
+    number_of_shards = store.queue.progress.get_number_of_shards(serial=serial)
     shard_list = _shards(shards, number_of_shards)
     strategy_list = _strategies(strategies)
     from ..sweep.targeted import TargetedSweeper
 
     # 1. sweep timestamps and what limits them (one explain per strategy; each draws a fresh timestamp)
-    explains = {s.value: store.sweep_timestamps.explain(s) for s in strategy_list}
+    explains = {s.value: store.sweep_timestamps.explain(s, read_only=not serial) for s in strategy_list}
     fresh_ts = max(e["fresh_ts"] for e in explains.values())
     now = time.time() if now is None else now
     pairs = [(shard, s) for shard in shard_list for s in strategy_list]
@@ -85,9 +108,9 @@ def build_status(
     def observe(pair):
         shard, strategy = pair
         sweep_ts = explains[strategy.value]["sweep_ts"]
-        progress = store.queue.progress.get_progress(shard, strategy)
-        lock = store.locks.describe(TargetedSweeper.lock_name(shard, strategy))
-        queue = read_pair(store, shard, strategy, sweep_ts, progress, backlog_cap)
+        progress = store.queue.progress.get_progress(shard, strategy, serial=serial)
+        lock = store.locks.describe(TargetedSweeper.lock_name(shard, strategy), serial=serial)
+        queue = read_pair(store, shard, strategy, sweep_ts, progress, backlog_cap, serial)
         records = store.history.recent(shard, strategy.value, limit=history_limit)
         runs = store.history.runs(shard, strategy.value, limit=RUN_RECORDS_READ)
         return {

@@ -124,3 +124,21 @@ def test_compaction_names_a_missing_repair_history_grant(secure_cluster, cluster
     assert "SELECT" in str(error) and REPAIR_HISTORY_TABLE in str(error) and "atlas-sweep grants" in str(error)
     assert "repaired" not in str(error) and not is_retriable(error)
 
+
+def test_status_answers_without_paxos_on_the_rf3_cluster(secure_cluster, cluster_store):
+    """Issue 32 item 4: `status` failed on a loaded cluster with "CAS operation result is unknown". With every
+    serial read and check-and-set of the sweeper's store failing so (a wrapper around the real key-value
+    service), the status is read without Paxos and says so; the CLI's status on the cluster reads serially."""
+    from airflow_atlas.status import compute_status
+    from airflow_atlas.store import AtlasStore
+    from tests.faults import CAS_UNKNOWN, PaxosUnknownKvs
+
+    keyspace, cwd, role = cluster_store
+    with _sweeper_store(secure_cluster, keyspace, role) as store:
+        paxos_fails = PaxosUnknownKvs(store.kvs)
+        status = compute_status(AtlasStore(paxos_fails, store.config))
+    assert paxos_fails.serial_reads_refused >= 1
+    assert status["reads"]["serial"] is False and CAS_UNKNOWN in status["reads"]["reason"], status["reads"]
+    assert status["number_of_shards"] >= 1 and status["timestamps"]["fresh_ts"] > 0
+    served = Cli(secure_cluster.url(role, PASSWORD, keyspace), cwd).json("status", timeout=180)
+    assert served["reads"]["serial"] is True and served["number_of_shards"] == status["number_of_shards"]
