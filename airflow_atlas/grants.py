@@ -12,6 +12,11 @@ Two roles (docs in README "Secured node" and docs/SECURITY.md):
   AUTHORIZE, no MODIFY outside the keyspace, no MODIFY on the tables only the administrator writes
   (:data:`ADMIN_ONLY`).
 
+:func:`apply_grants` applies them through an administrator's session (``atlas-sweep grants --apply``: the
+project installs no CQL client): it creates the login role when asked (its password bound as a parameter,
+never printed), grants only what the role does not hold yet (``LIST ALL PERMISSIONS OF ... NORECURSIVE``)
+and reports each grant as granted or already held - idempotent.
+
 A missing permission fails the command at once with
 :class:`~airflow_atlas.errors.StorePermissionError` naming it (CLI exit 5, an Airflow task without retry).
 Cassandra's permissions are per table, not per statement kind, so the ``shards --raise`` of the
@@ -21,7 +26,8 @@ grants again after creating tables.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .errors import InvalidInputError
 from .locks import LOCKS_TABLE
@@ -113,3 +119,65 @@ def admin_grants(keyspace: str) -> list[Grant]:
         Grant("SELECT", f"KEYSPACE {ks}", "reading the registry and the shard count"),
         Grant("MODIFY", f"KEYSPACE {ks}", "the registry, the schema record, shard growth, drop/truncate marks"),
     ]
+
+
+GRANTED = "granted"
+ALREADY_HELD = "already held"
+
+
+@dataclass(frozen=True)
+class GrantsApplied:
+    """What :func:`apply_grants` did: whether it created the role, and each grant with its outcome
+    (:data:`GRANTED` or :data:`ALREADY_HELD`)."""
+
+    role: str
+    keyspace: str
+    role_created: bool
+    outcomes: list[tuple[Grant, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"role": self.role, "keyspace": self.keyspace, "applied": True, "role_created": self.role_created,
+                "grants": [{"permission": g.permission, "resource": g.resource, "why": g.why, "cql": g.cql(self.role),
+                            "outcome": outcome} for g, outcome in self.outcomes]}
+
+
+def _listed(resource: str) -> str:
+    """``TABLE ks.t`` -> ``<table ks.t>``: a resource as ``LIST PERMISSIONS`` shows it."""
+    kind, _, name = resource.partition(" ")
+    return f"<{kind.lower()} {name}>"
+
+
+def apply_grants(kvs, role: str, grants: Sequence[Grant], password: str | None = None) -> GrantsApplied:
+    """Apply ``grants`` to ``role`` through the session of ``kvs`` (a Cassandra key-value service opened as an
+    administrator: a superuser, or a role with AUTHORIZE on the resources and, to create the role, CREATE
+    on ALL ROLES). With ``password`` a missing role is created (LOGIN; an existing role keeps its
+    password); without it the role must exist. Idempotent. A refusal is the engine's error
+    (StorePermissionError naming the permission the administrator lacks)."""
+    from .kvs.cassandra.errors import translate
+
+    role = _ident(role, "role")
+    keyspace = getattr(kvs, "keyspace", None)
+    secrets = [password] if password else []
+
+    def run(statement: str, params: tuple = ()) -> list:
+        try:
+            return list(kvs.session.execute(statement, params or None))
+        except Exception as exc:
+            raise translate(exc, "grants --apply", None, keyspace, secrets) from None
+
+    exists = bool(run("SELECT role FROM system_auth.roles WHERE role = %s", (role,)))
+    if not exists and password is None:
+        raise InvalidInputError(f"role {role} does not exist: give its password in a file (--password-file FILE, "
+                                "mode 0600) to create it, or create it first")
+    if not exists:
+        run(f"CREATE ROLE IF NOT EXISTS {role} WITH LOGIN = true AND PASSWORD = %s", (password,))
+    # (role, username, resource, permission) rows; by position, whatever the session's row factory
+    held = {(row[3], row[2]) for row in run(f"LIST ALL PERMISSIONS OF {role} NORECURSIVE")}
+    outcomes = []
+    for grant in grants:
+        if (grant.permission, _listed(grant.resource)) in held:
+            outcomes.append((grant, ALREADY_HELD))
+        else:
+            run(grant.cql(role).rstrip(";"))
+            outcomes.append((grant, GRANTED))
+    return GrantsApplied(role, str(keyspace), not exists, outcomes)
