@@ -80,13 +80,16 @@ def build_status(
         raise InvalidInputError(f"window_seconds must be a positive number, got {window_seconds!r}")
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < float("inf"):
         raise InvalidInputError(f"tolerance must be a non-negative number, got {tolerance!r}")
-    options = dict(window_seconds=window_seconds, history_limit=history_limit, backlog_cap=backlog_cap,
-                   tolerance=tolerance, max_workers=max_workers, now=now)
+    def read(serial: bool) -> StatusDocument:
+        return _read_status(store, shards, strategies, serial=serial, window_seconds=window_seconds, now=now,
+                            history_limit=history_limit, backlog_cap=backlog_cap, tolerance=tolerance,
+                            max_workers=max_workers)
+
     try:
-        return _read_status(store, shards, strategies, serial=True, **options)
+        return read(True)
     except StoreUnavailableError as exc:
         log.warning("status: a read through Paxos failed (%s); reading again without Paxos", exc)
-        document = _read_status(store, shards, strategies, serial=False, **options)
+        document = read(False)
         document.reads_fell_back(str(exc))
         return document
 
