@@ -7,9 +7,15 @@ Two roles (docs in README "Secured node" and docs/SECURITY.md):
   (or a superuser);
 * the **sweeper** runs every DAG, the CLI (``status``, ``sweep``, ``verify``, ``workload`` on existing tables,
   ``shards`` to read) and the Spark jobs: SELECT on the keyspace, MODIFY on the tables listed in
-  :data:`SWEEPER_MODIFY` and on every user table - and nothing else: no CREATE, ALTER, DROP or AUTHORIZE,
-  no permission on any other keyspace, no MODIFY on the tables only the administrator writes
+  :data:`SWEEPER_MODIFY` and on every user table, SELECT on the system tables of :data:`SWEEPER_SYSTEM_SELECT`
+  (compaction's repair guard reads the repair history) - and nothing else: no CREATE, ALTER, DROP or
+  AUTHORIZE, no MODIFY outside the keyspace, no MODIFY on the tables only the administrator writes
   (:data:`ADMIN_ONLY`).
+
+:func:`apply_grants` applies them through an administrator's session (``atlas-sweep grants --apply``: the
+project installs no CQL client): it creates the login role when asked (its password bound as a parameter,
+never printed), grants only what the role does not hold yet (``LIST ALL PERMISSIONS OF ... NORECURSIVE``)
+and reports each grant as granted or already held - idempotent.
 
 A missing permission fails the command at once with
 :class:`~airflow_atlas.errors.StorePermissionError` naming it (CLI exit 5, an Airflow task without retry).
@@ -20,7 +26,8 @@ grants again after creating tables.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .errors import InvalidInputError
 from .locks import LOCKS_TABLE
@@ -48,6 +55,16 @@ SWEEPER_MODIFY: dict[str, str] = {
     SCRUB_TABLE: "the scrub queue (hard deletes) and its processing",
 }
 """The engine's tables the sweeper writes, and why."""
+
+REPAIR_HISTORY_TABLE = "system_distributed.parent_repair_history"
+"""Cassandra's record of every ``nodetool repair`` command: compaction's repair guard
+(:mod:`airflow_atlas.airflow.hooks.repair`) reads it before purging tombstones of a table with replicas."""
+
+SWEEPER_SYSTEM_SELECT: dict[str, str] = {
+    REPAIR_HISTORY_TABLE: "compaction's repair guard: may compaction purge tombstones (complete repair since?)",
+}
+"""Tables outside the store's keyspace the sweeper reads, and why (``system_schema`` is readable by every
+role and needs no grant)."""
 
 ADMIN_ONLY: dict[str, str] = {
     "_metadata": "the table registry: written by init and create_table",
@@ -88,6 +105,7 @@ def sweeper_grants(keyspace: str, tables: list[str]) -> list[Grant]:
     for table in sorted(t for t in present if not t.startswith("_")):
         grants.append(Grant("MODIFY", f"TABLE {ks}.{_ident(table, 'table')}",
                             "user data: the workload's writes, sweep's sentinels and ranged tombstones"))
+    grants += [Grant("SELECT", f"TABLE {table}", why) for table, why in SWEEPER_SYSTEM_SELECT.items()]
     return grants
 
 
@@ -101,3 +119,65 @@ def admin_grants(keyspace: str) -> list[Grant]:
         Grant("SELECT", f"KEYSPACE {ks}", "reading the registry and the shard count"),
         Grant("MODIFY", f"KEYSPACE {ks}", "the registry, the schema record, shard growth, drop/truncate marks"),
     ]
+
+
+GRANTED = "granted"
+ALREADY_HELD = "already held"
+
+
+@dataclass(frozen=True)
+class GrantsApplied:
+    """What :func:`apply_grants` did: whether it created the role, and each grant with its outcome
+    (:data:`GRANTED` or :data:`ALREADY_HELD`)."""
+
+    role: str
+    keyspace: str
+    role_created: bool
+    outcomes: list[tuple[Grant, str]] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"role": self.role, "keyspace": self.keyspace, "applied": True, "role_created": self.role_created,
+                "grants": [{"permission": g.permission, "resource": g.resource, "why": g.why, "cql": g.cql(self.role),
+                            "outcome": outcome} for g, outcome in self.outcomes]}
+
+
+def _listed(resource: str) -> str:
+    """``TABLE ks.t`` -> ``<table ks.t>``: a resource as ``LIST PERMISSIONS`` shows it."""
+    kind, _, name = resource.partition(" ")
+    return f"<{kind.lower()} {name}>"
+
+
+def apply_grants(kvs, role: str, grants: Sequence[Grant], password: str | None = None) -> GrantsApplied:
+    """Apply ``grants`` to ``role`` through the session of ``kvs`` (a Cassandra key-value service opened as an
+    administrator: a superuser, or a role with AUTHORIZE on the resources and, to create the role, CREATE
+    on ALL ROLES). With ``password`` a missing role is created (LOGIN; an existing role keeps its
+    password); without it the role must exist. Idempotent. A refusal is the engine's error
+    (StorePermissionError naming the permission the administrator lacks)."""
+    from .kvs.cassandra.errors import translate
+
+    role = _ident(role, "role")
+    keyspace = getattr(kvs, "keyspace", None)
+    secrets = [password] if password else []
+
+    def run(statement: str, params: tuple = ()) -> list:
+        try:
+            return list(kvs.session.execute(statement, params or None))
+        except Exception as exc:
+            raise translate(exc, "grants --apply", None, keyspace, secrets) from None
+
+    exists = bool(run("SELECT role FROM system_auth.roles WHERE role = %s", (role,)))
+    if not exists and password is None:
+        raise InvalidInputError(f"role {role} does not exist: give its password in a file (--password-file FILE, "
+                                "mode 0600) to create it, or create it first")
+    if not exists:
+        run(f"CREATE ROLE IF NOT EXISTS {role} WITH LOGIN = true AND PASSWORD = %s", (password,))
+    # (role, username, resource, permission) rows; by position, whatever the session's row factory
+    held = {(row[3], row[2]) for row in run(f"LIST ALL PERMISSIONS OF {role} NORECURSIVE")}
+    outcomes = []
+    for grant in grants:
+        if (grant.permission, _listed(grant.resource)) in held:
+            outcomes.append((grant, ALREADY_HELD))
+        else:
+            run(grant.cql(role).rstrip(";"))
+            outcomes.append((grant, GRANTED))
+    return GrantsApplied(role, str(keyspace), not exists, outcomes)

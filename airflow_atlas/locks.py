@@ -119,8 +119,8 @@ class LockService:
     def _cell(name: str) -> Cell:
         return Cell(_LOCK_ROW_PREFIX + _check_name(name), _LEASE_COLUMN)
 
-    def _read(self, cell: Cell) -> tuple[bytes | None, _Stored | None]:
-        raw = self._kvs.get_lwt(LOCKS_TABLE, [cell], serial=True).get(cell)
+    def _read(self, cell: Cell, serial: bool = True) -> tuple[bytes | None, _Stored | None]:
+        raw = self._kvs.get_lwt(LOCKS_TABLE, [cell], serial=serial).get(cell)
         return raw, (None if raw is None else _Stored.decode(raw))
 
     def _index(self, name: str) -> None:
@@ -207,9 +207,10 @@ class LockService:
         _, stored = self._read(self._cell(lease.name))
         self._raise_unless_held(lease, stored, self._now_ms())
 
-    def describe(self, name: str) -> LockState | None:
-        """The lock's stored state, or None if it was never acquired."""
-        _, stored = self._read(self._cell(name))
+    def describe(self, name: str, *, serial: bool = True) -> LockState | None:
+        """The lock's stored state, or None if it was never acquired. ``serial=False``: a plain read, no
+        Paxos (may miss an acquisition in flight; for a read-only report)."""
+        _, stored = self._read(self._cell(name), serial)
         return None if stored is None else self._state(name, stored, self._now_ms())
 
     def list_locks(self, prefix: str = "") -> list[LockState]:

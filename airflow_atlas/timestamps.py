@@ -82,7 +82,9 @@ class TimestampService:
             f"could not reserve {n} timestamp(s) after {self._max_attempts} contended attempts on {TIMESTAMP_TABLE}"
         )
 
-    def current_bound(self) -> int:
-        """The highest timestamp issued so far (0 when none); a linearizable read, issues nothing."""
-        current = self._kvs.get_lwt(TIMESTAMP_TABLE, [_BOUND_CELL], serial=True).get(_BOUND_CELL)
+    def current_bound(self, *, serial: bool = True) -> int:
+        """The highest timestamp issued so far (0 when none); a linearizable read, issues nothing.
+        ``serial=False``: a plain read, no Paxos - it may miss a block being reserved right now (a read-only
+        report's fallback when Paxos fails)."""
+        current = self._kvs.get_lwt(TIMESTAMP_TABLE, [_BOUND_CELL], serial=serial).get(_BOUND_CELL)
         return 0 if current is None else from_fixed_long(current)

@@ -260,6 +260,7 @@ render_config() {
       -e 's/^authorizer: AllowAllAuthorizer$/authorizer: CassandraAuthorizer/' "$out.tmp"
     grep -qxF "authenticator: PasswordAuthenticator" "$out.tmp" && grep -qxF "authorizer: CassandraAuthorizer" "$out.tmp" \
       || die "could not render the authenticator/authorizer into $out"
+    chmod 600 "$out.tmp"  # before the keystore password goes in
     cat >>"$out.tmp" <<YAML
 client_encryption_options:
   enabled: true
@@ -269,7 +270,6 @@ client_encryption_options:
   store_type: PKCS12
   require_client_auth: false
 YAML
-    chmod 600 "$out.tmp"
   fi
   mv "$out.tmp" "$out"
 }
@@ -583,39 +583,42 @@ new_secret() {
   mv "$1.tmp" "$1"
 }
 
-# The local CA (once) and the node's certificate for its address, signed by it (once per address).
+# The local CA (once) and the node's certificate for its address, signed by it (once per address). Every key
+# store is made under umask 077 (mode 0600: the CA's holds the CA's private key; ca.pem, the certificate
+# clients pin, is public); keytool reads the store passwords from their files (-storepass:file), never
+# from its command line. A CA keystore made by an older version of this script (0644) is made 0600 here.
 secure_tls() {
   command -v keytool >/dev/null || die "keytool (Java 17) is required for the secured node"
   mkdir -p "$SECURE_CA_DIR" "$SECURE_SECRETS"
   chmod 700 "$SECURE_SECRETS"
   new_secret "$SECURE_SECRETS/ca.storepass"
   new_secret "$SECURE_SECRETS/keystore.password"
-  local capass kspass
-  capass="$(cat "$SECURE_SECRETS/ca.storepass")"
-  kspass="$(cat "$SECURE_SECRETS/keystore.password")"
+  local capass=(-storepass:file "$SECURE_SECRETS/ca.storepass") kspass=(-storepass:file "$SECURE_SECRETS/keystore.password")
   if [[ ! -s "$SECURE_CA_DIR/ca.pem" ]]; then
     say "making the local CA in $SECURE_CA_DIR"
     rm -f "$SECURE_CA_DIR/ca.p12"
-    keytool -genkeypair -alias ca -keyalg RSA -keysize 2048 -validity "$CERT_DAYS" -dname "CN=airflow-atlas local CA" \
-      -ext bc:c -keystore "$SECURE_CA_DIR/ca.p12" -storetype PKCS12 -storepass "$capass" >/dev/null 2>&1 \
-      || die "keytool could not make the CA"
-    keytool -exportcert -rfc -alias ca -keystore "$SECURE_CA_DIR/ca.p12" -storepass "$capass" >"$SECURE_CA_DIR/ca.pem.tmp" \
+    (umask 077; keytool -genkeypair -alias ca -keyalg RSA -keysize 2048 -validity "$CERT_DAYS" \
+      -dname "CN=airflow-atlas local CA" -ext bc:c -keystore "$SECURE_CA_DIR/ca.p12" -storetype PKCS12 "${capass[@]}" \
+      >/dev/null 2>&1) || die "keytool could not make the CA"
+    keytool -exportcert -rfc -alias ca -keystore "$SECURE_CA_DIR/ca.p12" "${capass[@]}" >"$SECURE_CA_DIR/ca.pem.tmp" \
       || die "keytool could not export the CA certificate"
     mv "$SECURE_CA_DIR/ca.pem.tmp" "$SECURE_CA_DIR/ca.pem"
   fi
+  chmod 600 "$SECURE_CA_DIR/ca.p12"
   local ks="$SECURE_SECRETS/node-$1.p12"
   if [[ ! -s "$ks" ]]; then
     say "making the certificate of $1 (signed by the local CA)"
     rm -f "$ks.tmp"
-    keytool -genkeypair -alias node -keyalg RSA -keysize 2048 -validity "$CERT_DAYS" -dname "CN=$1" \
-      -keystore "$ks.tmp" -storetype PKCS12 -storepass "$kspass" >/dev/null 2>&1 || die "keytool could not make the node key"
-    keytool -certreq -alias node -keystore "$ks.tmp" -storepass "$kspass" 2>/dev/null \
-      | keytool -gencert -alias ca -keystore "$SECURE_CA_DIR/ca.p12" -storepass "$capass" -validity "$CERT_DAYS" \
-        -ext "SAN=IP:$1" -ext ku:c=digitalSignature,keyEncipherment -ext eku=serverAuth -rfc >"$ks.crt" 2>/dev/null \
-      || die "keytool could not sign the node certificate"
-    keytool -importcert -noprompt -alias ca -file "$SECURE_CA_DIR/ca.pem" -keystore "$ks.tmp" -storepass "$kspass" >/dev/null 2>&1 \
-      && keytool -importcert -noprompt -alias node -file "$ks.crt" -keystore "$ks.tmp" -storepass "$kspass" >/dev/null 2>&1 \
-      || die "keytool could not import the signed node certificate"
+    (umask 077
+      keytool -genkeypair -alias node -keyalg RSA -keysize 2048 -validity "$CERT_DAYS" -dname "CN=$1" \
+        -keystore "$ks.tmp" -storetype PKCS12 "${kspass[@]}" >/dev/null 2>&1 || die "keytool could not make the node key"
+      keytool -certreq -alias node -keystore "$ks.tmp" "${kspass[@]}" 2>/dev/null \
+        | keytool -gencert -alias ca -keystore "$SECURE_CA_DIR/ca.p12" "${capass[@]}" -validity "$CERT_DAYS" \
+          -ext "SAN=IP:$1" -ext ku:c=digitalSignature,keyEncipherment -ext eku=serverAuth -rfc >"$ks.crt" 2>/dev/null \
+        || die "keytool could not sign the node certificate"
+      keytool -importcert -noprompt -alias ca -file "$SECURE_CA_DIR/ca.pem" -keystore "$ks.tmp" "${kspass[@]}" >/dev/null 2>&1 \
+        && keytool -importcert -noprompt -alias node -file "$ks.crt" -keystore "$ks.tmp" "${kspass[@]}" >/dev/null 2>&1 \
+        || die "keytool could not import the signed node certificate") || exit 1
     rm -f "$ks.crt"
     chmod 600 "$ks.tmp"
     mv "$ks.tmp" "$ks"

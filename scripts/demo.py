@@ -106,7 +106,7 @@ def _secure_setup(args, sec: Secured, config, spec) -> None:
     sec.cql(f"{verb} ROLE {SECURE_SWEEPER} WITH LOGIN = true AND PASSWORD = '{password}'",
             *(g.cql(SECURE_SWEEPER).rstrip(";") for g in grants))
     print(f"administrator {sec.admin_user}: store initialised, tables created; role {SECURE_SWEEPER} granted "
-          + ", ".join(f"{g.permission} on {g.resource}" for g in grants[:2]) + f" and {len(grants) - 2} more MODIFY grants")
+          + ", ".join(f"{g.permission} on {g.resource}" for g in grants[:2]) + f" and {len(grants) - 2} more (MODIFY per table, SELECT on the repair history)")
 
 
 def _print(title: str) -> None:

@@ -138,3 +138,47 @@ def faulty_job_env(action: str, markers: str) -> dict:
     python_path = os.pathsep.join(p for p in (repo_root, os.environ.get("PYTHONPATH")) if p)
     return dict(os.environ, ATLAS_TEST_FAULT=action, ATLAS_TEST_FAULT_MARKER=markers, PYTHONPATH=python_path,
                 PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+
+
+CAS_UNKNOWN = "CAS operation result is unknown - proposal accepted by 1 but not a quorum."
+"""Cassandra's message for a Paxos round whose outcome is unknown (error code 0x1700, CasWriteUnknown)."""
+
+
+def cas_unknown_error(table: str, keyspace: str | None) -> Exception:
+    """The engine's error for an unknown CAS result: the driver's error for code 0x1700 (the driver knows no
+    class of its own for it) translated by the Cassandra backend, as a loaded cluster makes it."""
+    from cassandra.protocol import ErrorMessage
+
+    from airflow_atlas.kvs.cassandra.errors import translate
+
+    return translate(ErrorMessage(0x1700, CAS_UNKNOWN, None), "get_lwt", table, keyspace, [], lwt=True)
+
+
+class PaxosUnknownKvs:
+    """A KeyValueService that delegates to ``kvs``, except that every SERIAL read (``get_lwt`` /
+    ``get_lwt_row`` with ``serial=True``) raises the engine's error for an unknown CAS result, and every
+    check-and-set too (Paxos timing out under load); plain reads and writes reach the store."""
+
+    def __init__(self, kvs):
+        self._kvs = kvs
+        self.serial_reads_refused = 0
+
+    def __getattr__(self, name):
+        return getattr(self._kvs, name)
+
+    def _refuse(self, table: str) -> Exception:
+        self.serial_reads_refused += 1
+        return cas_unknown_error(table, getattr(self._kvs, "keyspace", None))
+
+    def get_lwt(self, table, cells, serial=False):
+        if serial:
+            raise self._refuse(table)
+        return self._kvs.get_lwt(table, cells, serial=False)
+
+    def get_lwt_row(self, table, row, serial=False):
+        if serial:
+            raise self._refuse(table)
+        return self._kvs.get_lwt_row(table, row, serial=False)
+
+    def check_and_set(self, table, cell, expected, new, **kw):
+        raise self._refuse(table)

@@ -107,7 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     common = _Parser(add_help=False)  # a parent: only its arguments are used (one parser class, for the types)
     g = common.add_argument_group("store")
     g.add_argument("--store", metavar="URL", default=argparse.SUPPRESS,
-                   help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${STORE_URL_ENV}")
+                   help=f"store URL (sqlite:///path.db or cassandra://host/keyspace); default ${STORE_URL_ENV}. "
+                        f"A URL with a password: put it in ${STORE_URL_ENV} or --store-file, never here")
+    g.add_argument("--store-file", metavar="FILE", default=argparse.SUPPRESS,
+                   help="file whose first line is the store URL (mode 0600: it may hold a password)")
     g.add_argument("--conn-id", metavar="ID", default=argparse.SUPPRESS,
                    help="Airflow connection id of the store (needs Apache Airflow installed)")
     g.add_argument("--set", metavar="NAME=VALUE", dest="settings", action="append", type=_setting,
@@ -222,14 +225,22 @@ def build_parser() -> argparse.ArgumentParser:
             "written); asking for fewer shards is refused (exit 2).")
     p.add_argument("--raise-to", type=_int_in(1, 256), default=None, metavar="N", help="raise the shard count to N (1..256)")
 
-    p = add("grants", "print the CQL grants of a least-privilege role",
+    p = add("grants", "print (or apply) the CQL grants of a least-privilege role",
             "Print the GRANT statements a role needs on a Cassandra store's keyspace, each with why: the "
-            "sweeper (every DAG, the CLI except init and shards --raise, the Spark jobs): SELECT on the keyspace "
-            "and MODIFY on the tables it writes; the admin: CREATE, ALTER, DROP, SELECT, MODIFY on the keyspace. "
-            "Print them again after creating user tables (the sweeper needs MODIFY on each). Changes nothing.")
+            "sweeper (every DAG, the CLI except init and shards --raise, the Spark jobs): SELECT on the keyspace, "
+            "MODIFY on the tables it writes, SELECT on system_distributed.parent_repair_history (compaction's "
+            "repair guard); the admin: CREATE, ALTER, DROP, SELECT, MODIFY on the keyspace. Print them again "
+            "after creating user tables (the sweeper needs MODIFY on each). Changes nothing, unless --apply.")
     p.add_argument("--role", choices=("sweeper", "admin"), default="sweeper", help="which role (default sweeper)")
     p.add_argument("--name", type=_identifier, default=None, metavar="ROLE",
                    help="the CQL role to grant to (default: the --role name)")
+    p.add_argument("--apply", action="store_true",
+                   help="apply the grants through the store's connection, which must be an administrator's "
+                        f"(its URL in ${STORE_URL_ENV} or --store-file; a password in --store is refused): "
+                        "grants what the role lacks, prints each grant as granted or already held (idempotent)")
+    p.add_argument("--password-file", metavar="FILE", default=None,
+                   help="with --apply: create the role (LOGIN) if it does not exist, with the password on the "
+                        "first line of FILE (mode 0600)")
     return parser
 
 

@@ -58,6 +58,9 @@ def render_status(status: dict) -> str:
     ts = status["timestamps"]
     out.append(f"store: {status['store']}    shards: {status['number_of_shards']}    fresh ts: {ts['fresh_ts']}    "
                f"generated: {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(status['generated_at']))}")
+    reads = status.get("reads") or {}
+    if reads.get("serial") is False:
+        out.append(f"NON-SERIAL FALLBACK: {reads['fallback']} (the failure: {reads['reason']})")
     if status["tables"]:
         out.append("tables: " + ", ".join(f"{k} ({v})" for k, v in status["tables"].items()))
     out.append("sweep timestamps: " + ", ".join(f"{k} {v}" for k, v in status["sweep_timestamps"].items()))

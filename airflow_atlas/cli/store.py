@@ -1,12 +1,14 @@
-"""Opening the store a command names (``--store``, ``--conn-id``, ``$ATLAS_STORE_URL``) without secrets in
-any message, and without writing anything unless the command is ``init``."""
+"""Opening the store a command names (``--store``, ``--store-file``, ``--conn-id``, ``$ATLAS_STORE_URL``)
+without secrets in any message, and without writing anything unless the command is ``init``. A URL with a
+password belongs in ``$ATLAS_STORE_URL`` or a 0600 file (``--store-file``), not on the command line, where
+every local user sees it in the process table."""
 from __future__ import annotations
 
 import contextlib
 import sys
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
-from ..kvs.url import STORE_URL_ENV, redact_url, scrub, store_url_from_environment, url_secrets
+from ..kvs.url import STORE_URL_ENV, read_private_line, redact_url, scrub, store_url_from_environment, url_secrets
 from .output import EXIT_USAGE, PROG, CliError
 
 
@@ -50,7 +52,16 @@ class StoreHandle:
 
 
 def chosen_url(args) -> str | None:
-    return getattr(args, "store", None) or store_url_from_environment()
+    """The store URL of ``--store``, ``--store-file`` (first line of a 0600 file) or ``$ATLAS_STORE_URL``."""
+    url, path = getattr(args, "store", None), getattr(args, "store_file", None)
+    if url is not None and path is not None:
+        raise CliError(EXIT_USAGE, "give either --store or --store-file, not both")
+    if path is not None:
+        try:
+            return read_private_line(path, "store URL file")
+        except InvalidInputError as exc:
+            raise CliError(EXIT_USAGE, str(exc)) from None
+    return url or store_url_from_environment()
 
 
 def open_store(args, *, must_exist: bool = True) -> StoreHandle:
@@ -58,19 +69,19 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
     knowing it is an initialized store - a missing SQLite file, a foreign SQLite database, a missing
     keyspace, a keyspace without the registry or a store without its internal tables are a usage error
     (exit 2: run ``init`` first)."""
-    url = getattr(args, "store", None)
+    named = [f"--{o}" for o in ("store", "store-file") if getattr(args, o.replace("-", "_"), None) is not None]
     conn_id = getattr(args, "conn_id", None)
-    if url is not None and conn_id is not None:
-        raise CliError(EXIT_USAGE, "give either --store or --conn-id, not both")
+    if named and conn_id is not None:
+        raise CliError(EXIT_USAGE, f"give either {named[0]} or --conn-id, not both")
     layers = command_line_layers(args)
     if conn_id is not None:
         store, settings, warnings = _open_from_connection(conn_id, layers, must_exist)
         label, secrets = f"Airflow connection {conn_id!r}", []
     else:
-        if url is None:
-            url = store_url_from_environment()
-            if not url:
-                raise CliError(EXIT_USAGE, f"no store given: pass --store URL or --conn-id ID, or set {STORE_URL_ENV}")
+        url = chosen_url(args)
+        if not url:
+            raise CliError(EXIT_USAGE, "no store given: pass --store URL or --conn-id ID, or set "
+                           f"{STORE_URL_ENV} (or --store-file FILE)")
         from ..settings_resolver import resolve, sourced, store_url_layer
         from ..store import AtlasStore
 

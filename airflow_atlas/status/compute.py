@@ -4,42 +4,43 @@ the sweep history (:mod:`airflow_atlas.sweep.history`), then the pure parts (:mo
 
 Computing the status is not strictly read-only: like every sweep-timestamp computation it may punch the
 punch table (one small write), and the registry deletes expired registrations it meets.
+
+Its linearizable reads (fresh timestamp, progress, shard count, locks) go through Paxos. When one fails
+(:class:`~airflow_atlas.errors.StoreUnavailableError`, e.g. "CAS operation result is unknown" on a loaded
+cluster), the status is read again with plain reads and no Paxos at all (no timestamp drawn, no punch) and
+says so in ``reads`` (:class:`~airflow_atlas.status.document.StatusReads`): a report must answer when Paxos
+does not, and its figures may then lag an operation in flight by a moment.
 """
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from itertools import pairwise
-from typing import Any
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, StoreUnavailableError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..kvs.consistency import ConsistencyPolicy
 from ..sweep.constants import MAX_SHARDS
 from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
-from ..sweep.results import SUMMED_FIELDS, holder_process_gone
 from ..validation import check_int
 from .clock import TimestampClock
 from .compaction import read_compaction
-from .document import Failing, LastRun, PairWarning, ShardRow, StatusDocument, TableGcGrace, TableWarning, Warning
-from .forecast import DEFAULT_TOLERANCE, drain_forecast, group_runs
-from .lag import lag_ts, overall, pair_lag, read_pair
+from .document import PairWarning, StatusDocument, TableGcGrace, TableWarning
+from .forecast import DEFAULT_TOLERANCE
+from .lag import overall, pair_lag, read_pair
 from .replicas import datacenter_warnings
-from .text import format_duration, round_or_none
+from .rows import pair_row
+from .text import round_or_none
 from .why import explain_why
+
+log = logging.getLogger(__name__)
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100
 RUN_RECORDS_READ = 20
 """Run records read per pair (the last run, and how many consecutive runs failed)."""
-RUN_GAP_SECONDS = 30.0
-"""Consecutive history records further apart than this belong to different runs (for the usual interval)."""
-MIN_WINDOW_SECONDS = 1.0
-"""Without runs to measure between, rates need at least this much history."""
 _PUNCH_SAMPLE_AGES = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400, 259200, 604800)
-_SUMS = tuple(k for k in SUMMED_FIELDS if k in LastRun.__dataclass_fields__)
-"""The summed figures of a run that the status document's last run shows."""
 
 
 def compute_status(store, shards: Sequence[int] | None = None, strategies=None, **options) -> dict:
@@ -68,20 +69,38 @@ def build_status(
     ``window_seconds``: how far back rates are measured; ``history_limit``: history records read per shard
     and strategy; ``backlog_cap``: counting stops there (``*_capped`` flags say "at least");
     ``compaction_threshold``: setting ``compaction_threshold_tombstones`` when the caller knows it
-    (:mod:`.compaction`). The fields are documented in docs/CLI.md ("Status document")."""
+    (:mod:`.compaction`). The fields are documented in docs/CLI.md ("Status document"). When a read through
+    Paxos fails, the status is read again without Paxos, and ``reads`` says so (module doc)."""
     check_int(history_limit, "history_limit", 1)
     check_int(backlog_cap, "backlog_cap", 1)
     if not isinstance(window_seconds, (int, float)) or not 0 < window_seconds < float("inf"):
         raise InvalidInputError(f"window_seconds must be a positive number, got {window_seconds!r}")
     if not isinstance(tolerance, (int, float)) or not 0 <= tolerance < float("inf"):
         raise InvalidInputError(f"tolerance must be a non-negative number, got {tolerance!r}")
-    number_of_shards = store.number_of_shards()
+    def read(serial: bool) -> StatusDocument:
+        return _read_status(store, shards, strategies, serial=serial, window_seconds=window_seconds, now=now,
+                            history_limit=history_limit, backlog_cap=backlog_cap, tolerance=tolerance,
+                            max_workers=max_workers, compaction_threshold=compaction_threshold)
+
+    try:
+        return read(True)
+    except StoreUnavailableError as exc:
+        log.warning("status: a read through Paxos failed (%s); reading again without Paxos", exc)
+        document = read(False)
+        document.reads_fell_back(str(exc))
+        return document
+
+
+def _read_status(store, shards, strategies, *, serial: bool, window_seconds: float, history_limit: int,
+                 backlog_cap: int, tolerance: float, max_workers: int, now: float | None,
+                 compaction_threshold: int | None) -> StatusDocument:
+    number_of_shards = store.queue.progress.get_number_of_shards(serial=serial)
     shard_list = _shards(shards, number_of_shards)
     strategy_list = _strategies(strategies)
     from ..sweep.targeted import TargetedSweeper
 
     # 1. sweep timestamps and what limits them (one explain per strategy; each draws a fresh timestamp)
-    explains = {s.value: store.sweep_timestamps.explain(s) for s in strategy_list}
+    explains = {s.value: store.sweep_timestamps.explain(s, read_only=not serial) for s in strategy_list}
     fresh_ts = max(e["fresh_ts"] for e in explains.values())
     now = time.time() if now is None else now
     pairs = [(shard, s) for shard in shard_list for s in strategy_list]
@@ -90,9 +109,9 @@ def build_status(
     def observe(pair):
         shard, strategy = pair
         sweep_ts = explains[strategy.value]["sweep_ts"]
-        progress = store.queue.progress.get_progress(shard, strategy)
-        lock = store.locks.describe(TargetedSweeper.lock_name(shard, strategy))
-        queue = read_pair(store, shard, strategy, sweep_ts, progress, backlog_cap)
+        progress = store.queue.progress.get_progress(shard, strategy, serial=serial)
+        lock = store.locks.describe(TargetedSweeper.lock_name(shard, strategy), serial=serial)
+        queue = read_pair(store, shard, strategy, sweep_ts, progress, backlog_cap, serial)
         records = store.history.recent(shard, strategy.value, limit=history_limit)
         runs = store.history.runs(shard, strategy.value, limit=RUN_RECORDS_READ)
         return {
@@ -112,7 +131,8 @@ def build_status(
     # 3. per shard and strategy: the row with its forecast (needs the clock)
     for o in observed:
         o["lag"] = pair_lag(o["queue"], clock, now)
-    rows = _map(lambda o: _row(store, o, clock, now, window_seconds, backlog_cap, tolerance), observed, max_workers)
+    rows = _map(lambda o: pair_row(store, o, clock, now, window_seconds, backlog_cap, tolerance), observed,
+                max_workers)
     why = {
         s.value: explain_why(explains[s.value], rows, s.value, clock.wall_of(explains[s.value]["sweep_ts"]), now)
         for s in strategy_list
@@ -290,202 +310,3 @@ def _map(fn, items, max_workers: int) -> list:
         return [fn(i) for i in items]
     with ThreadPoolExecutor(max_workers=min(max_workers, len(items)), thread_name_prefix="atlas-status") as pool:
         return list(pool.map(fn, items))
-
-
-def _entries_between(store, o: dict, a: int, b: int, cap: int) -> tuple[int, bool]:
-    """Writes of the shard and strategy with start timestamp in ``(a, b]``: counted in the queue above
-    progress; estimated from history records (their ``(old_progress, new_progress]`` ranges and
-    ``entries_read``, spread evenly) at or below progress, where the queue was already cleaned."""
-    if b <= a:
-        return 0, False
-    progress = o["progress"]
-    total, capped = 0, False
-    lo = max(a, progress)
-    if b > lo:
-        total = store.queue.reader.count_entries(o["shard"], o["strategy"], lo, b + 1, cap=cap)
-        capped = total >= cap
-    if a < progress:
-        top = min(b, progress)
-        estimate = 0.0
-        for r in o["records"]:
-            old, new, n = r.get("old_progress"), r.get("new_progress"), r.get("entries_read") or 0
-            if not (isinstance(old, int) and isinstance(new, int)) or new <= old or n <= 0:
-                continue
-            overlap = min(new, top) - max(old, a)
-            if overlap > 0:
-                estimate += n * overlap / (new - old)
-        total += int(round(estimate))
-    return total, capped
-
-
-def _row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: int, tolerance: float) -> ShardRow:
-    shard, strategy, sweep_ts, progress = o["shard"], o["strategy"], o["sweep_ts"], o["progress"]
-    records, runs = o["records"], o["runs"]
-    lag = o["lag"]
-    lock = o["lock"]
-    held = bool(lock is not None and not lock.expired and lock.holder)
-    recent: dict[str, Any] = {"runs": len(records), "since": round_or_none(records[0]["at"]) if records else None}
-    for name, key in (("entries_swept", "entries_read"), ("tombstones_written", "cells_tombstoned"),
-                      ("sentinels_written", "sentinels_written"), ("aborted_writes_deleted", "aborted_writes_deleted"),
-                      ("transactions_aborted", "transactions_aborted"), ("corrupt_entries", "corrupt_entries")):
-        recent[name] = sum(int(r.get(key) or 0) for r in records)
-    series = [
-        {
-            "at": round_or_none(r["at"]),
-            "sweep_ts": r.get("sweep_ts"),
-            "progress": r.get("new_progress"),
-            "lag_ts": lag_ts(r["sweep_ts"], r["new_progress"])
-            if isinstance(r.get("sweep_ts"), int) and isinstance(r.get("new_progress"), int)
-            else None,
-            "entries_read": r.get("entries_read", 0),
-            "status": r.get("status"),
-        }
-        for r in records
-    ]
-    forecast = _forecast(store, o, clock, now, window, cap, tolerance, lag.backlog_entries, lag.backlog_capped)
-    newest = runs[-1] if runs else (records[-1] if records else None)
-    last = _last_run(newest, now) if newest is not None else None
-    failing = _failing(runs)
-    row = ShardRow(
-        shard=shard,
-        strategy=strategy.value,
-        sweep_ts=sweep_ts,
-        progress=progress,
-        lag_ts=lag.lag_ts,
-        lag_seconds=round_or_none(lag.lag_seconds),
-        lag_seconds_is_lower_bound=lag.lag_seconds_is_lower_bound,
-        oldest_unswept_ts=lag.oldest_unswept_ts,
-        backlog_entries=lag.backlog_entries,
-        backlog_capped=lag.backlog_capped,
-        sweepable_entries=lag.sweepable_entries,
-        sweepable_capped=lag.sweepable_capped,
-        pinned_entries=lag.pinned_entries,
-        pinned_capped=lag.pinned_capped,
-        lock_holder=lock.holder if held else None,
-        lock_expires_in_seconds=round_or_none(lock.expires_at - now) if held else None,
-        lock_holder_process_gone=holder_process_gone(lock.holder) if held else None,
-        last_run=last,
-        failing=failing,
-        tombstones_written=recent["tombstones_written"],
-        recent=recent,
-        lag_series=series,
-        forecast=forecast,
-    )
-    if failing is not None:
-        row.warnings.append(Warning(
-            "sweep_failing",
-            f"the last {failing.runs} run(s) failed (the first {format_duration(now - failing.since)} ago): "
-            f"{failing.error}" if failing.since is not None else f"the last run failed: {failing.error}",
-        ))
-    if row.lock_holder_process_gone:
-        row.warnings.append(Warning(
-            "lock_holder_gone",
-            f"locked by {row.lock_holder}, whose process is gone: the pair is swept again once the lease "
-            f"expires (in {format_duration(max(0.0, row.lock_expires_in_seconds or 0.0))})",
-        ))
-    row.warnings.extend(forecast.warnings)
-    if last is not None and last.outcome == "blocked" and last.blocked_by:
-        b = last.blocked_by
-        row.warnings.append(Warning(
-            "blocked_by_late_commit",
-            f"last run stopped at transaction {b.get('start_ts')} (committed at {b.get('commit_ts')}, "
-            f"at or after the sweep timestamp {last.sweep_ts}); it is swept once the sweep timestamp passes it",
-        ))
-    if last is not None and last.corrupt_entries:
-        row.warnings.append(
-            Warning("corrupt_queue_cells", f"last run quarantined {last.corrupt_entries} corrupt queue cell(s)")
-        )
-    return row
-
-
-def _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_capped):
-    records = o["records"]
-    start = now - window
-    in_window = [r for r in records if r["at"] >= start]
-    # Usual time between runs: the gaps between records that separate runs (iterations of one run follow
-    # each other within seconds), over every record read, so slow schedules are known too.
-    gaps = sorted(b["at"] - a["at"] for a, b in pairwise(records) if b["at"] - a["at"] > RUN_GAP_SECONDS)
-    typical = gaps[len(gaps) // 2] if gaps else None
-    idle = now - records[-1]["at"] if records else None
-    runs = group_runs(in_window)
-    if len(runs) >= 2 and runs[-1][-1]["at"] > runs[0][-1]["at"]:
-        # From the end of the first run of the window to the end of the last: each later run swept what
-        # arrived since the one before, so steady periodic sweeping compares equal, whatever the phase
-        # of "now" between two runs.
-        t0, t1 = runs[0][-1]["at"], runs[-1][-1]["at"]
-        counted = [r for run in runs[1:] for r in run]
-        counted_runs = len(runs) - 1
-        basis = "runs"
-        ts1 = clock.ts_at(t1)
-    else:
-        oldest = clock.oldest_wall
-        t0 = max(start, oldest if oldest is not None else now)
-        t1 = now
-        if t1 - t0 < MIN_WINDOW_SECONDS:
-            t0 = t1  # too little history for a rate (a store created a moment ago)
-        counted = [r for r in in_window if r["at"] > t0]
-        counted_runs = len(group_runs(counted))
-        basis = "window"
-        ts1 = clock.ts_at(now)
-    ts0 = clock.ts_at(t0)
-    if ts0 is None or ts1 is None:
-        ingest, ingest_capped = 0, False
-    else:
-        ingest, ingest_capped = _entries_between(store, o, ts0, ts1, cap)
-    swept = sum(int(r.get("entries_read") or 0) for r in counted)
-    busy = sum(float(r.get("duration_seconds") or 0.0) for r in counted)
-    return drain_forecast(
-        backlog=backlog,
-        sweepable=o["queue"].sweepable_entries,
-        ingest_entries=ingest,
-        swept_entries=swept,
-        elapsed_seconds=t1 - t0 if t1 > t0 else None,
-        busy_seconds=busy,
-        runs=counted_runs,
-        iterations=len(counted),
-        idle_seconds=idle,
-        typical_interval_seconds=typical,
-        tolerance=tolerance,
-        backlog_capped=backlog_capped,
-        ingest_capped=ingest_capped,
-        basis=basis,
-        ever_swept=bool(records or o["runs"]),
-    )
-
-
-def _outcome(status, corrupt) -> str:
-    if status == "failed":
-        return "failed"
-    if status == "skipped_locked":
-        return "skipped"
-    if corrupt:
-        return "quarantined"
-    return "blocked" if status == "blocked" else "ok"
-
-
-def _last_run(r: dict, now: float) -> LastRun:
-    out = LastRun(
-        at=round_or_none(r["at"]),
-        age_seconds=round_or_none(max(0.0, now - r["at"])),
-        status=r.get("status"),
-        outcome=_outcome(r.get("status"), r.get("corrupt_entries")),
-    )
-    for k in _SUMS:
-        setattr(out, k, int(r.get(k) or 0))
-    for k in ("duration_seconds", "old_progress", "new_progress", "sweep_ts", "blocked_by", "lock_holder",
-              "iterations", "error", "lock_expires_at", "lock_holder_process_gone", "pace_entries_per_second",
-              "pace_reason"):
-        setattr(out, k, r.get(k))
-    return out
-
-
-def _failing(runs: list[dict]) -> Failing | None:
-    """Consecutive failed runs up to the newest (runs oldest first), or None when the newest did not fail."""
-    failed = []
-    for r in reversed(runs):
-        if r.get("status") != "failed":
-            break
-        failed.append(r)
-    if not failed:
-        return None
-    return Failing(runs=len(failed), since=round_or_none(failed[-1]["at"]), error=failed[0].get("error"))

@@ -207,6 +207,26 @@ class TableWarning:
     message: str
 
 
+NON_SERIAL_FALLBACK = (
+    "a read through Paxos failed, so this status was read without Paxos (plain reads; no timestamp drawn, "
+    "nothing punched): fresh_ts is the highest timestamp issued as a plain read saw it, and progress, locks "
+    "and the sweep timestamps may lag an operation in flight"
+)
+"""What the non-serial fallback of the status means (text and JSON say it)."""
+
+
+@dataclass
+class StatusReads:
+    """How the status read the store: ``serial`` (linearizable reads and a fresh timestamp through Paxos, the
+    normal way) or not (the fallback after a Paxos failure: ``fallback`` says what that means, ``reason``
+    is the failure)."""
+
+    serial: bool = True
+    fallback: str | None = None
+    reason: str | None = None
+
+
+
 @dataclass
 class StatusDocument:
     generated_at: float | None
@@ -233,7 +253,13 @@ class StatusDocument:
     datacenter_warnings: list[str] = field(default_factory=list)
     """Datacenters with replicas down and what that stops (:mod:`.replicas`): sweep deletes at ALL pause."""
     """Where a setting's source is not what one may think (e.g. an environment variable shadowing the Variable)."""
+    reads: StatusReads = field(default_factory=StatusReads)
+    """Serial reads, or the stated non-serial fallback after a Paxos failure."""
     schema_version: int = SCHEMA_VERSION
+
+    def reads_fell_back(self, reason: str) -> None:
+        """This document was read without Paxos after ``reason`` (a Paxos failure)."""
+        self.reads = StatusReads(serial=False, fallback=NON_SERIAL_FALLBACK, reason=reason)
 
     def to_json(self) -> dict:
         """The JSON document (the one serialisation), ``schema_version`` first."""

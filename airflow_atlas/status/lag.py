@@ -131,10 +131,12 @@ def overall(lags: Iterable[PairLag]) -> OverallLag:
     )
 
 
-def read_pair(store, shard: int, strategy: SweepStrategy, sweep_ts: int, progress: int, cap: int) -> PairQueue:
-    """Read the pair's queue: the oldest sweepable unswept start timestamp and the counts (capped)."""
+def read_pair(store, shard: int, strategy: SweepStrategy, sweep_ts: int, progress: int, cap: int,
+              serial: bool = True) -> PairQueue:
+    """Read the pair's queue: the oldest sweepable unswept start timestamp and the counts (capped);
+    ``serial=False``: without Paxos (the status's fallback)."""
     reader = store.queue.reader
-    sweepable = store.sweeper.sweepable_entries(shard, strategy, max(sweep_ts, 0), cap=cap)
+    sweepable = store.sweeper.sweepable_entries(shard, strategy, max(sweep_ts, 0), cap=cap, serial=serial)
     oldest = reader.oldest_start_ts(shard, strategy, progress, max(sweep_ts, 0)) if sweep_ts - 1 > progress else None
     pinned = reader.count_entries(shard, strategy, max(progress, sweep_ts - 1), None, cap=cap)
     return PairQueue(shard, strategy.value, sweep_ts, progress, oldest, sweepable, pinned, cap)

@@ -23,10 +23,10 @@ class SweepPairs:
     def lock_name(shard: int, strategy: SweepStrategy | str) -> str:
         return f"sweep/{SweepStrategy.parse(strategy).value.lower()}/{int(shard)}"
 
-    def _check(self, shard, strategy) -> tuple[int, SweepStrategy]:
+    def _check(self, shard, strategy, serial: bool = True) -> tuple[int, SweepStrategy]:
         strategy = SweepStrategy.parse_swept(strategy)
         check_int(shard, "shard")
-        shards = self._queue.progress.get_number_of_shards()
+        shards = self._queue.progress.get_number_of_shards(serial=serial)
         if not 0 <= shard < shards:
             raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
         return shard, strategy
@@ -65,16 +65,18 @@ class SweepPairs:
         return self._queue.reader.next_fine_partition(shard, strategy, old, sweep_ts) is not None
 
     def sweepable_entries(
-        self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None, *, cap: int | None = None
+        self, shard: int, strategy: SweepStrategy | str, sweep_ts: int | None = None, *, cap: int | None = None,
+        serial: bool = True,
     ) -> int:
         """THE count of a pair's sweepable entries: queued writes with a start timestamp above the pair's
         progress and below ``sweep_ts`` (default: the strategy's sweep timestamp now). Counting stops at
         ``cap`` (the result is then ``cap``, meaning "at least"). Used by ``status``, the CLI's progress
-        bar and the operators' in-task / Spark decision."""
-        shard, strategy = self._check(shard, strategy)
+        bar and the operators' in-task / Spark decision. ``serial=False``: progress and shard count read
+        without Paxos (a status's fallback, :mod:`airflow_atlas.status.compute`)."""
+        shard, strategy = self._check(shard, strategy, serial)
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
-        progress = self._queue.progress.get_progress(shard, strategy)
+        progress = self._queue.progress.get_progress(shard, strategy, serial=serial)
         if progress >= sweep_ts - 1:
             return 0
         if cap is None:

@@ -42,11 +42,12 @@ class ShardProgress:
         self.kvs = kvs
 
     # ----- progress ---------------------------------------------------------------------------------
-    def get_progress(self, shard: int, strategy: SweepStrategy | str) -> int:
+    def get_progress(self, shard: int, strategy: SweepStrategy | str, *, serial: bool = True) -> int:
         """The timestamp up to which (inclusive) the shard and strategy were swept, or
-        INITIAL_PROGRESS (-1) when never swept."""
+        INITIAL_PROGRESS (-1) when never swept. ``serial=False``: a plain read, no Paxos (may miss a
+        check-and-set in flight; for a read-only report that must answer when Paxos does not)."""
         cell = progress_cell(_check_shard(shard), conservative_flag(strategy))
-        raw = self._read(cell)
+        raw = self._read(cell, serial)
         return INITIAL_PROGRESS if raw is None else decode_progress_value(raw)
 
     def update_progress(self, shard: int, strategy: SweepStrategy | str, value: int) -> int:
@@ -59,9 +60,9 @@ class ShardProgress:
         return self._increase(cell, value, default=INITIAL_PROGRESS, what=f"progress of shard {shard}")
 
     # ----- number of shards ---------------------------------------------------------------------------
-    def get_number_of_shards(self) -> int:
-        """The number of shards the queue uses (1 until raised)."""
-        raw = self._read(NUMBER_OF_SHARDS_CELL)
+    def get_number_of_shards(self, *, serial: bool = True) -> int:
+        """The number of shards the queue uses (1 until raised); ``serial`` as for :meth:`get_progress`."""
+        raw = self._read(NUMBER_OF_SHARDS_CELL, serial)
         if raw is None:
             return DEFAULT_NUMBER_OF_SHARDS
         return self._check_shard_count(decode_progress_value(raw))
@@ -82,8 +83,8 @@ class ShardProgress:
             raise CorruptQueueDataError(f"persisted number of shards {value} is outside 1..{MAX_SHARDS}")
         return value
 
-    def _read(self, cell: Cell) -> bytes | None:
-        return self.kvs.get_lwt(SWEEP_PROGRESS, [cell], serial=True).get(cell)
+    def _read(self, cell: Cell, serial: bool = True) -> bytes | None:
+        return self.kvs.get_lwt(SWEEP_PROGRESS, [cell], serial=serial).get(cell)
 
     def _increase(self, cell: Cell, value: int, *, default: int, what: str) -> int:
         new = encode_progress_value(value)

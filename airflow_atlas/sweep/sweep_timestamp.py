@@ -77,13 +77,23 @@ class SweepTimestampProvider:
             SweepStrategy.THOROUGH.value: immutable,
         }
 
-    def explain(self, strategy: SweepStrategy | str) -> dict:
-        """Why the sweep timestamp is where it is: the oldest open transaction or the read-only window."""
+    def explain(self, strategy: SweepStrategy | str, *, read_only: bool = False) -> dict:
+        """Why the sweep timestamp is where it is: the oldest open transaction or the read-only window.
+
+        ``read_only``: draw no timestamp and punch nothing - ``fresh_ts`` is the highest timestamp issued as
+        a plain (non-serial) read sees it, and the immutable timestamp is computed from it: no Paxos at
+        all, for a status that must answer when Paxos does not (it may lag a reservation in flight; the
+        caller says so). Sweep never uses it."""
         strategy = SweepStrategy.parse(strategy)
-        self._maybe_punch()
-        fresh = self._timestamps.fresh_timestamp()
-        oldest = self._registry.oldest_open()
-        immutable = self.immutable_timestamp()
+        if read_only:
+            fresh = self._timestamps.current_bound(serial=False)
+            oldest = self._registry.oldest_open()
+            immutable = self._registry.immutable_timestamp(lambda: fresh)
+        else:
+            self._maybe_punch()
+            fresh = self._timestamps.fresh_timestamp()
+            oldest = self._registry.oldest_open()
+            immutable = self.immutable_timestamp()
         unreadable = self.unreadable_timestamp() if strategy is SweepStrategy.CONSERVATIVE else None
         sweep_ts = immutable if unreadable is None else min(immutable, unreadable)
         if oldest is not None and oldest.start_ts <= sweep_ts:

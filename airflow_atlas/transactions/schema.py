@@ -24,7 +24,7 @@ empty. A store keeps the version it was initialised with.
 from __future__ import annotations
 
 from ..encoding import from_var_long, var_long
-from ..errors import InvalidInputError, KeyAlreadyExistsError
+from ..errors import InvalidInputError, KeyAlreadyExistsError, StoreUnavailableError
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 from ..validation import check_int
 
@@ -53,7 +53,15 @@ def persisted_version(kvs: KeyValueService) -> int | None:
     before records existed)."""
     if not kvs.table_exists(SCHEMA_TABLE):
         return None
-    raw = kvs.get_lwt(SCHEMA_TABLE, [_VERSION_CELL], serial=True).get(_VERSION_CELL)
+    try:
+        raw = kvs.get_lwt(SCHEMA_TABLE, [_VERSION_CELL], serial=True).get(_VERSION_CELL)
+    except StoreUnavailableError:
+        # A Paxos failure (e.g. "CAS operation result is unknown" on a loaded cluster; every command opens
+        # with this read, a read-only status too): the record is written once, by init, so a value a plain
+        # read sees is the record. Seeing none proves nothing: then the Paxos failure stands.
+        raw = kvs.get_lwt(SCHEMA_TABLE, [_VERSION_CELL]).get(_VERSION_CELL)
+        if raw is None:
+            raise
     if raw is None:
         return None
     try:

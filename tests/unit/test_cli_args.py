@@ -169,3 +169,25 @@ def test_entry_point_is_main():
 
     scripts = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]["scripts"]
     assert scripts["atlas-sweep"] == "airflow_atlas.cli:main" and callable(cli.main)
+
+
+def test_store_file_is_read_only_when_private(capsys, tmp_path):
+    """--store-file: the store URL from a 0600 file (a password never on the command line); a file readable by
+    group or others, a second store option or an empty file is refused, naming the file, never its content."""
+    url_file = tmp_path / "store-url"
+    url_file.write_text("cassandra://u:s3cret-pw@127.0.0.1/ks\n")
+    url_file.chmod(0o644)
+    code, _, err = run(capsys, "status", "--store-file", str(url_file))
+    assert code == 2 and "mode 644" in err and "0600" in err and "s3cret-pw" not in err
+    code, _, err = run(capsys, "status", "--store-file", str(url_file), "--store", "sqlite:///a.db")
+    assert code == 2 and "give either --store or --store-file, not both" in err
+    missing = tmp_path / "missing.db"
+    url_file.write_text(f"sqlite:///{missing}\n")
+    url_file.chmod(0o600)
+    code, _, err = run(capsys, "status", "--store-file", str(url_file), "--conn-id", "atlas_default")
+    assert code == 2 and "give either --store-file or --conn-id, not both" in err
+    code, _, err = run(capsys, "verify", "--store-file", str(url_file))
+    assert code == 2 and "does not exist" in err and "run 'atlas-sweep init' first" in err  # the file's URL was used
+    url_file.write_text("\n")
+    code, _, err = run(capsys, "verify", "--store-file", str(url_file))
+    assert code == 2 and "is empty" in err

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.grants import ADMIN_ONLY, SWEEPER_MODIFY, admin_grants, sweeper_grants
+from airflow_atlas.grants import ADMIN_ONLY, REPAIR_HISTORY_TABLE, SWEEPER_MODIFY, admin_grants, sweeper_grants
 from tests.conftest import REPO_ROOT
 
 ALL_INTERNAL = [*SWEEPER_MODIFY, *ADMIN_ONLY]
@@ -13,7 +13,7 @@ ALL_INTERNAL = [*SWEEPER_MODIFY, *ADMIN_ONLY]
 def test_sweeper_reads_the_keyspace_and_modifies_only_what_it_writes():
     grants = sweeper_grants("ks", [*ALL_INTERNAL, "orders", "users"])
     assert {g.permission for g in grants} == {"SELECT", "MODIFY"}
-    assert [g.resource for g in grants if g.permission == "SELECT"] == ["KEYSPACE ks"]
+    assert [g.resource for g in grants if g.permission == "SELECT"] == ["KEYSPACE ks", f"TABLE {REPAIR_HISTORY_TABLE}"]
     modified = {g.resource for g in grants if g.permission == "MODIFY"}
     assert modified == {f"TABLE ks.atlas{t}" for t in SWEEPER_MODIFY} | {"TABLE ks.orders", "TABLE ks.users"}
     assert not any(f"atlas{t}" in r for t in ADMIN_ONLY for r in modified)
@@ -24,7 +24,17 @@ def test_sweeper_reads_the_keyspace_and_modifies_only_what_it_writes():
 def test_only_tables_of_the_store_are_named():
     """Cassandra refuses a grant on a table that does not exist (a v2 store has no _transactions)."""
     grants = sweeper_grants("ks", ["_timestamp"])
-    assert [g.resource for g in grants] == ["KEYSPACE ks", "TABLE ks.atlas_timestamp"]
+    assert [g.resource for g in grants] == ["KEYSPACE ks", "TABLE ks.atlas_timestamp", f"TABLE {REPAIR_HISTORY_TABLE}"]
+
+
+def test_the_sweeper_may_read_the_repair_history():
+    """Compaction's repair guard reads system_distributed.parent_repair_history on a store with replicas
+    (issue 32 item 1: without this grant atlas_compaction never compacted on RF 3)."""
+    from airflow_atlas.airflow.hooks import repair
+
+    grants = sweeper_grants("ks", [])
+    assert ("SELECT", "TABLE system_distributed.parent_repair_history") in {(g.permission, g.resource) for g in grants}
+    assert repair.REPAIR_HISTORY_TABLE == REPAIR_HISTORY_TABLE  # the table the guard reads
 
 
 def test_admin_has_ddl_on_the_keyspace_only():
@@ -43,3 +53,4 @@ def test_security_doc_names_every_table():
     text = (REPO_ROOT / "docs" / "SECURITY.md").read_text()
     for table in ALL_INTERNAL:
         assert f"`atlas{table}`" in text, table
+    assert f"`{REPAIR_HISTORY_TABLE}`" in text

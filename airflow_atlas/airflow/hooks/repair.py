@@ -23,6 +23,10 @@ this check and the compaction's own clock and for clock skew). :func:`check_tabl
   ``gc_grace_seconds``). (``repair_history``, one row per session, keeps only one range of each session
   in Cassandra 4+/5, so it cannot show coverage.)
 
+A role that may not read the repair history (``atlas-sweep grants`` prints the SELECT it needs) gets a
+:class:`~airflow_atlas.errors.StorePermissionError` naming the permission and the table - never a refusal
+that blames repair or node state, which would leave compaction skipping every table for ever.
+
 The decision is pure (:func:`decide`, unit-tested); :func:`check_table` only reads the three inputs with
 CQL through the store's session.
 """
@@ -33,6 +37,10 @@ import re
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from types import SimpleNamespace
+
+from airflow_atlas.errors import StorePermissionError
+from airflow_atlas.grants import REPAIR_HISTORY_TABLE
 
 PURGE_MARGIN_SECONDS = 600
 """Slack between the guard's check and the compaction's purge time (and clock skew between machines)."""
@@ -173,6 +181,10 @@ def rows_of_command(row, table: str) -> list[RepairRow]:
     ]
 
 
+_HISTORY_COLUMNS = ("keyspace_name", "columnfamily_names", "requested_ranges", "successful_ranges", "started_at",
+                    "options")
+
+
 def check_table(session, keyspace: str, table: str, now: float | None = None) -> GuardDecision:
     """Read the keyspace's replication, the table's ``gc_grace_seconds`` and the repair history through
     ``session`` (a cassandra-driver session) and :func:`decide`. ``table`` is the CQL (physical) name."""
@@ -187,22 +199,38 @@ def check_table(session, keyspace: str, table: str, now: float | None = None) ->
     ).one()
     if ks is None or tb is None:
         return GuardDecision(False, f"{keyspace}.{table} not found in system_schema")
-    rf = replication_factor(dict(ks.replication))
-    gc_grace = int(tb.gc_grace_seconds)
+    rf = replication_factor(dict(ks[0]))  # by position: the session's row factory may give plain tuples
+    gc_grace = int(tb[0])
     rows: list[RepairRow] = []
     if rf > 1 and gc_grace > PURGE_MARGIN_SECONDS:
         statement = SimpleStatement(
-            "SELECT keyspace_name, columnfamily_names, requested_ranges, successful_ranges, started_at, options "
-            "FROM system_distributed.parent_repair_history WHERE keyspace_name = %s ALLOW FILTERING",
+            f"SELECT {', '.join(_HISTORY_COLUMNS)} FROM {REPAIR_HISTORY_TABLE} WHERE keyspace_name = %s ALLOW FILTERING",
             consistency_level=ConsistencyLevel.ALL,  # written at ONE by the repair coordinator
         )
         try:
             result = session.execute(statement, (keyspace,))
         except Exception as exc:  # e.g. a node down: then no repair can have been complete either
+            _raise_if_refused(exc)
             return GuardDecision(
                 False, f"could not read the repair history at consistency ALL ({exc.__class__.__name__}: {exc}); "
                 "compaction waits until every node is up and the table is repaired",
             )
         for row in result:
-            rows.extend(rows_of_command(row, table))
+            rows.extend(rows_of_command(SimpleNamespace(**dict(zip(_HISTORY_COLUMNS, row, strict=True))), table))
     return decide(rows, rf, gc_grace, now)
+
+
+def _raise_if_refused(exc: BaseException) -> None:
+    """A read of the repair history the role may not make is a missing grant, never retried and never
+    reported as repair state: raise it as :class:`StorePermissionError` naming permission and table."""
+    from airflow_atlas.kvs.cassandra.errors import access_error
+
+    denied = access_error(exc, "read of the repair history", f" ({REPAIR_HISTORY_TABLE}, compaction's repair guard)",
+                          f"{type(exc).__name__}: {exc}")
+    if isinstance(denied, StorePermissionError):
+        raise StorePermissionError(
+            f"{denied}; `atlas-sweep grants` prints the grant (GRANT SELECT ON TABLE {REPAIR_HISTORY_TABLE} TO <role>)",
+            permission=denied.permission or "SELECT", resource=denied.resource or f"<table {REPAIR_HISTORY_TABLE}>",
+        ) from exc
+    if denied is not None:
+        raise denied from exc

@@ -14,7 +14,9 @@ On Cassandra a due table is compacted only when the repair guard
 must not purge a sweep tombstone that may not have reached every replica, so the table needs a complete
 repair (whole ring, every replica) that started less than ``gc_grace_seconds`` (minus a margin) ago.
 Otherwise the table is skipped - its count is kept, the reason is logged as a warning and returned under
-``skipped`` - and the next run tries again.
+``skipped`` - and the next run tries again. A role that may not read the repair history fails the task at
+once, without retry (:class:`~airflow_atlas.errors.StorePermissionError` naming the SELECT on
+``system_distributed.parent_repair_history`` that ``atlas-sweep grants`` prints).
 """
 from __future__ import annotations
 

@@ -167,3 +167,31 @@ def test_the_last_run_shows_its_pace_and_why(store):
     assert fixed == {**fixed, "pace_entries_per_second": 10_000.0, "pace_reason": "fixed rate (sweep_latency_target 0)"}
     text = render_status(status)
     assert f"pace {adaptive['pace_entries_per_second']:,.0f}/s: {adaptive['pace_reason']}" in text
+
+
+def test_status_falls_back_to_non_serial_reads_when_paxos_fails(store):
+    """Issue 32 item 4: a read-only status must not fail on a Paxos timeout. Every serial read and
+    check-and-set of the store raises the engine's error for "CAS operation result is unknown" (a wrapper
+    around the real store's key-value service); the status is read again without Paxos and says so."""
+    from airflow_atlas.cli.status import render_status
+    from tests.faults import CAS_UNKNOWN, PaxosUnknownKvs
+
+    run_workload(store, _spec(20, 1))
+    for shard in (0, 1):
+        store.sweeper.sweep_shard(shard, "THOROUGH")
+    serial = compute_status(store)
+    paxos_fails = PaxosUnknownKvs(store.kvs)
+    status = compute_status(AtlasStore(paxos_fails, store.config))  # raised StoreUnavailableError before
+    assert serial["reads"] == {"serial": True, "fallback": None, "reason": None}
+    json.dumps(status, allow_nan=False)
+    assert paxos_fails.serial_reads_refused >= 1
+    reads = status["reads"]
+    assert reads["serial"] is False and "without Paxos" in reads["fallback"] and CAS_UNKNOWN in reads["reason"]
+    assert status["number_of_shards"] == serial["number_of_shards"] == 2
+    assert status["timestamps"]["fresh_ts"] >= serial["timestamps"]["fresh_ts"]  # issued up to there, read plainly
+    for shard in (0, 1):
+        for strategy in ("THOROUGH", "CONSERVATIVE"):
+            assert _row(status, shard, strategy)["progress"] == _row(serial, shard, strategy)["progress"]
+    text = render_status(status)
+    assert "NON-SERIAL FALLBACK" in text.splitlines()[1] and CAS_UNKNOWN in text
+    assert "NON-SERIAL" not in render_status(serial)

@@ -75,6 +75,18 @@ def test_init_persists_the_version_and_every_process_uses_it(store_url):
             store.initialize()
 
 
+def test_the_recorded_version_is_read_when_paxos_fails(store_url):
+    """Every command (a read-only status too) opens with this read: when the serial read fails with "CAS
+    operation result is unknown" (issue 32 item 4), the write-once record is read plainly."""
+    from tests.faults import PaxosUnknownKvs
+
+    with AtlasStore.open(store_url, StoreConfig(transactions_schema_version=1)) as store:
+        store.initialize()
+        paxos_fails = PaxosUnknownKvs(store.kvs)
+        assert AtlasStore(paxos_fails, store.config).transactions_schema_version == 1
+        assert paxos_fails.serial_reads_refused == 1
+
+
 def _legacy_store(url: str, tables: dict[str, bool]):
     """A store initialised before the marker existed: internal tables without the marker table, and the
     given transactions tables (``True``: holding one committed entry)."""
