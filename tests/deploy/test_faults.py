@@ -287,17 +287,21 @@ def test_worker_main_process_killed_mid_sweep_orphans_its_task(deployment, cassa
     _after(deployment, cassandra_store, run, fault_at, f"{worker} main process SIGKILL (task orphaned) + restart")
 
 
-def _a_pair_reported(deployment, run: FaultRun) -> dict:
-    """Once the sweep task has finished a pair (and is still running): the pair's metrics have reached the
-    deployment's statsd-exporter (issue 32 item 10: sent per pair, not at the end of the task). The pairs'
-    run counters before and after."""
+def _a_pair_reported(deployment, store, run: FaultRun) -> dict:
+    """Once the sweep task has finished a pair: the pair's metrics have reached the deployment's
+    statsd-exporter while other pairs of the task still have work to sweep (issue 32 item 10: sent per pair;
+    sent at the end of the task, they arrived only once every pair was swept). The pairs' run counters
+    before and after."""
     before = statsd_samples("airflow_atlas_sweep_shard_runs_total")
     deadline = time.monotonic() + RUNNING_TIMEOUT
     while True:
         now = statsd_samples("airflow_atlas_sweep_shard_runs_total")
         if any(value > before.get(pair, 0) for pair, value in now.items()):
+            left = [(strategy, shard) for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")
+                    if store.sweeper.has_sweepable_work(shard, strategy)]
+            assert left, f"a pair's metrics arrived only once the task had swept every pair: {before} -> {now}"
             assert _task_process(deployment, run.ti_id) is not None, "the sweep task ended before a pair reported"
-            return {"before": before, "after": now}
+            return {"before": before, "after": now, "pairs_left": left}
         assert time.monotonic() < deadline, f"no pair's metrics reached statsd-exporter while the task ran: {now}"
         time.sleep(0.5)
 
@@ -306,7 +310,7 @@ def test_worker_process_tree_killed_mid_sweep(deployment, cassandra_store, fault
     """Every process of the worker's session dies (as in a container killed): the task is lost. It is killed
     once it has finished a pair, whose metrics have reached the StatsD receiver by then."""
     run = _mid_sweep(deployment, cassandra_store, seed=26)
-    reported = _a_pair_reported(deployment, run)
+    reported = _a_pair_reported(deployment, cassandra_store, run)
     print(f"[deploy] a pair's metrics reached statsd-exporter while the task ran: {reported}")
     worker, _ = _task_process(deployment, run.ti_id)
     session = deployment.session(worker)
