@@ -181,6 +181,18 @@ def due_tables(
     return [t for t in candidates if t in known_tables and (force or int(pending.get(t, 0)) >= max(threshold, 1))]
 
 
+def due_for_compaction(store: Any, *, threshold: int) -> dict[str, int]:
+    """``{table: tombstones since its last compaction}`` of the tables a compaction would compact now
+    (:func:`due_tables` on the store's counts; a ``capped`` count is due). What a sweep announces besides the
+    tables it tombstoned itself, so that a due table never waits for the next sweep that happens to tombstone
+    it: announcements lost while the compaction was paused, a retry that swept nothing after a lost first
+    try that wrote the tombstones. Two bounded reads per table."""
+    known = store.user_tables()
+    counts = tombstones_since_compaction(store, sorted(known))
+    due = set(due_tables({t: c.count for t, c in counts.items()}, known, threshold=int(threshold)))
+    return {t: c.count for t, c in sorted(counts.items()) if t in due or c.capped}
+
+
 def lock_name(table: str) -> str:
     """The lease a compaction of ``table`` holds (lock service)."""
     return f"compaction/{table}"
@@ -266,6 +278,7 @@ __all__ = [
     "check_method",
     "check_tables",
     "compact_due_tables",
+    "due_for_compaction",
     "due_tables",
     "lock_name",
     "tombstones_since_compaction",

@@ -2,7 +2,11 @@
 ### atlas_compaction
 
 Runs after any sweep that wrote tombstones (scheduled on the asset alias `atlas_swept_tables`, fed by
-`atlas_targeted_sweep`, `atlas_manual_sweep`, `atlas_full_sweep` and `atlas_scrub`).
+`atlas_targeted_sweep`, `atlas_manual_sweep`, `atlas_full_sweep` and `atlas_scrub`), and after any sweep run
+at all while a table is due for compaction: a sweep also announces every table whose count (below) reached
+`compaction_threshold_tombstones`, whatever it swept itself. Airflow keeps no asset-triggered run for a
+paused DAG: unpaused, this DAG catches up at the next sweep run (`targeted_sweep_schedule`, every 5
+minutes by default); so does a table whose announcement was lost with a killed task.
 
 The asset events only trigger it: `compact` reads from the store how many tombstones each table got since
 its last compaction (every sweep step and every compaction is recorded there, so sweeps that ran while this

@@ -11,11 +11,12 @@
 #                                   --action-on-existing-key skip: airflow-init), then the store's
 #                                   `atlas-sweep init --conn-id atlas_default` (a warning if it is unreachable)
 #   scripts/deploy.sh start         init, then api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
-#   scripts/deploy.sh start NAME    start one component (postgres, redis, api-server, scheduler, dag-processor,
-#                                   triggerer, worker-1, worker-2) if it is not running
+#   scripts/deploy.sh start NAME    start one component (postgres, redis, statsd-exporter, api-server, scheduler,
+#                                   dag-processor, triggerer, worker-1, worker-2) if it is not running
 #                                   (each Airflow component runs under a supervisor that starts it again when
 #                                   it exits, until `stop`: compose's `restart: unless-stopped`)
-#   scripts/deploy.sh stop [NAME]   stop everything (Airflow first, then Redis and Postgres) or one component
+#   scripts/deploy.sh stop [NAME]   stop everything (Airflow first, then statsd-exporter, Redis and Postgres)
+#                                   or one component
 #   scripts/deploy.sh status        the components and their pids
 #   scripts/deploy.sh env           the environment of the Airflow processes (`eval "$(scripts/deploy.sh env)"`
 #                                   then `airflow ...` from $ATLAS_DEPLOY_DIR/venv-*/bin talks to this deployment)
@@ -23,6 +24,7 @@
 #   scripts/deploy.sh session NAME  the session of the component's current process (Airflow components: of
 #                                   its current run under the supervisor; Postgres, Redis: the `timeout` wrapper's)
 #   scripts/deploy.sh host          the address everything listens on ($ATLAS_DEPLOY_HOST, default below)
+#   scripts/deploy.sh statsd-url    the StatsD receiver's Prometheus endpoint (statsd-exporter's /metrics)
 #
 # Configuration: docker/airflow-common.env, the SAME file docker-compose.yml loads (env_file), plus secrets
 # generated once by scripts/docker_env.py into $ATLAS_DEPLOY_DIR/airflow.env (default $ATLAS_DEPLOY_CACHE/state); only the addresses and file
@@ -33,7 +35,10 @@
 # The store: connection atlas_default is the local Cassandra node 127.0.0.1:9042, keyspace
 # $ATLAS_DEPLOY_KEYSPACE (replication factor 1); atlas_embedded an embedded store in $ATLAS_DEPLOY_DIR. The Celery workers and the
 # triggerer run without their log servers (--skip-serve-logs: Airflow's serve-logs binds every interface);
-# all processes share one log folder, which the api-server reads.
+# all processes share one log folder, which the api-server reads. The StatsD receiver of Airflow's metrics
+# (AIRFLOW__METRICS__STATSD_* point at it) is Prometheus's statsd_exporter with compose's mapping
+# (docker/statsd-exporter/mapping.yml), UDP only, its /metrics on $HOST:$STATSD_WEB_PORT; the binary comes
+# from scripts/ensure_statsd_exporter.sh (Debian's package, else the Go module at compose's image version).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${ATLAS_DEPLOY_CACHE:-/tmp/airflow-atlas-deploy}" # the virtualenvs and the wheel (kept between runs)
@@ -52,6 +57,7 @@ HOST="${ATLAS_DEPLOY_HOST:-127.0.0.11}"
 PG_PORT=5432
 REDIS_PORT=6379
 API_PORT=8080
+STATSD_WEB_PORT=9102 # statsd-exporter's /metrics (compose's published port); its StatsD port: airflow-common.env
 KEYSPACE="${ATLAS_DEPLOY_KEYSPACE:-atlas_deploy}"
 CASSANDRA_HOST="${ATLAS_DEPLOY_CASSANDRA:-127.0.0.1}"
 addresses() {
@@ -244,6 +250,33 @@ start_redis() {
   log "redis on $HOST:$REDIS_PORT"
 }
 
+statsd_exporter_bin() { # ATLAS_STATSD_EXPORTER, Debian's package or the one built by scripts/ensure_statsd_exporter.sh
+  local b
+  for b in "${ATLAS_STATSD_EXPORTER:-}" /usr/bin/prometheus-statsd-exporter /usr/local/bin/statsd_exporter; do
+    [[ -n "$b" && -x "$b" ]] && { echo "$b"; return 0; }
+  done
+  return 1
+}
+statsd_port() { read_env_file "$COMMON_ENV" | sed -n 's/^AIRFLOW__METRICS__STATSD_PORT=//p'; }
+port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
+start_statsd_exporter() {
+  local bin port
+  running statsd-exporter && return 0
+  bin="$(statsd_exporter_bin)" || die "no statsd_exporter: run scripts/ensure_statsd_exporter.sh (as root)"
+  port="$(statsd_port)"
+  [[ -n "$port" ]] || die "AIRFLOW__METRICS__STATSD_PORT missing in $COMMON_ENV"
+  ensure_user
+  # The mapping as the exporter's user reads it (a copy: the checkout may not be readable to that user).
+  mkdir -p "$STATE/statsd-exporter" && cp "$ROOT/docker/statsd-exporter/mapping.yml" "$STATE/statsd-exporter/"
+  chmod 644 "$STATE/statsd-exporter/mapping.yml"
+  # shellcheck disable=SC2046
+  launch statsd-exporter $(as_user_cmd) "$bin" --statsd.mapping-config="$STATE/statsd-exporter/mapping.yml" \
+    --statsd.listen-udp="$HOST:$port" --statsd.listen-tcp="" --web.listen-address="$HOST:$STATSD_WEB_PORT" --log.level=warn
+  wait_until 30 statsd-exporter port_open "$HOST" "$STATSD_WEB_PORT" \
+    || die "statsd-exporter did not start: $STATE/logs/statsd-exporter.log"
+  log "statsd-exporter: StatsD on $HOST:$port (UDP), metrics on http://$HOST:$STATSD_WEB_PORT/metrics"
+}
+
 airflow_cmd() { # the command line of an Airflow component
   case "$1" in
     api-server) echo "airflow api-server --host $HOST --port $API_PORT" ;;
@@ -364,6 +397,7 @@ cmd_start() {
     case "$1" in
       postgres) cmd_venv >/dev/null; start_postgres ;;
       redis) start_redis ;;
+      statsd-exporter) start_statsd_exporter ;;
       *) cmd_venv >/dev/null; prepare_airflow; start_airflow "$1" ;;
     esac
     return
@@ -378,19 +412,20 @@ cmd_init() {
   cmd_venv >/dev/null || exit 1
   start_postgres
   start_redis
+  start_statsd_exporter
   prepare_airflow
 }
 
 cmd_stop() {
   if [[ $# -gt 0 ]]; then stop_many "$1"; return; fi
   stop_many "${AIRFLOW_COMPONENTS[@]}"
-  stop_many redis postgres
+  stop_many statsd-exporter redis postgres
   log "stopped"
 }
 
 cmd_status() {
   local c rc=0
-  for c in postgres redis "${AIRFLOW_COMPONENTS[@]}"; do
+  for c in postgres redis statsd-exporter "${AIRFLOW_COMPONENTS[@]}"; do
     if running "$c"; then echo "$c running $(main_pid "$c")"; else echo "$c stopped"; rc=3; fi
   done
   return $rc
@@ -407,5 +442,6 @@ case "${1:-}" in
   session) current_session "${2:?component}" ;;
   supervise) shift; cmd_supervise "$@"; exit 0 ;; # (exit: bash reads no more of this file, which may change meanwhile)
   host) echo "$HOST" ;;
-  *) sed -n '2,25p' "$0" >&2; exit 2 ;;
+  statsd-url) echo "http://$HOST:$STATSD_WEB_PORT/metrics" ;;
+  *) sed -n '2,27p' "$0" >&2; exit 2 ;;
 esac

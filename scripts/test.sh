@@ -18,6 +18,7 @@ cd "$ROOT"
 "$ROOT/scripts/ensure_sshd.sh" || exit 1
 "$ROOT/scripts/ensure_prometheus.sh" || exit 1
 "$ROOT/scripts/ensure_redis.sh" || exit 1
+"$ROOT/scripts/ensure_statsd_exporter.sh" >/dev/null || exit 1
 export PATH="$ROOT/.venv/bin:$PATH"
 # The project's own bytecode too (PYTHONDONTWRITEBYTECODE may be set; stale files are rebuilt by mtime).
 "$ROOT/.venv/bin/python" -m compileall -q airflow_atlas dags spark_jobs tests bench >/dev/null

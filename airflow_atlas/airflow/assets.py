@@ -11,6 +11,16 @@ result under ``"swept_tables"`` (:class:`TableTombstones`, one format for all th
 ``atlas_compaction`` is scheduled on the alias, so it runs after any of them (the events only trigger it: it
 reads each table's tombstone count from the store, :mod:`airflow_atlas.compaction`). Users can schedule their own DAGs on a table's asset
 (:func:`table_asset`) or on the alias.
+
+**Catching up.** Airflow keeps no asset-triggered run for a paused DAG, and a task's result can be lost
+(a retry that swept nothing after a killed first try did the work). So the operator also reads the store:
+every table that is *due* for compaction (its tombstones since its last compaction, counted by the store,
+reached ``compaction_threshold_tombstones``: :func:`airflow_atlas.compaction.due_for_compaction`) gets an
+event too, on every sweep run, until it is compacted - an unpaused ``atlas_compaction`` compacts at the
+next sweep run (every ``targeted_sweep_schedule``), whatever that run swept. The extra of a due table's
+event carries ``"tombstones_since_compaction"`` (zero counts for this run when it wrote none). A table below
+the threshold gets no event for earlier tombstones (its compaction would do nothing), so an idle store
+triggers no compaction runs.
 """
 from __future__ import annotations
 
@@ -40,8 +50,10 @@ class EmitSweptTablesOperator(AtlasBaseOperator):
     :param source: free text recorded in each event (default the DAG id).
     :param store_conn_id: the store the reports are about; default setting ``store_conn_id``.
 
-    Returns ``{table: counts}``. Does not open the store. Run it with ``trigger_rule="all_done"`` so the
-    tables swept by the pairs that succeeded are announced even when another pair failed.
+    Returns ``{table: counts}``: this run's tables and the due ones (with ``tombstones_since_compaction``).
+    Reads the due tables from the store; when it cannot (store unreachable) it logs a warning and announces
+    this run's tables only. Run it with ``trigger_rule="all_done"`` so the tables swept by the pairs that
+    succeeded are announced even when another pair failed.
     """
 
     template_fields = (*AtlasBaseOperator.template_fields, "reports", "source")
@@ -58,11 +70,27 @@ class EmitSweptTablesOperator(AtlasBaseOperator):
         settings = AtlasSettings.load()
         conn_id = self.resolved_conn_id(settings)
         counts = tombstones_by_table(self.reports)
+        for table, pending in self._due(settings).items():
+            counts.setdefault(table, {"tombstones": 0, "cells_tombstoned": 0, "versions_deleted": 0})
+            counts[table]["tombstones_since_compaction"] = pending
         events = context["outlet_events"][SWEPT_TABLES]
         for table, table_counts in sorted(counts.items()):
             extra = {"store_conn_id": conn_id, "table": table, "source": self.source or self.dag_id, **table_counts}
             events.add(table_asset(conn_id, table), extra=extra)
             self.log.info("asset event for %s: %s", table, extra)
         if not counts:
-            self.log.info("no table got tombstones: no asset event")
+            self.log.info("no table got tombstones and none is due for compaction: no asset event")
         return counts
+
+    def _due(self, settings) -> dict[str, int]:
+        """The store's tables due for compaction, ``{}`` when the store cannot tell (logged, never fatal: this
+        run's own tables are announced all the same)."""
+        from airflow_atlas.compaction import due_for_compaction
+
+        try:
+            with self.open_store(settings) as store:
+                return due_for_compaction(store, threshold=settings.compaction_threshold_tombstones)
+        except Exception as exc:
+            self.log.warning("could not read which tables are due for compaction (%s: %s): announcing this run's "
+                             "tables only", type(exc).__name__, exc)
+            return {}

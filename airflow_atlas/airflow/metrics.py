@@ -1,7 +1,9 @@
 """Sweep metrics through Airflow's own metrics (StatsD, DogStatsD or OpenTelemetry, as ``[metrics]`` says).
 
-:func:`emit_shard_metrics` is called by the sweep operator after each (shard, strategy) pair it sweeps, so
-what Airflow's metrics backend already collects (and the dashboards built on it) gets, per pair:
+:func:`emit_shard_metrics` is called by the sweep operator after each (shard, strategy) pair it sweeps - in the
+task as soon as the pair is done, before the next pair starts (a task stopped later, by a timeout or a
+killed worker, has sent the finished pairs' metrics); a Spark job's pairs when the job's document is back -
+so what Airflow's metrics backend already collects (and the dashboards built on it) gets, per pair:
 
 =====================================  =======  =============================================================
 name (after ``[metrics] statsd_prefix``)  type     meaning

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.airflow.conftest import load_dag, task_states, xcom
+from tests.airflow.conftest import load_dag, set_settings, task_states, xcom
 
 pytestmark = pytest.mark.airflow
 
@@ -151,3 +151,33 @@ def test_a_failed_pair_counts_as_a_failed_run_with_its_error_class(embedded_stor
     emit_shard_metrics(store, {"shard": 2, "strategy": "THOROUGH"}, failed)
     got = _metrics(statsd(), "airflow.atlas.sweep.")
     assert got == {"airflow.atlas.sweep.shard_runs,shard=2,strategy=THOROUGH,status=failed,error=StoreUnavailableError": (1, "c")}
+
+
+def test_a_task_stopped_mid_run_has_sent_the_finished_pairs_metrics(embedded_store, statsd, monkeypatch):
+    """Issue 32 item 10: the metrics of a pair are sent as soon as the pair is done, not at the end of the
+    task. One sweep task for two pairs, the first idle, the second slow (all its writes in one shard, swept
+    at 20 entries per second); the task's execution_timeout (``sweep_timeout_seconds``) stops it while the
+    second pair is swept: the first pair's metrics have arrived, the second's not. (Sent at the end of the
+    task, as before, nothing arrived.)"""
+    from airflow_atlas.kvs.api import Cell
+    from airflow_atlas.sweep.shards import shard_for
+    from tests.airflow.conftest import FAST, settle
+
+    store, _ = embedded_store
+    store.create_table("one_cell", "THOROUGH")
+    cell = next(c for c in (Cell(f"row{i}".encode(), b"c") for i in range(100)) if shard_for("one_cell", c, 2) == 1)
+    for i in range(300):  # 300 queue entries, all in shard 1: ~15 s at 20 entries per second
+        txn = store.transactions.begin()
+        txn.put("one_cell", {cell: str(i).encode()})
+        txn.commit()
+    settle(store)
+    set_settings(monkeypatch, **{**FAST, "retries": 1}, in_task_group_size=2, sweep_timeout_seconds=5,
+                 sweep_max_entries_per_second=20)
+    run = load_dag("atlas_manual_sweep").test(run_conf={"shards": [0, 1], "strategy": "THOROUGH"})
+    states = task_states(run)
+    assert states[("shard.sweep", 0)] == "failed", states  # stopped by its timeout in the second pair, both tries
+    sent = _metrics(statsd(), "airflow.atlas.sweep.thorough.")
+    assert sent["airflow.atlas.sweep.thorough.0.shard_runs.caught_up"] == (1, "c"), sent
+    assert sent["airflow.atlas.sweep.thorough.0.backlog"] == (0, "g"), sent
+    assert not [name for name in sent if name.startswith("airflow.atlas.sweep.thorough.1.")], sent
+    assert store.queue.progress.get_progress(1, "THOROUGH") < store.sweep_timestamps.sweep_timestamp("THOROUGH") - 1

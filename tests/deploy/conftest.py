@@ -46,6 +46,9 @@ def _script_env(keyspace: str = "") -> dict:
 HOST = subprocess.run([str(DEPLOY), "host"], env=_script_env(), capture_output=True, text=True, timeout=60,
                       check=True).stdout.strip()
 BASE_URL = f"http://{HOST}:8080"
+# The StatsD receiver's Prometheus endpoint (statsd-exporter, a component of the deployment).
+STATSD_URL = subprocess.run([str(DEPLOY), "statsd-url"], env=_script_env(), capture_output=True, text=True, timeout=60,
+                            check=True).stdout.strip()
 ARTIFACTS = REPO_ROOT / "test-artifacts" / "deploy"
 SEED = STATE / "atlas_variables.json"  # what scripts/deploy.sh init seeded the Variable from
 SHARDS = 2  # the seed's shard_count (scripts/deploy.sh DEPLOY_SETTINGS; test_deployment.py checks it)
@@ -138,6 +141,23 @@ def _deployment_env(keyspace: str) -> dict:
     out = subprocess.run(["bash", "-c", f'eval "$({DEPLOY} env)" && env -0'], env=_script_env(keyspace),
                          capture_output=True, timeout=120, check=True).stdout
     return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
+
+
+def statsd_samples(name: str) -> dict[tuple[str, str], float]:
+    """What the deployment's statsd-exporter serves of the per-pair metric ``name`` (after the mapping,
+    docker/statsd-exporter/mapping.yml): ``{(strategy, shard): value}``, summed over other labels. (The
+    untagged totals, default-named by the exporter, have no pair labels: the client's parser gives a counter
+    among them the same sample name, e.g. ``airflow_atlas_sweep_shard_runs_total``.)"""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(httpx.get(STATSD_URL, timeout=10).text):
+        for sample in family.samples:
+            if sample.name == name and "strategy" in sample.labels and "shard" in sample.labels:
+                key = (sample.labels["strategy"], sample.labels["shard"])
+                out[key] = out.get(key, 0.0) + sample.value
+    return out
 
 
 def log_tails(lines: int = 30) -> str:

@@ -7,9 +7,12 @@ clean virtualenv, configured by docker/airflow-common.env as docker-compose.yml 
 3. the dashboard answers 401 without a login, 403 with a token the API server did not sign, 200 with the
    admin's token (the password the API server generated into its passwords file);
 4. a run of atlas_targeted_sweep triggered through the REST API succeeds on the Cassandra store and tombstones
-   the obsolete versions of a table; atlas_compaction follows it on its own (asset-scheduled), counts the
-   tombstones from the store's sweep history and reclaims the space (``nodetool tablestats`` on the node);
-   a second run triggered through the CLI (``airflow dags trigger``) succeeds;
+   the obsolete versions of a table while atlas_compaction is paused (its asset event is lost: Airflow keeps
+   no asset-triggered run for a paused DAG); atlas_compaction is unpaused and a second run, triggered through
+   the CLI (``airflow dags trigger``), succeeds, sweeping nothing of the table: it announces the table due
+   for compaction, atlas_compaction follows on its own (asset-scheduled), counts the tombstones from the
+   store's sweep history and reclaims the space (``nodetool tablestats`` on the node);
+4a. the sweep's per-pair metrics reached the deployment's StatsD receiver (statsd-exporter, its /metrics);
 5. a real Prometheus scrapes /atlas/metrics from the deployment's api-server with a bearer token;
 6. the embedded store: the Variable's store_conn_id switched to ``atlas_embedded`` (a UI edit, taking effect
    at the next run), a CLI-triggered run sweeps it.
@@ -35,7 +38,7 @@ import pytest
 
 from tests.conftest import CASSANDRA_SCRIPT
 
-from .conftest import BASE_URL, HOST, SHARDS, STATE, STORE_CONFIG, log_tails, settings_value
+from .conftest import BASE_URL, HOST, SHARDS, STATE, STORE_CONFIG, log_tails, settings_value, statsd_samples
 
 pytestmark = [pytest.mark.deploy, pytest.mark.cassandra, pytest.mark.timeout(1800)]
 
@@ -203,9 +206,22 @@ def _compaction_of(deployment, table: str, after: datetime, timeout: float = 300
     raise AssertionError(f"no atlas_compaction run compacted {table} after {after}: {seen}\n{log_tails()}")
 
 
+def _pause(deployment, dag_id: str, paused: bool) -> None:
+    r = deployment.api("PATCH", f"/api/v2/dags/{dag_id}", json={"is_paused": paused})
+    assert r.status_code == 200, r.text
+
+
+def _triggering_events(deployment, run: dict) -> list[dict]:
+    r = deployment.api("GET", f"/api/v2/dags/{run['dag_id']}/dagRuns/{run['dag_run_id']}/upstreamAssetEvents")
+    assert r.status_code == 200, r.text
+    return r.json()["asset_events"]
+
+
 def test_rest_and_cli_runs_succeed_and_compaction_follows_the_sweep(deployment, cassandra_store):
     """The sweep may be the REST-triggered run or the scheduled one (every 5 minutes, as compose sets it)
-    that came first: whichever tombstoned the table, atlas_compaction follows it on its own."""
+    that came first: whichever tombstoned the table did so while atlas_compaction was paused. Unpaused, it
+    compacts after the next sweep run (issue 32 item 2: before, it waited for a sweep that tombstoned the
+    table again)."""
     from airflow_atlas.airflow.hooks import nodetool
 
     store = cassandra_store
@@ -213,21 +229,34 @@ def test_rest_and_cli_runs_succeed_and_compaction_follows_the_sweep(deployment, 
     runner = nodetool.LocalNodetoolRunner([str(CASSANDRA_SCRIPT), "nodetool"], timeout_seconds=600)
     # Only the compaction may reclaim space (the node's background compaction would race the measurement).
     runner.run(["disableautocompaction", deployment.keyspace, TABLE])
-    written = datetime.now(UTC)
     _overwrite(store)
     _settle(store)
     nodetool.flush(runner, deployment.keyspace, TABLE)
     live_before = nodetool.table_stats(runner, deployment.keyspace, TABLE)["space_used_live"]
     assert live_before > 6 * 150 * 2000 * 0.5
 
-    began = time.monotonic()
-    _assert_success(deployment, "atlas_targeted_sweep", _trigger_rest(deployment, "atlas_targeted_sweep"))
-    print(f"[deploy] REST-triggered atlas_targeted_sweep succeeded in {time.monotonic() - began:.0f}s")
+    _pause(deployment, "atlas_compaction", True)
+    try:
+        began = time.monotonic()
+        _assert_success(deployment, "atlas_targeted_sweep", _trigger_rest(deployment, "atlas_targeted_sweep"))
+        print(f"[deploy] REST-triggered atlas_targeted_sweep succeeded in {time.monotonic() - began:.0f}s")
+        counted = store.history.tombstones_since_compaction(TABLE).count
+        assert counted >= 150, counted  # swept while atlas_compaction was paused: its asset event is lost
+    finally:
+        unpaused = datetime.now(UTC)
+        _pause(deployment, "atlas_compaction", False)
 
-    compaction_run, report = _compaction_of(deployment, TABLE, after=written)
+    began = time.monotonic()
+    _assert_success(deployment, "atlas_targeted_sweep", _trigger_cli(deployment, "atlas_targeted_sweep"))
+    print(f"[deploy] CLI-triggered atlas_targeted_sweep succeeded in {time.monotonic() - began:.0f}s")
+
+    compaction_run, report = _compaction_of(deployment, TABLE, after=unpaused)
     # Asset-triggered, not forced: it compacted because the store's sweep history counted at least
-    # compaction_threshold_tombstones (100) tombstones for the table.
+    # compaction_threshold_tombstones (100) tombstones for the table; the event that triggered it is a sweep
+    # run's announcement of the due table (a run after the unpause, which tombstoned nothing of it).
     assert compaction_run["run_type"] == "asset_triggered" and not compaction_run["conf"].get("force"), compaction_run
+    due = [e["extra"] for e in _triggering_events(deployment, compaction_run) if e["extra"].get("table") == TABLE]
+    assert any(extra.get("tombstones_since_compaction", 0) >= 100 for extra in due), due
     compacted = report["compacted"][TABLE]
     print(f"[deploy] atlas_compaction {compaction_run['dag_run_id']} compacted {TABLE}: {compacted}")
     assert compacted["space_after_bytes"] < compacted["space_before_bytes"], compacted
@@ -236,9 +265,18 @@ def test_rest_and_cli_runs_succeed_and_compaction_follows_the_sweep(deployment, 
     after = store.history.tombstones_since_compaction(TABLE)
     assert after.last_compaction is not None and _when(compaction_run["start_date"]).timestamp() <= after.last_compaction["at"]
 
-    began = time.monotonic()
-    _assert_success(deployment, "atlas_targeted_sweep", _trigger_cli(deployment, "atlas_targeted_sweep"))
-    print(f"[deploy] CLI-triggered atlas_targeted_sweep succeeded in {time.monotonic() - began:.0f}s")
+
+# ----- 4a: StatsD reaches a real receiver -------------------------------------------------------------------
+def test_the_sweeps_per_pair_metrics_reach_the_statsd_exporter(deployment, cassandra_store):
+    """Airflow's StatsD (AIRFLOW__METRICS__STATSD_*) to the deployment's statsd-exporter, through compose's
+    mapping: the THOROUGH pairs that tombstoned test 4's table have their runs and tombstones there."""
+    runs = statsd_samples("airflow_atlas_sweep_shard_runs_total")
+    tombstones = statsd_samples("airflow_atlas_sweep_tombstones_written_total")
+    backlog = statsd_samples("airflow_atlas_sweep_backlog_entries")
+    print(f"[deploy] statsd-exporter: runs {runs}, tombstones {tombstones}")
+    thorough = {("THOROUGH", str(shard)) for shard in range(SHARDS)}
+    assert thorough <= set(runs) and thorough <= set(backlog), (runs, backlog)
+    assert sum(tombstones.get(pair, 0) for pair in thorough) >= 150, tombstones  # test 4's table: 150 cells
 
 
 # ----- 5: Prometheus scrapes the api-server -----------------------------------------------------------------

@@ -14,7 +14,8 @@ atlas_targeted_sweep has its sweep task sweeping a fresh backlog:
   heartbeats, is failed after ``task_instance_heartbeat_timeout`` and retried;
 * SIGKILL of a whole worker's process tree (every process of its current session, the task process
   included), the worker started again by its supervisor: the task is lost, failed after the heartbeat
-  timeout and retried.
+  timeout and retried. It is killed
+  once a pair's metrics have reached the deployment's statsd-exporter (sent per pair, while the task runs).
 
 After each: the run ends in success (through the retry where a task was lost); no sweep lease (shard,
 strategy) is held once the run is over (the orphan, if any, has exited by then); every tombstone written -
@@ -39,7 +40,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from .conftest import SHARDS, log_tails, settings_value
+from .conftest import SHARDS, log_tails, settings_value, statsd_samples
 from .test_deployment import _assert_success, _settle, _trigger_rest
 
 pytestmark = [pytest.mark.deploy, pytest.mark.cassandra, pytest.mark.timeout(900)]
@@ -327,9 +328,31 @@ def test_worker_main_process_killed_mid_sweep_orphans_its_task(deployment, cassa
     _after(deployment, cassandra_store, run, fault_at, f"{worker} main process SIGKILL (task orphaned) + restart")
 
 
+def _a_pair_reported(deployment, store, run: FaultRun) -> dict:
+    """Once the sweep task has finished a pair: the pair's metrics have reached the deployment's
+    statsd-exporter while other pairs of the task still have work to sweep (issue 32 item 10: sent per pair;
+    sent at the end of the task, they arrived only once every pair was swept). The pairs' run counters
+    before and after."""
+    before = statsd_samples("airflow_atlas_sweep_shard_runs_total")
+    deadline = time.monotonic() + RUNNING_TIMEOUT
+    while True:
+        now = statsd_samples("airflow_atlas_sweep_shard_runs_total")
+        if any(value > before.get(pair, 0) for pair, value in now.items()):
+            left = [(strategy, shard) for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")
+                    if store.sweeper.has_sweepable_work(shard, strategy)]
+            assert left, f"a pair's metrics arrived only once the task had swept every pair: {before} -> {now}"
+            assert _task_process(deployment, run.ti_id) is not None, "the sweep task ended before a pair reported"
+            return {"before": before, "after": now, "pairs_left": left}
+        assert time.monotonic() < deadline, f"no pair's metrics reached statsd-exporter while the task ran: {now}"
+        time.sleep(0.5)
+
+
 def test_worker_process_tree_killed_mid_sweep(deployment, cassandra_store, fault_settings):
-    """Every process of the worker's session dies (as in a container killed): the task is lost."""
+    """Every process of the worker's session dies (as in a container killed): the task is lost. It is killed
+    once it has finished a pair, whose metrics have reached the StatsD receiver by then."""
     run = _mid_sweep(deployment, cassandra_store, seed=26)
+    reported = _a_pair_reported(deployment, cassandra_store, run)
+    print(f"[deploy] a pair's metrics reached statsd-exporter while the task ran: {reported}")
     worker, _ = _task_process(deployment, run.ti_id)
     session = deployment.session(worker)
     killed = _main_pid(deployment, worker)

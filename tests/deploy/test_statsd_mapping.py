@@ -4,11 +4,16 @@ test through Airflow's real StatsD client, after real sweeps (a caught-up run an
 dotted per-pair line goes through the rules as statsd-exporter applies them (first match wins; ``*`` is one
 dot-separated component; the line's type must match ``match_metric_type``). Every line maps, every rule is
 used, and the Prometheus names keep units (``_total`` counters, ``_seconds`` timers). Compose mounts the file
-and points statsd-exporter at it. (No statsd-exporter binary is available to run here: the rules are
-applied by the test.)"""
+and points statsd-exporter at it. The same lines then go to a real statsd_exporter (the binary
+scripts/deploy.sh runs, from scripts/ensure_statsd_exporter.sh) started with the file: it serves what the
+rules, as applied here, say it should (tests/deploy/test_deployment.py checks the deployment's own exporter
+receiving a sweep's metrics from Airflow's task processes)."""
 from __future__ import annotations
 
 import re
+import socket
+import subprocess
+import time
 
 import pytest
 import yaml
@@ -66,7 +71,65 @@ def test_every_sweep_metric_maps_and_every_rule_is_used(statsd, tmp_path):  # no
     with AtlasStore.open(f"sqlite:///{tmp_path / 'atlas.db'}", StoreConfig(unreadable_window_seconds=0)) as store:
         store.initialize(shards=2)
         _sweep_and_emit(store)
-    _check(statsd())
+    lines = statsd()
+    mapped = _check(lines)
+    _check_real_exporter(lines, mapped, tmp_path)
+
+
+def _free_port(kind: int) -> int:
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _check_real_exporter(lines: list[str], mapped: dict[str, set[str]], tmp_path) -> None:
+    """The lines through a real statsd_exporter started with the mapping (on 127.0.0.1, ended by ``timeout``
+    whatever happens): every Prometheus name the rules give is served, with the pairs' labels."""
+    import httpx
+    from prometheus_client.parser import text_string_to_metric_families
+
+    found = subprocess.run([str(REPO_ROOT / "scripts" / "ensure_statsd_exporter.sh")], capture_output=True, text=True,
+                           timeout=600)
+    assert found.returncode == 0, f"no statsd_exporter (scripts/ensure_statsd_exporter.sh): {found.stderr[-2000:]}"
+    udp, web = _free_port(socket.SOCK_DGRAM), _free_port(socket.SOCK_STREAM)
+    log = open(tmp_path / "statsd_exporter.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(["timeout", "120", found.stdout.strip(), f"--statsd.mapping-config={MAPPING}",
+                             f"--statsd.listen-udp=127.0.0.1:{udp}", "--statsd.listen-tcp=",
+                             f"--web.listen-address=127.0.0.1:{web}"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        served: dict[str, set[tuple[str, str]]] = {}
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                text = httpx.get(f"http://127.0.0.1:{web}/metrics", timeout=5).text
+                break
+            except httpx.HTTPError:
+                assert proc.poll() is None, (tmp_path / "statsd_exporter.log").read_text()
+                time.sleep(0.2)
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            for line in lines:
+                sock.sendto(line.encode(), ("127.0.0.1", udp))
+        while time.monotonic() < deadline:
+            text = httpx.get(f"http://127.0.0.1:{web}/metrics", timeout=5).text
+            served = {}
+            for family in text_string_to_metric_families(text):
+                for sample in family.samples:
+                    if "strategy" in sample.labels and "shard" in sample.labels:
+                        served.setdefault(family.name, set()).add((sample.labels["strategy"], sample.labels["shard"]))
+            if {_family(name) for name in mapped} <= set(served):
+                break
+            time.sleep(0.2)
+        assert {_family(name) for name in mapped} <= set(served), (sorted(mapped), sorted(served))
+        assert all(strategy in ("CONSERVATIVE", "THOROUGH") for pairs in served.values() for strategy, _ in pairs)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+
+
+def _family(name: str) -> str:
+    """The metric family a Prometheus name belongs to (the client's parser drops a counter's ``_total``)."""
+    return name.removesuffix("_total")
 
 
 def _sweep_and_emit(store) -> None:
@@ -83,7 +146,7 @@ def _sweep_and_emit(store) -> None:
             emit_shard_metrics(store, target, result)
 
 
-def _check(lines: list[str]) -> None:
+def _check(lines: list[str]) -> dict[str, set[str]]:
     rules = _rules()
     used: set[int] = set()
     mapped: dict[str, set[str]] = {}
@@ -111,3 +174,4 @@ def _check(lines: list[str]) -> None:
     assert not unused, f"rules no sweep metric uses (a renamed metric?): {unused}"
     assert all(len(kinds) == 1 for kinds in mapped.values()), mapped
     assert re.fullmatch(r"[a-z_]+", "".join(mapped)), sorted(mapped)
+    return mapped

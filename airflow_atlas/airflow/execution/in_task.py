@@ -12,6 +12,10 @@ in use are kept in ``in_use`` (a dict the operator owns) so its ``on_kill`` can 
 
 Isolation: pairs are swept one after the other; a failing pair does not stop the others (its error is
 returned); bad input (``InvalidInputError``, ``TableNotFoundError``) fails the whole call at once.
+
+Per pair: ``on_pair`` (the caller's; the operator sends the pair's metrics with it) is called with each
+swept or failed target as soon as that pair is done, before the next pair starts, so what a pair did is
+reported even when the task is stopped later (a timeout, a killed worker). It must not raise.
 """
 from __future__ import annotations
 
@@ -45,9 +49,10 @@ def sweep_in_task(
     lease_seconds: float,
     holder_of: Callable[[SweepTarget], str],
     in_use: dict[str, Lease],
+    on_pair: Callable[[SweepTarget], None] = lambda target: None,
 ) -> tuple[list[SweepTarget], list[SweepTarget]]:
     """Sweep ``targets``; returns (the swept targets with their ``result``, the failed targets with the result
-    ``{"status": "failed", "error": ...}``)."""
+    ``{"status": "failed", "error": ...}``). ``on_pair`` gets each of them as soon as its pair is done."""
     out, failed = [], []
     for target in targets:
         try:
@@ -57,6 +62,7 @@ def sweep_in_task(
         except Exception as exc:
             log.exception("sweeping %s failed", target.label)
             failed.append(target.with_(result={"status": "failed", "error": f"{type(exc).__name__}: {exc}"}))
+            on_pair(failed[-1])
             continue
         log.info(
             "%s: %s after %s iteration(s), progress %s -> %s, %s cell(s) tombstoned, %s aborted write(s) deleted",
@@ -65,6 +71,7 @@ def sweep_in_task(
         )
         swept = target if lease is None else target.with_lease(lease)
         out.append(swept.with_(result=result.to_json()))
+        on_pair(out[-1])
     return out, failed
 
 

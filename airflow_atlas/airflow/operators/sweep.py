@@ -135,10 +135,13 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         else:
             self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
             self._in_use.clear()  # the operator object may be reused by a retry in the same process
+            # each pair's metrics as soon as it is done (a task stopped later has sent the finished pairs')
             swept, failed = sweep_in_task(
                 store, targets, options, lease_seconds=float(settings.lock_lease_seconds),
                 holder_of=lambda target: holder_for(context, target), in_use=self._in_use,
+                on_pair=lambda target: emit_shard_metrics(store, target.to_json(), target.result),
             )
+            return self._finish(store, targets, swept, failed, mode, emitted=True)
         return self._finish(store, targets, swept, failed, mode)
 
     def execute_complete(self, context, event: dict | None = None) -> Any:
@@ -155,9 +158,12 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
                 return self._finish(store, swept, swept, [], "spark")
 
     def _finish(self, store, targets: list[SweepTarget], swept: list[SweepTarget], failed: list[SweepTarget],
-                mode: str) -> Any:
-        for target in swept + failed:
-            emit_shard_metrics(store, target.to_json(), target.result)
+                mode: str, *, emitted: bool = False) -> Any:
+        """The task's output; the pairs' metrics first unless already ``emitted`` pair by pair (in the task).
+        A Spark job's pairs report once the job's document is back: their metrics are sent here."""
+        if not emitted:
+            for target in swept + failed:
+                emit_shard_metrics(store, target.to_json(), target.result)
         if failed:
             raise AirflowException(
                 f"{len(failed)} of {len(targets)} pair(s) failed: "

@@ -146,3 +146,40 @@ def test_sweeps_airflow_never_heard_of_are_compacted(embedded_store, monkeypatch
     assert os.path.getsize(conn["host"]) < size_before
     again = load_dag("atlas_compaction").test()  # the count restarted from zero: nothing due now
     assert xcom(again, "compact")["compacted"] == {}
+
+
+def test_a_sweep_run_that_swept_nothing_announces_the_tables_due_for_compaction(embedded_store, monkeypatch):
+    """Issue 32 item 2: tombstones whose announcement was lost - written while atlas_compaction was paused
+    (Airflow keeps no asset-triggered run for a paused DAG), or by a first try whose worker was killed while
+    its retry swept nothing - are announced by the next sweep run, whatever it swept: a table due for
+    compaction (its count since its last compaction, from the store, reached the threshold) gets an asset
+    event, so the unpaused atlas_compaction compacts it. Once compacted, or below the threshold, a table gets
+    no event from a run that did not tombstone it. (Before: only this run's tombstones were announced.)"""
+    store, _ = embedded_store
+    store.create_table(TABLE, "THOROUGH")
+    store.create_table("below_threshold", "THOROUGH")
+    from airflow_atlas.kvs.api import Cell
+
+    for value in (b"1", b"2"):  # one obsolete version of 5 cells: 5 tombstones, below the threshold
+        txn = store.transactions.begin()
+        txn.put("below_threshold", {Cell(f"r{i}".encode(), b"c"): value for i in range(5)})
+        txn.commit()
+    _overwrite(store)
+    written = _sweep_outside_airflow(store)  # the lost first try: the store counted its tombstones
+    assert written >= 150 and store.history.tombstones_since_compaction("below_threshold").count == 5
+    set_settings(monkeypatch, **FAST, compaction_threshold_tombstones=100)
+
+    sweep_run = load_dag("atlas_targeted_sweep").test()  # the retry: nothing left to sweep
+    assert str(sweep_run.state) == "success", task_states(sweep_run)
+    events = _asset_events(sweep_run)
+    assert set(events) == {TABLE}, events
+    assert events[TABLE]["tombstones"] == 0 and events[TABLE]["tombstones_since_compaction"] == written, events
+    assert xcom(sweep_run, "publish_swept_tables")[TABLE]["tombstones_since_compaction"] == written
+
+    compaction_run = load_dag("atlas_compaction").test()  # what that event triggers
+    assert str(compaction_run.state) == "success", task_states(compaction_run)
+    assert set(xcom(compaction_run, "compact")["compacted"]) == {TABLE}
+
+    again = load_dag("atlas_targeted_sweep").test()  # compacted: nothing due, nothing announced
+    assert str(again.state) == "success", task_states(again)
+    assert _asset_events(again) == {}
