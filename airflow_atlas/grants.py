@@ -1,6 +1,6 @@
 """Least privilege on Cassandra: what each role of a deployment may do on the store's keyspace.
 
-Two roles (docs in README "Secured node" and docs/SECURITY.md):
+Two roles (docs in docs/TESTING.md "Secured node" and docs/SECURITY.md):
 
 * the **administrator** creates the keyspace and the tables (``init``, ``create_table``, new user tables
   of the workload), raises the shard count and changes strategies: CREATE, ALTER, DROP on the keyspace

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The compose deployment's Airflow part as plain processes on this machine, from the built wheel: what the
-# deployment test tier (tests/deploy/test_deployment.py) runs, and what README.md "Deployment test" shows.
+# deployment test tier (tests/deploy/test_deployment.py) runs, and what docs/DEPLOYMENT.md "Deployment test" shows.
 #
 #   scripts/deploy.sh venv          build the wheel (uv build: sdist, then the wheel), a clean virtualenv with
 #                                   docker/requirements-docker.lock (the lock the image uses, installed with

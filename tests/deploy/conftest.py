@@ -204,7 +204,7 @@ def deployment(cassandra_node, cassandra_session):
 
 
 def edit_variables(deployment: Deployment, **values) -> dict:
-    """The documented edit of Variables from a shell (README "Deployment test"): ``airflow variables export``
+    """The documented edit of Variables from a shell (docs/DEPLOYMENT.md "Deployment test"): ``airflow variables export``
     to a private file, the values replaced there, ``airflow variables import --action-on-existing-key
     overwrite`` - each Variable keeps its description (``airflow variables set`` drops it). Returns the
     export as it was before the edit."""

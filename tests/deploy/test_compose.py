@@ -1,6 +1,6 @@
 """The docker deployment: the compose file is well formed, names every service the runbook promises, and
 every image it builds can find its inputs in the repository. (No Docker engine runs on the CI machine, so
-images are not built here; README says so.)"""
+images are not built here; docs/DEPLOYMENT.md says so.)"""
 from __future__ import annotations
 
 import json
@@ -74,7 +74,7 @@ def test_airflow_processes_are_restarted_when_they_exit():
 
 
 @pytest.mark.skipif(
-    shutil.which("docker-compose") is None, reason="docker-compose not installed (the README says how the file was validated)"
+    shutil.which("docker-compose") is None, reason="docker-compose not installed (docs/DEPLOYMENT.md says how the file was validated)"
 )
 def test_docker_compose_config_validates():
     result = subprocess.run(["docker-compose", "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True)
@@ -205,7 +205,7 @@ def test_airflow_reads_the_compose_settings_as_promised(tmp_path):
     """Airflow's own configuration, given the compose environment and a generated env file: the Celery
     visibility timeout exceeds the longest task, the heartbeat timeout suits sweep leases, DAGs start
     unpaused, the JWT secret is long enough, and the auth manager's users are USER:ROLE with a password
-    generated, printed and kept in the passwords file on the auth volume (as README says)."""
+    generated, printed and kept in the passwords file on the auth volume (as docs/DEPLOYMENT.md says)."""
     from airflow_atlas.airflow.settings import AtlasSettings
 
     env_path = tmp_path / "airflow.env"
@@ -253,13 +253,12 @@ print("CONF " + json.dumps({
     assert got["users"] == [["admin", "ADMIN"]] or got["users"] == [["admin", "admin"]], got["users"]
     (password,) = got["passwords"].values()
     assert list(got["passwords"]) == ["admin"] and len(password) >= 16
-    assert f"Password for user 'admin': {password}" in result.stdout  # what README's grep finds
+    assert f"Password for user 'admin': {password}" in result.stdout  # what the grep of docs/DEPLOYMENT.md finds
 
 
-def test_readme_deployment_section_matches_the_compose_file():
-    readme = (REPO_ROOT / "README.md").read_text()
-    section = readme[readme.index("## Deployment (docker/)"):]
-    section = section[: section.index("\n## ", 1)] if "\n## " in section[1:] else section
+def test_the_deployment_doc_matches_the_compose_file():
+    doc = (REPO_ROOT / "docs" / "DEPLOYMENT.md").read_text()
+    section = doc[doc.index("# Deployment (docker/)"):doc.index("\n## Deployment test")]
     assert "admin/admin" not in section
     for needed in ("python3 scripts/docker_env.py", 'grep "Password for user"', "ATLAS_DAG_SETTINGS",
                    "atlas_variables.json", "unreadable_window_seconds", "AIRFLOW_VAR_ATLAS_SETTINGS",

@@ -117,7 +117,7 @@ def test_the_seeded_settings_fit_the_process_deployment(deployment):
 
 
 def test_the_documented_variable_edit_keeps_the_description(deployment):
-    """Item 8: the edit README documents (conftest.py's :func:`edit_variables`: export, edit, import with
+    """Item 8: the edit docs/DEPLOYMENT.md documents (conftest.py's :func:`edit_variables`: export, edit, import with
     overwrite) changed the value and kept the seeded description (``airflow variables set`` dropped it)."""
     r = deployment.api("GET", "/api/v2/variables/atlas_settings")
     assert r.status_code == 200, r.text
