@@ -16,8 +16,8 @@ from typing import Any
 from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..kvs.consistency import ConsistencyPolicy
-from ..sweep.constants import MAX_SHARDS
-from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
+from ..sweep.queue.constants import MAX_SHARDS
+from ..sweep.queue.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..sweep.results import SUMMED_FIELDS, holder_process_gone
 from ..validation import check_int
 from .clock import TimestampClock

@@ -23,7 +23,7 @@ from airflow_atlas.settings_model import (
     spec_of,
 )
 from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
-from airflow_atlas.sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
+from airflow_atlas.sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENGINE_KEYS = [f.name for f in setting_fields(StoreConfig)]
