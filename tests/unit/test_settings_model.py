@@ -191,7 +191,7 @@ def test_the_settings_table_in_the_docs_is_current_and_linked():
     from airflow_atlas.airflow.settings_doc import DOC, render_doc
 
     doc = (ROOT / DOC).read_text()
-    assert render_doc(doc) == doc, "docs/SETTINGS.md is stale: python -m airflow_atlas.airflow.settings --write-docs"
+    assert render_doc(doc) == doc, "docs/SETTINGS.md is stale: python -m airflow_atlas.airflow.settings_doc --write-docs"
     for name in ENGINE_KEYS:
         assert f"| `{name}` | engine |" in doc
     assert "docs/SETTINGS.md" in (ROOT / "README.md").read_text()
