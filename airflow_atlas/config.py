@@ -31,9 +31,9 @@ from .settings_model import (
     setting,
     validate_fields,
 )
-from .sweep.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATENCY_TARGET
-from .sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
-from .sweep.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
+from .sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATENCY_TARGET
+from .sweep.pacing.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
+from .sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 DAY = 86_400
 """Seconds per day: the upper bound of the lease and wait settings."""
@@ -44,7 +44,7 @@ MAX_ITERATIONS_PER_SHARD = 1_000_000
 DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 0
 """Default of ``sweep_max_entries_per_second``: no upper bound - the adaptive pace (``sweep_latency_target``)
 decides. (The fixed limit measured to keep foreground p99 within 1.25x of no sweep, 1,000, is where an
-adaptive run starts: sweep/adaptive.py START_ENTRIES_PER_SECOND.)"""
+adaptive run starts: sweep/pacing/adaptive.py START_ENTRIES_PER_SECOND.)"""
 
 
 @dataclass(frozen=True)
@@ -150,7 +150,7 @@ class StoreConfig:
         "unlimited); per task, so the total is this times the sweep tasks running at once (cap those with "
         "the sweep_pool / max_parallel_groups settings; see docs/INTENSITY.md). With the adaptive pace "
         "(sweep_latency_target > 0) the upper bound of the pace; with sweep_latency_target 0 the fixed rate",
-        read="sweep/targeted.py (sweep_shard -> sweep/intensity.py), so the CLI, operators and Spark executors",
+        read="sweep/targeted.py (sweep_shard -> sweep/pacing/intensity.py), so the CLI, operators and Spark executors",
     )
     sweep_latency_target: float = setting(
         DEFAULT_SWEEP_LATENCY_TARGET, OffOrAbove(1, MAX_SWEEP_LATENCY_TARGET),
@@ -158,7 +158,7 @@ class StoreConfig:
         "reads, chunks of 64 deletes) over their baseline in the run, as a ratio (1.5: to 1.5x, at least 2 ms "
         "more); the pace halves above it and grows below it, up to sweep_max_entries_per_second when that "
         "is not 0. 0: off (sweep_max_entries_per_second is a fixed rate, as before). See docs/INTENSITY.md",
-        read="sweep/targeted.py (sweep_shard -> sweep/adaptive.py), so the CLI, operators and Spark executors",
+        read="sweep/targeted.py (sweep_shard -> sweep/pacing/adaptive.py), so the CLI, operators and Spark executors",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),

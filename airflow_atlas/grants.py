@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from .errors import InvalidInputError
 from .locks import LOCKS_TABLE
 from .sweep.history import TABLE as SWEEP_HISTORY_TABLE
-from .sweep.queue_tables import SWEEP_PROGRESS, SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
+from .sweep.queue.queue_tables import SWEEP_PROGRESS, SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
 from .sweep.scrub import TABLE as SCRUB_TABLE
 from .table_marks import TABLE as TABLE_MARKS_TABLE
 from .timestamps import TIMESTAMP_TABLE

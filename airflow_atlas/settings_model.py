@@ -21,7 +21,7 @@ Adding a setting is one declaration, e.g. in ``StoreConfig``::
         864_000, Int(1, 10 * 365 * 86_400), "Cassandra repair interval ...", read="sweep/..."
     )
 
-then ``python -m airflow_atlas.airflow.settings --write-docs`` rewrites the table in docs/SETTINGS.md.
+then ``python -m airflow_atlas.airflow.settings_doc --write-docs`` rewrites the table in docs/SETTINGS.md.
 """
 from __future__ import annotations
 

@@ -93,7 +93,7 @@ class AtlasStore:
 
     @cached_property
     def queue(self):
-        from .sweep.queue import SweepQueue
+        from .sweep.queue.sweep_queue import SweepQueue
 
         return SweepQueue(self.kvs)
 
@@ -162,7 +162,7 @@ class AtlasStore:
 
     @cached_property
     def pace_profiles(self):
-        from .sweep.pace_profile import PaceProfiles
+        from .sweep.pacing.pace_profile import PaceProfiles
 
         return PaceProfiles(self.kvs)
 

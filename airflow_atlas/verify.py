@@ -231,8 +231,8 @@ def _check_queue(store, out: _Collector, progress: dict) -> None:
 
 def _check_quarantine(store, out: _Collector, progress: dict) -> None:
     from .errors import CorruptQueueDataError
-    from .sweep.constants import FINE_PARTITION
-    from .sweep.queue_tables import decode_cells_row
+    from .sweep.queue.constants import FINE_PARTITION
+    from .sweep.queue.queue_tables import decode_cells_row
 
     try:
         records = store.history.quarantined(limit=1000)

@@ -18,7 +18,7 @@ from .errors import (
     TransactionFailedRetriableError,
 )
 from .kvs.api import Cell, SweepStrategy
-from .sweep.write_info import WriteInfo
+from .sweep.queue.write_info import WriteInfo
 
 
 @dataclass

@@ -321,7 +321,7 @@ def commit_synthetic(store, table: str, batches: Sequence[dict], threads: int = 
     per batch draw (start, commit), enqueue the writes exactly as a committing transaction does, write the
     cells at start, then put the commit entry. The queue and the store end up exactly as after real
     commits. Returns the number of queue entries written."""
-    from airflow_atlas.sweep.write_info import WriteInfo
+    from airflow_atlas.sweep.queue.write_info import WriteInfo
 
     def one(writes):
         block = store.timestamps.fresh_timestamps(2)

@@ -374,7 +374,7 @@ def run(*, quick: bool, reps: int) -> dict:
     for r in runs:
         r.pop("latencies_ms", None)  # pooled into the results; the JSON stays small
     from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
-    from airflow_atlas.sweep.adaptive import DEFAULT_SWEEP_LATENCY_TARGET
+    from airflow_atlas.sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET
 
     return C.result_document(
         NAME, quick=quick, backend="cassandra", watch=watch, machine=machine,

@@ -80,7 +80,7 @@ def _child(url: str, sweep_ts: int, batch: int) -> None:
 
 def _align_to_fresh_partition(store, needed: int) -> None:
     """Make sure the next ``needed`` timestamps stay inside one fine partition (one reader batch)."""
-    from airflow_atlas.sweep.constants import FINE_PARTITION
+    from airflow_atlas.sweep.queue.constants import FINE_PARTITION
 
     bound = store.timestamps.current_bound()
     if bound % FINE_PARTITION + needed >= FINE_PARTITION - 10:

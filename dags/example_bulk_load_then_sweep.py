@@ -46,7 +46,7 @@ with DAG(
     def bulk_load(params=None, run_id=None) -> dict:
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
         from airflow_atlas.kvs.api import Cell
-        from airflow_atlas.sweep.shards import shard_for
+        from airflow_atlas.sweep.queue.shards import shard_for
 
         conf = AtlasSettings.load()
         rows, batch = int(params["rows"]), 200

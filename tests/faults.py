@@ -15,7 +15,7 @@ import signal
 import time
 from functools import partial
 
-from airflow_atlas.sweep.queue_tables import SWEEP_PROGRESS, decode_progress_value, progress_cell
+from airflow_atlas.sweep.queue.queue_tables import SWEEP_PROGRESS, decode_progress_value, progress_cell
 
 
 class InjectedFailure(RuntimeError):

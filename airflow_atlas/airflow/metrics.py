@@ -45,7 +45,7 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_atlas.sweep.reader import DEFAULT_COUNT_CAP as BACKLOG_CAP
+from airflow_atlas.sweep.queue.reader import DEFAULT_COUNT_CAP as BACKLOG_CAP
 
 log = logging.getLogger(__name__)
 

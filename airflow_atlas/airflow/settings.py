@@ -2,7 +2,7 @@
 
 Every setting - engine and Airflow - is listed with its default, accepted values and where it is read in
 ONE table: ``docs/SETTINGS.md`` (generated from the declarations here and in :mod:`airflow_atlas.config`;
-``python -m airflow_atlas.airflow.settings --write-docs`` rewrites it).
+``python -m airflow_atlas.airflow.settings_doc --write-docs`` rewrites it).
 
 Each setting has ONE visible source in a deployment (docs/SETTINGS.md, "Where values come from"):
 
@@ -486,8 +486,3 @@ class AtlasSettings:
 STORE_CONFIG = "store_config"
 """Key of the Variable that may hold engine settings as a nested object (same layer as the top level)."""
 
-
-if __name__ == "__main__":  # python -m airflow_atlas.airflow.settings [--write-docs]
-    from airflow_atlas.airflow.settings_doc import main
-
-    main()

@@ -1,5 +1,5 @@
 """The settings table of docs/SETTINGS.md, generated from the declarations (:class:`~airflow_atlas.config.StoreConfig`,
-:class:`~airflow_atlas.airflow.settings.AtlasSettings`): ``python -m airflow_atlas.airflow.settings --write-docs``
+:class:`~airflow_atlas.airflow.settings.AtlasSettings`): ``python -m airflow_atlas.airflow.settings_doc --write-docs``
 rewrites it; ``tests/unit/test_settings_model.py`` fails when it is stale."""
 from __future__ import annotations
 
@@ -38,3 +38,7 @@ def main() -> None:
         print(f"wrote {path}")
     else:
         print(settings_markdown(), end="")
+
+
+if __name__ == "__main__":  # python -m airflow_atlas.airflow.settings_doc [--write-docs]
+    main()

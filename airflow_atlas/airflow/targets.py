@@ -23,7 +23,7 @@ from typing import Any
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SweepStrategy
 from airflow_atlas.locks import Lease
-from airflow_atlas.sweep.constants import MAX_SHARDS
+from airflow_atlas.sweep.queue.constants import MAX_SHARDS
 from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.validation import check_int

@@ -9,8 +9,8 @@ from ..errors import InvalidInputError
 from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..kvs.url import STORE_URL_ENV
 from ..status.metrics import SCRAPE_BACKLOG_CAP, SCRAPE_HISTORY_LIMIT, SCRAPE_TIMEOUT_SECONDS
-from ..sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
-from ..sweep.reader import DEFAULT_COUNT_CAP
+from ..sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
+from ..sweep.queue.reader import DEFAULT_COUNT_CAP
 from .metrics import DEFAULT_LISTEN
 from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 

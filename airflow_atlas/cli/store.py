@@ -96,7 +96,7 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         except InvalidInputError as exc:
             raise CliError(EXIT_USAGE, f"{label}: {scrub(str(exc), secrets)}") from None
     if must_exist:
-        from ..sweep.queue_tables import SWEEP_PROGRESS
+        from ..sweep.queue.queue_tables import SWEEP_PROGRESS
 
         try:
             initialized = store.kvs.table_exists(SWEEP_PROGRESS)

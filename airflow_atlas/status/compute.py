@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import InvalidInputError, StoreUnavailableError
 from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..kvs.consistency import ConsistencyPolicy
-from ..sweep.constants import MAX_SHARDS
-from ..sweep.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
+from ..sweep.queue.constants import MAX_SHARDS
+from ..sweep.queue.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..validation import check_int
 from .clock import TimestampClock
 from .compaction import read_compaction

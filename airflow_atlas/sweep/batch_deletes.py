@@ -5,10 +5,10 @@ with its table's strategy now; and, in a paced run, spread over the batch's time
 :func:`plan_deletes` decides what to delete (pure but for the table checks); :func:`run_deletes` sends it,
 per table first the aborted versions, then the cells. Unpaced (``spread`` None), each group is one call, as
 the store's own concurrency runs it. Paced, the groups go in chunks
-(:func:`~airflow_atlas.sweep.intensity.delete_chunks`: the first of 64, the others about an eighth of the
+(:func:`~airflow_atlas.sweep.pacing.intensity.delete_chunks`: the first of 64, the others about an eighth of the
 batch) and ``spread(share)`` runs before each chunk after the first with its predecessor's share of the batch
-(the pacer's wait; sweep/intensity.py), and the time of every chunk of exactly
-:data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS` goes to ``observe`` (the adaptive pace's
+(the pacer's wait; sweep/pacing/intensity.py), and the time of every chunk of exactly
+:data:`~airflow_atlas.sweep.pacing.intensity.DELETE_CHUNK_REQUESTS` goes to ``observe`` (the adaptive pace's
 ``delete`` sample). Any failure raises: the caller must
 not advance progress past an unswept entry (a chunk that was sent is idempotent when redone).
 """
@@ -23,7 +23,7 @@ from ..errors import TableNotFoundError
 from ..kvs.api import Cell, SweepStrategy
 from ..kvs.consistency import Operation
 from .deleter import SweepDeleter
-from .intensity import DELETE_CHUNK_REQUESTS, chunk_shares, delete_chunks
+from .pacing.intensity import DELETE_CHUNK_REQUESTS, chunk_shares, delete_chunks
 from .results import SweepResult
 
 ABORTED = -1

@@ -84,10 +84,10 @@ class ShardSweepResult(_SweepFigures):
     on this host, None when that cannot be known). For ``failed``: ``error`` (exception class and message:
     the reason the status and dashboard show). ``max_entries_per_second``: the intensity limit the run used
     (0 = unlimited; with the adaptive pace its upper bound); ``seconds_paced``: how long it waited between
-    iterations to keep to it (:mod:`~airflow_atlas.sweep.intensity`). ``latency_target``: the adaptive
+    iterations to keep to it (:mod:`~airflow_atlas.sweep.pacing.intensity`). ``latency_target``: the adaptive
     pace's target (0 = off, a fixed rate); ``pace_entries_per_second`` and ``pace_reason``: the pace at the
     end of the run and why (e.g. ``"backed off: delete p50 38 ms > target 25 ms"``; None when not paced),
-    ``pace_backoffs``: how often it backed off (:mod:`~airflow_atlas.sweep.adaptive`)."""
+    ``pace_backoffs``: how often it backed off (:mod:`~airflow_atlas.sweep.pacing.adaptive`)."""
 
     iterations: int = 0
     error: str | None = None

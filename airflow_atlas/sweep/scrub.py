@@ -25,8 +25,8 @@ from ..errors import CorruptQueueDataError, InvalidInputError, KeyAlreadyExistsE
 from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
 from ..kvs.consistency import Operation
 from .deleter import SweepDeleter
-from .write_info import WriteInfo
-from .write_reference import decode_write_reference, encode_write_info
+from .queue.write_info import WriteInfo
+from .queue.write_reference import decode_write_reference, encode_write_info
 
 log = logging.getLogger(__name__)
 

@@ -33,16 +33,16 @@ import time
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.api import SweepStrategy
 from ..validation import check_int
-from .adaptive import AdaptiveController
 from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
-from .constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .deleter import SweepDeleter
-from .intensity import SweepPacer
 from .lease_keeper import FixedLease, LeaseKeeper
+from .pacing.adaptive import AdaptiveController
+from .pacing.intensity import SweepPacer
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
-from .reader import BatchReadAhead
+from .queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
+from .queue.reader import BatchReadAhead
 from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_holder
 
 log = logging.getLogger(__name__)
@@ -62,7 +62,7 @@ class TargetedSweeper(SweepPairs):
         # (shard, strategy) -> (start_ts, commit_ts) of the first transaction found committed too late.
         self._blocked: dict[tuple[int, str], tuple[int, int]] = {}
         self._blocked_lock = threading.Lock()
-        # (shard, strategy) -> the next batch read ahead while the current one is deleted (reader.py).
+        # (shard, strategy) -> the next batch read ahead while the current one is deleted (queue/reader.py).
         self._read_ahead: dict[tuple[int, str], BatchReadAhead] = {}
 
     # ----- the iteration ---------------------------------------------------------------------------
@@ -123,16 +123,16 @@ class TargetedSweeper(SweepPairs):
 
         Intensity: at most ``max_entries_per_second`` queue entries per second (default: setting
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
-        :class:`~airflow_atlas.sweep.intensity.SweepPacer` (never after the last one; one wait at most a
+        :class:`~airflow_atlas.sweep.pacing.intensity.SweepPacer` (never after the last one; one wait at most a
         third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
         entries, its deletes spread over that time in about 8 chunks, sweep/batch_deletes.py: the store
         never sees a quarter second's worth at once). The waits are the lease keeper's
         :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
 
         Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an
-        :class:`~airflow_atlas.sweep.adaptive.AdaptiveController` sets the pacer's rate from the latency of
+        :class:`~airflow_atlas.sweep.pacing.adaptive.AdaptiveController` sets the pacer's rate from the latency of
         this run's progress reads and deletes against their baselines at the same pace, from the store's pace
-        profile (sweep/pace_profile.py, updated after the run) or measured by the run (never above
+        profile (sweep/pacing/pace_profile.py, updated after the run) or measured by the run (never above
         ``max_entries_per_second`` when that is not 0);
         the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``)."""
         shard, strategy = self._check(shard, strategy)
@@ -323,7 +323,7 @@ class TargetedSweeper(SweepPairs):
         if batch.corrupt:
             quarantine_corrupt(self._store.history, shard, strategy, batch.corrupt)
         if batch.incomplete_references:
-            # Benign crash states (see reader.py): logged so an operator can tell them from corruption.
+            # Benign crash states (see queue/reader.py): logged so an operator can tell them from corruption.
             log.warning(
                 "%d sweep-queue reference(s) in shard %d (%s) point to missing or short dedicated rows (a writer "
                 "died while enqueueing, or a cleaner died mid-clean; nothing there needs sweeping): %s",

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import KeyAlreadyExistsError, StoreUnavailableError, TransactionAbortedError, TransactionConflictError
 from ..kvs.api import MAX_TIMESTAMP, SENTINEL_TIMESTAMP, Cell
-from ..sweep.write_info import WriteInfo
+from ..sweep.queue.write_info import WriteInfo
 from .conflicts import VersionWalk
 from .encoding import ABORTED
 

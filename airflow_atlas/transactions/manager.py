@@ -37,7 +37,7 @@ from ..errors import (
     TransactionFailedRetriableError,
 )
 from ..kvs.api import MAX_VALUE_BYTES, KeyValueService, TableMetadata, validate_table_name
-from ..sweep.write_info import ScrubQueueHook, SweepQueueHook
+from ..sweep.queue.write_info import ScrubQueueHook, SweepQueueHook
 from ..timestamps import TimestampService
 from .encoding import ABORTED
 from .keeper import RegistrationKeeper

@@ -160,7 +160,7 @@ def test_a_task_stopped_mid_run_has_sent_the_finished_pairs_metrics(embedded_sto
     second pair is swept: the first pair's metrics have arrived, the second's not. (Sent at the end of the
     task, as before, nothing arrived.)"""
     from airflow_atlas.kvs.api import Cell
-    from airflow_atlas.sweep.shards import shard_for
+    from airflow_atlas.sweep.queue.shards import shard_for
     from tests.airflow.conftest import FAST, settle
 
     store, _ = embedded_store

@@ -104,7 +104,7 @@ def test_form_limits_come_from_the_settings_model():
     from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
     from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD
     from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
-    from airflow_atlas.sweep.constants import MAX_SHARDS
+    from airflow_atlas.sweep.queue.constants import MAX_SHARDS
 
     form = {k: p.schema for k, p in manual_sweep_params().items()}
     assert form["shards"]["items"]["maximum"] == MAX_SHARDS - 1

@@ -32,15 +32,15 @@ from airflow_atlas.kvs.api import Cell
 from airflow_atlas.oracle import ABSENT, Reader
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.commits import ABORTED
-from airflow_atlas.sweep.constants import FINE_PARTITION, MAX_BATCH_LIMIT
-from airflow_atlas.sweep.partitions import coarse, fine
-from airflow_atlas.sweep.queue_tables import (
+from airflow_atlas.sweep.queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT
+from airflow_atlas.sweep.queue.partitions import coarse, fine
+from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,
     SWEEPABLE_TIMESTAMPS,
     decode_cells_row,
     decode_timestamps_row,
 )
-from airflow_atlas.sweep.shards import shard_for
+from airflow_atlas.sweep.queue.shards import shard_for
 from airflow_atlas.workload import _dead_writer, stage_writes
 
 STRATEGIES = ("CONSERVATIVE", "THOROUGH")

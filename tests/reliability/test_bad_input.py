@@ -38,9 +38,9 @@ from airflow_atlas.encoding import var_long
 from airflow_atlas.errors import CorruptTransactionDataError, InvalidInputError
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
-from airflow_atlas.sweep.constants import FINE_PARTITION
-from airflow_atlas.sweep.partitions import fine
-from airflow_atlas.sweep.queue_tables import (
+from airflow_atlas.sweep.queue.constants import FINE_PARTITION
+from airflow_atlas.sweep.queue.partitions import fine
+from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,
     SWEEPABLE_TIMESTAMPS,
     cells_column,
@@ -49,8 +49,8 @@ from airflow_atlas.sweep.queue_tables import (
     non_dedicated_row,
     timestamps_row,
 )
-from airflow_atlas.sweep.shards import shard_for
-from airflow_atlas.sweep.write_reference import encode_write_reference
+from airflow_atlas.sweep.queue.shards import shard_for
+from airflow_atlas.sweep.queue.write_reference import encode_write_reference
 from airflow_atlas.transactions import encoding as txn_encoding
 from airflow_atlas.workload import _dead_writer
 from tests.conftest import REPO_ROOT
@@ -354,7 +354,7 @@ def reader_store(tmp_path_factory):
 )
 def test_reader_reports_garbage_cells_and_returns_every_good_entry(reader_store, garbage, good):
     from airflow_atlas.errors import CorruptQueueDataError
-    from airflow_atlas.sweep.queue_tables import cells_column_start, decode_cells_column
+    from airflow_atlas.sweep.queue.queue_tables import cells_column_start, decode_cells_column
 
     store = reader_store
     start = store.timestamps.fresh_timestamp()
@@ -380,7 +380,7 @@ def test_reader_reports_garbage_cells_and_returns_every_good_entry(reader_store,
 
 
 def _info(table, c, start):
-    from airflow_atlas.sweep.write_info import WriteInfo
+    from airflow_atlas.sweep.queue.write_info import WriteInfo
 
     return WriteInfo(table, c, start, False)
 

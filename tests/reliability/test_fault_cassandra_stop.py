@@ -26,7 +26,7 @@ import pytest
 
 from airflow_atlas.errors import StoreUnavailableError
 from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
-from airflow_atlas.sweep.constants import FINE_PARTITION
+from airflow_atlas.sweep.queue.constants import FINE_PARTITION
 
 from .helpers import (
     CONFIG,

@@ -28,7 +28,7 @@ import pytest
 
 from airflow_atlas.errors import LockNotHeldError
 from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
-from airflow_atlas.sweep.constants import FINE_PARTITION
+from airflow_atlas.sweep.queue.constants import FINE_PARTITION
 from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.workload import stage_writes
 

@@ -167,7 +167,7 @@ def test_sigkilled_airflow_task_is_recovered_by_the_next_dag_run(shared_stores, 
         """
         import time
         from airflow_atlas.sweep.deleter import SweepDeleter
-        from airflow_atlas.sweep.progress import ShardProgress
+        from airflow_atlas.sweep.queue.progress import ShardProgress
 
         updates = []
         real_update, real_sweep = ShardProgress.update_progress, SweepDeleter.sweep_cells

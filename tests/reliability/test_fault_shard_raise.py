@@ -30,7 +30,7 @@ import pytest
 
 from airflow_atlas.errors import StoreUnavailableError
 from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
-from airflow_atlas.sweep.shards import shard_for
+from airflow_atlas.sweep.queue.shards import shard_for
 
 from .helpers import (
     CONFIG,

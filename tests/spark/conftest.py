@@ -26,7 +26,7 @@ import pytest
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
 from airflow_atlas.store import AtlasStore
-from airflow_atlas.sweep.queue_tables import SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
+from airflow_atlas.sweep.queue.queue_tables import SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
 from airflow_atlas.workload import WorkloadSpec, run_workload
 from tests.conftest import drop_keyspaces_soon
 

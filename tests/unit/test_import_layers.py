@@ -167,11 +167,11 @@ def test_every_allowed_exception_is_still_needed():
 @pytest.mark.parametrize(
     "module, source, message",
     [
-        ("airflow_atlas.sweep.reader", "from ..store import AtlasStore\n", "upward import"),
+        ("airflow_atlas.sweep.queue.reader", "from ...store import AtlasStore\n", "upward import"),
         ("airflow_atlas.kvs.url", "def f():\n    from airflow_atlas.status import compute\n", "upward import"),
         ("airflow_atlas.status.compute", "from airflow.sdk import Variable\n", "never imports Airflow"),
         ("airflow_atlas.spark.driver", "from ..airflow.settings import AtlasSettings\n", "never imports Airflow"),
-        ("airflow_atlas.sweep.partitions", "from ..kvs._common import check_int\n", "private to kvs/"),
+        ("airflow_atlas.sweep.queue.partitions", "from ...kvs._common import check_int\n", "private to kvs/"),
         ("airflow_atlas.locks", "from .kvs import _common\n", "private to kvs/"),
         ("airflow_atlas.brand_new", "import os\n", "no layer"),
     ],
@@ -190,7 +190,7 @@ def test_the_check_reports_each_kind_of_violation(module, source, message):
 
 def test_within_a_layer_and_downwards_is_fine():
     sources = {
-        "airflow_atlas.store": "from .sweep.queue import SweepQueue\nfrom .config import StoreConfig\n",
+        "airflow_atlas.store": "from .sweep.queue.sweep_queue import SweepQueue\nfrom .config import StoreConfig\n",
         "airflow_atlas.kvs.sqlite.reads": "from ..api import Cell\nfrom ...errors import InvalidInputError\n",
         "airflow_atlas.kvs._common": "",
         "airflow_atlas.kvs.sqlite.writes": "from .._common import check_int\n",

@@ -23,7 +23,7 @@ from airflow_atlas.settings_model import (
     spec_of,
 )
 from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
-from airflow_atlas.sweep.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
+from airflow_atlas.sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 ENGINE_KEYS = [f.name for f in setting_fields(StoreConfig)]
@@ -191,7 +191,7 @@ def test_the_settings_table_in_the_docs_is_current_and_linked():
     from airflow_atlas.airflow.settings_doc import DOC, render_doc
 
     doc = (ROOT / DOC).read_text()
-    assert render_doc(doc) == doc, "docs/SETTINGS.md is stale: python -m airflow_atlas.airflow.settings --write-docs"
+    assert render_doc(doc) == doc, "docs/SETTINGS.md is stale: python -m airflow_atlas.airflow.settings_doc --write-docs"
     for name in ENGINE_KEYS:
         assert f"| `{name}` | engine |" in doc
     assert "docs/SETTINGS.md" in (ROOT / "README.md").read_text()

@@ -2,7 +2,7 @@
 (:class:`airflow_atlas.status.metrics.StatusCollector`, the same figures as ``atlas-sweep metrics``), behind
 the same authentication as the dashboard (added by :func:`airflow_atlas.airflow.web.app.install_routes`).
 
-The store is the dashboard's (:class:`~airflow_atlas.airflow.web.app.StoreCache`: the ``atlas_settings``
+The store is the dashboard's (:class:`~airflow_atlas.airflow.web.shared.StoreCache`: the ``atlas_settings``
 Variable's connection, reopened when it changes or after an error). A scrape needs an Airflow token:
 Prometheus sends it with ``authorization: {credentials_file: ...}`` (a token from ``POST /auth/token``;
 docs/METRICS.md). A store problem is ``atlas_status_up 0``, not an HTTP error.
@@ -14,7 +14,7 @@ from fastapi.responses import Response
 
 from airflow_atlas.status.metrics import StatusCollector, status_registry
 
-from .app import NO_STORE, StoreCache
+from .shared import NO_STORE, StoreCache
 
 
 def attach_metrics(app: FastAPI, cache: StoreCache) -> None:

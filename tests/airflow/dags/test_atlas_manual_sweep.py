@@ -76,7 +76,7 @@ def test_a_chosen_pair_is_swept_alone_and_reconcile_removes_queue_leftovers(embe
     """A sweeper that persisted progress past a fine partition without cleaning it (as a crash between
     the two would) leaves queue rows below progress; the group's reconcile step removes them."""
     from airflow_atlas.kvs.api import Cell
-    from airflow_atlas.sweep.constants import FINE_PARTITION
+    from airflow_atlas.sweep.queue.constants import FINE_PARTITION
 
     store, conn = embedded_store
     _workload(store)

@@ -82,7 +82,7 @@ def test_sweep_timestamp_trigger_waits_for_an_open_transaction(store):
 
 def test_sweepable_work_trigger_fires_when_the_queue_has_work(store):
     from airflow_atlas.kvs.api import Cell
-    from airflow_atlas.sweep.shards import shard_for
+    from airflow_atlas.sweep.queue.shards import shard_for
 
     commit_rows(store)
     shard = shard_for("events", Cell(b"r0", b"c"), 2)

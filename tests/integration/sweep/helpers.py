@@ -26,7 +26,7 @@ from airflow_atlas.errors import TransactionConflictError
 from airflow_atlas.kvs.api import Cell, SweepStrategy
 from airflow_atlas.oracle import Reader
 from airflow_atlas.store import AtlasStore
-from airflow_atlas.sweep.write_info import WriteInfo
+from airflow_atlas.sweep.queue.write_info import WriteInfo
 from airflow_atlas.transactions.encoding import ABORTED
 from airflow_atlas.transactions.punch import PunchTable
 from airflow_atlas.workload import stage_writes
@@ -229,7 +229,7 @@ class Harness:
 
     def cells_in_shard(self, table: str, shard: int, n: int, offset: int = 0) -> list[Cell]:
         """``n`` cells of ``table`` (from ``cell(offset)`` on) that the queue puts into ``shard``."""
-        from airflow_atlas.sweep.shards import shard_for
+        from airflow_atlas.sweep.queue.shards import shard_for
 
         shards = self.shards
         out, i = [], offset
@@ -360,7 +360,7 @@ class Harness:
     def queue_columns(self, shard: int, strategy: SweepStrategy, start_ts: int) -> list[tuple[int, int]]:
         """(write_index, dedicated reference count or -1) of every cell of ``start_ts`` in its
         non-dedicated ``_sweep_cells`` row: write indexes 0, 1, ... inline, one negative reference else."""
-        from airflow_atlas.sweep.queue_tables import (
+        from airflow_atlas.sweep.queue.queue_tables import (
             SWEEPABLE_CELLS,
             decode_cells_column,
             decode_dedicated_reference,

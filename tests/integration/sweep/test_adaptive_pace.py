@@ -1,4 +1,4 @@
-"""Adaptive intensity (sweep/adaptive.py) on the real local node: one sweep run backs off while a heavy
+"""Adaptive intensity (sweep/pacing/adaptive.py) on the real local node: one sweep run backs off while a heavy
 foreground load runs against the same node (another process writing and reading through the driver) and
 speeds up again once the load stops.
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.kvs.api import KeyValueService
-from airflow_atlas.sweep.cleaner import SweepQueueCleaner
-from airflow_atlas.sweep.progress import ShardProgress
-from airflow_atlas.sweep.queue_tables import SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS, decode_cells_row
+from airflow_atlas.sweep.queue.cleaner import SweepQueueCleaner
+from airflow_atlas.sweep.queue.progress import ShardProgress
+from airflow_atlas.sweep.queue.queue_tables import SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS, decode_cells_row
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 from .helpers import COARSE, CONS, FINE, STRATEGIES, THOR

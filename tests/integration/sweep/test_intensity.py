@@ -1,4 +1,4 @@
-"""Intensity (sweep_max_entries_per_second, sweep/intensity.py) on the real backends: a limited sweep paces
+"""Intensity (sweep_max_entries_per_second, sweep/pacing/intensity.py) on the real backends: a limited sweep paces
 between iterations and still sweeps everything exactly as an unlimited one (oracle, nothing obsolete left,
 no queue row leaked). No timing assertions: what the pacer did is read from the run's result
 (``seconds_paced``, ``max_entries_per_second``), whose bounds are the pacing arithmetic's, not speed."""

@@ -5,8 +5,8 @@ cleaned - also for a dead writer (the reference implementation leaks those)."""
 from __future__ import annotations
 
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.sweep.shards import shard_for
-from airflow_atlas.sweep.write_info import WriteInfo
+from airflow_atlas.sweep.queue.shards import shard_for
+from airflow_atlas.sweep.queue.write_info import WriteInfo
 
 from .helpers import CONS, FINE, THOR
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.sweep import queue_tables as qt
+from airflow_atlas.sweep.queue import queue_tables as qt
 
 from .helpers import COARSE, CONS, FINE, THOR, cell
 

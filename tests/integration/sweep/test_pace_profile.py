@@ -1,10 +1,10 @@
-"""The store's pace profile (sweep/pace_profile.py) on both backends: an adaptive run stores the baselines it
+"""The store's pace profile (sweep/pacing/pace_profile.py) on both backends: an adaptive run stores the baselines it
 measured per pace bucket, the next run starts from them, and a stored profile is a moving minimum."""
 from __future__ import annotations
 
-from airflow_atlas.sweep.adaptive import PROFILE_RISE_PER_RUN, pace_bucket
 from airflow_atlas.sweep.history import TABLE
-from airflow_atlas.sweep.pace_profile import PROFILE_CELL, PaceProfiles
+from airflow_atlas.sweep.pacing.adaptive import PROFILE_RISE_PER_RUN, pace_bucket
+from airflow_atlas.sweep.pacing.pace_profile import PROFILE_CELL, PaceProfiles
 
 from .helpers import THOR
 

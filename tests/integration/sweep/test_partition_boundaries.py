@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_atlas.sweep.partitions import coarse, fine
+from airflow_atlas.sweep.queue.partitions import coarse, fine
 
 from .helpers import COARSE, CONS, FINE, THOR
 

@@ -1,4 +1,4 @@
-"""The sweep's read-ahead (sweep/reader.py ``BatchReadAhead``, started by sweep/targeted.py) on the real
+"""The sweep's read-ahead (sweep/queue/reader.py ``BatchReadAhead``, started by sweep/targeted.py) on the real
 backends: a run never returns while a read it started in the background still reads. The caller may close
 the store as soon as ``sweep_shard`` returns; an embedded store's connection closed under a running
 read-ahead crashed the test process with a segmentation fault in sqlite3 (a clean-clone test run of 2026-11-27: a

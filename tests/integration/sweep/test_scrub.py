@@ -65,7 +65,7 @@ def test_scrub_of_a_hard_delete_that_never_committed(harness):
     hard = h.store.transactions.begin(hard_delete=True)
     hard.delete(t, [cell(0)])
     # Dies after enqueueing and writing (the transaction's own commit steps, without the commit).
-    from airflow_atlas.sweep.write_info import WriteInfo
+    from airflow_atlas.sweep.queue.write_info import WriteInfo
 
     infos = [WriteInfo(t, cell(0), hard.start_timestamp, True)]
     h.store.queue.writer.enqueue(infos)

@@ -9,7 +9,7 @@ import pytest
 
 from airflow_atlas.errors import SweptVersionReadError
 from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
-from airflow_atlas.sweep.shards import shard_for
+from airflow_atlas.sweep.queue.shards import shard_for
 
 from .helpers import CONS, STRATEGIES, THOR, cell
 

@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from airflow_atlas.sweep.queue import SweepQueue, ensure_queue_tables
-from airflow_atlas.sweep.queue_tables import QUEUE_TABLES
+from airflow_atlas.sweep.queue.queue_tables import QUEUE_TABLES
+from airflow_atlas.sweep.queue.sweep_queue import SweepQueue, ensure_queue_tables
 from tests.conftest import drop_keyspaces_soon
 
 FRESH_TS_START = 10**12

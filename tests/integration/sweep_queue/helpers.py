@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.sweep.write_info import WriteInfo
+from airflow_atlas.sweep.queue.write_info import WriteInfo
 
 
 def make_writes(start_ts: int, n: int, table: str = "t_cons", prefix: bytes = b"r", tombstones: bool = False):

@@ -6,15 +6,15 @@ from dataclasses import asdict
 import pytest
 
 from airflow_atlas.kvs.api import Cell, SweepStrategy
-from airflow_atlas.sweep.cleaner import SweepQueueCleaner
-from airflow_atlas.sweep.queue import SweepQueue
-from airflow_atlas.sweep.queue_tables import (
+from airflow_atlas.sweep.queue.cleaner import SweepQueueCleaner
+from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,
     SWEEPABLE_TIMESTAMPS,
     dedicated_row,
     non_dedicated_row,
     timestamps_row,
 )
+from airflow_atlas.sweep.queue.sweep_queue import SweepQueue
 
 from .conftest import STRATEGIES
 from .helpers import RecordingKvs, drain, make_writes

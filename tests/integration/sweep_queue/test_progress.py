@@ -7,8 +7,8 @@ import pytest
 
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import SweepStrategy
-from airflow_atlas.sweep.progress import ShardProgress
-from airflow_atlas.sweep.queue_tables import (
+from airflow_atlas.sweep.queue.progress import ShardProgress
+from airflow_atlas.sweep.queue.queue_tables import (
     NUMBER_OF_SHARDS_CELL,
     SWEEP_PROGRESS,
     decode_progress_value,

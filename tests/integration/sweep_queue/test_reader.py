@@ -4,8 +4,8 @@ from __future__ import annotations
 from itertools import pairwise
 
 from airflow_atlas.kvs.api import Cell, SweepStrategy
-from airflow_atlas.sweep.partitions import fine
-from airflow_atlas.sweep.queue_tables import (
+from airflow_atlas.sweep.queue.partitions import fine
+from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,
     SWEEPABLE_TIMESTAMPS,
     cells_column,
@@ -14,13 +14,13 @@ from airflow_atlas.sweep.queue_tables import (
     non_dedicated_row,
     timestamps_cell,
 )
-from airflow_atlas.sweep.reader import (
+from airflow_atlas.sweep.queue.reader import (
     INCOMPLETE_DEDICATED_ROWS,
     MISSING_DEDICATED_ROW,
     UNDECODABLE,
     SweepQueueReader,
 )
-from airflow_atlas.sweep.write_reference import encode_write_reference
+from airflow_atlas.sweep.queue.write_reference import encode_write_reference
 
 from .helpers import drain, make_writes
 

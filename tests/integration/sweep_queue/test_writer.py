@@ -5,9 +5,8 @@ import pytest
 
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import Cell, SweepStrategy, TableMetadata
-from airflow_atlas.sweep import writer as writer_module
-from airflow_atlas.sweep.queue import SweepQueue
-from airflow_atlas.sweep.queue_tables import (
+from airflow_atlas.sweep.queue import writer as writer_module
+from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,
     SWEEPABLE_TIMESTAMPS,
     decode_cells_column,
@@ -16,9 +15,10 @@ from airflow_atlas.sweep.queue_tables import (
     non_dedicated_row,
     timestamps_row,
 )
-from airflow_atlas.sweep.shards import shard_for
-from airflow_atlas.sweep.write_info import WriteInfo
-from airflow_atlas.sweep.write_reference import decode_write_reference
+from airflow_atlas.sweep.queue.shards import shard_for
+from airflow_atlas.sweep.queue.sweep_queue import SweepQueue
+from airflow_atlas.sweep.queue.write_info import WriteInfo
+from airflow_atlas.sweep.queue.write_reference import decode_write_reference
 
 from .helpers import RecordingKvs, make_writes
 

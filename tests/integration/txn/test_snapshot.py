@@ -20,7 +20,7 @@ from airflow_atlas.errors import (
     TransactionLockExpiredError,
 )
 from airflow_atlas.kvs.api import MAX_TIMESTAMP, Cell, SweepStrategy, WriteMode
-from airflow_atlas.sweep.write_info import WriteInfo
+from airflow_atlas.sweep.queue.write_info import WriteInfo
 from airflow_atlas.transactions.encoding import ABORTED
 from tests.integration.txn.conftest import FakeClock
 

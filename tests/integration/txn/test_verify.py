@@ -143,7 +143,7 @@ def test_a_corrupt_transaction_entry_is_a_finding_not_a_crash(store):
 
 
 def test_quarantined_queue_cells_are_reported_with_what_they_pin(store):
-    from airflow_atlas.sweep.queue_tables import SWEEPABLE_CELLS, non_dedicated_row
+    from airflow_atlas.sweep.queue.queue_tables import SWEEPABLE_CELLS, non_dedicated_row
 
     _put(store, "t", Cell(b"r", b"c"), b"v")
     row = non_dedicated_row(0, 0, False)

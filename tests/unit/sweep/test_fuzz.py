@@ -6,9 +6,9 @@ from hypothesis import strategies as st
 
 from airflow_atlas.errors import CorruptQueueDataError, InvalidInputError
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.sweep import queue_tables as q
-from airflow_atlas.sweep.metadata import TargetedSweepMetadata
-from airflow_atlas.sweep.write_reference import decode_write_reference, encode_write_reference
+from airflow_atlas.sweep.queue import queue_tables as q
+from airflow_atlas.sweep.queue.metadata import TargetedSweepMetadata
+from airflow_atlas.sweep.queue.write_reference import decode_write_reference, encode_write_reference
 
 DECODERS = [
     TargetedSweepMetadata.from_bytes,
@@ -97,7 +97,7 @@ def test_write_reference_bijection(row, col, tomb):
 
 # ----- the shared encodings, the transactions tables and the reader's entry point --------------------------------
 from airflow_atlas import encoding as E  # noqa: E402
-from airflow_atlas.sweep.write_reference import decode_write_info  # noqa: E402
+from airflow_atlas.sweep.queue.write_reference import decode_write_info  # noqa: E402
 from airflow_atlas.transactions import encoding as T  # noqa: E402
 
 OTHER_DECODERS = [

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import CorruptQueueDataError, InvalidInputError
-from ..validation import check_int
+from ...errors import CorruptQueueDataError, InvalidInputError
+from ...validation import check_int
 from .constants import MAX_DEDICATED_ROWS, MAX_SHARDS
 
 METADATA_SIZE = 4

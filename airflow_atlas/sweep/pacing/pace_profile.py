@@ -1,18 +1,18 @@
 """PaceProfiles: the store's latency of the sweep's own requests at each pace, kept between runs for the
-adaptive controller (sweep/adaptive.py).
+adaptive controller (sweep/pacing/adaptive.py).
 
 Why: the sweep's requests slow the store down as the sweep speeds up, whether or not an application uses the
 store; on a node that shares its cores with the sweeper a delete chunk at 16,000 entries/s takes several times
 what it takes at 1,000. A controller that compares every pace with the latency at its slowest would back off
 from its own load and leave an idle store mostly unswept. So the baseline is kept per pace bucket
-(:func:`~airflow_atlas.sweep.adaptive.pace_bucket`, one per doubling of the rate), and a load is latency
+(:func:`~airflow_atlas.sweep.pacing.adaptive.pace_bucket`, one per doubling of the rate), and a load is latency
 above the baseline *of the same pace*. A run that starts while an application is busy cannot measure that
 baseline itself (everything it sees includes the load): it starts from this profile, learned by earlier
 runs, and compares with it.
 
 Stored as one JSON cell (row ``pace_profile``) of the sweep history's WALLCLOCK table, with its TTL (7
 days): a profile no run has refreshed for a week is forgotten and learned again. Written after every
-adaptive run that measured something, as a moving minimum (:func:`~airflow_atlas.sweep.adaptive.merge_profiles`:
+adaptive run that measured something, as a moving minimum (:func:`~airflow_atlas.sweep.pacing.adaptive.merge_profiles`:
 a run can raise a bucket's latency by 10% at most). Read-modify-write without a lock: two runs that end at
 once may lose one's update - harmless, the next run writes it again. Never fatal: a profile that cannot be
 read is an empty one (the run learns its own, as before the profile existed); one that cannot be written is
@@ -24,9 +24,9 @@ import json
 import logging
 import math
 
-from ..kvs.api import Cell, KeyValueService
+from ...kvs.api import Cell, KeyValueService
+from ..history import TABLE, TTL_SECONDS
 from .adaptive import Profile, merge_profiles
-from .history import TABLE, TTL_SECONDS
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,8 @@ import math
 import time
 from collections.abc import Callable
 
-from ..errors import InvalidInputError
-from ..validation import check_float, check_int
+from ...errors import InvalidInputError
+from ...validation import check_float, check_int
 
 MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
 """Largest ``sweep_max_entries_per_second`` (far above what one process sweeps); the setting's declaration
@@ -55,7 +55,7 @@ Unlimited runs keep batch_limit."""
 DELETE_CHUNK_REQUESTS = 64
 """The first chunk of a paced batch's deletes holds this many (aborted versions, or cells to tombstone) of one
 table, and each chunk at least this many: each chunk of exactly this size is one ``delete`` sample of the
-adaptive pace (sweep/adaptive.py) - one size at every pace, so samples taken at 1,000 and at 16,000
+adaptive pace (sweep/pacing/adaptive.py) - one size at every pace, so samples taken at 1,000 and at 16,000
 entries/s compare. 64 fit in one round of the driver's in-flight requests (the Cassandra store's
 ``concurrency``, 100), so such a chunk's time is the time the store takes for a burst of 64 deletes."""
 SPREAD_CHUNKS = 8
@@ -134,7 +134,7 @@ class SweepPacer:
         """Each wait, in order (what a run reports and tests check)."""
 
     def set_rate(self, entries_per_second: float) -> None:
-        """Change the limit from now on (the adaptive controller's pace, sweep/adaptive.py): entries taken
+        """Change the limit from now on (the adaptive controller's pace, sweep/pacing/adaptive.py): entries taken
         from now cost ``entries / entries_per_second``; what earlier entries cost stays owed. Not 0 (a
         pacer that was limited stays limited)."""
         self.max_entries_per_second = check_float(entries_per_second, "entries_per_second", 0, MAX_SWEEP_ENTRIES_PER_SECOND)

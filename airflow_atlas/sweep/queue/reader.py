@@ -40,10 +40,10 @@ import threading
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from ..encoding import LONG_MAX
-from ..errors import CorruptQueueDataError, InvalidInputError
-from ..kvs.api import KeyValueService, SweepStrategy
-from ..validation import check_int
+from ...encoding import LONG_MAX
+from ...errors import CorruptQueueDataError, InvalidInputError
+from ...kvs.api import KeyValueService, SweepStrategy
+from ...validation import check_int
 from ._varint import read_var_signed_long
 from .constants import (
     DEFAULT_BATCH_LIMIT,

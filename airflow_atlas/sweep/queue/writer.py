@@ -1,5 +1,5 @@
 """SweepQueueWriter: puts the writes of a committing transaction into the sweep queue (spec 000,
-"Writing to the Sweep Queue"). It is the engine's :class:`~airflow_atlas.sweep.write_info.SweepQueueHook`.
+"Writing to the Sweep Queue"). It is the engine's :class:`~airflow_atlas.sweep.queue.write_info.SweepQueueHook`.
 
 One ``enqueue`` call receives every write of one transaction (so one start timestamp) *before* any of
 them is written to the store. It
@@ -47,10 +47,10 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from math import ceil
 
-from ..encoding import LONG_MAX
-from ..errors import InvalidInputError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, validate_table_name
-from ..kvs.consistency import Operation
+from ...encoding import LONG_MAX
+from ...errors import InvalidInputError
+from ...kvs.api import Cell, KeyValueService, SweepStrategy, validate_table_name
+from ...kvs.consistency import Operation
 from ._varint import var_signed_long
 from .constants import (
     FINE_PARTITION,

@@ -2,8 +2,8 @@ import pytest
 
 from airflow_atlas.errors import CorruptQueueDataError, InvalidInputError
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.sweep.write_info import WriteInfo
-from airflow_atlas.sweep.write_reference import (
+from airflow_atlas.sweep.queue.write_info import WriteInfo
+from airflow_atlas.sweep.queue.write_reference import (
     WriteReference,
     decode_write_reference,
     encode_write_info,
@@ -76,7 +76,7 @@ def test_fast_path_agrees_with_the_checked_decoder():
     lets every malformed value through to it: single-byte mutations of valid encodings, both paths."""
     import random
 
-    from airflow_atlas.sweep import write_reference as wr
+    from airflow_atlas.sweep.queue import write_reference as wr
 
     rng = random.Random(7)
     valid = [

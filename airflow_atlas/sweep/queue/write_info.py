@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
-from ..kvs.api import Cell
+from ...kvs.api import Cell
 
 
 class WriteInfo(NamedTuple):

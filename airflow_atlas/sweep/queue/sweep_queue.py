@@ -1,14 +1,14 @@
 """SweepQueue: the targeted sweep queue as one object - writer, reader, cleaner and shard progress over one
 key-value service, plus :meth:`SweepQueue.ensure_tables` to create its three tables.
 
-It is a :class:`~airflow_atlas.sweep.write_info.SweepQueueHook` (``enqueue``), so a transaction manager can
+It is a :class:`~airflow_atlas.sweep.queue.write_info.SweepQueueHook` (``enqueue``), so a transaction manager can
 be given the queue directly.
 """
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ..kvs.api import KeyValueService, SweepStrategy
+from ...kvs.api import KeyValueService, SweepStrategy
 from .cleaner import CleanResult, SweepQueueCleaner
 from .constants import DEFAULT_BATCH_LIMIT
 from .progress import ShardProgress

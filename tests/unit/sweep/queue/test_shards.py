@@ -7,7 +7,7 @@ import pytest
 
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import Cell
-from airflow_atlas.sweep.shards import shard_for, write_hash
+from airflow_atlas.sweep.queue.shards import shard_for, write_hash
 
 N_PER_SHARD = 400
 
@@ -35,7 +35,7 @@ def test_stable_known_values():
 
 def test_stable_across_processes():
     code = (
-        "from airflow_atlas.sweep.shards import write_hash;from airflow_atlas.kvs.api import Cell;"
+        "from airflow_atlas.sweep.queue.shards import write_hash;from airflow_atlas.kvs.api import Cell;"
         "print(write_hash('t', Cell(b'r', b'c')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -1,12 +1,12 @@
 """Adaptive sweep intensity: the controller that finds one run's pace from the store's response to the sweep's
 own requests. Pure logic: no I/O, no clock and no sleep of its own (times come in as arguments), so every
-decision is unit-tested without a store or a wait (tests/unit/sweep/test_adaptive.py).
+decision is unit-tested without a store or a wait (tests/unit/sweep/pacing/test_adaptive.py).
 
 What it measures (fed by :meth:`~airflow_atlas.sweep.targeted.TargetedSweeper.sweep_shard`, per iteration):
 
 * ``read``: the pair's progress read at the start of each iteration - exactly one single-row SERIAL read, the
   same at every pace: the sweep's probe of the store's read latency;
-* ``delete``: the time of each chunk of exactly :data:`~airflow_atlas.sweep.intensity.DELETE_CHUNK_REQUESTS`
+* ``delete``: the time of each chunk of exactly :data:`~airflow_atlas.sweep.pacing.intensity.DELETE_CHUNK_REQUESTS`
   = 64 of a batch's deletes (the aborted writes' deletes and the ranged tombstones go in chunks spread over
   the batch's time at the pace, the first of 64: sweep/batch_deletes.py). One size at every pace, so a sample taken at
   16,000 entries/s compares with the baseline taken at 1,000 (until issue 24's first measurements the sample
@@ -14,7 +14,7 @@ What it measures (fed by :meth:`~airflow_atlas.sweep.targeted.TargetedSweeper.sw
   compared: at 8,000 entries/s the batch was twice the baseline's and looked like load).
 
 The queue and commit-timestamp reads are not sampled: the next batch is read ahead in a background thread
-while the current one is deleted (sweep/reader.py), so their time in the iteration is not a request
+while the current one is deleted (sweep/queue/reader.py), so their time in the iteration is not a request
 latency, and a batch's commit lookup is one bulk read whose size follows the transactions in the batch.
 
 How it decides (additive increase / multiplicative decrease on a latency target), once per window of at
@@ -33,7 +33,7 @@ least :data:`WINDOW_SECONDS`:
   itself and swept an idle store at 0.15 of its unthrottled rate: bench/results/quick-runs). A bucket's
   baseline is the lowest smoothed statistic seen there (a moving minimum); a bucket neither this run nor the
   store's profile knows takes the window's statistic as its baseline. The run starts from the store's
-  **pace profile** (sweep/pace_profile.py: the buckets' baselines learned by earlier runs, a moving minimum
+  **pace profile** (sweep/pacing/pace_profile.py: the buckets' baselines learned by earlier runs, a moving minimum
   over runs that one run can raise by :data:`PROFILE_RISE_PER_RUN` at most), so a run that starts while an
   application is busy compares with the quiet store's latency at each pace, not with a baseline that
   already holds the load; the baselines it measured are merged into the profile when it ends. The
@@ -76,7 +76,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..validation import check_float, check_int
+from ...validation import check_float, check_int
 
 DEFAULT_SWEEP_LATENCY_TARGET = 1.5
 """Default of ``sweep_latency_target``: the sweep's request latencies may rise to 1.5x their baseline."""
@@ -208,7 +208,7 @@ class AdaptiveController:
     :param latency_target: allowed ratio of a request latency to its baseline (> 1).
     :param max_entries_per_second: upper bound of the pace (0: none).
     :param now: the run's start on the caller's monotonic clock.
-    :param profile: the store's pace profile from earlier runs (sweep/pace_profile.py): the baseline per kind
+    :param profile: the store's pace profile from earlier runs (sweep/pacing/pace_profile.py): the baseline per kind
         and pace bucket this run starts from; :meth:`profile` is what the run learned.
     """
 

@@ -1,8 +1,8 @@
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.sweep import constants as k
-from airflow_atlas.sweep.partitions import (
+from airflow_atlas.sweep.queue import constants as k
+from airflow_atlas.sweep.queue.partitions import (
     FINE_PER_COARSE,
     coarse,
     fine,

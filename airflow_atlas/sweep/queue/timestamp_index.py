@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from ..errors import CorruptQueueDataError
-from ..kvs.api import KeyValueService
+from ...errors import CorruptQueueDataError
+from ...kvs.api import KeyValueService
 from .partitions import fine_to_coarse
 from .queue_tables import (
     SWEEPABLE_TIMESTAMPS,

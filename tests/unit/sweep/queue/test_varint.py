@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from airflow_atlas.encoding import encode_var_long, encode_var_signed_long
 from airflow_atlas.errors import CorruptQueueDataError
-from airflow_atlas.sweep._varint import read_var_long, read_var_signed_long, var_long, var_signed_long
+from airflow_atlas.sweep.queue._varint import read_var_long, read_var_signed_long, var_long, var_signed_long
 
 LONG_MIN, LONG_MAX = -(1 << 63), (1 << 63) - 1
 EDGES = sorted(

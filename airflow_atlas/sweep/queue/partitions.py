@@ -6,8 +6,8 @@ argument is a caller bug and raises :class:`~airflow_atlas.errors.InvalidInputEr
 """
 from __future__ import annotations
 
-from ..encoding import LONG_MAX
-from ..validation import check_int
+from ...encoding import LONG_MAX
+from ...validation import check_int
 from .constants import COARSE_PARTITION, FINE_PARTITION
 
 FINE_PER_COARSE = COARSE_PARTITION // FINE_PARTITION

@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..encoding import LONG_MAX
-from ..errors import CorruptQueueDataError
-from ..kvs.api import KeyValueService, SweepStrategy
-from ..kvs.consistency import Operation
-from ..validation import check_int
+from ...encoding import LONG_MAX
+from ...errors import CorruptQueueDataError
+from ...kvs.api import KeyValueService, SweepStrategy
+from ...kvs.consistency import Operation
+from ...validation import check_int
 from .constants import FINE_PARTITION, INITIAL_PROGRESS, MAX_SHARDS
 from .partitions import coarse, fine
 from .queue_tables import (

@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from airflow_atlas.errors import CorruptQueueDataError, InvalidInputError
-from airflow_atlas.sweep.metadata import TargetedSweepMetadata as M
+from airflow_atlas.sweep.queue.metadata import TargetedSweepMetadata as M
 
 
 def test_bit_layout_examples():

@@ -1,4 +1,4 @@
-"""SweepPacer (sweep/intensity.py): the pacing arithmetic, on an injected clock and sleep (no sleeping)."""
+"""SweepPacer (sweep/pacing/intensity.py): the pacing arithmetic, on an injected clock and sleep (no sleeping)."""
 from __future__ import annotations
 
 import itertools
@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.sweep.intensity import (
+from airflow_atlas.sweep.pacing.intensity import (
     DELETE_CHUNK_REQUESTS,
     PACING_INTERVAL_SECONDS,
     SPREAD_CHUNKS,

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 import struct
 
-from ..errors import InvalidInputError
-from ..kvs.api import Cell
-from ..validation import check_int
+from ...errors import InvalidInputError
+from ...kvs.api import Cell
+from ...validation import check_int
 from .constants import MAX_SHARDS
 
 _PERSON = b"atlas-sweep-shd1"  # 16 bytes max for blake2b personalisation

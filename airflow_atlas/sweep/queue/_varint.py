@@ -4,17 +4,17 @@ inline; everything else falls back to :mod:`airflow_atlas.encoding`, which defin
 
 Decoders accept only the canonical (shortest) encoding and raise
 :class:`~airflow_atlas.errors.CorruptQueueDataError` for anything else, so a value has exactly one byte
-form. ``tests/unit/sweep/test_varint.py`` checks the fast paths against the reference encoders.
+form. ``tests/unit/sweep/queue/test_varint.py`` checks the fast paths against the reference encoders.
 """
 from __future__ import annotations
 
-from ..encoding import (
+from ...encoding import (
     decode_var_long,
     decode_var_signed_long,
     encode_var_long,
     encode_var_signed_long,
 )
-from ..errors import CorruptQueueDataError, InvalidInputError
+from ...errors import CorruptQueueDataError, InvalidInputError
 
 
 def var_long(value: int) -> bytes:

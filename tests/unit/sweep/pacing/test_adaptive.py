@@ -1,11 +1,11 @@
-"""AdaptiveController (sweep/adaptive.py): the pace's decisions from given latencies and times (pure: no store,
+"""AdaptiveController (sweep/pacing/adaptive.py): the pace's decisions from given latencies and times (pure: no store,
 no clock, no sleep)."""
 from __future__ import annotations
 
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.sweep.adaptive import (
+from airflow_atlas.sweep.pacing.adaptive import (
     ADDITIVE_INCREASE,
     MAX_WINDOW_SECONDS,
     MIN_ENTRIES_PER_SECOND,
@@ -246,7 +246,7 @@ def test_a_window_without_samples_holds_the_pace():
 
 
 def test_delete_samples_are_chunk_times_at_every_pace():
-    """A chunk of deletes has one size at every pace (sweep/intensity.py DELETE_CHUNK_REQUESTS): the samples
+    """A chunk of deletes has one size at every pace (sweep/pacing/intensity.py DELETE_CHUNK_REQUESTS): the samples
     taken at 8,000 entries/s compare with the baseline taken at 1,000 (no back-off at the same latency)."""
     r = Run()
     for _ in range(3):

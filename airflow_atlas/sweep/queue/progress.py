@@ -10,11 +10,11 @@ or their names); ``NOTHING`` has no queue and raises InvalidInputError.
 """
 from __future__ import annotations
 
-from ..encoding import LONG_MAX
-from ..errors import CorruptQueueDataError, StoreUnavailableError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy
-from ..kvs.consistency import Operation
-from ..validation import check_int
+from ...encoding import LONG_MAX
+from ...errors import CorruptQueueDataError, StoreUnavailableError
+from ...kvs.api import Cell, KeyValueService, SweepStrategy
+from ...kvs.consistency import Operation
+from ...validation import check_int
 from .constants import INITIAL_PROGRESS, MAX_SHARDS
 from .queue_tables import (
     NUMBER_OF_SHARDS_CELL,
