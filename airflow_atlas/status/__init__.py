@@ -35,13 +35,13 @@ Modules, pure parts apart from the one that reads the store:
 
 Timestamps are logical, so seconds are *estimates* (precision about one punch interval).
 """
+from .anchors import clock_anchors
 from .clock import TimestampClock
 from .compute import (
     DEFAULT_BACKLOG_CAP,
     DEFAULT_HISTORY_LIMIT,
     DEFAULT_WINDOW_SECONDS,
     build_status,
-    clock_anchors,
     compute_status,
 )
 from .document import SCHEMA_VERSION, StatusDocument

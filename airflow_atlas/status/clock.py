@@ -5,6 +5,8 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable
 
+from .anchors import clock_anchors
+
 
 class TimestampClock:
     """Maps logical timestamps to wall-clock seconds and back, from anchors ``(wall, ts)`` that each mean
@@ -27,9 +29,7 @@ class TimestampClock:
 
     @classmethod
     def from_store(cls, store, now: float, fresh_ts: int, records: Iterable[dict] = ()) -> TimestampClock:
-        """A clock with the anchors of ``store`` (see :func:`airflow_atlas.status.compute.clock_anchors`)."""
-        from .compute import clock_anchors
-
+        """A clock with the anchors of ``store`` (see :func:`airflow_atlas.status.anchors.clock_anchors`)."""
         return cls(clock_anchors(store, now, fresh_ts, records))
 
     @property

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import InvalidInputError, StoreUnavailableError
@@ -24,6 +24,7 @@ from ..kvs.consistency import ConsistencyPolicy
 from ..sweep.queue.constants import MAX_SHARDS
 from ..sweep.queue.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..validation import check_int
+from .anchors import clock_anchors
 from .clock import TimestampClock
 from .compaction import read_compaction
 from .document import PairWarning, StatusDocument, TableGcGrace, TableWarning
@@ -40,7 +41,6 @@ DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100
 RUN_RECORDS_READ = 20
 """Run records read per pair (the last run, and how many consecutive runs failed)."""
-_PUNCH_SAMPLE_AGES = (5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400, 259200, 604800)
 
 
 def compute_status(store, shards: Sequence[int] | None = None, strategies=None, **options) -> dict:
@@ -226,50 +226,6 @@ def _gc_grace(store, tables: dict[str, str]) -> tuple[list[TableGcGrace], list[T
 
 
 # ----- the clock's anchors --------------------------------------------------------------------------------
-def clock_anchors(store, now: float, fresh_ts: int, records: Iterable[dict] = ()) -> list[tuple[float, int]]:
-    """Anchors "by wall time w the fresh timestamp had reached ts" for a :class:`TimestampClock`: the punch
-    table (the newest punch and the punch at or before each of a few ages), history records (``at``,
-    ``sweep_ts``) and ``(now, fresh_ts)``."""
-    anchors: list[tuple[float, int]] = [(now, fresh_ts)]
-    punch = store.punch
-    latest = punch.latest_punch()
-    if latest is not None:
-        anchors.append((latest[0] / 1000.0, latest[1]))
-    younger = min(now, latest[0] / 1000.0) if latest is not None else None
-    for age in _PUNCH_SAMPLE_AGES:
-        wall = now - age
-        if younger is None or wall >= younger:
-            continue
-        ts = punch.timestamp_at_or_before(int(wall * 1000))
-        if ts is None:
-            # The oldest punch lies between ``wall`` and ``younger``: find it (the store is younger than
-            # this age, and its first punch anchors everything written since).
-            anchors.append(_oldest_punch(punch, wall, younger))
-            break
-        anchors.append((wall, ts))
-        younger = wall
-    for r in records:
-        if isinstance(r.get("at"), (int, float)) and isinstance(r.get("sweep_ts"), int):
-            anchors.append((r["at"], r["sweep_ts"]))
-    return anchors
-
-
-def _oldest_punch(punch, none_at: float, found_at: float) -> tuple[float, int]:
-    """Bisect the wall time of the oldest punch, knowing there is none at or before ``none_at`` and one at
-    or before ``found_at``; precision 2% of the span or 50 ms."""
-    lo, hi = none_at, found_at
-    ts = punch.timestamp_at_or_before(int(hi * 1000))
-    precision = max(0.05, 0.02 * (hi - lo))
-    while hi - lo > precision:
-        mid = (lo + hi) / 2
-        found = punch.timestamp_at_or_before(int(mid * 1000))
-        if found is None:
-            lo = mid
-        else:
-            hi, ts = mid, found
-    return hi, ts
-
-
 # ----- internals -------------------------------------------------------------------------------------------
 def _by_time(records: list[dict]) -> list[dict]:
     """Records with a wall time, oldest first."""

@@ -51,10 +51,6 @@ ALLOWED_DEFERRED_CYCLES: dict[frozenset[str], str] = {
         "the two Spark submission paths and the Spark Connect trigger import each other; issue 34 item 2 "
         "replaces them by a runner interface with shared types in a leaf module"
     ),
-    frozenset({"airflow_atlas.status.clock", "airflow_atlas.status.compute", "airflow_atlas.status.lag"}): (
-        "status/clock.py imports compute inside a function while compute and lag import clock; status/ is "
-        "being changed by another engineer (issue 34 item 3: lag and backlog carried by the sweep result)"
-    ),
 }
 
 SWEEP_LAYERS: dict[str, tuple[str, ...]] = {
