@@ -23,7 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .errors import InvalidInputError, KeyAlreadyExistsError, LockNotHeldError, StoreUnavailableError
-from .kvs.api import MAX_CELL_NAME_BYTES, Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from .kvs.api import MAX_CELL_NAME_BYTES, Cell, KeyValueService
+from .kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .validation import check_float
 
 LOCKS_TABLE = "_locks"

@@ -20,7 +20,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .errors import CorruptTransactionDataError
-from .kvs.api import SENTINEL_TIMESTAMP, Cell, SweepStrategy
+from .kvs.api import SENTINEL_TIMESTAMP, Cell
+from .kvs.tables import SweepStrategy
 
 _LOAD_CHUNK = 10_000
 ABSENT = "ABSENT"

@@ -13,7 +13,8 @@ from __future__ import annotations
 from functools import cached_property
 
 from .config import StoreConfig
-from .kvs.api import KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
+from .kvs.api import KeyValueService
+from .kvs.tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 
 
 class AtlasStore:

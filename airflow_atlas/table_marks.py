@@ -9,7 +9,8 @@ old versions stay unswept, never the reverse.
 from __future__ import annotations
 
 from .encoding import fixed_long, from_fixed_long
-from .kvs.api import Cell, KeyValueService, TableMetadata, WriteMode
+from .kvs.api import Cell, KeyValueService
+from .kvs.tables import TableMetadata, WriteMode
 
 TABLE = "_table_marks"
 _COL = b"cutoff"

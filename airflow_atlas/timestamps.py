@@ -18,7 +18,8 @@ import time
 
 from .encoding import LONG_MAX, fixed_long, from_fixed_long
 from .errors import AtlasError, StoreUnavailableError
-from .kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from .kvs.api import Cell, KeyValueService
+from .kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .validation import check_int
 
 TIMESTAMP_TABLE = "_timestamp"

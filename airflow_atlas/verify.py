@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .kvs.api import SWEEPABLE_STRATEGY_NAMES
+from .kvs.tables import SWEEPABLE_STRATEGY_NAMES
 from .oracle import leftover_versions, load_commits
 
 VIOLATION = "violation"

@@ -17,7 +17,8 @@ from .errors import (
     TransactionConflictError,
     TransactionFailedRetriableError,
 )
-from .kvs.api import Cell, SweepStrategy
+from .kvs.api import Cell
+from .kvs.tables import SweepStrategy
 from .sweep.queue.write_info import WriteInfo
 
 

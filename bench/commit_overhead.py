@@ -20,7 +20,7 @@ SIZES = (1, 10, 100)
 
 
 def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     from .targeted_vs_legacy import open_backend_store
 

@@ -297,7 +297,7 @@ def load_committed_base(store, tables: Sequence[str], n_cells: int, chunk: int =
 
 def advance_progress(store, to_timestamp: int) -> None:
     """Record that every shard and strategy was swept up to ``to_timestamp`` (nothing is queued below it)."""
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     for shard in range(store.number_of_shards()):
         for strategy in (SweepStrategy.CONSERVATIVE, SweepStrategy.THOROUGH):

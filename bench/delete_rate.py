@@ -101,7 +101,7 @@ def batching_enabled(store) -> bool:
 
 def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", n: int | None = None, name: str = NAME,
         strategies=("THOROUGH", "CONSERVATIVE")) -> dict:
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     from .targeted_vs_legacy import open_backend_store
 

@@ -291,7 +291,7 @@ def _expected_rate(variant, calibration_rate: float) -> float:
 
 
 def run(*, quick: bool, reps: int) -> dict:
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
     shape = _shape(quick)

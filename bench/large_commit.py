@@ -34,7 +34,8 @@ def _sizes(quick: bool) -> list[int]:
 
 
 def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
-    from airflow_atlas.kvs.api import Cell, SweepStrategy
+    from airflow_atlas.kvs.api import Cell
+    from airflow_atlas.kvs.tables import SweepStrategy
     from airflow_atlas.transactions.commit import CommitProtocol
 
     from .targeted_vs_legacy import open_backend_store

@@ -41,7 +41,7 @@ def _vm(field: str) -> int | None:
 
 def _child(url: str, sweep_ts: int, batch: int) -> None:
     from airflow_atlas.config import StoreConfig
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
     from airflow_atlas.store import AtlasStore
 
     store = AtlasStore.open(url, StoreConfig(batch_limit=batch))
@@ -88,7 +88,7 @@ def _align_to_fresh_partition(store, needed: int) -> None:
 
 
 def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME) -> dict:
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     from .targeted_vs_legacy import open_backend_store
 

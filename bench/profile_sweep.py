@@ -26,7 +26,7 @@ from .targeted_vs_legacy import open_backend_store
 
 
 def main(argv=None) -> None:
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     ap = argparse.ArgumentParser(prog="python -m bench.profile_sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=100_000)

@@ -280,7 +280,7 @@ def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/t
         fixed_cost_only: bool = False) -> dict:
     """The benchmark (module doc); ``fixed_cost_only``: only :data:`FIXED_COST_TASKS` (no backlog, no
     scale-out: ``python -m bench.spark_scaleout --fixed-cost OUT.json``, for a loaded machine)."""
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
     backlogs = [0] if fixed_cost_only else _backlogs(quick)

@@ -39,7 +39,7 @@ class _Copy:
     """One table size: a store with the two copies and the two transaction managers."""
 
     def __init__(self, n: int, store, seed: int):
-        from airflow_atlas.kvs.api import SweepStrategy
+        from airflow_atlas.kvs.tables import SweepStrategy
 
         self.n = n
         self.store = store
@@ -75,7 +75,7 @@ class _Copy:
         return self.store.sweep_timestamps.immutable_timestamp()
 
     def targeted(self, sweep_ts: int) -> dict:
-        from airflow_atlas.kvs.api import SweepStrategy
+        from airflow_atlas.kvs.tables import SweepStrategy
 
         started = time.perf_counter()
         totals = C.sweep_all_shards(self.store, SweepStrategy.CONSERVATIVE, sweep_ts)

@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     args.engine_only = args.engine_only or args.datacenters
 
     from airflow_atlas.config import StoreConfig
-    from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+    from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES
     from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.store import AtlasStore
     from airflow_atlas.workload import WorkloadSpec, run_workload

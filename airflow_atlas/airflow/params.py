@@ -16,7 +16,7 @@ from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS, AtlasSettings
 from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER_SECOND, check_setting
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.sweep.queue.constants import MAX_SHARDS
 from airflow_atlas.validation import check_int
 

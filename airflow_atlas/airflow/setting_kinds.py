@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.settings_model import Kind, Nullable, Text, TextList
 
 

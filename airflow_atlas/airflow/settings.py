@@ -44,7 +44,7 @@ from typing import Any
 from airflow_atlas.airflow.setting_kinds import SCHEDULE, SparkConf, Strategies
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES
 from airflow_atlas.settings_model import (
     Bool,
     Choice,

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.locks import Lease
 from airflow_atlas.sweep.queue.constants import MAX_SHARDS
 from airflow_atlas.sweep.results import ShardSweepResult

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from .. import __version__
 from ..errors import InvalidInputError
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..kvs.url import STORE_URL_ENV
 from ..status.metrics import SCRAPE_BACKLOG_CAP, SCRAPE_HISTORY_LIMIT, SCRAPE_TIMEOUT_SECONDS
 from ..sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
@@ -73,7 +73,7 @@ def _table_spec(text: str) -> tuple[str, str]:
         raise argparse.ArgumentTypeError(
             f"{text!r}: unknown strategy {strategy!r} (use NAME:CONSERVATIVE, NAME:THOROUGH or NAME:NOTHING)"
         )
-    from ..kvs.api import validate_table_name
+    from ..kvs.tables import validate_table_name
 
     try:
         validate_table_name(name, internal_ok=False)

@@ -1,7 +1,7 @@
 """``atlas-sweep shards``: show the shard count and progress, or raise the count."""
 from __future__ import annotations
 
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, table, wants_json
 
 

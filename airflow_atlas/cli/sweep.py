@@ -7,7 +7,7 @@ import sys
 import time
 
 from ..errors import StoreAccessError, StoreUnavailableError
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..status.text import format_duration
 from ..sweep.results import RUN_TOTALS
 from .output import (

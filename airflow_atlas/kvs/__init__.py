@@ -16,14 +16,11 @@ from .api import (
     Cell,
     KeyValueService,
     ScanRange,
-    SweepStrategy,
-    TableMetadata,
     Value,
-    WriteMode,
     validate_cell,
-    validate_table_name,
     validate_value,
 )
+from .tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 from .url import open_kvs, redact_url
 
 if TYPE_CHECKING:  # for readers and type checkers; at run time __getattr__ below imports them on first use

@@ -12,18 +12,8 @@ from collections.abc import Iterable, Mapping
 from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
 from ..validation import check_float, check_int
-from .api import (
-    LWT_TIMESTAMP,
-    MAX_TIMESTAMP,
-    Cell,
-    SweepStrategy,
-    TableMetadata,
-    WriteMode,
-    check_read_timestamp,
-    validate_cell,
-    validate_table_name,
-    validate_value,
-)
+from .api import LWT_TIMESTAMP, MAX_TIMESTAMP, Cell, check_read_timestamp, validate_cell, validate_value
+from .tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 
 RESERVED_PREFIX = "atlas_"
 """User table names starting with this prefix are refused: on Cassandra the engine-internal table

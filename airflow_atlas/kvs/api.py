@@ -22,17 +22,15 @@ Bad input raises :class:`~airflow_atlas.errors.InvalidInputError`; unknown table
 """
 from __future__ import annotations
 
-import enum
-import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
 from ..validation import check_int
 from .consistency import LWT_OPERATIONS, Operation, resolve_operation
+from .tables import SweepStrategy, TableMetadata, WriteMode
 
 SENTINEL_TIMESTAMP = -1
 """Atlas timestamp of a garbage-collection sentinel (an empty value)."""
@@ -45,81 +43,6 @@ MAX_CELL_NAME_BYTES = 1500
 """Row and column names are each limited; a Cell persists in at most ~3,000 bytes (spec 000)."""
 MAX_VALUE_BYTES = 8 * 1024 * 1024
 """Largest single value; Cassandra rejects mutations over half a 32 MiB commitlog segment."""
-
-_TABLE_NAME = re.compile(r"^_?[a-z][a-z0-9_]{0,46}$")
-_USER_TABLE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,46}$")
-
-
-class SweepStrategy(str, enum.Enum):
-    """How a table is swept (spec 003)."""
-
-    NOTHING = "NOTHING"
-    CONSERVATIVE = "CONSERVATIVE"
-    THOROUGH = "THOROUGH"
-
-    @classmethod
-    def parse(cls, value: str | SweepStrategy) -> SweepStrategy:
-        if isinstance(value, SweepStrategy):
-            return value
-        try:
-            return cls[str(value).strip().upper()]
-        except KeyError:
-            raise InvalidInputError(
-                f"unknown sweep strategy {value!r}: expected one of NOTHING, CONSERVATIVE, THOROUGH"
-            ) from None
-
-    @property
-    def is_swept(self) -> bool:
-        """THE "is swept" predicate: CONSERVATIVE and THOROUGH have a sweep queue; NOTHING is never swept."""
-        return self is not SweepStrategy.NOTHING
-
-    @classmethod
-    def parse_swept(cls, value: str | SweepStrategy) -> SweepStrategy:
-        """:meth:`parse`, refusing NOTHING (InvalidInputError): for arguments that name what to sweep."""
-        strategy = cls.parse(value)
-        if not strategy.is_swept:
-            raise InvalidInputError("strategy NOTHING is never swept: choose CONSERVATIVE or THOROUGH")
-        return strategy
-
-
-SWEEPABLE_STRATEGIES = tuple(s for s in SweepStrategy if s.is_swept)
-"""``(CONSERVATIVE, THOROUGH)``: the strategies that have a sweep queue and are swept, in sweep order."""
-
-SWEEPABLE_STRATEGY_NAMES = tuple(s.value for s in SWEEPABLE_STRATEGIES)
-"""``("CONSERVATIVE", "THOROUGH")``: :data:`SWEEPABLE_STRATEGIES` as strings (forms, JSON, arguments)."""
-
-
-class WriteMode(str, enum.Enum):
-    LOGICAL = "logical"
-    LWT = "lwt"
-    WALLCLOCK = "wallclock"
-
-
-@dataclass(frozen=True)
-class TableMetadata:
-    """Per-table settings stored in the store's metadata registry."""
-
-    strategy: SweepStrategy = SweepStrategy.CONSERVATIVE
-    write_mode: WriteMode = WriteMode.LOGICAL
-    # Extra Cassandra table options, e.g. {"bloom_filter_fp_chance": 0.0001, "gc_grace_seconds": 0}.
-    # Only a fixed allow-list of option names is accepted by the Cassandra backend.
-    cassandra_options: Mapping[str, object] = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return {
-            "strategy": self.strategy.value,
-            "write_mode": self.write_mode.value,
-            "cassandra_options": dict(self.cassandra_options),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> TableMetadata:
-        return cls(
-            strategy=SweepStrategy.parse(data.get("strategy", "CONSERVATIVE")),
-            write_mode=WriteMode(data.get("write_mode", "logical")),
-            cassandra_options=dict(data.get("cassandra_options") or {}),
-        )
-
 
 class Cell(NamedTuple):
     row: bytes
@@ -141,20 +64,6 @@ class ScanRange(NamedTuple):
     kind: str
     start: object
     end: object
-
-
-def validate_table_name(name: str, *, internal_ok: bool = True) -> str:
-    """Return ``name`` if it is a valid Atlas table name, else raise InvalidInputError naming it.
-
-    Names are lower-case ASCII letters, digits and underscores, starting with a letter, at most 47
-    characters. Internal tables of the engine additionally start with one underscore.
-    """
-    pattern = _TABLE_NAME if internal_ok else _USER_TABLE_NAME
-    if not isinstance(name, str) or not pattern.match(name):
-        raise InvalidInputError(
-            f"invalid table name {name!r}: use 1-47 lower-case letters, digits or underscores, starting with a letter"
-        )
-    return name
 
 
 def validate_cell(cell: Cell) -> Cell:

@@ -249,7 +249,7 @@ class GcGraceGuard:
     def check(self, table: str, strategy: str, gc_grace_seconds: int | None) -> None:
         """Raise InvalidInputError when a table swept with ``strategy`` would have ``gc_grace_seconds``
         below the repair interval (unless allowed). ``None`` (unknown) passes."""
-        from .api import SWEEPABLE_STRATEGY_NAMES  # api imports this module: no import at module level
+        from .tables import SWEEPABLE_STRATEGY_NAMES
 
         if strategy not in SWEEPABLE_STRATEGY_NAMES or gc_grace_seconds is None:
             return

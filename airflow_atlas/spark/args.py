@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..kvs.api import SWEEPABLE_STRATEGY_NAMES
+from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES
 
 TASKS_PER_CORE = 2
 """A targeted sweep of more pairs than this many per core of the application runs this many Spark tasks per

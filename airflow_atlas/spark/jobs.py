@@ -128,7 +128,7 @@ class FullSweepJob:
     SUMMED: ClassVar[tuple] = LEGACY_SUMMED_FIELDS
 
     def __post_init__(self):
-        from ..kvs.api import validate_table_name
+        from ..kvs.tables import validate_table_name
 
         validate_table_name(self.table, internal_ok=False)
         if int(self.parts) < 1:

@@ -19,8 +19,8 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from ..errors import InvalidInputError, StoreUnavailableError
-from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..kvs.consistency import ConsistencyPolicy
+from ..kvs.tables import SWEEPABLE_STRATEGIES, SweepStrategy
 from ..sweep.queue.constants import MAX_SHARDS
 from ..sweep.queue.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..validation import check_int

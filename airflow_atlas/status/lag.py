@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from ..kvs.api import SWEEPABLE_STRATEGIES, SweepStrategy
+from ..kvs.tables import SWEEPABLE_STRATEGIES, SweepStrategy
 from .clock import TimestampClock
 
 

@@ -20,8 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import TableNotFoundError
-from ..kvs.api import Cell, SweepStrategy
+from ..kvs.api import Cell
 from ..kvs.consistency import Operation
+from ..kvs.tables import SweepStrategy
 from .deleter import SweepDeleter
 from .pacing.intensity import DELETE_CHUNK_REQUESTS, chunk_shares, delete_chunks
 from .results import SweepResult

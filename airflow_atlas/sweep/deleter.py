@@ -18,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..kvs.api import SENTINEL_TIMESTAMP, Cell, KeyValueService, SweepStrategy
+from ..kvs.api import SENTINEL_TIMESTAMP, Cell, KeyValueService
 from ..kvs.consistency import Operation
+from ..kvs.tables import SweepStrategy
 
 
 @dataclass

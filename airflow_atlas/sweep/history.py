@@ -36,7 +36,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..encoding import LONG_MAX, fixed_long, from_fixed_long
-from ..kvs.api import Cell, KeyValueService, TableMetadata, WriteMode
+from ..kvs.api import Cell, KeyValueService
+from ..kvs.tables import TableMetadata, WriteMode
 
 TABLE = "_sweep_history"
 TTL_SECONDS = 7 * 24 * 3600

@@ -21,8 +21,9 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 
 from ..errors import InvalidInputError
-from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange, SweepStrategy
+from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange
 from ..kvs.consistency import Operation
+from ..kvs.tables import SweepStrategy
 from .commits import RollbackGuard, resolve_commits
 from .results import summed, summed_fields
 

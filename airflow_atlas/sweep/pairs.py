@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
-from ..kvs.api import SweepStrategy
+from ..kvs.tables import SweepStrategy
 from ..validation import check_int
 from .results import LockHolderInfo, holder_process_gone
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from ..kvs.api import SweepStrategy
+from ..kvs.tables import SweepStrategy
 
 log = logging.getLogger(__name__)
 

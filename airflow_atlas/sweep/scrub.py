@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field
 
 from ..encoding import decode_var_long, encode_var_long
 from ..errors import CorruptQueueDataError, InvalidInputError, KeyAlreadyExistsError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..kvs.api import Cell, KeyValueService
 from ..kvs.consistency import Operation
+from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .deleter import SweepDeleter
 from .queue.write_info import WriteInfo
 from .queue.write_reference import decode_write_reference, encode_write_info

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 
 from ..errors import InvalidInputError
-from ..kvs.api import SweepStrategy
+from ..kvs.tables import SweepStrategy
 
 
 class SweepTimestampProvider:

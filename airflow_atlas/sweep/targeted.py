@@ -31,7 +31,7 @@ import threading
 import time
 
 from ..errors import CorruptTransactionDataError, TableNotFoundError
-from ..kvs.api import SweepStrategy
+from ..kvs.tables import SweepStrategy
 from ..validation import check_int
 from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named

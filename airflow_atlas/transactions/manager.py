@@ -36,7 +36,8 @@ from ..errors import (
     TransactionConflictError,
     TransactionFailedRetriableError,
 )
-from ..kvs.api import MAX_VALUE_BYTES, KeyValueService, TableMetadata, validate_table_name
+from ..kvs.api import MAX_VALUE_BYTES, KeyValueService
+from ..kvs.tables import TableMetadata, validate_table_name
 from ..sweep.queue.write_info import ScrubQueueHook, SweepQueueHook
 from ..timestamps import TimestampService
 from .encoding import ABORTED

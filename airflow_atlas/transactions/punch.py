@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 from ..encoding import LONG_MAX, fixed_long, from_fixed_long
 from ..errors import InvalidInputError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
+from ..kvs.api import Cell, KeyValueService
+from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 from ..validation import check_int
 from .encoding import check_start_timestamp
 

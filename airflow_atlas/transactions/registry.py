@@ -47,7 +47,8 @@ from dataclasses import dataclass
 
 from ..encoding import fixed_long, from_fixed_long
 from ..errors import InvalidInputError, LockNotHeldError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode, validate_table_name
+from ..kvs.api import Cell, KeyValueService
+from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 from .encoding import check_start_timestamp
 
 OPEN_TRANSACTIONS_TABLE = "_open_transactions"

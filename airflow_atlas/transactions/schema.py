@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from ..encoding import from_var_long, var_long
 from ..errors import InvalidInputError, KeyAlreadyExistsError, StoreUnavailableError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..kvs.api import Cell, KeyValueService
+from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from ..validation import check_int
 
 SCHEMA_TABLE = "_transactions_schema"

@@ -17,7 +17,8 @@ from collections.abc import Iterable
 
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError
-from ..kvs.api import Cell, KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..kvs.api import Cell, KeyValueService
+from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from . import encoding as enc
 from .encoding import ABORTED  # noqa: F401  (re-exported: services speak ABORTED)
 

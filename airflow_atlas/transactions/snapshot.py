@@ -43,7 +43,8 @@ from ..errors import (
     TransactionClosedError,
     TransactionLockExpiredError,
 )
-from ..kvs.api import SENTINEL_TIMESTAMP, Cell, SweepStrategy, TableMetadata, Value, WriteMode, validate_cell
+from ..kvs.api import SENTINEL_TIMESTAMP, Cell, Value, validate_cell
+from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .commit import CommitProtocol
 from .encoding import ABORTED
 from .registry import OpenTransaction

@@ -5,7 +5,7 @@ import pytest
 
 from airflow_atlas.airflow.params import validate_full_sweep, validate_manual_sweep
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy as S
+from airflow_atlas.kvs.tables import SweepStrategy as S
 
 TABLES = {"orders": S.CONSERVATIVE, "events": S.THOROUGH, "audit": S.NOTHING}
 DEFAULTS = {"tables": [], "shards": [], "strategy": "ALL", "dry_run": False, "max_batches": None, "max_entries_per_second": None}
@@ -103,7 +103,7 @@ def test_form_limits_come_from_the_settings_model():
     from airflow_atlas.airflow.params import full_sweep_params, manual_sweep_params
     from airflow_atlas.airflow.settings import MAX_FULL_SWEEP_PARTS
     from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD
-    from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+    from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES
     from airflow_atlas.sweep.queue.constants import MAX_SHARDS
 
     form = {k: p.schema for k, p in manual_sweep_params().items()}

@@ -12,7 +12,7 @@ from airflow_atlas.airflow.settings import OWNER, VARIABLE, AtlasSettings
 from airflow_atlas.airflow.settings_doc import settings_markdown
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES
+from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES
 from airflow_atlas.settings_model import setting_fields
 
 

@@ -30,11 +30,11 @@ ALLOWED_CYCLES: dict[frozenset[str], str] = {
 ALLOWED_DEFERRED_CYCLES: dict[frozenset[str], str] = {
     # Circles closed only by an import inside a function (it runs at call time, so the import itself works,
     # but the modules still depend on each other). Same rules: each with its reason, the list only shrinks.
-    frozenset({"airflow_atlas.kvs._common", "airflow_atlas.kvs.api", "airflow_atlas.kvs.consistency"}): (
-        "kvs/api.py imports _common's argument checks inside add_gc_sentinels_and_delete_all_timestamps and "
-        "GcGraceGuard.check imports api's SWEEPABLE_STRATEGY_NAMES, while _common and api import api and "
-        "consistency at module level: breaking it moves the contract's checks and strategy names between "
-        "the three modules, which the store-address work (issue 34 item 1) is changing now"
+    frozenset({"airflow_atlas.kvs._common", "airflow_atlas.kvs.api"}): (
+        "kvs/api.py's default add_gc_sentinels_and_delete_all_timestamps imports _common's cell and range checks "
+        "inside the method, while _common imports api's Cell and value checks at module level (consistency left "
+        "this circle when the table concepts moved to kvs/tables.py); breaking it moves the write-argument checks "
+        "into the contract, with the store-address work (issue 34 item 1)"
     ),
     frozenset({
         "airflow_atlas.kvs.url", "airflow_atlas.kvs.cassandra", "airflow_atlas.kvs.cassandra.service",

@@ -38,7 +38,7 @@ def test_parse_pairs_accepts_every_spelling_and_deduplicates():
     assert parse_pairs("0:CONSERVATIVE, 1:thorough,0:conservative") == expected
     assert parse_pairs([(0, "CONSERVATIVE"), ("1", "THOROUGH")]) == expected
     assert parse_pairs([{"shard": 0, "strategy": "conservative"}, "1:THOROUGH"]) == expected
-    from airflow_atlas.kvs.api import SweepStrategy
+    from airflow_atlas.kvs.tables import SweepStrategy
 
     assert parse_pairs([(0, SweepStrategy.CONSERVATIVE), {"shard": 1, "strategy": SweepStrategy.THOROUGH}]) == expected
     assert pairs_from_shards("0-1,3", "THOROUGH") == [(0, "THOROUGH"), (1, "THOROUGH"), (3, "THOROUGH")]

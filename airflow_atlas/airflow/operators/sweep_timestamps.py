@@ -10,7 +10,7 @@ from airflow_atlas.airflow.targets import SweepTarget, batches
 from airflow_atlas.airflow.templated import templated_int
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 
 
 class ComputeSweepTimestampsOperator(AtlasBaseOperator):

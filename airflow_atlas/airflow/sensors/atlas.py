@@ -38,7 +38,7 @@ from airflow_atlas.airflow.triggers.atlas import (
 )
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 

@@ -20,7 +20,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
-from airflow_atlas.kvs.api import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 
 
 # ----- checks (blocking; shared with the sensors) --------------------------------------------------

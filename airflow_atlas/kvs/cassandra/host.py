@@ -8,8 +8,8 @@ import threading
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from ..api import TableMetadata, WriteMode
 from ..consistency import ConsistencyPolicy, GcGraceGuard, Operation
+from ..tables import TableMetadata, WriteMode
 
 if TYPE_CHECKING:
     from cassandra.cluster import Session

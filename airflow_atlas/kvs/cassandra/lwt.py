@@ -14,13 +14,9 @@ from cassandra.query import BatchStatement, BatchType
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import (
-    LWT_TIMESTAMP,
-    Cell,
-    WriteMode,
-    check_row,
-)
+from ..api import LWT_TIMESTAMP, Cell, check_row
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
+from ..tables import WriteMode
 from .host import CassandraHost
 from .statements import row_tuple
 

@@ -15,8 +15,8 @@ from typing import cast
 
 from ...errors import InvalidInputError, StoreNotInitializedError, TableNotFoundError
 from .. import _common as C
-from ..api import SweepStrategy, TableMetadata, WriteMode
 from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS, multi_datacenter_problems
+from ..tables import SweepStrategy, TableMetadata, WriteMode
 from .errors import says_missing
 from .host import CassandraHost
 from .statements import (

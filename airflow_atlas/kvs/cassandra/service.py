@@ -15,7 +15,7 @@ from cassandra.concurrent import execute_concurrent
 
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, KeyValueService, TableMetadata, WriteMode, check_page_size, check_rows
+from ..api import MAX_TIMESTAMP, Cell, KeyValueService, check_page_size, check_rows
 from ..consistency import (
     WRITE_OPERATIONS,
     ConsistencyPolicy,
@@ -24,6 +24,7 @@ from ..consistency import (
     check_policies,
     resolve_operation,
 )
+from ..tables import TableMetadata, WriteMode
 from .batching import Statement, WriteItem, plan_batches, single
 from .connection import cluster_factory, fork_lock, open_session
 from .errors import UNAVAILABLE_HINT, translate

@@ -14,8 +14,9 @@ from typing import NamedTuple
 from cassandra.metadata import Murmur3Token
 
 from ...errors import InvalidInputError
-from ..api import LWT_TIMESTAMP, SENTINEL_TIMESTAMP, validate_table_name
+from ..api import LWT_TIMESTAMP, SENTINEL_TIMESTAMP
 from ..consistency import Operation
+from ..tables import validate_table_name
 
 RING_MIN = -(1 << 63)
 """Murmur3 tokens run over (RING_MIN, RING_MAX]; no key has token RING_MIN."""

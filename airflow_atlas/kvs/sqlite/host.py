@@ -7,7 +7,7 @@ import sqlite3
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
-from ..api import TableMetadata, WriteMode
+from ..tables import TableMetadata, WriteMode
 
 
 class SqliteHost:

@@ -7,13 +7,9 @@ from collections.abc import Iterable, Mapping
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import (
-    LWT_TIMESTAMP,
-    Cell,
-    WriteMode,
-    check_row,
-)
+from ..api import LWT_TIMESTAMP, Cell, check_row
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
+from ..tables import WriteMode
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, optional_filters, physical_name
 from .host import SqliteHost
 

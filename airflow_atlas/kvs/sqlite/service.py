@@ -13,7 +13,8 @@ from urllib.parse import quote
 
 from ...errors import InvalidInputError, StoreNotInitializedError, StoreUnavailableError, TableNotFoundError
 from .. import _common as C
-from ..api import KeyValueService, SweepStrategy, TableMetadata, WriteMode
+from ..api import KeyValueService
+from ..tables import SweepStrategy, TableMetadata, WriteMode
 from .files import INHERITED, META, WeakConnection, check_path, now_ms, physical_name, why_unopenable
 from .lwt import LwtMixin
 from .reads import ReadsMixin

@@ -6,8 +6,9 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from .. import _common as C
-from ..api import SENTINEL_TIMESTAMP, Cell, WriteMode, check_rows
+from ..api import SENTINEL_TIMESTAMP, Cell, check_rows
 from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
+from ..tables import WriteMode
 from .files import DELETE_RANGE_SQL, SENTINEL_SQL, physical_name
 from .host import SqliteHost
 

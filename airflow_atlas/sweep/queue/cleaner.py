@@ -32,8 +32,9 @@ from dataclasses import dataclass, field
 
 from ...encoding import LONG_MAX
 from ...errors import CorruptQueueDataError
-from ...kvs.api import KeyValueService, SweepStrategy
+from ...kvs.api import KeyValueService
 from ...kvs.consistency import Operation
+from ...kvs.tables import SweepStrategy
 from ...validation import check_int
 from .constants import FINE_PARTITION, INITIAL_PROGRESS, MAX_SHARDS
 from .partitions import coarse, fine

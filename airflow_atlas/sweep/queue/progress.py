@@ -5,15 +5,16 @@ Both live in the LWT table ``_sweep_progress`` and are written only by check-and
 value can only grow: a request to set a lower (or equal) value changes nothing and returns the value
 already persisted. Reads used by the loops are SERIAL (linearizable on Cassandra).
 
-Strategy arguments are :class:`~airflow_atlas.kvs.api.SweepStrategy` (``CONSERVATIVE`` or ``THOROUGH``,
+Strategy arguments are :class:`~airflow_atlas.kvs.tables.SweepStrategy` (``CONSERVATIVE`` or ``THOROUGH``,
 or their names); ``NOTHING`` has no queue and raises InvalidInputError.
 """
 from __future__ import annotations
 
 from ...encoding import LONG_MAX
 from ...errors import CorruptQueueDataError, StoreUnavailableError
-from ...kvs.api import Cell, KeyValueService, SweepStrategy
+from ...kvs.api import Cell, KeyValueService
 from ...kvs.consistency import Operation
+from ...kvs.tables import SweepStrategy
 from ...validation import check_int
 from .constants import INITIAL_PROGRESS, MAX_SHARDS
 from .queue_tables import (

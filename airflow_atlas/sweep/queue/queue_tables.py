@@ -43,7 +43,8 @@ from typing import NamedTuple
 
 from ...encoding import LONG_MAX
 from ...errors import CorruptQueueDataError, InvalidInputError
-from ...kvs.api import Cell, SweepStrategy, TableMetadata, WriteMode
+from ...kvs.api import Cell
+from ...kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from ...validation import check_int
 from ._varint import read_var_long, read_var_signed_long, var_long, var_signed_long
 from .constants import (

@@ -42,7 +42,8 @@ from typing import NamedTuple
 
 from ...encoding import LONG_MAX
 from ...errors import CorruptQueueDataError, InvalidInputError
-from ...kvs.api import KeyValueService, SweepStrategy
+from ...kvs.api import KeyValueService
+from ...kvs.tables import SweepStrategy
 from ...validation import check_int
 from ._varint import read_var_signed_long
 from .constants import (

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ...kvs.api import KeyValueService, SweepStrategy
+from ...kvs.api import KeyValueService
+from ...kvs.tables import SweepStrategy
 from .cleaner import CleanResult, SweepQueueCleaner
 from .constants import DEFAULT_BATCH_LIMIT
 from .progress import ShardProgress

@@ -18,7 +18,8 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from ...errors import CorruptQueueDataError, InvalidInputError
-from ...kvs.api import MAX_CELL_NAME_BYTES, Cell, validate_cell, validate_table_name
+from ...kvs.api import MAX_CELL_NAME_BYTES, Cell, validate_cell
+from ...kvs.tables import validate_table_name
 from ._varint import read_var_long, var_long
 from .write_info import WriteInfo
 

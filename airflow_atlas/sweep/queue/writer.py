@@ -49,8 +49,9 @@ from math import ceil
 
 from ...encoding import LONG_MAX
 from ...errors import InvalidInputError
-from ...kvs.api import Cell, KeyValueService, SweepStrategy, validate_table_name
+from ...kvs.api import Cell, KeyValueService
 from ...kvs.consistency import Operation
+from ...kvs.tables import SweepStrategy, validate_table_name
 from ._varint import var_signed_long
 from .constants import (
     FINE_PARTITION,

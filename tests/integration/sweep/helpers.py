@@ -23,7 +23,8 @@ from collections.abc import Iterable, Mapping
 from airflow_atlas import oracle
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import TransactionConflictError
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.oracle import Reader
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.queue.write_info import WriteInfo

@@ -5,7 +5,8 @@ from dataclasses import asdict
 
 import pytest
 
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.queue.cleaner import SweepQueueCleaner
 from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,

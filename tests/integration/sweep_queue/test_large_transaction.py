@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,
     decode_cells_column,

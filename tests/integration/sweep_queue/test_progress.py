@@ -6,7 +6,7 @@ import threading
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import SweepStrategy
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.queue.progress import ShardProgress
 from airflow_atlas.sweep.queue.queue_tables import (
     NUMBER_OF_SHARDS_CELL,

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.queue.partitions import fine
 from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.api import Cell, SweepStrategy, TableMetadata
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy, TableMetadata
 from airflow_atlas.sweep.queue import writer as writer_module
 from airflow_atlas.sweep.queue.queue_tables import (
     SWEEPABLE_CELLS,

@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from airflow_atlas.kvs.api import SweepStrategy, TableMetadata, WriteMode
+from airflow_atlas.kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from airflow_atlas.transactions.manager import TransactionConfig, TransactionManager
 from tests.conftest import CASSANDRA_HOST, CASSANDRA_PORT
 

@@ -9,7 +9,8 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import RollbackRefusedError
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.oracle import Reader, observe
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.commits import RollbackGuard, resolve_commits

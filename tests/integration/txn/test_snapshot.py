@@ -19,7 +19,8 @@ from airflow_atlas.errors import (
     TransactionFailedRetriableError,
     TransactionLockExpiredError,
 )
-from airflow_atlas.kvs.api import MAX_TIMESTAMP, Cell, SweepStrategy, WriteMode
+from airflow_atlas.kvs.api import MAX_TIMESTAMP, Cell
+from airflow_atlas.kvs.tables import SweepStrategy, WriteMode
 from airflow_atlas.sweep.queue.write_info import WriteInfo
 from airflow_atlas.transactions.encoding import ABORTED
 from tests.integration.txn.conftest import FakeClock

@@ -6,7 +6,8 @@ import pytest
 from airflow_atlas.cli import main
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import CorruptTransactionDataError
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.transactions.encoding import v2_cell
 from airflow_atlas.transactions.service import TRANSACTIONS2_TABLE, TransactionServiceV1

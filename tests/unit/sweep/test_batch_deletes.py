@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.errors import TableNotFoundError
-from airflow_atlas.kvs.api import Cell, SweepStrategy
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.batch_deletes import ABORTED, plan_deletes, run_deletes
 from airflow_atlas.sweep.deleter import SweepDeleter
 from airflow_atlas.sweep.results import SweepResult

@@ -5,7 +5,8 @@ import pytest
 
 from airflow_atlas.encoding import encode_var_long, encode_var_signed_long
 from airflow_atlas.errors import CorruptQueueDataError, InvalidInputError
-from airflow_atlas.kvs.api import Cell, SweepStrategy, WriteMode
+from airflow_atlas.kvs.api import Cell
+from airflow_atlas.kvs.tables import SweepStrategy, WriteMode
 from airflow_atlas.sweep.queue import queue_tables as q
 from airflow_atlas.sweep.queue.metadata import TargetedSweepMetadata as M
 
