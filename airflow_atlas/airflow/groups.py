@@ -55,6 +55,7 @@ def targeted_sweep_pipeline(
         **common,
     )
     tasks: dict[str, Any] = {"compute_sweep_timestamps": timestamps, "plan": plan}
+    pool: dict[str, Any] = {"pool": settings.sweep_pool} if settings.sweep_pool else {}
 
     @task_group(group_id="shard", tooltip="one group of (shard, strategy) pairs: lock, sweep, reconcile, unlock")
     def shard(targets):
@@ -67,7 +68,7 @@ def targeted_sweep_pipeline(
             max_entries_per_second=max_entries_per_second,
             store_config=store_config,
             max_active_tis_per_dagrun=settings.max_parallel_groups,
-            **({"pool": settings.sweep_pool} if settings.sweep_pool else {}),
+            **pool,
             execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
             map_index_template=_LABEL,
             **common,

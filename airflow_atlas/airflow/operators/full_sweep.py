@@ -2,7 +2,7 @@
 queue existed, or to double-check a table; targeted sweep is the normal path."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk import XComArg
 
@@ -70,7 +70,7 @@ class PlanFullSweepOperator(AtlasBaseOperator):
 
     def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
         known = store.user_tables()
-        tables = list(self.tables) if self.tables else sorted(t for t, s in known.items() if s.is_swept)
+        tables = list(cast(list[str], self.tables)) if self.tables else sorted(t for t, s in known.items() if s.is_swept)
         unknown = sorted(set(tables) - set(known))
         if unknown:
             raise InvalidInputError(f"unknown table(s): {', '.join(unknown)}; tables: {', '.join(sorted(known)) or 'none'}")
@@ -79,7 +79,7 @@ class PlanFullSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"table(s) {', '.join(never)} have sweep strategy NOTHING and are never swept")
         timestamps = store.sweep_timestamps.all()
         mode = run_mode(self.execution_mode or settings.execution_mode)
-        parts = self.parts or settings.full_sweep_parts
+        parts = cast(int | None, self.parts) or settings.full_sweep_parts  # rendered: no XComArg left
         out: list[FullSweepPart] = []
         for table in tables:
             sweep_ts = timestamps[known[table].value]

@@ -8,6 +8,7 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
+from typing import Any
 
 from cassandra import ConsistencyLevel
 from cassandra.cluster import Session
@@ -98,7 +99,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         self._meta_cache: dict[str, tuple[TableMetadata, float]] = {}
         self._closed = False
         self._factory: Callable[[], object] | None = None
-        self._cluster = None
+        self._cluster: Any = None  # the driver's Cluster this service opened (None: the caller owns the session)
         if isinstance(session_or_cluster_factory, Session):
             self._session = session_or_cluster_factory
         elif callable(session_or_cluster_factory):
@@ -171,6 +172,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         )
 
     def _open_owned(self):
+        assert self._factory is not None, "only a service built from a cluster factory opens its own session"
         try:
             self._cluster, session = open_session(self._factory)
         except Exception as exc:
