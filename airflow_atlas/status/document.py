@@ -250,9 +250,9 @@ class StatusDocument:
     """Every effective setting and the layer it came from, as the caller resolved them (the CLI: its
     command line and store; with ``--conn-id`` and on the dashboard: the ``atlas_settings`` Variable too)."""
     settings_warnings: list[str] = field(default_factory=list)
+    """Where a setting's source is not what one may think (e.g. an environment variable shadowing the Variable)."""
     datacenter_warnings: list[str] = field(default_factory=list)
     """Datacenters with replicas down and what that stops (:mod:`.replicas`): sweep deletes at ALL pause."""
-    """Where a setting's source is not what one may think (e.g. an environment variable shadowing the Variable)."""
     reads: StatusReads = field(default_factory=StatusReads)
     """Serial reads, or the stated non-serial fallback after a Paxos failure."""
     schema_version: int = SCHEMA_VERSION

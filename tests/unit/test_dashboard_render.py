@@ -11,6 +11,7 @@ from airflow_atlas.airflow.web.app import parse_shards, parse_strategy
 from airflow_atlas.airflow.web.render import lag_chart, render_page
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.status import drain_forecast
+from airflow_atlas.status.document import NON_SERIAL_FALLBACK
 
 NOW = 1_700_000_000.0
 
@@ -231,3 +232,17 @@ def test_a_steady_backlog_that_does_not_drain_says_so():
     forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
     assert re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1) == "not at these rates"
     assert ">steady<" in forecast and 'data-field="unknown"' not in forecast
+
+
+def test_a_status_read_without_paxos_shows_the_fallback_banner_with_its_reason():
+    serial = render_page(_status([_row(0, "THOROUGH")]) | {"reads": {"serial": True, "fallback": None, "reason": None}})
+    assert 'id="reads-fallback"' not in serial and "NON-SERIAL" not in serial
+    fell_back = _status([_row(0, "THOROUGH")]) | {
+        "reads": {"serial": False, "fallback": NON_SERIAL_FALLBACK, "reason": "CAS read timeout <coordinator>"}}
+    page = render_page(fell_back)
+    banner = re.search(r'<div class="panel alert" id="reads-fallback">(.*?)</div>', page, re.S)
+    assert banner, "no fallback banner"
+    assert "NON-SERIAL FALLBACK" in banner.group(1)
+    assert "read without Paxos" in banner.group(1)
+    assert "CAS read timeout &lt;coordinator&gt;" in banner.group(1)
+    assert page.index('id="reads-fallback"') < page.index("<h2>Shards</h2>")

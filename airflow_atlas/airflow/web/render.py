@@ -100,6 +100,7 @@ def render_page(
         f'<a id="json" href="{esc(json_href)}">JSON</a>'
         f'<a id="trigger" href="{esc(dag_href)}" target="_top">Run {MANUAL_SWEEP_DAG}</a>'
         "</div>",
+        render_reads_fallback(status),
         render_warnings(status),
         render_settings_warnings(status),
         "<h2>Shards</h2>",
@@ -117,6 +118,16 @@ def render_page(
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p)
+
+
+def render_reads_fallback(status: dict) -> str:
+    """A banner when the status was read without Paxos (``reads.serial`` false, status/document.py): what
+    that means and the Paxos failure that caused it; nothing when the reads were serial."""
+    reads = status.get("reads") or {}
+    if reads.get("serial", True):
+        return ""
+    return (f'<div class="panel alert" id="reads-fallback"><b>NON-SERIAL FALLBACK</b>: {esc(reads.get("fallback"))}'
+            f'<br><span class="sub">reason: {esc(reads.get("reason"))}</span></div>')
 
 
 def render_warnings(status: dict) -> str:
