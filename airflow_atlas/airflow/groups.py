@@ -52,6 +52,7 @@ def targeted_sweep_pipeline(
         strategies=strategies,
         skip_idle=skip_idle,
         execution_mode=execution_mode,
+        max_groups=settings.max_parallel_groups,
         **common,
     )
     tasks: dict[str, Any] = {"compute_sweep_timestamps": timestamps, "plan": plan}

@@ -145,9 +145,12 @@ class AtlasSettings:
         "least `spark_min_backlog` queue entries, else in the task (a full sweep runs in the task)",
         read="operators/sweep.py, operators/full_sweep.py, operators/sweep_timestamps.py",
     )
-    in_task_group_size: int = setting(
-        1, Int(1, 256),
-        "(shard, strategy) pairs per mapped task group in `in_task` mode (1 = one group per pair)",
+    in_task_group_size: int | None = setting(
+        None, Nullable(Int(1, 256)),
+        "(shard, strategy) pairs per mapped task group in `in_task` mode; `null` = sized to the run: "
+        "ceil(pairs to sweep / `max_parallel_groups`), so a run maps at most `max_parallel_groups` groups "
+        "whatever the number of shards (one pair per group while the pairs to sweep are that few); "
+        "1 = always one group per pair (a task instance per pair: 2,048 for 512 pairs)",
         read="operators/sweep_timestamps.py (planning)",
     )
     spark_group_size: int = setting(
@@ -466,9 +469,18 @@ class AtlasSettings:
         """An operator's or sensor's ``store_config`` argument as the resolver's ``TASK`` layer."""
         return Layer(Rank.TASK, source, {} if store_config is None else store_config)
 
-    def group_size(self, execution_mode: str | None = None) -> int:
+    def group_size(self, execution_mode: str | None = None, pairs: int = 1, max_groups: int | None = None) -> int:
+        """Pairs per mapped group for a run that sweeps ``pairs`` pairs in ``execution_mode``: the Spark
+        group size; the in-task one, or (``null``, the default) the size that maps the run onto at most
+        ``max_groups`` (default ``max_parallel_groups``) groups, each a task of its own that sweeps its
+        pairs one after the other (the groups beyond those running at once would only queue, each paying a
+        task's start-up)."""
         mode = execution_mode or self.execution_mode
-        return self.spark_group_size if mode == "spark" else self.in_task_group_size
+        if mode == "spark":
+            return self.spark_group_size
+        if self.in_task_group_size is not None:
+            return self.in_task_group_size
+        return max(1, -(-pairs // (max_groups or self.max_parallel_groups)))
 
     def default_args(self) -> dict:
         """default_args of every DAG of the project: owner, retries with exponential backoff."""

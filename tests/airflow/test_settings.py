@@ -144,6 +144,17 @@ def test_group_size_follows_the_execution_mode():
     assert s.group_size("auto") == 2  # auto decides per group, groups are in-task sized
 
 
+def test_the_default_in_task_group_size_maps_a_run_onto_at_most_max_parallel_groups_groups():
+    s = AtlasSettings()
+    assert s.in_task_group_size is None and s.max_parallel_groups == 16
+    assert s.group_size("in_task", pairs=10) == 1  # up to 16 pairs: one pair per group, as before
+    assert s.group_size("in_task", pairs=16) == 1
+    assert s.group_size("in_task", pairs=17) == 2
+    assert s.group_size("in_task", pairs=512) == 32  # 256 shards x 2 strategies: 16 groups, not 512
+    assert s.group_size("spark", pairs=512) == 16  # Spark groups keep their own size
+    assert AtlasSettings.from_mapping({"max_parallel_groups": 4}).group_size("auto", pairs=10) == 3
+
+
 def test_auto_mode_and_its_threshold():
     s = AtlasSettings.from_mapping({"execution_mode": "auto", "spark_min_backlog": 1000})
     assert s.execution_mode == "auto" and s.spark_min_backlog == 1000

@@ -65,7 +65,12 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
     :param strategies: strategies to sweep (templated); default setting ``strategies``.
     :param skip_idle: leave out pairs with nothing sweepable below their sweep timestamp; default setting
         ``skip_idle_shards``.
-    :param group_size: pairs per group; default from the settings for the execution mode.
+    :param group_size: pairs per group; default from the settings for the execution mode (in-task:
+        setting ``in_task_group_size``, whose default ``null`` sizes the groups so that the run maps at most
+        ``max_groups`` of them).
+    :param max_groups: the groups the DAG runs at once (its ``max_active_tis_per_dagrun``), which the
+        default in-task group size fills and does not exceed; default setting ``max_parallel_groups`` (a
+        DAG-shaping setting: the pipeline passes the value its DAG was built with).
     :param execution_mode: ``"in_task"``, ``"spark"`` or ``"auto"``; default setting ``execution_mode`` (also
         chooses the default group size; ``"auto"`` uses the in-task size) (templated).
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
@@ -90,6 +95,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         skip_idle: bool | None = None,
         group_size: int | None = None,
         execution_mode: str | None = None,
+        max_groups: int | None = None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -99,6 +105,9 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         self.skip_idle = skip_idle
         self.group_size = group_size
         self.execution_mode = execution_mode
+        if max_groups is not None and (isinstance(max_groups, bool) or not isinstance(max_groups, int) or max_groups < 1):
+            raise InvalidInputError(f"max_groups must be a positive int, got {max_groups!r}")
+        self.max_groups = max_groups
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         if settings.shard_count and store.number_of_shards() < settings.shard_count:
@@ -132,7 +141,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         mode = self.execution_mode or settings.execution_mode
         if mode not in EXECUTION_MODES:
             raise InvalidInputError(f"execution_mode must be one of {', '.join(EXECUTION_MODES)}, got {mode!r}")
-        size = self.group_size or settings.group_size(mode)
+        size = self.group_size or settings.group_size(mode, pairs=len(targets), max_groups=self.max_groups)
         groups = []
         for group in batches(targets, size):
             group_mode = mode

@@ -83,3 +83,31 @@ def test_plan_leaves_idle_pairs_out_and_picks_shards_and_strategies(embedded_sto
 )
 def test_plan_bad_input_fails_at_once(embedded_store, kwargs, message):
     fails_at_once(lambda: run_operator(_plan(skip_idle=False, **kwargs)), message)
+
+
+@pytest.mark.parametrize(("max_groups", "settings", "sizes"), [
+    (2, {}, [2, 2]),  # the default: sized to the run, at most max_groups groups
+    (None, {}, [1, 1, 1, 1]),  # fewer pairs than max_parallel_groups (16): one pair per group
+    (3, {}, [2, 2]),  # ceil(4 / 3) = 2 pairs per group: 2 groups
+    (2, {"in_task_group_size": 1}, [1, 1, 1, 1]),  # a size given is kept
+])
+def test_plan_sizes_in_task_groups_to_the_run_by_default(embedded_store, monkeypatch, max_groups, settings, sizes):
+    from tests.airflow.conftest import set_settings
+
+    store, _ = embedded_store
+    _workload(store)
+    set_settings(monkeypatch, **settings)
+    out, _ = run_operator(_plan(sweep_timestamps={"CONSERVATIVE": 5, "THOROUGH": 7}, skip_idle=False,
+                                execution_mode="in_task", max_groups=max_groups))
+    assert [len(g) for g in out] == sizes
+
+
+def test_the_pipeline_plans_for_the_groups_its_dag_runs_at_once(monkeypatch):
+    from airflow.sdk import DAG
+
+    from airflow_atlas.airflow.groups import targeted_sweep_pipeline
+    from airflow_atlas.airflow.settings import AtlasSettings
+
+    with DAG("plan_groups_probe", schedule=None):
+        tasks = targeted_sweep_pipeline(AtlasSettings.from_mapping({"max_parallel_groups": 5}))
+    assert tasks["plan"].max_groups == 5
