@@ -11,7 +11,7 @@ from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
 ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
-         "foreground_impact", "sustained")
+         "foreground_impact", "sustained", "orchestration")
 
 
 def load(out: Path) -> dict[str, dict]:
@@ -256,6 +256,10 @@ def write_report(out: Path) -> Path:
         from . import sustained
 
         lines += sustained.report_lines(docs["sustained"])
+    if "orchestration" in docs:
+        from . import orchestration
+
+        lines += orchestration.report_lines(docs["orchestration"])
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

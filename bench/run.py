@@ -6,7 +6,7 @@
     .venv/bin/python -m bench.run --report-only   # rebuild RESULTS.md and the chart from the JSON files
 
 Benchmarks: targeted_vs_legacy, delete_rate, commit_overhead, spark_scaleout, memory, large_commit, foreground_impact,
-sustained (also the embedded store, with a real Airflow scheduler) (Cassandra: the local node, started with scripts/cassandra.sh when it does not answer) and embedded (SQLite). Each writes
+sustained (also the embedded store, with a real Airflow scheduler), orchestration (embedded store, a real Airflow scheduler) (Cassandra: the local node, started with scripts/cassandra.sh when it does not answer) and embedded (SQLite). Each writes
 ``<out>/<name>.json``; after every benchmark ``<out>/RESULTS.md`` and ``<out>/chart.png`` are rebuilt from
 all JSON files in ``<out>`` (so ``--only`` refreshes one benchmark and keeps the others).
 
@@ -24,7 +24,7 @@ from pathlib import Path
 from . import common as C
 
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
-              "foreground_impact", "sustained")
+              "foreground_impact", "sustained", "orchestration")
 NEEDS_CASSANDRA = {"targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "large_commit",
                    "foreground_impact", "sustained"}
 DEFAULT_OUT = C.REPO_ROOT / "bench" / "results"

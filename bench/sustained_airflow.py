@@ -21,19 +21,23 @@ DAG_ID = "atlas_targeted_sweep"
 
 
 @contextmanager
-def bench_airflow(root: Path, connection: dict, settings: dict, parallelism: int = 2) -> Iterator[AirflowProcesses]:
+def bench_airflow(root: Path, connection: dict, settings: dict, parallelism: int = 2, *,
+                  variable_in_database: bool = False) -> Iterator[AirflowProcesses]:
     """Airflow running ``atlas_targeted_sweep`` against ``connection`` (an Airflow connection as JSON) with
     ``settings`` (the ``atlas_settings`` keys and the DAG-shaping ones, split as the DAGs read them); every
-    process group it started is stopped on the way out."""
+    process group it started is stopped on the way out. ``variable_in_database``: the ``atlas_settings``
+    Variable is not given in the environment (which would shadow the stored one), so the caller can store
+    and change it over REST between runs."""
     started = time.monotonic()
     dag_settings, variable = split_dag_settings(settings)
     env = {
         "AIRFLOW__CORE__PARALLELISM": str(parallelism),
         "AIRFLOW__LOGGING__LOGGING_LEVEL": "WARNING",
         "AIRFLOW_CONN_ATLAS_DEFAULT": json.dumps(connection),
-        "AIRFLOW_VAR_ATLAS_SETTINGS": json.dumps(variable),
         "ATLAS_DAG_SETTINGS": json.dumps(dag_settings),
     }
+    if not variable_in_database:
+        env["AIRFLOW_VAR_ATLAS_SETTINGS"] = json.dumps(variable)
     # api_first: the DAG is scheduled at once, and a task started before the API server answers fails.
     with running_airflow(root, {f"{DAG_ID}.py": C.REPO_ROOT / "dags" / f"{DAG_ID}.py"}, env, ready_dags=[DAG_ID],
                          api_first=True) as airflow:

@@ -118,11 +118,15 @@ class SweepSummary:
     totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUN_TOTALS, 0))
     """The sums of :data:`~airflow_atlas.sweep.results.RUN_TOTALS` over the pairs (flat in the JSON)."""
     failed_pairs: list[str] = field(default_factory=list)
+    engine_seconds: float = 0.0
+    """The pairs' sweep time in the engine (the sum of their ``duration_seconds``): a run's wall time less
+    this, over its worker slots, is what orchestration cost (bench/orchestration.py)."""
 
     def add(self, result: Mapping[str, Any], reconciled: Mapping[str, Any] | None) -> None:
         """Count one finished pair: its sweep ``result`` and its ``reconciled`` report."""
         status = str(result.get("status", "unknown"))
         self.by_status[status] = self.by_status.get(status, 0) + 1
+        self.engine_seconds += float(result.get("duration_seconds") or 0.0)
         for key in RUN_TOTALS:
             self.totals[key] += int(result.get(key) or 0)
         for table, n in (result.get("tables") or {}).items():

@@ -109,7 +109,8 @@ def test_reconcile_cleans_below_progress_and_leaves_skipped_and_dry_runs_alone(w
 
 
 def _finished(shard: int, status: str, cells: int, rows_deleted: int = 0) -> dict:
-    result = {"status": status, "cells_tombstoned": cells, "iterations": 1, "tables": {"t": cells} if cells else {}}
+    result = {"status": status, "cells_tombstoned": cells, "iterations": 1, "tables": {"t": cells} if cells else {},
+              "duration_seconds": 0.25 * (shard + 1)}
     return SweepTarget(shard, "THOROUGH", result=result, reconciled={"rows_deleted": rows_deleted}).to_json()
 
 
@@ -120,6 +121,7 @@ def test_summary_adds_up_every_pair():
     assert out["pairs"] == 2 and out["by_status"] == {"caught_up": 1, "skipped_locked": 1}
     assert (out["cells_tombstoned"], out["iterations"], out["reclaimed_queue_rows"]) == (5, 2, 2)
     assert out["tables"] == {"t": 5} and out["failed_pairs"] == []
+    assert out["engine_seconds"] == 0.75  # the pairs' sweep time, 0.25 + 0.5
 
 
 def test_summary_fails_naming_the_pairs_that_did_not_finish():
