@@ -31,13 +31,6 @@ ALLOWED_DEFERRED_CYCLES: dict[frozenset[str], str] = {
     # Circles closed only by an import inside a function (it runs at call time, so the import itself works,
     # but the modules still depend on each other). Same rules: each with its reason, the list only shrinks.
     frozenset({
-        "airflow_atlas.kvs.url", "airflow_atlas.kvs.cassandra", "airflow_atlas.kvs.cassandra.service",
-        "airflow_atlas.kvs.cassandra.errors", "airflow_atlas.kvs.cassandra.schema",
-    }): (
-        "kvs/url.py opens the Cassandra backend inside a function, and kvs/cassandra/errors.py imports url's "
-        "credential scrubbing (`scrub`): issue 34 item 1 moves the scrubbing into a leaf module"
-    ),
-    frozenset({
         "airflow_atlas.airflow.execution.spark", "airflow_atlas.airflow.execution.spark_connect",
         "airflow_atlas.airflow.execution.spark_submit", "airflow_atlas.airflow.triggers",
         "airflow_atlas.airflow.triggers.spark_connect",
