@@ -77,7 +77,8 @@ def _tls(conn: Any, given: dict[str, Any]) -> bool:
             f"connection {conn_id!r}: extras ssl_ca and ssl_options.ca_certs name different CA files: keep one"
         )
     ca = ca or provider_ca or None
-    given.setdefault("ssl", bool(ssl_options))
+    if ssl_options:
+        given.setdefault("ssl", True)
     given.pop("ssl_ca", None)
     if ca is not None:
         if not isinstance(ca, str) or not os.path.isabs(ca.strip()):
@@ -116,7 +117,7 @@ def _cassandra_fields(conn: Any) -> dict[str, Any]:
     given.update((name, extra(conn, name)) for name in SETTING_NAMES if _given(extra(conn, name)))
     fields = option_fields(CASSANDRA, given, prefix=f"connection {conn_id!r}: extra")
     tls_extras = fields.get("ssl_ca") is not None or fields.get("ssl_verify") is not None or provider_tls
-    if tls_extras and not fields["ssl"]:
+    if tls_extras and not fields.get("ssl"):
         raise InvalidInputError(f"connection {conn_id!r}: extras ssl_ca / ssl_verify / ssl_options need ssl true")
     return {
         "backend": CASSANDRA, "hosts": tuple(hosts), "port": port, "keyspace": keyspace,
