@@ -51,7 +51,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     """KeyValueService on one Cassandra keyspace.
 
     ``session_or_cluster_factory`` is either an existing ``cassandra.cluster.Session`` (for instance from
-    Airflow's CassandraHook; the caller keeps ownership and shuts it down), or a zero-argument callable
+    a test or an embedding program; the caller keeps ownership and shuts it down), or a zero-argument callable
     returning a ``Cluster`` (or a ``Session``) that this service owns: it is shut down in :meth:`close` and
     rebuilt after a fork. :meth:`connect` builds such a factory from host names and credentials.
 
