@@ -29,12 +29,15 @@ from __future__ import annotations
 import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .config import StoreConfig
 from .errors import InvalidInputError
 from .kvs.consistency import SETTING_NAMES as STORE_LAYER_KEYS
 from .settings_model import layer_values, setting_fields
+
+if TYPE_CHECKING:
+    from .kvs.address import StoreAddress
 
 
 class Rank(enum.IntEnum):
@@ -140,17 +143,16 @@ def parse_assignments(items: Iterable[str], source: str) -> list[tuple[str, str]
     return out
 
 
-def store_url_layer(url: str) -> Layer:
-    """The replica-safety options of a store URL's query, as the ``STORE`` layer (text values)."""
-    from .kvs.url import url_settings
+def address_layer(address: StoreAddress) -> Layer:
+    """The replica-safety settings a store address carries (a URL's query, a connection's extras), as the
+    ``STORE`` layer (text or JSON values, named by where they came from)."""
+    return Layer(Rank.STORE, address.settings_source, dict(address.settings), text=True)
 
-    return Layer(Rank.STORE, "the store URL", url_settings(url), text=True)
 
-
-def with_store_url(config: StoreConfig | None, url: str) -> StoreConfig:
-    """``config`` (the resolved layers below the store; None = the defaults) with the store URL's
-    replica-safety options on top: what :meth:`airflow_atlas.store.AtlasStore.open` uses."""
-    layer = store_url_layer(url)
+def with_address(config: StoreConfig | None, address: StoreAddress) -> StoreConfig:
+    """``config`` (the resolved layers below the store; None = the defaults) with the address's
+    replica-safety settings on top: what :meth:`airflow_atlas.store.AtlasStore.open` uses."""
+    layer = address_layer(address)
     if not layer.values:
         return config or StoreConfig()
     return resolve(layer, base=config)

@@ -11,10 +11,14 @@ sweepers. Operators, Spark tasks, the CLI and the demo all start here::
 from __future__ import annotations
 
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from .config import StoreConfig
 from .kvs.api import KeyValueService
 from .kvs.tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
+
+if TYPE_CHECKING:
+    from .kvs.address import StoreAddress
 
 
 class AtlasStore:
@@ -26,17 +30,22 @@ class AtlasStore:
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, url: str, config: StoreConfig | None = None, **kvs_options) -> AtlasStore:
-        """The store a URL names. ``config``: the resolved settings of every layer below the store
-        (:func:`airflow_atlas.settings_resolver.resolve`; None = the defaults); the URL's own
-        replica-safety options are the top layer (:func:`~airflow_atlas.settings_resolver.with_store_url`).
-        The consistency levels and gc_grace guard of the key-value service come from the result."""
-        from .kvs.url import open_kvs
-        from .settings_resolver import with_store_url
+    def open(cls, address: StoreAddress | str, config: StoreConfig | None = None, **kvs_options) -> AtlasStore:
+        """THE opening of a store: the one ``address`` names (a :class:`~airflow_atlas.kvs.address.StoreAddress`,
+        or a URL, parsed once here). ``config``: the resolved settings of every layer below the store
+        (:func:`airflow_atlas.settings_resolver.resolve`; None = the defaults); the address's own
+        replica-safety settings are the top layer (:func:`~airflow_atlas.settings_resolver.with_address`).
+        The consistency levels and gc_grace guard of the key-value service come from the result;
+        ``kvs_options`` (e.g. ``must_exist=True``) go to :func:`airflow_atlas.kvs.opening.open_kvs`."""
+        from .kvs.address import StoreAddress
+        from .kvs.opening import open_kvs
+        from .settings_resolver import with_address
 
-        config = with_store_url(config, url)
+        if not isinstance(address, StoreAddress):
+            address = StoreAddress.from_url(address)
+        config = with_address(config, address)
         kvs = open_kvs(
-            url, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kvs_options
+            address, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kvs_options
         )
         return cls(kvs, config)
 

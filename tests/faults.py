@@ -112,14 +112,15 @@ def _pair_of(cell) -> tuple[int, str]:
     raise AssertionError(f"not a shard progress cell: {cell}")
 
 
-def open_faulty_store(marker: str, action, url: str, settings: dict):
-    """A store opener for the Spark jobs (``open_store=partial(open_faulty_store, marker, action)``)."""
+def open_faulty_store(marker: str, action, address, settings: dict):
+    """A store opener for the Spark jobs (``open_store=partial(open_faulty_store, marker, action)``): the job's
+    :class:`~airflow_atlas.kvs.address.StoreAddress` opened with a faulty key-value service."""
     from airflow_atlas.config import StoreConfig
-    from airflow_atlas.kvs.url import open_kvs
+    from airflow_atlas.kvs.opening import open_kvs
     from airflow_atlas.store import AtlasStore
 
     config = StoreConfig(**settings) if settings else StoreConfig()
-    return AtlasStore(FaultyKvs(open_kvs(url), marker, action), config)
+    return AtlasStore(FaultyKvs(open_kvs(address), marker, action), config)
 
 
 def faulty_opener(marker: str, action=raise_fault):

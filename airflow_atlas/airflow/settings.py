@@ -314,7 +314,8 @@ class AtlasSettings:
     """The Variable's engine keys, as the resolver's ``VARIABLE`` layer; not a key of the Variable itself."""
     engine: StoreConfig = field(default_factory=StoreConfig)
     """The engine's settings of this Variable alone (defaults < its engine keys), for the Airflow layer's
-    reads (e.g. ``settings.lock_lease_seconds``); a task's settings are :meth:`engine_config`."""
+    reads, typed and explicit (e.g. ``settings.engine.lock_lease_seconds``: no engine key is forwarded from
+    this object itself); a task's settings are :meth:`engine_config`."""
     given: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
     """The Airflow keys its source set (the others are defaults); engine keys are in ``engine_layer``."""
     shadowed: bool = field(default=False, compare=False, repr=False)
@@ -324,12 +325,6 @@ class AtlasSettings:
         validate_fields(self)
         if not isinstance(self.engine, StoreConfig):
             raise InvalidInputError(f"AtlasSettings.engine must be a StoreConfig, got {self.engine!r}")
-
-    def __getattr__(self, name: str) -> Any:
-        # Engine keys read as settings.<key> (e.g. settings.batch_limit): one value, kept in self.engine.
-        if name != "engine" and not name.startswith("__") and name in known_names(StoreConfig):
-            return getattr(self.engine, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod

@@ -13,7 +13,7 @@ shards); 3 store unavailable; 4 ``sweep`` skipped pairs locked by another sweepe
 
 Errors are one line on stderr (``atlas-sweep: error: ...``) naming the problem; expected errors never
 print a traceback (set ``ATLAS_DEBUG=1`` to get one for unexpected errors) and no message contains any
-part of a password (:func:`airflow_atlas.kvs.url.scrub`).
+part of a password (:func:`airflow_atlas.kvs.scrub.scrub`).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ import os
 import traceback
 
 from ..errors import AtlasError, InvalidInputError, StoreAccessError, StoreUnavailableError, TableNotFoundError
-from ..kvs.url import scrub, url_secrets
+from ..kvs.scrub import scrub, url_secrets
 from .args import build_parser
 from .grants import cmd_grants
 from .init import cmd_init

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from ..errors import InvalidInputError
 from ..grants import GRANTED, admin_grants, apply_grants, sweeper_grants
-from ..kvs.url import read_private_line, url_secrets
+from ..kvs.scrub import url_secrets
+from ..kvs.url import read_private_line
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, wants_json
 
 

@@ -8,7 +8,8 @@ import contextlib
 import sys
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
-from ..kvs.url import STORE_URL_ENV, read_private_line, redact_url, scrub, store_url_from_environment, url_secrets
+from ..kvs.scrub import redact_url, scrub, url_secrets
+from ..kvs.url import STORE_URL_ENV, read_private_line, store_url_from_environment
 from .output import EXIT_USAGE, PROG, CliError
 
 
@@ -82,15 +83,17 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
         if not url:
             raise CliError(EXIT_USAGE, "no store given: pass --store URL or --conn-id ID, or set "
                            f"{STORE_URL_ENV} (or --store-file FILE)")
-        from ..settings_resolver import resolve, sourced, store_url_layer
+        from ..kvs.address import StoreAddress
+        from ..settings_resolver import address_layer, resolve, sourced
         from ..store import AtlasStore
 
         label = redact_url(url)
         secrets = url_secrets(url)
         try:
+            address = StoreAddress.from_url(url)  # parsed once: opened and described from this object
             config = resolve(*layers)
-            store = AtlasStore.open(url, config, must_exist=must_exist)
-            settings, warnings = sourced(store.config, *layers, store_url_layer(url)), []
+            store = AtlasStore.open(address, config, must_exist=must_exist)
+            settings, warnings = sourced(store.config, *layers, address_layer(address)), []
         except StoreNotInitializedError as exc:
             raise CliError(EXIT_USAGE, f"{label}: {scrub(str(exc), secrets)}: run '{PROG} init' first") from None
         except InvalidInputError as exc:
@@ -124,15 +127,16 @@ def _open_from_connection(conn_id: str, layers: list, must_exist: bool):
     # for results (--json) by sending anything printed meanwhile to stderr.
     with contextlib.redirect_stdout(sys.stderr):
         try:
-            from ..airflow.hooks.atlas import AtlasHook, connection_layer  # imports Airflow: only on this path
+            from ..airflow.hooks.atlas import AtlasHook  # imports Airflow: only on this path
             from ..airflow.settings import AtlasSettings
+            from ..settings_resolver import address_layer
         except ImportError as exc:
             raise CliError(EXIT_USAGE, f"--conn-id needs Apache Airflow and this package's Airflow hook: {exc}") from None
         try:
             settings = AtlasSettings.load(log_warnings=False, through_cli=True)  # the stored Variable too
             hook = AtlasHook(atlas_conn_id=conn_id, config=settings.engine_config(*layers), must_exist=must_exist)
             store = hook.get_store()
-            effective = settings.effective(*layers, connection_layer(hook.get_connection(conn_id)))
+            effective = settings.effective(*layers, address_layer(hook.address()))
             return store, effective, settings.warnings()
         except StoreNotInitializedError as exc:
             raise CliError(EXIT_USAGE, f"Airflow connection {conn_id!r}: {exc}: run '{PROG} init' first") from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from .address import StoreAddress
 from .api import (
     LWT_TIMESTAMP,
     MAX_CELL_NAME_BYTES,
@@ -20,8 +21,9 @@ from .api import (
     validate_cell,
     validate_value,
 )
+from .opening import open_kvs
+from .scrub import redact_url
 from .tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
-from .url import open_kvs, redact_url
 
 if TYPE_CHECKING:  # for readers and type checkers; at run time __getattr__ below imports them on first use
     from .cassandra import CassandraKeyValueService
@@ -38,6 +40,7 @@ __all__ = [
     "KeyValueService",
     "ScanRange",
     "SqliteKeyValueService",
+    "StoreAddress",
     "SweepStrategy",
     "TableMetadata",
     "Value",

@@ -9,10 +9,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
 from ..validation import check_float, check_int
-from .api import LWT_TIMESTAMP, MAX_TIMESTAMP, Cell, check_read_timestamp, validate_cell, validate_value
+from .api import LWT_TIMESTAMP, MAX_TIMESTAMP, Cell, check_mapping, check_read_timestamp, validate_cell, validate_value
 from .tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 
 RESERVED_PREFIX = "atlas_"
@@ -59,25 +58,12 @@ def check_parts(parts: object) -> int:
     return check_int(parts, "parts", 1, MAX_SPLIT_PARTS)
 
 
-def check_mapping(values: object, what: str) -> Mapping:
-    if not isinstance(values, Mapping):
-        raise InvalidInputError(f"{what} must be a mapping, got {type(values).__name__}")
-    return values
-
 
 def check_values(values: object) -> dict[Cell, bytes]:
     """Mapping[Cell, bytes] -> a validated dict."""
     values = check_mapping(values, "values")
     return {validate_cell(cell): validate_value(value) for cell, value in values.items()}
 
-
-def check_cells(cells: object) -> list[Cell]:
-    if isinstance(cells, (bytes, str)) or not isinstance(cells, Iterable):
-        raise InvalidInputError(f"cells must be an iterable of (row, column) pairs, got {type(cells).__name__}")
-    out: dict[Cell, None] = {}
-    for cell in cells:
-        out[validate_cell(cell)] = None
-    return list(out)
 
 
 def check_cell_timestamps(cells: object) -> dict[Cell, int]:
@@ -101,34 +87,6 @@ def check_versions(versions: object) -> list[tuple[Cell, int]]:
     return list(out)
 
 
-def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
-    ranges = check_mapping(ranges, "ranges")
-    out: dict[Cell, tuple[int, int]] = {}
-    for cell, bounds in ranges.items():
-        cell = validate_cell(cell)
-        if type(bounds) is tuple and len(bounds) == 2:  # fast path (sweep): two plain ints in order
-            lo, hi = bounds
-            if type(lo) is int and type(hi) is int and LONG_MIN <= lo <= hi <= LONG_MAX:
-                out[cell] = bounds
-                continue
-        if not isinstance(bounds, tuple) or len(bounds) != 2:
-            raise InvalidInputError(f"a timestamp range is a (lo, hi) pair, got {bounds!r}")
-        lo = check_int(bounds[0], "range start")
-        hi = check_int(bounds[1], "range end")
-        if lo > hi:
-            raise InvalidInputError(f"empty timestamp range [{lo}, {hi}] for cell {cell!r}")
-        out[cell] = (lo, hi)
-    return out
-
-
-def check_ranges_within(ranges: Mapping[Cell, tuple[int, int]], cells: list[Cell]) -> None:
-    """Every cell given a ranged tombstone must also be given a sentinel (CONSERVATIVE sweep)."""
-    unknown = ranges.keys() - set(cells)
-    if unknown:
-        raise InvalidInputError(
-            f"every cell with a ranged tombstone must also get a sentinel; {len(unknown)} do not, e.g. "
-            f"{next(iter(unknown))!r}"
-        )
 
 
 def check_metadata(metadata: object) -> TableMetadata:

@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
-from ..encoding import LONG_MAX
+from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
 from ..validation import check_int
 from .consistency import LWT_OPERATIONS, Operation, resolve_operation
@@ -139,6 +139,52 @@ def check_rows(rows: object) -> list[bytes]:
     return list(out)
 
 
+# ----- the checks of the write arguments the interface's own methods take (also used by the backends) -----
+def check_mapping(values: object, what: str) -> Mapping:
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"{what} must be a mapping, got {type(values).__name__}")
+    return values
+
+
+def check_cells(cells: object) -> list[Cell]:
+    if isinstance(cells, (bytes, str)) or not isinstance(cells, Iterable):
+        raise InvalidInputError(f"cells must be an iterable of (row, column) pairs, got {type(cells).__name__}")
+    out: dict[Cell, None] = {}
+    for cell in cells:
+        out[validate_cell(cell)] = None
+    return list(out)
+
+
+def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
+    ranges = check_mapping(ranges, "ranges")
+    out: dict[Cell, tuple[int, int]] = {}
+    for cell, bounds in ranges.items():
+        cell = validate_cell(cell)
+        if type(bounds) is tuple and len(bounds) == 2:  # fast path (sweep): two plain ints in order
+            lo, hi = bounds
+            if type(lo) is int and type(hi) is int and LONG_MIN <= lo <= hi <= LONG_MAX:
+                out[cell] = bounds
+                continue
+        if not isinstance(bounds, tuple) or len(bounds) != 2:
+            raise InvalidInputError(f"a timestamp range is a (lo, hi) pair, got {bounds!r}")
+        lo = check_int(bounds[0], "range start")
+        hi = check_int(bounds[1], "range end")
+        if lo > hi:
+            raise InvalidInputError(f"empty timestamp range [{lo}, {hi}] for cell {cell!r}")
+        out[cell] = (lo, hi)
+    return out
+
+
+def check_ranges_within(ranges: Mapping[Cell, tuple[int, int]], cells: list[Cell]) -> None:
+    """Every cell given a ranged tombstone must also be given a sentinel (CONSERVATIVE sweep)."""
+    unknown = ranges.keys() - set(cells)
+    if unknown:
+        raise InvalidInputError(
+            f"every cell with a ranged tombstone must also get a sentinel; {len(unknown)} do not, e.g. "
+            f"{next(iter(unknown))!r}"
+        )
+
+
 class KeyValueService(ABC):
     """Backend-agnostic versioned key-value store. Implementations are thread-safe."""
 
@@ -229,10 +275,8 @@ class KeyValueService(ABC):
         as long as no reader can ever see a cell's tombstone without its sentinel (Cassandra sends each
         cell's sentinel and tombstone as one single-partition mutation, which applies atomically, at the
         SWEEP_DELETE consistency level; a sentinel with no tombstone goes at the SENTINEL level)."""
-        from . import _common as C
-
-        cells = C.check_cells(cells)
-        C.check_ranges_within(C.check_ranges(ranges), cells)
+        cells = check_cells(cells)
+        check_ranges_within(check_ranges(ranges), cells)
         self.add_gc_sentinels(table, cells, operation=Operation.SENTINEL)
         if ranges:
             self.delete_all_timestamps(table, ranges, operation=Operation.SWEEP_DELETE)

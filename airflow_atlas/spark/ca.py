@@ -5,7 +5,7 @@ Airflow worker that holds the connection, a CLI user's machine), not necessarily
 on a standalone master, YARN or Kubernetes they are other machines, deployed apart from Airflow. So the
 driver reads the file once (:func:`job_ca`; an unreadable or empty CA fails the job before any task, not
 retried) and its PEM content goes to every task in the task's closure; each task writes it to a file of
-its own machine named by the content's hash (:func:`task_url`) and pins that. A CA certificate is public,
+its own machine named by the content's hash (:func:`task_address`) and pins that. A CA certificate is public,
 so shipping it leaks nothing; the executors pin exactly the bytes the connection names, and a new CA in the
 connection takes effect at the next job, with nothing to deploy on the workers. (A URL without ``ssl_ca``
 verifies against the executors' system CAs, as a process without Spark would.)
@@ -16,16 +16,19 @@ import hashlib
 import os
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
-from ..kvs.url import url_option, with_url_option
+
+if TYPE_CHECKING:
+    from ..kvs.address import StoreAddress
 
 PEM_MARKER = "-----BEGIN CERTIFICATE-----"
 
 
-def job_ca(store_url: str) -> str | None:
-    """On the driver: the PEM text of the store URL's ``ssl_ca`` file, or None when it names none."""
-    path = url_option(store_url, "ssl_ca")
+def job_ca(address: StoreAddress) -> str | None:
+    """On the driver: the PEM text of the address's ``ssl_ca`` file, or None when it names none."""
+    path = address.ssl_ca
     if not path:
         return None
     try:
@@ -42,11 +45,11 @@ def ca_directory() -> Path:
     return Path(tempfile.gettempdir()) / f"airflow-atlas-ca-{os.getuid()}"
 
 
-def task_url(store_url: str, ca_pem: str | None) -> str:
-    """On an executor: ``store_url`` with ``ssl_ca`` pointing at this machine's copy of ``ca_pem`` (written
+def task_address(address: StoreAddress, ca_pem: str | None) -> StoreAddress:
+    """On an executor: ``address`` with ``ssl_ca`` pointing at this machine's copy of ``ca_pem`` (written
     once per content, atomically, and rewritten when a file of that name holds anything else)."""
     if ca_pem is None:
-        return store_url
+        return address
     directory = ca_directory()
     directory.mkdir(mode=0o700, exist_ok=True)
     path = directory / f"{hashlib.sha256(ca_pem.encode('ascii')).hexdigest()[:32]}.pem"
@@ -59,4 +62,4 @@ def task_url(store_url: str, ca_pem: str | None) -> str:
         with os.fdopen(fd, "w", encoding="ascii") as f:
             f.write(ca_pem)
         os.replace(temporary, path)
-    return with_url_option(store_url, "ssl_ca", str(path))
+    return address.with_ssl_ca(str(path))

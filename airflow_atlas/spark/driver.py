@@ -11,7 +11,8 @@ import uuid
 from collections.abc import Callable, Sequence
 
 from ..errors import is_retriable
-from ..kvs.url import redact_url, scrub
+from ..kvs.address import StoreAddress
+from ..kvs.scrub import redact_url, scrub
 from .args import effective_max_failures, settings_from_spark_conf, spark_parallelism
 from .ca import job_ca
 from .connect import is_connect, run_items, server_facts
@@ -62,9 +63,12 @@ def run_job(
     (items as ``mapInArrow`` partitions, :mod:`.connect`); both run the same task body.
     ``engine_zip`` is added with addPyFile on a classic session (spark-submit passes it with ``--py-files``
     instead; a Connect session holds it as an artifact already).
-    ``open_store(url, settings)`` opens the store on the driver (if the job plans with it) and in every task.
+    ``open_store(address, settings)`` opens the store on the driver (if the job plans with it) and in every
+    task. ``store_url`` is parsed here, once (:class:`~airflow_atlas.kvs.address.StoreAddress`): the driver,
+    the pinned CA and every task use that object.
     """
     started = time.time()
+    address = StoreAddress.from_url(store_url)
     if is_connect(spark):  # a long-lived application reached through Spark Connect (see .connect)
         master, app_id, max_failures, conf_items = server_facts(spark)
         parallelism = spark_parallelism(master, dict(conf_items))
@@ -82,9 +86,9 @@ def run_job(
     max_attempts = effective_max_failures(master, max_failures)
     # Serialised once: every task opens its store with these values (StoreConfig(**merged)).
     merged = job_config(conf_items, settings).to_json()
-    ca_pem = job_ca(store_url)  # the pinned CA travels with the job (see .ca)
-    job, items = job.plan(lambda: open_store(store_url, merged))
-    spec = TaskSpec(store_url=store_url, settings=merged, max_attempts=max_attempts, app_id=app_id,
+    ca_pem = job_ca(address)  # the pinned CA travels with the job (see .ca)
+    job, items = job.plan(lambda: open_store(address, merged))
+    spec = TaskSpec(address=address, settings=merged, max_attempts=max_attempts, app_id=app_id,
                     job=job, open_store=open_store, ca_pem=ca_pem)
     tasks = job.spark_tasks(items, parallelism)
     if is_connect(spark):  # the engine zip is a session artifact (connect.open_session)
@@ -106,7 +110,7 @@ def run_job(
         retriable=any(r.retriable for r in failed) if failed else None,
         app_id=app_id,
         master=master,
-        store=redact_url(store_url),
+        store=address.redacted(),
         max_task_attempts=max_attempts,
         params=job.params(),
         summary=summarize(results, job.SUMMED),

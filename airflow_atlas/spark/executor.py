@@ -5,7 +5,7 @@ one :class:`~airflow_atlas.spark.document.ItemResult` per item.
 Stores opened with the default opener are kept by the Python worker for the next task it runs (Spark reuses
 Python workers: ``spark.python.worker.reuse``, on by default): opening a Cassandra store - connecting,
 checking the schema, preparing statements - cost ~0.5 s per task on a loaded node, 16 tasks per
-submission. A kept store is keyed by URL and settings, belongs to the process that opened it (a forked
+submission. A kept store is keyed by address and settings, belongs to the process that opened it (a forked
 worker opens its own), is dropped and closed after any failed item (its connection may be the cause), and
 is closed when the worker exits. It holds no lock or lease between tasks: every item acquires and releases
 its own. A job with its own opener (``open_store=``) gets a store per task, closed at the task's end.
@@ -13,7 +13,7 @@ its own. A job with its own opener (``open_store=``) gets a store per task, clos
 Failures: an item that raises is re-raised for Spark to retry, unless retrying cannot help
 (:func:`airflow_atlas.errors.is_retriable`: bad input, a module missing on the executor) or this is the
 task's last allowed attempt; then it becomes a ``failed`` result, so one bad item does not abort the
-others. Error texts are scrubbed of the store URL and its password.
+others. Error texts are scrubbed of the store's address and its password.
 """
 from __future__ import annotations
 
@@ -29,26 +29,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ExecutorEnvironmentError, is_retriable
-from ..kvs.url import scrub
-from .ca import task_url
+from ..kvs.address import StoreAddress
+from .ca import task_address
 from .document import FAILED, ItemResult
 
 PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
 """Spark's error condition for a Python worker whose minor version differs from the driver's."""
 
 
-def open_store(url: str, settings: dict):
-    """The default store opener: ``AtlasStore.open`` with ``settings``, the job's resolved settings
-    (``StoreConfig.to_json()``, see ``driver.job_config``). A job accepts any other picklable
-    ``open_store(url, settings)`` (e.g. a wrapper around the store)."""
+def open_store(address: StoreAddress, settings: dict):
+    """The default store opener: ``AtlasStore.open`` of the job's address with ``settings``, the job's
+    resolved settings (``StoreConfig.to_json()``, see ``driver.job_config``). A job accepts any other
+    picklable ``open_store(address, settings)`` (e.g. a wrapper around the store)."""
     from ..config import StoreConfig
     from ..store import AtlasStore
 
-    return AtlasStore.open(url, config=StoreConfig(**settings) if settings else None)
+    return AtlasStore.open(address, config=StoreConfig(**settings) if settings else None)
 
 
 _KEPT: dict[tuple, tuple[int, Any]] = {}
-"""(url, settings) -> (pid, store): stores the default opener opened in this Python worker, oldest first."""
+"""(address, settings) -> (pid, store): stores the default opener opened in this Python worker, oldest first."""
 KEPT_STORES_MAX = 4
 """Stores one Python worker keeps at most (a long-lived Connect server's workers serve many stores): the
 least recently used is closed beyond it."""
@@ -58,20 +58,20 @@ _KEPT_LOCK = threading.Lock()
 def _kept_key(spec: TaskSpec) -> tuple | None:
     if spec.open_store is not open_store:
         return None
-    return spec.store_url, json.dumps(spec.settings, sort_keys=True, default=str)
+    return spec.address, json.dumps(spec.settings, sort_keys=True, default=str)
 
 
 def _acquire_store(spec: TaskSpec):
     """The store for a task: a kept one of this process (default opener), else a new one."""
     key = _kept_key(spec)
     if key is None:
-        return spec.open_store(spec.task_store_url(), spec.settings)
+        return spec.open_store(spec.task_address(), spec.settings)
     with _KEPT_LOCK:
         kept = _KEPT.pop(key, None)
         if kept is not None and kept[0] == os.getpid():
             _KEPT[key] = kept  # most recently used last
             return kept[1]
-        store = open_store(spec.task_store_url(), spec.settings)
+        store = open_store(spec.task_address(), spec.settings)
         _KEPT[key] = (os.getpid(), store)
         evicted = []
         while len(_KEPT) > KEPT_STORES_MAX:
@@ -115,20 +115,21 @@ def _close_kept() -> None:
 
 @dataclass(frozen=True)
 class TaskSpec:
-    """Everything a task needs; pickled into the closure. The URL is never shown by repr."""
+    """Everything a task needs; pickled into the closure. The address (parsed once, on the driver) is never
+    shown by repr."""
 
-    store_url: str = field(repr=False)
+    address: StoreAddress = field(repr=False)
     settings: dict
     max_attempts: int
     app_id: str
     job: Any  # a strategy of airflow_atlas.spark.jobs
     open_store: Callable = open_store
     ca_pem: str | None = field(default=None, repr=False)
-    """The content of the URL's pinned CA file, read by the driver (:mod:`.ca`: it travels with the job)."""
+    """The content of the address's pinned CA file, read by the driver (:mod:`.ca`: it travels with the job)."""
 
-    def task_store_url(self) -> str:
-        """The URL this task opens: ``ssl_ca`` pointing at this machine's copy of the job's CA."""
-        return task_url(self.store_url, self.ca_pem)
+    def task_address(self) -> StoreAddress:
+        """The address this task opens: ``ssl_ca`` pointing at this machine's copy of the job's CA."""
+        return task_address(self.address, self.ca_pem)
 
 
 def environment_error(exc: ModuleNotFoundError) -> ExecutorEnvironmentError:
@@ -185,7 +186,7 @@ def _failure(item: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> It
     if isinstance(exc, ModuleNotFoundError):
         exc = environment_error(exc)
     if is_retriable(exc) and attempt + 1 < spec.max_attempts:
-        detail = scrub(traceback.format_exc(), url=spec.store_url)
+        detail = spec.address.scrub(traceback.format_exc())
         # A fresh exception without the original chain: its text is scrubbed, the original's may not be.
         raise RuntimeError(f"{item} attempt {attempt} failed ({type(exc).__name__}); Spark will retry:\n{detail}") from None
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
@@ -194,7 +195,7 @@ def _failure(item: dict, exc: BaseException, spec: TaskSpec, attempt: int) -> It
         status=FAILED,
         attempt=attempt,
         error_type=type(exc).__name__,
-        error=scrub(text, url=spec.store_url)[:2000],
+        error=spec.address.scrub(text)[:2000],
         retriable=is_retriable(exc),
     )
 

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import InvalidInputError
-from ..kvs.url import redact_url
+from ..kvs.scrub import redact_url
 from .args import STORE_SETTING_CONF_PREFIX, parse_settings
 from .document import EXIT_JOB_FAILED, EXIT_OK, EXIT_PAIRS_FAILED, EXIT_USAGE, emit_document
 from .driver import check_setting_values, failure_document, run_job

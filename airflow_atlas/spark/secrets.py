@@ -1,5 +1,5 @@
 """The store URL of a Spark job: read from a 0600 file or the environment, never shown unredacted (the
-scrubbing and redaction: :func:`airflow_atlas.kvs.url.scrub`, :func:`~airflow_atlas.kvs.url.redact_url`)."""
+scrubbing and redaction: :func:`airflow_atlas.kvs.scrub.scrub`, :func:`~airflow_atlas.kvs.scrub.redact_url`)."""
 from __future__ import annotations
 
 from ..kvs.url import STORE_URL_ENV, read_private_line, store_url_from_environment

@@ -100,10 +100,11 @@ def test_engine_keys_at_the_top_level_or_in_store_config_are_one_layer():
     )
     config = s.engine_config()
     assert config == StoreConfig(batch_limit=500, lock_lease_seconds=30.0, unreadable_window_seconds=5, max_iterations_per_shard=7)
-    # engine keys read through the Airflow settings object too: one value, no shadow copy
-    assert (s.batch_limit, s.lock_lease_seconds, s.max_iterations_per_shard) == (500, 30.0, 7)
+    # engine keys read through the typed engine part of the Airflow settings: one value, no shadow copy
+    assert (s.engine.batch_limit, s.engine.lock_lease_seconds, s.engine.max_iterations_per_shard) == (500, 30.0, 7)
+    assert not hasattr(s, "batch_limit")  # never forwarded silently (type checkers would see Any)
     # an engine key may now sit in store_config (it used to be refused there)
-    assert AtlasSettings.from_mapping({"store_config": {"batch_limit": 9}}).batch_limit == 9
+    assert AtlasSettings.from_mapping({"store_config": {"batch_limit": 9}}).engine.batch_limit == 9
 
 
 def test_a_tasks_store_config_layers_over_the_variable():

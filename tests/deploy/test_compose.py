@@ -165,7 +165,7 @@ def test_init_seeds_the_variable_once_and_the_seed_is_valid():
     assert settings.warnings() == []  # no DAG-shaping key in the Variable
     # then the store's tables, with the seed's shard count (issue 32 item 6: the first runs found none)
     assert f"atlas-sweep init --conn-id atlas_default --shards {settings.shard_count}" in command, command
-    assert settings.unreadable_window_seconds == 3600
+    assert settings.engine.unreadable_window_seconds == 3600
     description = seed["atlas_settings"]["description"]
     assert "unreadable_window_seconds" in description and "hour" in description
 
@@ -245,7 +245,7 @@ print("CONF " + json.dumps({
     assert got["visibility_timeout"] > longest_task, got
     # A lost worker's task is retried after the heartbeat timeout: the dead sweeper's lease (the seed's) must
     # have expired by then, and the timeout is shorter than Airflow's 300 s (issue 21: recovery took 442 s).
-    lease = AtlasSettings.from_mapping(_seeded_settings()).lock_lease_seconds
+    lease = AtlasSettings.from_mapping(_seeded_settings()).engine.lock_lease_seconds
     assert lease <= got["heartbeat_timeout"] < got["heartbeat_default"], (lease, got)
     assert got["paused_at_creation"] is False
     assert got["jwt_secret_bytes"] >= 64

@@ -30,19 +30,6 @@ ALLOWED_CYCLES: dict[frozenset[str], str] = {
 ALLOWED_DEFERRED_CYCLES: dict[frozenset[str], str] = {
     # Circles closed only by an import inside a function (it runs at call time, so the import itself works,
     # but the modules still depend on each other). Same rules: each with its reason, the list only shrinks.
-    frozenset({"airflow_atlas.kvs._common", "airflow_atlas.kvs.api"}): (
-        "kvs/api.py's default add_gc_sentinels_and_delete_all_timestamps imports _common's cell and range checks "
-        "inside the method, while _common imports api's Cell and value checks at module level (consistency left "
-        "this circle when the table concepts moved to kvs/tables.py); breaking it moves the write-argument checks "
-        "into the contract, with the store-address work (issue 34 item 1)"
-    ),
-    frozenset({
-        "airflow_atlas.kvs.url", "airflow_atlas.kvs.cassandra", "airflow_atlas.kvs.cassandra.service",
-        "airflow_atlas.kvs.cassandra.errors", "airflow_atlas.kvs.cassandra.schema",
-    }): (
-        "kvs/url.py opens the Cassandra backend inside a function, and kvs/cassandra/errors.py imports url's "
-        "credential scrubbing (`scrub`): issue 34 item 1 moves the scrubbing into a leaf module"
-    ),
     frozenset({
         "airflow_atlas.airflow.execution.spark", "airflow_atlas.airflow.execution.spark_connect",
         "airflow_atlas.airflow.execution.spark_submit", "airflow_atlas.airflow.triggers",

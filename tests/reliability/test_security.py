@@ -2,12 +2,12 @@
 
 * Credentials come from an Airflow connection (or the environment) and never show up in logs, XCom values,
   exceptions (message, repr, chained causes, formatted traceback) or CLI output. The failure paths are
-  exercised against a port nothing listens on (engine URL, ``ATLAS_STORE_URL``, the Airflow hook through
-  the Cassandra provider, an operator, ``atlas-sweep --store/--conn-id``); the success path against the
+  exercised against a port nothing listens on (engine URL, ``ATLAS_STORE_URL``, the Airflow hook, an
+  operator, ``atlas-sweep --store/--conn-id``); the success path against the
   shared node (its AllowAllAuthenticator accepts any credentials): operators' XCom values, sweep results
   and history records, ``atlas-sweep status --json``.
-* Auth and TLS reach the driver from the connection (login/password -> PlainTextAuthProvider,
-  ``ssl_options`` extra -> the cluster's TLS options).
+* Auth and TLS reach the driver from the connection (login/password and the ``ssl_options`` extra -> the
+  store address the engine opens, its CA pinned before connecting).
 * Identifiers: hostile table names are refused by every entry point before any CQL reaches the node (the
   session's statements are recorded); hostile cell names and values are bound parameters: stored, swept
   and read back byte for byte, and the keyspace is intact.
@@ -135,22 +135,22 @@ def test_hook_and_operator_failures_never_show_the_password(monkeypatch, caplog,
 
 
 def test_auth_and_tls_reach_the_driver_from_the_connection(monkeypatch, tmp_path, airflow_home):
-    """The provider builds the Cluster from the connection (login/password, ssl_options); not connected."""
-    from airflow.providers.apache.cassandra.hooks.cassandra import CassandraHook
-
+    """The connection's login/password and ``ssl_options`` become the store address the engine opens (and the
+    URL Spark gets); the pinned CA is loaded before any connection is tried."""
     from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
     ca = tmp_path / "ca.pem"
     ca.write_text("not really a certificate\n")
     monkeypatch.setenv("AIRFLOW_CONN_ATLAS_SEC", _conn(9042, ssl_options={"ca_certs": str(ca)}))
-    cluster = CassandraHook(cassandra_conn_id="atlas_sec").get_cluster()
-    assert cluster.auth_provider.username == "sweeper" and cluster.auth_provider.password == SECRET
-    assert cluster.ssl_options == {"ca_certs": str(ca)}
+    address = AtlasHook("atlas_sec").address()
+    assert (address.username, address.password, address.ssl, address.ssl_ca) == ("sweeper", SECRET, True, str(ca))
+    with AtlasHook("atlas_sec") as hook, pytest.raises(InvalidInputError, match="cannot load the TLS CA file") as refused:
+        hook.get_store()  # the engine's one TLS context pins the connection's CA: refused before connecting
     url = AtlasHook("atlas_sec").get_store_url()  # for Spark executors: TLS and auth carried over
     assert "ssl=true" in url and quote(str(ca), safe="") in url and url.startswith("cassandra://sweeper:")
     info = AtlasHook("atlas_sec").describe()
     assert info["authenticated"] is True and info["ssl"] is True
-    _assert_no_secret(json.dumps(info))
+    _assert_no_secret(json.dumps(info) + repr(address) + _everything(refused.value))
 
 
 # ----- credentials on the success path: XCom values, results, history, status ----------------------------------

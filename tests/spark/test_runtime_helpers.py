@@ -9,7 +9,7 @@ import zipfile
 
 import pytest
 
-from airflow_atlas.kvs.url import redact_url, scrub
+from airflow_atlas.kvs.scrub import redact_url, scrub
 from airflow_atlas.spark import (
     EXIT_USAGE,
     RESULT_BEGIN,

@@ -7,9 +7,9 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.kvs import StoreAddress, open_kvs
 from airflow_atlas.kvs import consistency as K
 from airflow_atlas.kvs.consistency import ConsistencyPolicy, GcGraceGuard, Operation
-from airflow_atlas.kvs.url import open_kvs
 from airflow_atlas.settings_resolver import Layer, Rank, resolve, text_layer
 from airflow_atlas.store import AtlasStore
 
@@ -180,14 +180,14 @@ def test_a_weak_url_is_refused_before_connecting():
     assert "allow_weak_sweep_consistency" in str(info.value)
     # the key-value layer does not resolve settings: a URL with replica-safety options needs the resolved lookups
     with pytest.raises(InvalidInputError, match="are engine settings: open the store with AtlasStore.open"):
-        open_kvs("cassandra://no-such-host.invalid/ks?consistency_sweep_delete=ALL")
+        open_kvs(StoreAddress.from_url("cassandra://no-such-host.invalid/ks?consistency_sweep_delete=ALL"))
 
 
 def test_embedded_store_validates_the_settings_and_has_no_gc_grace(tmp_path):
     with pytest.raises(InvalidInputError, match="needs setting allow_weak_sweep_consistency"):
         AtlasStore.open(f"sqlite:///{tmp_path}/a.db", resolve(Layer(Rank.TASK, "t", {"consistency_sweep_delete": "ONE"})))
     assert not (tmp_path / "a.db").exists()
-    kvs = open_kvs(f"sqlite:///{tmp_path}/a.db", consistency=StoreConfig().consistency_policy(),
+    kvs = open_kvs(StoreAddress.from_url(f"sqlite:///{tmp_path}/a.db"), consistency=StoreConfig().consistency_policy(),
                    gc_grace_guard=StoreConfig().gc_grace_guard())
     try:
         from airflow_atlas.kvs import TableMetadata

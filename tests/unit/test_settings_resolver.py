@@ -9,15 +9,16 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.kvs.url import STORE_URL_ENV, store_url_from_environment, url_settings
+from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.kvs.url import STORE_URL_ENV, store_url_from_environment
 from airflow_atlas.settings_resolver import (
     Layer,
     Rank,
+    address_layer,
     parse_assignments,
     resolve,
-    store_url_layer,
     text_layer,
-    with_store_url,
+    with_address,
 )
 
 KEY = "consistency_queue_cleanup"  # a key every layer may set, the store layer included
@@ -75,13 +76,15 @@ def test_errors_name_the_key_and_the_layer():
 
 def test_the_store_url_is_the_top_layer():
     url = "cassandra://user:pw@h1/ks?consistency_sweep_delete=quorum&allow_weak_sweep_consistency=yes&page_size=5"
-    assert url_settings(url) == {"consistency_sweep_delete": "quorum", "allow_weak_sweep_consistency": "yes"}
-    assert url_settings("sqlite:///a.db") == {} and url_settings(None) == {}
-    assert store_url_layer(url).rank is Rank.STORE
+    address = StoreAddress.from_url(url)
+    layer = address_layer(address)
+    assert layer.values == {"consistency_sweep_delete": "quorum", "allow_weak_sweep_consistency": "yes"}
+    assert layer.rank is Rank.STORE and layer.source == "the store URL"
+    assert address_layer(StoreAddress.from_url("sqlite:///a.db")).values == {}
     below = StoreConfig(batch_limit=9)
-    config = with_store_url(below, url)
+    config = with_address(below, address)
     assert (config.consistency_sweep_delete, config.allow_weak_sweep_consistency, config.batch_limit) == ("QUORUM", True, 9)
-    assert with_store_url(below, "cassandra://h1/ks") is below  # nothing in the URL: the object as it was
+    assert with_address(below, StoreAddress.from_url("cassandra://h1/ks")) is below  # nothing in the URL: as it was
 
 
 def test_the_store_url_variable_has_one_reader(monkeypatch):

@@ -35,7 +35,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.execution.in_task import SweepOptions
 from airflow_atlas.airflow.targets import SweepTarget
-from airflow_atlas.kvs.url import scrub
+from airflow_atlas.kvs.scrub import scrub
 from airflow_atlas.spark import JobDocument
 
 log = logging.getLogger(__name__)

@@ -55,7 +55,7 @@ from airflow_atlas.airflow.execution.spark import (
     raise_for_document,
     resolve_connection,
 )
-from airflow_atlas.kvs.url import redact_url, scrub
+from airflow_atlas.kvs.scrub import redact_url, scrub
 from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
 from airflow_atlas.spark.args import settings_from_spark_conf
 from airflow_atlas.spark.artifact import build_engine_zip

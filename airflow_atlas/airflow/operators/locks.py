@@ -52,7 +52,7 @@ class AcquireSweepLockOperator(AtlasTargetsOperator):
 
     def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
         targets = self.sweep_targets()
-        lease_seconds = float(self.lease_seconds or settings.lock_lease_seconds)
+        lease_seconds = float(self.lease_seconds or settings.engine.lock_lease_seconds)
         wait = settings.lock_wait_seconds if self.wait_seconds is None else self.wait_seconds
         out: list[SweepTarget] = []
         taken: list[Lease] = []

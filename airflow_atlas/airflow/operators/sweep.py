@@ -137,7 +137,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             self._in_use.clear()  # the operator object may be reused by a retry in the same process
             # each pair's metrics as soon as it is done (a task stopped later has sent the finished pairs')
             swept, failed = sweep_in_task(
-                store, targets, options, lease_seconds=float(settings.lock_lease_seconds),
+                store, targets, options, lease_seconds=float(settings.engine.lock_lease_seconds),
                 holder_of=lambda target: holder_for(context, target), in_use=self._in_use,
                 on_pair=lambda target: emit_shard_metrics(store, target.to_json(), target.result),
             )
@@ -193,8 +193,8 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
 
     def _options(self, settings) -> SweepOptions:
         # None or 0 (what a form pushes to XCom for "empty") means: the setting.
-        batch_limit = self.batch_limit or settings.batch_limit
-        max_iterations = self.max_iterations or settings.max_iterations_per_shard
+        batch_limit = self.batch_limit or settings.engine.batch_limit
+        max_iterations = self.max_iterations or settings.engine.max_iterations_per_shard
         batch_limit = check_setting("batch_limit", batch_limit, "the operator's batch_limit")
         max_iterations = check_setting("max_iterations_per_shard", max_iterations, "the operator's max_iterations")
         return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=self.sweep_dry_run is True)

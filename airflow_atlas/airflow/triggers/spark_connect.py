@@ -33,7 +33,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_atlas.kvs.url import scrub
+from airflow_atlas.kvs.scrub import scrub
 
 MAX_JOBS = 64
 """Connect jobs one triggerer runs at once (threads of the trigger's own pool); more wait for a thread."""

@@ -171,7 +171,7 @@ def open_session(
         made = factory()
         if isinstance(made, Session):
             return made.cluster, made
-        ensure_tcp_nodelay(made)  # a factory's Cluster (e.g. the Airflow provider's) may not set it
+        ensure_tcp_nodelay(made)  # a factory's Cluster (one not built by cluster_factory) may not set it
         try:
             return made, made.connect()
         except Exception as exc:

@@ -40,7 +40,7 @@ from ...errors import (
     StoreUnavailableError,
     TableNotFoundError,
 )
-from ..url import scrub
+from ..scrub import scrub
 
 MAX_MESSAGE = 600
 UNAVAILABLE_HINT = (

@@ -14,7 +14,7 @@ from cassandra.query import BatchStatement, BatchType
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import LWT_TIMESTAMP, Cell, check_row
+from ..api import LWT_TIMESTAMP, Cell, check_cells, check_row
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from ..tables import WriteMode
 from .host import CassandraHost
@@ -95,7 +95,7 @@ class LwtMixin(CassandraHost):
 
     def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
         self._require(table, "get_lwt", WriteMode.LWT, WriteMode.WALLCLOCK)
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         if not cells:
             return {}
         ps = self._prep(table, "lwt_get_serial" if serial else "lwt_get")
@@ -132,7 +132,7 @@ class LwtMixin(CassandraHost):
 
     def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None:
         self._require(table, "delete_wallclock", WriteMode.WALLCLOCK)
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         if not cells:
             return
         ps = self._prep(table, "wc_delete")

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from ...errors import InvalidInputError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value, check_read_timestamp, check_row
+from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value, check_cells, check_read_timestamp, check_row
 from .host import CassandraHost
 from .statements import RING_MAX, RING_MIN, row_tuple, token
 
@@ -52,7 +52,7 @@ class ReadsMixin(CassandraHost):
         column asked for one row alone is read with its own query. All requests run concurrently; every
         result pages on. Each list is ascending (the clustering order), as with one query per cell."""
         self._meta(table, "get_all_timestamps")
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         timestamp = check_read_timestamp(timestamp)
         if not cells:
             return {}

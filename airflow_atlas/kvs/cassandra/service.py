@@ -16,7 +16,17 @@ from cassandra.concurrent import execute_concurrent
 
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, KeyValueService, check_page_size, check_rows
+from ..api import (
+    MAX_TIMESTAMP,
+    Cell,
+    KeyValueService,
+    check_cells,
+    check_mapping,
+    check_page_size,
+    check_ranges,
+    check_ranges_within,
+    check_rows,
+)
 from ..consistency import (
     WRITE_OPERATIONS,
     ConsistencyPolicy,
@@ -41,7 +51,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     """KeyValueService on one Cassandra keyspace.
 
     ``session_or_cluster_factory`` is either an existing ``cassandra.cluster.Session`` (for instance from
-    Airflow's CassandraHook; the caller keeps ownership and shuts it down), or a zero-argument callable
+    a test or an embedding program; the caller keeps ownership and shuts it down), or a zero-argument callable
     returning a ``Cluster`` (or a ``Session``) that this service owns: it is shut down in :meth:`close` and
     rebuilt after a fork. :meth:`connect` builds such a factory from host names and credentials.
 
@@ -378,7 +388,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     def _multi_put(
         self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str, operation: Operation
     ) -> None:
-        C.check_mapping(puts, "puts")
+        check_mapping(puts, "puts")
         timestamp = C.check_write_timestamp(timestamp)
         items: list[WriteItem] = []
         for table, values in puts.items():
@@ -414,7 +424,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     ) -> None:
         operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
         self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
-        ranges = C.check_ranges(ranges)
+        ranges = check_ranges(ranges)
         if not ranges:
             return
         ps = self._prep(table, "delete_range", operation)
@@ -432,7 +442,7 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
     def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
         operation = resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
         self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         if not cells:
             return
         ps = self._prep(table, "sentinel", operation)
@@ -457,9 +467,9 @@ class CassandraKeyValueService(SchemaMixin, ReadsMixin, LwtMixin, KeyValueServic
         with the tombstone (on every replica the two land as one mutation or not at all); a sentinel with
         no tombstone (a cell whose newest sweepable write is at timestamp 0) goes at the SENTINEL level."""
         self._require(table, "add_gc_sentinels_and_delete_all_timestamps", WriteMode.LOGICAL)
-        cells = C.check_cells(cells)
-        ranges = C.check_ranges(ranges)
-        C.check_ranges_within(ranges, cells)
+        cells = check_cells(cells)
+        ranges = check_ranges(ranges)
+        check_ranges_within(ranges, cells)
         if not cells:
             return
         op = "add_gc_sentinels_and_delete_all_timestamps"

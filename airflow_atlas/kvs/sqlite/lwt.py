@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import LWT_TIMESTAMP, Cell, check_row
+from ..api import LWT_TIMESTAMP, Cell, check_cells, check_row
 from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
 from ..tables import WriteMode
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, optional_filters, physical_name
@@ -72,7 +72,7 @@ class LwtMixin(SqliteHost):
     def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
         """``serial`` is accepted for the contract; every SQLite read is already linearizable."""
         self._require(table, "get_lwt", WriteMode.LWT, WriteMode.WALLCLOCK)
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         sql = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ? AND {NOT_EXPIRED}"
         now = now_ms()
         out: dict[Cell, bytes] = {}
@@ -113,7 +113,7 @@ class LwtMixin(SqliteHost):
 
     def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None:
         self._require(table, "delete_wallclock", WriteMode.WALLCLOCK)
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         if not cells:
             return
         with self._write("delete_wallclock", table) as conn:

@@ -7,7 +7,16 @@ from collections.abc import Iterable, Iterator, Mapping
 
 from ...errors import InvalidInputError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value, check_optional_bytes, check_read_timestamp, check_row
+from ..api import (
+    MAX_TIMESTAMP,
+    Cell,
+    ScanRange,
+    Value,
+    check_cells,
+    check_optional_bytes,
+    check_read_timestamp,
+    check_row,
+)
 from .files import NOT_EXPIRED, now_ms, optional_filters, physical_name
 from .host import SqliteHost
 
@@ -38,7 +47,7 @@ class ReadsMixin(SqliteHost):
         self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP
     ) -> dict[Cell, list[int]]:
         self._meta(table, "get_all_timestamps")
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         timestamp = check_read_timestamp(timestamp)
         out: dict[Cell, list[int]] = {}
         sql = f"SELECT ts FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts < ? AND {NOT_EXPIRED} ORDER BY ts"

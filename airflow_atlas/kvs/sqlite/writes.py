@@ -6,7 +6,7 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 
 from .. import _common as C
-from ..api import SENTINEL_TIMESTAMP, Cell, check_rows
+from ..api import SENTINEL_TIMESTAMP, Cell, check_cells, check_mapping, check_ranges, check_ranges_within, check_rows
 from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
 from ..tables import WriteMode
 from .files import DELETE_RANGE_SQL, SENTINEL_SQL, physical_name
@@ -25,7 +25,7 @@ class WritesMixin(SqliteHost):
         self._multi_put(puts, timestamp, "multi_put")
 
     def _multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str) -> None:
-        C.check_mapping(puts, "puts")
+        check_mapping(puts, "puts")
         timestamp = C.check_write_timestamp(timestamp)
         checked = {}
         for table, values in puts.items():
@@ -69,7 +69,7 @@ class WritesMixin(SqliteHost):
     def delete_all_timestamps(self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None) -> None:
         resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
         self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
-        ranges = C.check_ranges(ranges)
+        ranges = check_ranges(ranges)
         if not ranges:
             return
         with self._write("delete_all_timestamps", table) as conn:
@@ -84,7 +84,7 @@ class WritesMixin(SqliteHost):
     def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
         resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
         self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
-        cells = C.check_cells(cells)
+        cells = check_cells(cells)
         if not cells:
             return
         with self._write("add_gc_sentinels", table) as conn:
@@ -102,9 +102,9 @@ class WritesMixin(SqliteHost):
         """Sentinels, then ranged deletes, in one SQLite transaction (all or nothing)."""
         op = "add_gc_sentinels_and_delete_all_timestamps"
         self._require(table, op, WriteMode.LOGICAL)
-        cells = C.check_cells(cells)
-        ranges = C.check_ranges(ranges)
-        C.check_ranges_within(ranges, cells)
+        cells = check_cells(cells)
+        ranges = check_ranges(ranges)
+        check_ranges_within(ranges, cells)
         if not cells:
             return
         with self._write(op, table) as conn:

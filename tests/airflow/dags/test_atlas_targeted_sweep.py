@@ -72,10 +72,10 @@ def test_targeted_sweep_run_sweeps_obsolete_versions_and_keeps_visible_data(atla
 def _faulty_stores(monkeypatch, marker, action) -> None:
     """Every store the tasks open (they run in this process under dag.test()) sits on a FaultyKvs: the
     first ranged delete of the run is followed by ``action`` (once: the marker is claimed)."""
-    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.kvs import opening
 
-    open_kvs = AtlasHook._open_kvs
-    monkeypatch.setattr(AtlasHook, "_open_kvs", lambda self, *args: FaultyKvs(open_kvs(self, *args), str(marker), action, after_progress=False))
+    open_kvs = opening.open_kvs  # every store opens through it (AtlasStore.open, which the hook uses)
+    monkeypatch.setattr(opening, "open_kvs", lambda address, **kw: FaultyKvs(open_kvs(address, **kw), str(marker), action, after_progress=False))
 
 
 def _retried_sweep(run) -> int:

@@ -1,13 +1,14 @@
-"""AtlasHook: connection parsing with real Airflow Connection objects, and real stores behind env-var
-connections (embedded file, and Cassandra through the Cassandra provider's hook)."""
+"""AtlasHook: connection parsing with real Airflow Connection objects (StoreAddress.from_connection), and real
+stores behind env-var connections (embedded file, and Cassandra opened by the engine from the address)."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from airflow_atlas.airflow.hooks.atlas import AtlasHook, describe_connection, embedded_path, store_url
+from airflow_atlas.airflow.hooks.atlas import AtlasHook, describe_connection, store_url
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.kvs.address import StoreAddress
 
 
 def conn(conn_id="c", **fields):
@@ -50,11 +51,10 @@ def test_cassandra_connection_is_read_like_the_provider_does():
         "ssl": True,
         "ssl_ca": "/etc/ca.pem",
         "ssl_verify": True,
-        "load_balancing_policy": "DCAwareRoundRobinPolicy",
         "protocol_version": 4,
         "create_keyspace": True,
         "replication_factor": 3,
-        "datacenter": None,
+        "datacenter": "dc1",  # the policy's local_dc: the datacenter the store routes to (and Spark gets)
     }
     assert "s3cret" not in json.dumps(info)
     url = store_url(c)
@@ -65,7 +65,7 @@ def test_cassandra_connection_is_read_like_the_provider_does():
 def test_cassandra_defaults_and_uri_form():
     info = describe_connection(uri_conn("cassandra://h1:9042/ks"))
     assert info["hosts"] == ["h1"] and info["keyspace"] == "ks" and info["protocol_version"] == 5
-    assert info["authenticated"] is False and info["create_keyspace"] is False and info["load_balancing_policy"] == "RoundRobinPolicy"
+    assert info["authenticated"] is False and info["create_keyspace"] is False and info["datacenter"] is None
 
 
 @pytest.mark.parametrize(
@@ -83,6 +83,10 @@ def test_cassandra_defaults_and_uri_form():
 def test_bad_connections_are_rejected_clearly(fields, message):
     with pytest.raises(InvalidInputError, match=message):
         describe_connection(conn(**fields))
+
+
+def embedded_path(c) -> str | None:
+    return StoreAddress.from_connection(c).path
 
 
 def test_embedded_connection_forms():
@@ -140,7 +144,7 @@ def _sockets_to(host: str, port: int) -> list:
 
 @pytest.mark.airflow
 @pytest.mark.cassandra
-def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_node, fresh_keyspace):
+def test_hook_opens_cassandra_from_the_connections_address(monkeypatch, cassandra_node, fresh_keyspace):
     import warnings
 
     host, port = cassandra_node
@@ -154,7 +158,7 @@ def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_n
         before.add(s.getsockname())
         s.close()
     with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)  # the provider's legacy-parameter warning is handled
+        warnings.simplefilter("error", DeprecationWarning)  # no legacy driver parameter on the way
         with AtlasHook("atlas_hook_cas") as hook:
             store = hook.get_store()
             store.initialize(shards=2)
@@ -163,7 +167,7 @@ def test_hook_opens_cassandra_through_the_provider_hook(monkeypatch, cassandra_n
             cluster = store.kvs.cluster
             assert cluster.protocol_version == 5
             assert type(cluster.load_balancing_policy).__name__ == "TokenAwarePolicy"
-            # The provider's Cluster gets TCP_NODELAY too (Nagle made a 100-write commit ~2x slower).
+            # The Cluster gets TCP_NODELAY (Nagle made a 100-write commit ~2x slower).
             import socket
 
             assert (socket.IPPROTO_TCP, socket.TCP_NODELAY, 1) in cluster.sockopts

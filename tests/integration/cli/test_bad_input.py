@@ -10,7 +10,7 @@ import sqlite3
 
 import pytest
 
-from airflow_atlas.kvs.url import redact_url, scrub, url_secrets
+from airflow_atlas.kvs.scrub import redact_url, scrub, url_secrets
 
 from .conftest import Cli
 
@@ -145,8 +145,8 @@ def test_one_redaction_function_covers_userinfo_and_query():
 
 
 def test_password_with_a_slash_is_parsed_as_the_password():
-    from airflow_atlas.kvs.url import _split
+    from airflow_atlas.kvs.address import StoreAddress
 
-    netloc, path, query = _split(f"cassandra://u:pa/{PASSWORD}@h:9042/ks?ssl=true", "cassandra")
-    assert (netloc, path, query) == (f"u:pa/{PASSWORD}@h:9042", "/ks", "ssl=true")
+    a = StoreAddress.from_url(f"cassandra://u:pa/{PASSWORD}@h:9042/ks?ssl=true")
+    assert (a.username, a.password, a.hosts, a.port, a.keyspace, a.ssl) == ("u", f"pa/{PASSWORD}", ("h",), 9042, "ks", True)
     assert os.sep == "/"

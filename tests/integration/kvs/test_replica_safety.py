@@ -21,9 +21,10 @@ import pytest
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from airflow_atlas.kvs import Cell, SweepStrategy, TableMetadata
+from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.kvs.consistency import GcGraceGuard, Operation
-from airflow_atlas.kvs.url import open_kvs
-from airflow_atlas.settings_resolver import with_store_url
+from airflow_atlas.kvs.opening import open_kvs
+from airflow_atlas.settings_resolver import with_address
 from airflow_atlas.store import AtlasStore
 
 fresh_timestamp = itertools.count(10**12).__next__  # above every Atlas timestamp these tests write
@@ -66,8 +67,9 @@ def opened():
 
     def open_(url, settings=None, **kw):
         # as AtlasStore.open does: the URL's replica-safety options over the settings, resolved once
-        config = with_store_url(StoreConfig(**(settings or {})), url)
-        kvs = open_kvs(url, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kw)
+        address = StoreAddress.from_url(url)
+        config = with_address(StoreConfig(**(settings or {})), address)
+        kvs = open_kvs(address, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kw)
         kvs.set_fresh_timestamp_supplier(fresh_timestamp)
         services.append(kvs)
         return kvs
@@ -186,7 +188,7 @@ class _TwoKeyspaces:
 
 
 def _store(internal_url, data_kvs, table) -> AtlasStore:
-    internal = open_kvs(internal_url)
+    internal = open_kvs(StoreAddress.from_url(internal_url))
     store = AtlasStore(_TwoKeyspaces(internal, data_kvs, table), StoreConfig())
     store.initialize()
     return store

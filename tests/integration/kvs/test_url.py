@@ -1,4 +1,4 @@
-"""open_kvs / redact_url: URL parsing, refusals that never echo a password, and real opens."""
+"""StoreAddress.from_url + open_kvs / redact_url: URL parsing, refusals that never echo a password, and real opens."""
 from __future__ import annotations
 
 import os
@@ -7,9 +7,15 @@ import uuid
 import pytest
 
 from airflow_atlas.errors import InvalidInputError, StoreUnavailableError
-from airflow_atlas.kvs import Cell, TableMetadata, Value, open_kvs, redact_url
+from airflow_atlas.kvs import Cell, StoreAddress, TableMetadata, Value, redact_url
+from airflow_atlas.kvs import open_kvs as open_address
 
 SECRET = "s3cr3t-Pa55"
+
+
+def open_kvs(url, **opts):
+    """The key-value service a URL names: parsed once into a StoreAddress, then opened."""
+    return open_address(StoreAddress.from_url(url), **opts)
 
 
 @pytest.mark.parametrize(

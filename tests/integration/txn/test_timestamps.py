@@ -16,9 +16,9 @@ DRAWS = 200
 def _draw_many(url: str, draws: int, barrier) -> list[tuple[int, int, int]]:
     """Child process: open the store, wait for the others, draw one timestamp at a time.
     Returns (started_ns, finished_ns, timestamp) per draw, on the machine-wide monotonic clock."""
-    from airflow_atlas.kvs.url import open_kvs
+    from airflow_atlas.kvs import StoreAddress, open_kvs
 
-    kvs = open_kvs(url)
+    kvs = open_kvs(StoreAddress.from_url(url))
     try:
         service = TimestampService(kvs)
         service.fresh_timestamp()  # warm up connections before the race
@@ -53,7 +53,7 @@ def test_bad_block_size(kvs):
 
 
 def test_restart_never_reissues(kvs, kvs_url):
-    from airflow_atlas.kvs.url import open_kvs
+    from airflow_atlas.kvs import StoreAddress, open_kvs
 
     first = TimestampService(kvs)
     first.ensure_tables()
@@ -62,7 +62,7 @@ def test_restart_never_reissues(kvs, kvs_url):
     again = TimestampService(kvs)
     assert again.fresh_timestamp() > max(issued)
     # ... and one on a freshly opened connection to the same store
-    reopened = open_kvs(kvs_url)
+    reopened = open_kvs(StoreAddress.from_url(kvs_url))
     try:
         later = TimestampService(reopened).fresh_timestamp()
     finally:
