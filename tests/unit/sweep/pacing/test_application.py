@@ -88,6 +88,13 @@ def test_over_the_target_halves_the_rate_reached_not_the_nominal_pace():
     assert d.c.ceiling == pytest.approx(400 * DECREASE_FACTOR)
 
 
+def test_the_rate_reached_is_at_most_the_highest_pace_of_the_pool():
+    d = Drive()
+    d.c.pace(1_000.0)  # the pacer's wait for the last iteration comes after the feed: entries / seconds overshoot
+    d.feed(MIN_TRANSACTIONS, SLOW, rate=27_800.0, after=0.04)
+    assert d.c.ceiling == pytest.approx(1_000.0 * DECREASE_FACTOR)
+
+
 def test_a_back_off_never_goes_below_the_minimum_pace():
     d = Drive()
     d.feed(MIN_TRANSACTIONS, SLOW, rate=0.0, after=1.0)
