@@ -93,7 +93,11 @@ to the own-latency controller, unprotected by this one, rather than held at the 
 
 
 class ApplicationLatencySource(Protocol):
-    """Where the application's latency comes from (issue 31 item 1 publishes it in a store table)."""
+    """Where the application's latency comes from (issue 31 item 1 publishes it in a store table). Called by the
+    sweeper after every iteration (several times a second at full speed): a source that reads a table should
+    read it about once per publication and return an empty histogram in between (the controller takes the
+    application for idle only after :data:`IDLE_SECONDS` without a transaction). An exception is logged and
+    skipped (the ceiling holds); it never fails the run."""
 
     def since_last_call(self) -> LatencyHistogram:
         """The application's transactions observed since the previous call, pooled over its clients (empty: none)."""
