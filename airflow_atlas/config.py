@@ -32,6 +32,7 @@ from .settings_model import (
     validate_fields,
 )
 from .sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATENCY_TARGET
+from .sweep.pacing.application import DEFAULT_PACE_SIGNAL, PACE_SIGNALS
 from .sweep.pacing.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
 from .sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 
@@ -159,6 +160,15 @@ class StoreConfig:
         "more); the pace halves above it and grows below it, up to sweep_max_entries_per_second when that "
         "is not 0. 0: off (sweep_max_entries_per_second is a fixed rate, as before). See docs/INTENSITY.md",
         read="sweep/targeted.py (sweep_shard -> sweep/pacing/adaptive.py), so the CLI, operators and Spark executors",
+    )
+    sweep_pace_signal: str = setting(
+        DEFAULT_PACE_SIGNAL, Choice(PACE_SIGNALS),
+        "what the adaptive pace (sweep_latency_target > 0) steers on: `sweep` - the latency of the sweep's own "
+        "requests only; `application` - also the application's transaction latency, holding its p99 within "
+        "sweep_latency_target x its p99 without sweep (the pace is the lower of the two controllers'; a run "
+        "starts at the pace the store's previous run ended with). `application` needs a source of the "
+        "application's latency given to the sweeper; without one it is `sweep`. See docs/INTENSITY.md",
+        read="sweep/targeted.py (sweep_shard -> sweep/pacing/application.py)",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),

@@ -37,7 +37,8 @@ from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
-from .pacing.adaptive import AdaptiveController
+from .pacing.adaptive import AdaptiveController, batch_cap_at
+from .pacing.application import ApplicationLatencySource, ApplicationPaceController
 from .pacing.intensity import SweepPacer
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
@@ -108,6 +109,7 @@ class TargetedSweeper(SweepPairs):
         on_iteration=None,
         max_entries_per_second: int | None = None,
         latency_target: float | None = None,
+        application_latency: ApplicationLatencySource | None = None,
     ) -> ShardSweepResult:
         """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
 
@@ -134,7 +136,12 @@ class TargetedSweeper(SweepPairs):
         this run's progress reads and deletes against their baselines at the same pace, from the store's pace
         profile (sweep/pacing/pace_profile.py, updated after the run) or measured by the run (never above
         ``max_entries_per_second`` when that is not 0);
-        the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``)."""
+        the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``).
+
+        Application pace (setting ``sweep_pace_signal`` ``application``, with an ``application_latency`` source;
+        otherwise none): an :class:`~airflow_atlas.sweep.pacing.application.ApplicationPaceController` fed after
+        each iteration with the application's transactions since the previous one holds its p99 within
+        ``latency_target`` x its p99 without sweep; the pace is the lower of the two controllers'."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
@@ -159,6 +166,12 @@ class TargetedSweeper(SweepPairs):
             summary.latency_target = adaptive.latency_target
         elif not pacer.unlimited and not dry_run:
             batch_limit = pacer.batch_cap(limit)
+        app = None
+        if adaptive is not None and application_latency is not None and self._store.config.sweep_pace_signal == "application":
+            app = ApplicationPaceController(adaptive.latency_target, now=started,
+                                            quiet=_ask(application_latency.quiet, "quiet windows"),
+                                            stored=self._store.pace_profiles.load_application())
+            pacer.set_rate(app.pace(adaptive.rate))
         try:
             if sweep_ts is None:
                 sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
@@ -187,10 +200,11 @@ class TargetedSweeper(SweepPairs):
 
                     for n in range(max_iterations):
                         if adaptive is not None:
-                            batch_limit = adaptive.batch_cap(limit)
+                            batch_limit = adaptive.batch_cap(limit) if app is None else batch_cap_at(app.pace(adaptive.rate), limit)
                         charged = 0.0
                         it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, probe=adaptive,
-                                           spread=None if pacer.unlimited or dry_run else spread)
+                                           spread=None if pacer.unlimited or dry_run else spread,
+                                           pace=None if app is None else app.last_pace)
                         summary.add(it)
                         if on_iteration is not None:
                             on_iteration(it)
@@ -200,7 +214,14 @@ class TargetedSweeper(SweepPairs):
                         if n + 1 < max_iterations:
                             # Between iterations only: this one's progress is persisted; the keeper runs on.
                             if adaptive is not None:
-                                pacer.set_rate(adaptive.end_iteration(it.entries_read, time.monotonic()))
+                                now = time.monotonic()
+                                rate = adaptive.end_iteration(it.entries_read, now)
+                                if app is not None and application_latency is not None:
+                                    seen = _ask(application_latency.since_last_call, "transactions")
+                                    if seen is not None:  # unreadable: the ceiling holds
+                                        app.feed(seen, it.entries_read, now)
+                                    rate = app.pace(rate)
+                                pacer.set_rate(rate)
                             pacer.pace(max(0.0, it.entries_read - charged), keeper.pause)
                     else:
                         summary.status = "iteration_limit"
@@ -215,10 +236,13 @@ class TargetedSweeper(SweepPairs):
         finally:
             summary.seconds_paced = round(pacer.seconds_paced, 6)
             if adaptive is not None:
-                summary.pace_entries_per_second = round(adaptive.rate, 1)
-                summary.pace_reason = adaptive.reason
-                summary.pace_backoffs = adaptive.backoffs
-                self._store.pace_profiles.merge(adaptive.profile())
+                summary.pace_entries_per_second = round(adaptive.rate if app is None else app.pace(adaptive.rate), 1)
+                summary.pace_reason = adaptive.reason if app is None else app.reason_with(adaptive.rate, adaptive.reason)
+                summary.pace_backoffs = adaptive.backoffs + (0 if app is None else app.backoffs)
+                if app is None:
+                    self._store.pace_profiles.merge(adaptive.profile())
+                else:
+                    self._store.pace_profiles.merge(adaptive.profile(), app.kept())
             elif not pacer.unlimited:
                 summary.pace_entries_per_second = float(max_entries_per_second)
                 summary.pace_reason = "fixed rate (sweep_latency_target 0)"
@@ -263,12 +287,13 @@ class TargetedSweeper(SweepPairs):
 
     def _iterate(
         self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True,
-        probe: AdaptiveController | None = None, spread=None,
+        probe: AdaptiveController | None = None, spread=None, pace: float | None = None,
     ) -> SweepResult:
         """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
         iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``probe``: the
         adaptive pace, given the latency of the progress read and of each full chunk of the batch's deletes.
-        ``spread(entries)``: a paced run's wait between two chunks of the deletes (sweep/batch_deletes.py)."""
+        ``spread(entries)``: a paced run's wait between two chunks of the deletes (sweep/batch_deletes.py).
+        ``pace``: the effective pace when the application pace bounds the probe's (reported as the iteration's)."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
@@ -291,7 +316,7 @@ class TargetedSweeper(SweepPairs):
             old_progress=old,
             new_progress=old,
             lock_holder=keeper.lease.holder,
-            pace_entries_per_second=None if probe is None else round(probe.rate, 1),
+            pace_entries_per_second=None if probe is None else round(probe.rate if pace is None else pace, 1),
         )
         if old >= sweep_ts - 1:
             result.status = "caught_up"
@@ -435,6 +460,16 @@ class TargetedSweeper(SweepPairs):
             except TableNotFoundError:
                 out[table] = None
         return out
+
+
+def _ask(read, what: str):
+    """``read()`` of an application latency source (I/O); None when it fails: a source that cannot be read never
+    fails the run (the application pace holds its ceiling)."""
+    try:
+        return read()
+    except Exception as exc:
+        log.warning("could not read the application's latency (%s): %s", what, exc)
+        return None
 
 
 def _count_rows(cleaned) -> int:

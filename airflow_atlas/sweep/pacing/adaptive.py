@@ -141,6 +141,13 @@ def pace_bucket(entries_per_second: float) -> int:
     return max(0, math.floor(math.log2(ratio)))
 
 
+def batch_cap_at(rate: float, batch_limit: int) -> int:
+    """The batch limit at pace ``rate``: a quarter second's worth (as a fixed-rate run), at most ``batch_limit``;
+    never below 1. (Not capped further: at full speed the per-iteration work of smaller batches cost 58% of an
+    unthrottled run's rate on the embedded store.)"""
+    return max(1, min(batch_limit, int(rate * WINDOW_SECONDS)))
+
+
 def between_buckets(baselines: dict[int, float], bucket: int) -> float | None:
     """The baseline of an unknown ``bucket`` that lies between two known ones: the geometric mean of the nearest
     known below and above it (the store's latency grows with the pace, so it lies between them). A bucket the
@@ -166,7 +173,8 @@ def merge_profiles(stored: Profile, learned: Profile) -> Profile:
     return out
 
 
-def _ms(seconds: float) -> str:
+def ms(seconds: float) -> str:
+    """``seconds`` as milliseconds for a pace reason (one decimal below 10 ms)."""
     ms = seconds * 1000.0
     return f"{ms:.1f} ms" if ms < 10 else f"{ms:.0f} ms"
 
@@ -237,10 +245,8 @@ class AdaptiveController:
         return rate
 
     def batch_cap(self, batch_limit: int) -> int:
-        """The batch limit at the current pace: a quarter second's worth (as a fixed-rate run), at most
-        ``batch_limit``; never below 1. (Not capped further: at full speed the per-iteration work of
-        smaller batches cost 58% of an unthrottled run's rate on the embedded store.)"""
-        return max(1, min(batch_limit, int(self.rate * WINDOW_SECONDS)))
+        """The batch limit at the current pace (:func:`batch_cap_at`)."""
+        return batch_cap_at(self.rate, batch_limit)
 
     def observe(self, kind: str, seconds: float) -> None:
         """One sample: a ``read`` (the progress read) or a ``delete`` (one chunk of 64 deletes) took
@@ -291,7 +297,7 @@ class AdaptiveController:
                 continue
             slowest = max(samples)
             if slowest >= STRONG_SIGNAL_SECONDS:
-                verdict.strong = f"{kind} took {_ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)"
+                verdict.strong = f"{kind} took {ms(slowest)} (>= {STRONG_SIGNAL_SECONDS:g} s)"
                 return verdict
             name, raw = window_statistic(samples)
             previous = self.smoothed.get(kind)
@@ -309,7 +315,7 @@ class AdaptiveController:
             decided = min(raw, stat)
             ratio = decided / target
             cmp = ">" if ratio > 1 else "<="
-            text = f"{kind} {name} {_ms(decided)} {cmp} target {_ms(target)}"
+            text = f"{kind} {name} {ms(decided)} {cmp} target {ms(target)}"
             if verdict.worst is None or ratio > verdict.worst[0]:
                 verdict.worst = (ratio, text)
             if stat > base + (target - base) / 2:
@@ -371,8 +377,10 @@ __all__ = [
     "P99_MIN_SAMPLES",
     "SLOW_START_QUIET_FACTOR",
     "START_ENTRIES_PER_SECOND",
+    "batch_cap_at",
     "between_buckets",
     "merge_profiles",
+    "ms",
     "pace_bucket",
     "percentile",
     "window_statistic",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from airflow_atlas.sweep.history import TABLE
 from airflow_atlas.sweep.pacing.adaptive import PROFILE_RISE_PER_RUN, pace_bucket
+from airflow_atlas.sweep.pacing.application import ApplicationPace
 from airflow_atlas.sweep.pacing.pace_profile import PROFILE_CELL, PaceProfiles
 
 from .helpers import THOR
@@ -52,3 +53,20 @@ def test_an_unreadable_profile_is_an_empty_one(harness):
     assert PaceProfiles(h.store.kvs).load() == {}
     PaceProfiles(h.store.kvs).merge({"read": {4: 0.002}})  # replaces it
     assert PaceProfiles(h.store.kvs).load() == {"read": {4: 0.002}}
+
+
+def test_the_application_pace_is_kept_beside_the_profile(harness):
+    h = harness
+    profiles = _no_profile(h.store)
+    assert profiles.load_application() == ApplicationPace()
+    profiles.merge({"read": {4: 0.002}}, ApplicationPace(baseline_p99_seconds=0.010, end_entries_per_second=800.0))
+    assert profiles.load_application() == ApplicationPace(0.010, 800.0)
+    profiles.merge({"read": {5: 0.003}})  # an own-latency run without the application pace keeps it
+    assert profiles.load() == {"read": {4: 0.002, 5: 0.003}}
+    assert profiles.load_application() == ApplicationPace(0.010, 800.0)
+    profiles.merge({}, ApplicationPace(baseline_p99_seconds=0.050, end_entries_per_second=300.0))
+    kept = profiles.load_application()  # the baseline a moving minimum, the end pace the last run's
+    assert kept.baseline_p99_seconds == 0.010 * (1 + PROFILE_RISE_PER_RUN) and kept.end_entries_per_second == 300.0
+    h.store.kvs.put_wallclock(TABLE, {PROFILE_CELL: b'{"kinds": {}, "application": {"baseline_p99_seconds": -1, '
+                                                    b'"end_entries_per_second": "fast"}}'})
+    assert profiles.load_application() == ApplicationPace()  # values that are not positive numbers are dropped

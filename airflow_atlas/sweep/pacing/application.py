@@ -1,0 +1,304 @@
+"""The application-latency pace (issue 31 item 2): an outer loop that holds the application's p99 within
+``sweep_latency_target`` x its p99 without sweep, by a ceiling over the own-latency pace
+(:class:`~airflow_atlas.sweep.pacing.adaptive.AdaptiveController`). Pure logic: no I/O, no clock and no sleep
+(times come in as arguments); every decision is unit-tested (tests/unit/sweep/pacing/test_application.py).
+
+Why: the sweep's own request latency hardly moves when the application suffers (issue 31: the own-latency
+controller kept increasing at ``delete p50 10 ms <= target 16 ms`` while the application's p99 had tripled),
+so a controller fed by it cannot protect the application. This one is fed with what the application saw.
+
+Inputs (from an :class:`ApplicationLatencySource`, called by the sweeper once per iteration):
+
+* ``since_last_call()``: a :class:`~airflow_atlas.transactions.histogram.LatencyHistogram` of the application's
+  transactions observed since the previous call, pooled over its clients (empty when there were none);
+* ``quiet()``: a histogram of the application's transactions in windows where no sweep ran (between runs,
+  at night), or None. Its p99, from :data:`MIN_TRANSACTIONS` transactions on, is the **baseline**. Without
+  one, the store's pace profile's baseline (learned by an earlier run, below) is used; without that either,
+  the run **learns** it (state ``learning``).
+
+The effective pace is the lower of the own-latency controller's pace and this controller's ceiling
+(:meth:`ApplicationPaceController.pace`), so every existing guard (the sweep's own latency, the strong
+signal of a timed-out request, ``sweep_max_entries_per_second``) still bounds it, and with no application
+traffic the own-latency controller alone decides ("runs free").
+
+States (:attr:`ApplicationPaceController.state`):
+
+* ``free``: no ceiling (no application traffic for :data:`IDLE_SECONDS`, or no decision has asked for one);
+* ``steering``: a ceiling holds; a run starts here at the pace the store's previous run ended with (the
+  pace profile), when one is stored;
+* ``learning``: the application is busy and no baseline is known: the sweep is held at
+  :data:`LEARNING_ENTRIES_PER_SECOND` (as good as no sweep) until :data:`MIN_TRANSACTIONS` transactions are
+  pooled; their p99 is the baseline (kept in the pace profile for later runs). At most
+  :data:`LEARNING_MAX_SECONDS`: an application too sparse to give 100 transactions by then is left to the
+  own-latency controller for the run (``no baseline``).
+
+Decisions: transactions are pooled over feeds until the pool holds :data:`MIN_TRANSACTIONS` (a p99 of fewer
+is its slowest transaction: noise); then its p99 is compared with ``baseline x latency_target``:
+
+* over it: the ceiling becomes :data:`DECREASE_FACTOR` x the rate the sweeper actually **reached** since the
+  previous decision (entries swept / seconds, at most the highest pace of that time: the pacer's wait for the
+  last iteration comes after the feed), never below the own controller's minimum: halving the nominal pace
+  does nothing when the sweeper runs below it (its own speed, or the own-latency pace);
+* under it: the ceiling (when there is one) grows by :data:`QUIET_GROWTH_FACTOR` when the p99 uses at most
+  half the headroom (the application is as fast as without sweep), else by :data:`NEAR_GROWTH_FACTOR` (near
+  the target the pace creeps: no oscillation around it); not above twice what the sweeper reached (a
+  ceiling the sweeper does not reach is not raised without bound, so the next back-off takes effect at once).
+
+After a back-off (and on entering ``learning``) the feeds of :data:`SETTLE_SECONDS` are dropped: the
+application's latency is published about once a second, so they describe the pace before the change.
+
+Quantiles of the histogram are bucket bounds (4 per doubling): a p99 is "over" when its bucket's bound is,
+so the effective threshold is up to 19% above ``baseline x latency_target``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from ...transactions.histogram import LatencyHistogram
+from ...validation import check_float, check_int
+from .adaptive import MAX_SWEEP_LATENCY_TARGET, MIN_ENTRIES_PER_SECOND, PROFILE_RISE_PER_RUN, ms
+
+PACE_SIGNALS = ("sweep", "application")
+"""Values of the setting ``sweep_pace_signal``: ``sweep`` - the pace steers on the sweep's own request latency
+only (:class:`~airflow_atlas.sweep.pacing.adaptive.AdaptiveController`); ``application`` - also on the
+application's latency (this module), when the sweeper is given a source of it."""
+DEFAULT_PACE_SIGNAL = "sweep"
+"""Default of ``sweep_pace_signal``: unchanged until the benchmark (issue 31 item 3) shows which default meets
+the goals (issue 31 item 4)."""
+MIN_TRANSACTIONS = 100
+"""A decision (and a baseline) takes at least this many transactions: the nearest-rank p99 of 100 is the second
+slowest; of fewer, the slowest (issue 31)."""
+DECREASE_FACTOR = 0.5
+"""Over the target, the ceiling becomes this times the rate the sweeper reached."""
+QUIET_GROWTH_FACTOR = 1.5
+"""Under the target with at most half the headroom used, the ceiling grows by this per decision: a halving is
+regained in two decisions (x2 would undo it in one and oscillate between the two every decision)."""
+NEAR_GROWTH_FACTOR = 1.1
+"""Under the target with more than half the headroom used, the ceiling grows by this per decision (multiplicative,
+not additive: the sweeper's rates span 50 to ~75,000 entries/s, where one additive step is either nothing or
+too much)."""
+IDLE_SECONDS = 2.0
+"""Feeds with no transaction for this long: the application is idle, the ceiling is dropped (runs free). Two
+publication intervals: one empty second is a gap between publications."""
+SETTLE_SECONDS = 1.0
+"""Feeds dropped after a back-off or the start of learning: they describe the pace before the change (the
+application's latency is published about once a second)."""
+LEARNING_ENTRIES_PER_SECOND = MIN_ENTRIES_PER_SECOND
+"""The pace while the baseline is learned: the own controller's minimum (50 entries/s, a twentieth of the 1,000/s
+the benchmark measured within 1.25x of no sweep: as good as none)."""
+LEARNING_MAX_SECONDS = 10.0
+"""Learning gives up after this long (an application of fewer than 10 transactions per second): the run is left
+to the own-latency controller, unprotected by this one, rather than held at the minimum pace."""
+
+
+class ApplicationLatencySource(Protocol):
+    """Where the application's latency comes from (issue 31 item 1 publishes it in a store table). Called by the
+    sweeper after every iteration (several times a second at full speed): a source that reads a table should
+    read it about once per publication and return an empty histogram in between (the controller takes the
+    application for idle only after :data:`IDLE_SECONDS` without a transaction). An exception is logged and
+    skipped (the ceiling holds); it never fails the run."""
+
+    def since_last_call(self) -> LatencyHistogram:
+        """The application's transactions observed since the previous call, pooled over its clients (empty: none)."""
+
+    def quiet(self) -> LatencyHistogram | None:
+        """The application's transactions in windows where no sweep ran (None: not known)."""
+
+
+@dataclass(frozen=True)
+class ApplicationPace:
+    """What the controller keeps between runs in the store's pace profile (sweep/pacing/pace_profile.py)."""
+
+    baseline_p99_seconds: float | None = None
+    """The application's p99 without sweep, learned by a run (``learning``)."""
+    end_entries_per_second: float | None = None
+    """The pace the run ended with: where the next run starts."""
+
+
+def merge_application(stored: ApplicationPace, kept: ApplicationPace) -> ApplicationPace:
+    """The application pace to store after a run: the baseline a moving minimum (raised by
+    :data:`~airflow_atlas.sweep.pacing.adaptive.PROFILE_RISE_PER_RUN` at most), the end pace the run's own."""
+    baseline = stored.baseline_p99_seconds
+    if kept.baseline_p99_seconds is not None:
+        baseline = kept.baseline_p99_seconds if baseline is None else min(
+            kept.baseline_p99_seconds, baseline * (1 + PROFILE_RISE_PER_RUN))
+    end = kept.end_entries_per_second if kept.end_entries_per_second is not None else stored.end_entries_per_second
+    return ApplicationPace(baseline_p99_seconds=baseline, end_entries_per_second=end)
+
+
+def baseline_of(quiet: LatencyHistogram | None) -> float | None:
+    """The baseline a histogram of quiet windows gives: its p99 from :data:`MIN_TRANSACTIONS` on, else None."""
+    if quiet is None or quiet.count < MIN_TRANSACTIONS:
+        return None
+    return quiet.quantile(0.99)
+
+
+class ApplicationPaceController:
+    """The ceiling over one run's pace from the application's latency (see the module doc).
+
+    :param latency_target: allowed ratio of the application's p99 to its baseline (> 1: ``sweep_latency_target``).
+    :param now: the run's start on the caller's monotonic clock.
+    :param quiet: the source's histogram of quiet windows (its p99 is the baseline from 100 transactions on).
+    :param stored: what an earlier run kept (its learned baseline, used without ``quiet``; its end pace, this
+        run's starting ceiling).
+    """
+
+    def __init__(self, latency_target: float, *, now: float, quiet: LatencyHistogram | None = None,
+                 stored: ApplicationPace | None = None):
+        self.latency_target = check_float(latency_target, "latency_target", 1.0, MAX_SWEEP_LATENCY_TARGET)
+        stored = stored or ApplicationPace()
+        from_quiet = baseline_of(quiet)
+        self.baseline: float | None = from_quiet if from_quiet is not None else stored.baseline_p99_seconds
+        """The application's p99 without sweep (seconds), None until known."""
+        self.learned: float | None = None
+        """The baseline this run learned (``learning``), for the pace profile."""
+        self.ceiling: float | None = None
+        """The upper bound of the pace (entries/s); None: free."""
+        self.state = "free"
+        self.reason = "free: no application transaction seen yet"
+        if stored.end_entries_per_second is not None:
+            self.ceiling = max(MIN_ENTRIES_PER_SECOND, stored.end_entries_per_second)
+            self.state = "steering"
+            self.reason = f"starting at the previous run's end pace, {self.ceiling:,.0f} entries/s"
+        self.backoffs = 0
+        self.last_pace: float | None = None
+        """The effective pace last returned by :meth:`pace`."""
+        self._pool = LatencyHistogram()
+        self._pool_start = now
+        self._pool_entries = 0
+        self._pool_pace = 0.0
+        self._last_traffic = now
+        self._settle_until = now
+        self._learning_since: float | None = None
+        self._gave_up = False
+
+    # ----- the composition ------------------------------------------------------------------------
+    def pace(self, own_rate: float) -> float:
+        """The effective pace: the lower of the own-latency controller's ``own_rate`` and the ceiling."""
+        rate = own_rate if self.ceiling is None else min(own_rate, self.ceiling)
+        self.last_pace = rate
+        self._pool_pace = max(self._pool_pace, rate)
+        return rate
+
+    def governs(self, own_rate: float) -> bool:
+        """Whether the ceiling, not the own-latency pace, sets the effective pace."""
+        return self.ceiling is not None and self.ceiling < own_rate
+
+    def reason_with(self, own_rate: float, own_reason: str) -> str:
+        """Why the effective pace is what it is: the governing controller's reason first, the other's after."""
+        if self.governs(own_rate):
+            return f"application: {self.reason} [own latency: {own_rate:,.0f} entries/s, {own_reason}]"
+        return f"{own_reason} [application: {self.reason}]"
+
+    def kept(self) -> ApplicationPace:
+        """What the pace profile keeps of this run: the baseline it learned, the pace it ended with."""
+        ended = None if self.state == "learning" else self.last_pace  # the learning pace is no steering result
+        return ApplicationPace(baseline_p99_seconds=self.learned, end_entries_per_second=ended)
+
+    # ----- the feed -------------------------------------------------------------------------------
+    def feed(self, histogram: LatencyHistogram, entries: int, now: float) -> float | None:
+        """The application's transactions since the previous feed (``histogram``) and the entries the sweeper
+        took since then (``entries``), at ``now``; decides when the pool holds :data:`MIN_TRANSACTIONS`.
+        Returns the ceiling (None: free)."""
+        check_int(entries, "entries", 0)
+        self._pool_entries += entries
+        if histogram.count:
+            self._last_traffic = now
+        elif now - self._last_traffic >= IDLE_SECONDS:
+            if self.state != "free":
+                self._set_free(f"free: no application transaction for {now - self._last_traffic:.1f} s")
+            self._learning_since = None  # traffic that comes back starts learning again
+            self._restart_pool(now)
+            return self.ceiling
+        if now < self._settle_until:
+            self._restart_pool(now)  # they describe the pace before the last change
+            return self.ceiling
+        if self.baseline is None and not self._gave_up:
+            if self._learning_since is None:
+                if not histogram.count:
+                    return self.ceiling
+                self._start_learning(now)
+                return self.ceiling
+            self._pool.merge(histogram)
+            if self._pool.count >= MIN_TRANSACTIONS:
+                self.baseline = self.learned = self._pool.quantile(0.99)
+                self._set_free(f"free: learned the application's baseline p99 {ms(self.baseline)} "
+                               f"({self._pool.count} transactions at {LEARNING_ENTRIES_PER_SECOND:,.0f} entries/s)")
+                self._restart_pool(now)
+            elif now - self._learning_since >= LEARNING_MAX_SECONDS:
+                self._gave_up = True
+                self._set_free(f"free: no baseline (only {self._pool.count} application transactions in "
+                               f"{LEARNING_MAX_SECONDS:g} s, {MIN_TRANSACTIONS} needed)")
+                self._restart_pool(now)
+            return self.ceiling
+        if self.baseline is None:  # gave up learning: the own-latency controller decides
+            return self.ceiling
+        self._pool.merge(histogram)
+        if self._pool.count >= MIN_TRANSACTIONS:
+            self._decide(now)
+        return self.ceiling
+
+    def _decide(self, now: float) -> None:
+        assert self.baseline is not None
+        elapsed = now - self._pool_start
+        reached = self._pool_entries / elapsed if elapsed > 0 else 0.0
+        if self._pool_pace > 0:
+            # At most the highest pace of the pool: the pacer's wait for the last iteration's entries comes after
+            # this feed, so a pool of one fast iteration reads many times the pace (27,800 entries/s at 1,000).
+            reached = min(reached, self._pool_pace)
+        p99 = self._pool.quantile(0.99)
+        target = self.baseline * self.latency_target
+        n = self._pool.count
+        text = (f"application p99 {ms(p99)} {'>' if p99 > target else '<='} target {ms(target)} "
+                f"(baseline {ms(self.baseline)} x {self.latency_target:g}, {n} transactions)")
+        if p99 > target:
+            self.ceiling = max(MIN_ENTRIES_PER_SECOND, reached * DECREASE_FACTOR)
+            self.state = "steering"
+            self.backoffs += 1
+            self.reason = f"backed off to {self.ceiling:,.0f} entries/s (half the {reached:,.0f} reached): {text}"
+            self._settle_until = now + SETTLE_SECONDS
+        elif self.ceiling is not None:
+            quiet = p99 <= self.baseline + (target - self.baseline) / 2
+            factor = QUIET_GROWTH_FACTOR if quiet else NEAR_GROWTH_FACTOR
+            self.ceiling = min(self.ceiling * factor, max(self.ceiling, 2 * reached))
+            self.reason = f"growing to {self.ceiling:,.0f} entries/s (x{factor:g} at most): {text}"
+        else:
+            self.reason = f"free: {text}"
+        self._restart_pool(now)
+
+    def _start_learning(self, now: float) -> None:
+        self.state = "learning"
+        self._learning_since = now
+        self.ceiling = LEARNING_ENTRIES_PER_SECOND
+        self.reason = (f"learning the application's baseline at {LEARNING_ENTRIES_PER_SECOND:,.0f} entries/s "
+                       f"(no quiet window known)")
+        self._settle_until = now + SETTLE_SECONDS
+        self._restart_pool(now)
+
+    def _set_free(self, reason: str) -> None:
+        self.state = "free"
+        self.ceiling = None
+        self.reason = reason
+
+    def _restart_pool(self, now: float) -> None:
+        self._pool = LatencyHistogram()
+        self._pool_start = now
+        self._pool_entries = 0
+        self._pool_pace = 0.0 if self.last_pace is None else self.last_pace
+
+
+__all__ = [
+    "DEFAULT_PACE_SIGNAL",
+    "IDLE_SECONDS",
+    "LEARNING_ENTRIES_PER_SECOND",
+    "LEARNING_MAX_SECONDS",
+    "MIN_TRANSACTIONS",
+    "PACE_SIGNALS",
+    "SETTLE_SECONDS",
+    "ApplicationLatencySource",
+    "ApplicationPace",
+    "ApplicationPaceController",
+    "baseline_of",
+    "merge_application",
+]
