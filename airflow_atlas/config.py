@@ -120,6 +120,24 @@ class StoreConfig:
         "how long a reader waits for a still-running writer before failing with a retriable error",
         read="store.py -> transactions/manager.py (TransactionConfig.running_writer_wait_seconds)",
     )
+    app_latency_publish: bool = setting(
+        True, Bool(),
+        "a transaction manager records the application's latency (transaction start to commit or abort; "
+        "reads) and publishes a summary into the _app_latency table about every app_latency_interval_seconds "
+        "(a failed publication never fails a transaction)",
+        read="store.py -> transactions/manager.py (TransactionConfig.latency; transactions/latency_publisher.py)",
+    )
+    app_latency_interval_seconds: float = setting(
+        1.0, Float(0.1, 3600),
+        "how often a client publishes its application latency summary (one store write per interval, off "
+        "the commit path)",
+        read="store.py -> transactions/latency_publisher.py",
+    )
+    app_latency_ttl_seconds: int = setting(
+        600, Int(10, 7 * DAY),
+        "TTL of the published application latency summaries (readers see at most this far back)",
+        read="store.py -> transactions/latency_publisher.py",
+    )
     # ----- sweep ----------------------------------------------------------------------------------------
     unreadable_window_seconds: float = setting(
         3600.0, Float(0, YEAR),

@@ -36,6 +36,7 @@ from .sweep.queue.queue_tables import SWEEP_PROGRESS, SWEEPABLE_CELLS, SWEEPABLE
 from .sweep.scrub import TABLE as SCRUB_TABLE
 from .table_marks import TABLE as TABLE_MARKS_TABLE
 from .timestamps import TIMESTAMP_TABLE
+from .transactions.latency_table import TABLE as APP_LATENCY_TABLE
 from .transactions.punch import PUNCH_TABLE
 from .transactions.registry import OPEN_TRANSACTIONS_TABLE
 from .transactions.schema import SCHEMA_TABLE
@@ -53,6 +54,7 @@ SWEEPER_MODIFY: dict[str, str] = {
     SWEEP_PROGRESS: "shard progress, persisted by sweep with check-and-set",
     SWEEP_HISTORY_TABLE: "the record of every sweep run and iteration (status, dashboard, compaction)",
     SCRUB_TABLE: "the scrub queue (hard deletes) and its processing",
+    APP_LATENCY_TABLE: "every transaction client publishes its application latency (the sweep paces by it)",
 }
 """The engine's tables the sweeper writes, and why."""
 

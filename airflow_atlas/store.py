@@ -50,6 +50,8 @@ class AtlasStore:
         return cls(kvs, config)
 
     def close(self) -> None:
+        if "transactions" in self.__dict__:
+            self.transactions.close()  # publishes the application latency left (best-effort)
         self.kvs.close()
 
     def __enter__(self) -> AtlasStore:
@@ -115,8 +117,14 @@ class AtlasStore:
 
     @cached_property
     def transactions(self):
+        from .transactions.latency_publisher import LatencyPublication
         from .transactions.manager import TransactionConfig, TransactionManager
 
+        cfg = self.config
+        latency = (
+            LatencyPublication(cfg.app_latency_interval_seconds, cfg.app_latency_ttl_seconds)
+            if cfg.app_latency_publish else None
+        )
         return TransactionManager(
             self.kvs,
             self.timestamps,
@@ -129,6 +137,7 @@ class AtlasStore:
                 lease_seconds=self.config.transaction_lease_seconds,
                 punch_interval_seconds=self.config.punch_interval_seconds,
                 running_writer_wait_seconds=self.config.running_writer_wait_seconds,
+                latency=latency,
             ),
         )
 
@@ -180,6 +189,7 @@ class AtlasStore:
     def initialize(self, shards: int | None = None) -> None:
         """Create every internal table (idempotent) and make sure the shard count is at least ``shards``.
         Records the transactions schema version first (refusing a setting that disagrees with the store's)."""
+        from .transactions.latency_table import ensure_table as ensure_latency_table
         from .transactions.schema import record_version
 
         version = record_version(self.kvs, self.config.transactions_schema_version)
@@ -194,6 +204,7 @@ class AtlasStore:
         self.scrub_queue.ensure_tables()
         self.history.ensure_tables()
         self.table_marks.ensure_tables()
+        ensure_latency_table(self.kvs)
         wanted = shards if shards is not None else self.config.initial_shards
         if self.queue.progress.get_number_of_shards() < wanted:
             self.queue.progress.update_number_of_shards(wanted)

@@ -230,7 +230,14 @@ def drop_store(store) -> None:
 
 
 def queueless_manager(store):
-    """A TransactionManager on the same services as ``store.transactions`` but without the sweep queue."""
+    """A TransactionManager on the same services as ``store.transactions`` but without the sweep queue (and
+    without the application-latency publication)."""
+    return bare_manager(store, sweep_queue=False)
+
+
+def bare_manager(store, *, sweep_queue: bool):
+    """A TransactionManager on the same services as ``store.transactions``, with or without the sweep queue,
+    never recording or publishing the application's latency (``TransactionConfig.latency`` None)."""
     from airflow_atlas.transactions.manager import TransactionConfig, TransactionManager
 
     cfg = store.config
@@ -240,14 +247,33 @@ def queueless_manager(store):
         store.transaction_service,
         store.registry,
         store.punch,
-        sweep_queue=None,
-        scrub_queue=None,
+        sweep_queue=store.queue.writer if sweep_queue else None,
+        scrub_queue=store.scrub_queue if sweep_queue else None,
         config=TransactionConfig(
             lease_seconds=cfg.transaction_lease_seconds,
             punch_interval_seconds=cfg.punch_interval_seconds,
             running_writer_wait_seconds=cfg.running_writer_wait_seconds,
         ),
     )
+
+
+def ratio_of_medians_ci(
+    numerators: Sequence[float], denominators: Sequence[float], *, level: float = 0.90, resamples: int = 2000,
+    seed: int = 7,
+) -> tuple[float, float]:
+    """Bootstrap ``level`` confidence interval of median(numerators) / median(denominators) over paired
+    samples (index i of both was measured back to back): pairs are resampled together."""
+    if len(numerators) != len(denominators) or not numerators:
+        raise ValueError("paired samples of equal, non-zero length are needed")
+    rng = random.Random(seed)
+    n = len(numerators)
+    ratios = []
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        ratios.append(median(numerators[i] for i in idx) / median(denominators[i] for i in idx))
+    ratios.sort()
+    tail = (1 - level) / 2
+    return ratios[int(tail * (resamples - 1))], ratios[int(round((1 - tail) * (resamples - 1)))]
 
 
 # ----- cells and loaders ---------------------------------------------------------------------------

@@ -183,3 +183,28 @@ class PaxosUnknownKvs:
 
     def check_and_set(self, table, cell, expected, new, **kw):
         raise self._refuse(table)
+
+
+class DeniedTableKvs:
+    """A KeyValueService that delegates to ``kvs`` but refuses every WALLCLOCK write to ``table`` with the
+    error the Cassandra service raises for a role without MODIFY on it
+    (:class:`~airflow_atlas.errors.StorePermissionError`); ``denied`` counts the refusals."""
+
+    def __init__(self, kvs, table: str):
+        self._kvs = kvs
+        self._table = table
+        self.denied = 0
+
+    def __getattr__(self, name):
+        return getattr(self._kvs, name)
+
+    def put_wallclock(self, table, values, ttl_seconds=None):
+        if table == self._table:
+            from airflow_atlas.errors import StorePermissionError
+
+            self.denied += 1
+            resource = f"<table atlas{table}>"
+            raise StorePermissionError(
+                f"the role has no MODIFY permission on {resource}", permission="MODIFY", resource=resource
+            )
+        return self._kvs.put_wallclock(table, values, ttl_seconds=ttl_seconds)

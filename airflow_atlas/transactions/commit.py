@@ -47,6 +47,7 @@ from ..kvs.api import MAX_TIMESTAMP, SENTINEL_TIMESTAMP, Cell
 from ..sweep.queue.write_info import WriteInfo
 from .conflicts import VersionWalk
 from .encoding import ABORTED
+from .latency_recorder import COMMIT
 
 if TYPE_CHECKING:
     from .manager import TransactionManager
@@ -64,6 +65,7 @@ class CommitProtocol:
     _writes: dict[str, dict[Cell, bytes]]
     _state: str
     _commit_timestamp: int | None
+    _began_at: float
 
     if TYPE_CHECKING:
 
@@ -86,18 +88,22 @@ class CommitProtocol:
         self._ensure_open()
         if self.read_only:
             self._state = "committed"
+            self._m.record_latency(COMMIT, self._began_at)
             return None
         try:
             if not any(self._writes.values()):
                 self._verify_registration()
                 self._state = "committed"
                 self._unregister()
-                return None
-            return self._commit_writes()
+                commit = None
+            else:
+                commit = self._commit_writes()
         except BaseException:
             if self._state == "open":
                 self._abort(mark_aborted=True)
             raise
+        self._m.record_latency(COMMIT, self._began_at)
+        return commit
 
 
     # ----- commit protocol -----------------------------------------------------------------------------

@@ -42,6 +42,8 @@ from ..sweep.queue.write_info import ScrubQueueHook, SweepQueueHook
 from ..timestamps import TimestampService
 from .encoding import ABORTED
 from .keeper import RegistrationKeeper
+from .latency_publisher import LatencyPublication, LatencyPublisher
+from .latency_table import ensure_table as ensure_latency_table
 from .punch import PunchTable
 from .registry import OpenTransactionRegistry
 from .service import TransactionService, make_transaction_service
@@ -73,6 +75,9 @@ class TransactionConfig:
     """Base of the jittered exponential backoff between retries of run()."""
     spare_timestamp_max_age_seconds: float = 5.0
     """Spare timestamps older than this are not used as provisional registration keys."""
+    latency: LatencyPublication | None = None
+    """Record the application's latency and publish it into the application-latency table (None: neither;
+    ``AtlasStore`` sets it from the ``app_latency_*`` settings; see ``latency_publisher.py``)."""
 
     def __post_init__(self) -> None:
         for name in ("lease_seconds", "metadata_cache_seconds"):
@@ -131,6 +136,9 @@ class TransactionManager:
         self._spares: deque[tuple[int, float]] = deque(maxlen=64)
         self._rng = random.Random()
         self._keeper = RegistrationKeeper(config.lease_seconds)
+        self.latency: LatencyPublisher | None = (
+            None if config.latency is None else LatencyPublisher(kvs, self.holder, config.latency)
+        )
 
     @classmethod
     def create(
@@ -154,14 +162,22 @@ class TransactionManager:
         registry.ensure_tables()
         punch = PunchTable(kvs, clock)
         punch.ensure_tables()
+        if config.latency is not None:
+            ensure_latency_table(kvs)
         service = make_transaction_service(kvs, version)
         if install_timestamp_supplier:
             kvs.set_fresh_timestamp_supplier(timestamps.fresh_timestamp)
         return cls(kvs, timestamps, service, registry, punch, sweep_queue, scrub_queue, config, holder=holder, clock=clock)
 
+    def close(self) -> None:
+        """Stop publishing the application latency (publishing what is left). Transactions still work."""
+        if self.latency is not None:
+            self.latency.close()
+
     # ----- starting ------------------------------------------------------------------------------------
     def begin(self, read_only: bool = False, hard_delete: bool = False) -> SnapshotTransaction:
         """Start a transaction. Read-write transactions register before their start timestamp is drawn."""
+        began = time.perf_counter()
         if hard_delete and read_only:
             raise InvalidInputError("a read-only transaction cannot be a hard delete")
         if hard_delete and self.scrub_queue is None:
@@ -169,7 +185,9 @@ class TransactionManager:
         if read_only:
             start = self.timestamps.fresh_timestamp()
             self._maybe_punch(start)
-            return SnapshotTransaction(self, start, read_only=True, hard_delete=False, registration=None)
+            return SnapshotTransaction(
+                self, start, read_only=True, hard_delete=False, registration=None, began_at=began
+            )
 
         lease = self.config.lease_seconds
         provisional = self._take_spare()
@@ -187,7 +205,9 @@ class TransactionManager:
         finally:
             self._best_effort(self.registry.unregister, provisional)
         self._maybe_punch(start)
-        txn = SnapshotTransaction(self, start, read_only=False, hard_delete=hard_delete, registration=registration)
+        txn = SnapshotTransaction(
+            self, start, read_only=False, hard_delete=hard_delete, registration=registration, began_at=began
+        )
         self._keeper.add(txn)
         return txn
 
@@ -307,6 +327,12 @@ class TransactionManager:
                     f"transaction {start} has an entry that a serial read cannot see; the store is inconsistent"
                 ) from None
             return outcome
+
+    def record_latency(self, kind: str, began: float) -> None:
+        """Record ``perf_counter() - began`` as the application's latency of ``kind`` (when publishing)."""
+        latency = self.latency
+        if latency is not None:
+            latency.record(kind, time.perf_counter() - began)
 
     # ----- internals -----------------------------------------------------------------------------------
     def _maybe_punch(self, timestamp: int) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,7 @@ from ..kvs.api import SENTINEL_TIMESTAMP, Cell, Value, validate_cell
 from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .commit import CommitProtocol
 from .encoding import ABORTED
+from .latency_recorder import ABORT, READ
 from .registry import OpenTransaction
 
 if TYPE_CHECKING:
@@ -66,8 +68,11 @@ class SnapshotTransaction(CommitProtocol):
         read_only: bool,
         hard_delete: bool,
         registration: OpenTransaction | None,
+        began_at: float | None = None,
     ):
         self._m = manager
+        # perf_counter() when begin() was called: the application's latency of this transaction starts there.
+        self._began_at = time.perf_counter() if began_at is None else began_at
         self._start = start_timestamp
         self.read_only = read_only
         self.hard_delete = hard_delete
@@ -115,9 +120,11 @@ class SnapshotTransaction(CommitProtocol):
         result = {c: local[c] for c in wanted if c in local and local[c] != b""}
         remote = [c for c in wanted if c not in local]
         if remote:
+            began = time.perf_counter()
             self._keep_lease()
             result.update(self._read_committed(table, self._m.kvs.get(table, {c: self._start for c in remote})))
             self._check_lease_after_read(metadata)
+            self._m.record_latency(READ, began)
         return result
 
     def get_row_columns(self, table: str, row: bytes) -> dict[bytes, bytes]:
@@ -127,10 +134,12 @@ class SnapshotTransaction(CommitProtocol):
         if not isinstance(row, (bytes, bytearray)) or not row:
             raise InvalidInputError(f"a row is non-empty bytes, got {row!r}")
         row = bytes(row)
+        began = time.perf_counter()
         self._keep_lease()
         latest = self._m.kvs.get_row_columns(table, row, timestamp=self._start)
         found = self._read_committed(table, {Cell(row, col): value for col, value in latest})
         self._check_lease_after_read(metadata)
+        self._m.record_latency(READ, began)
         visible = {cell.col: value for cell, value in found.items()}
         for cell, value in self._writes.get(table, {}).items():
             if cell.row == row:
@@ -317,6 +326,7 @@ class SnapshotTransaction(CommitProtocol):
 
     def _abort(self, *, mark_aborted: bool) -> None:
         """Close as aborted. ``mark_aborted`` records ABORTED (needed once cells may have been written)."""
+        was_open = self._state == "open"
         self._state = "aborted"
         m = self._m
         if mark_aborted:
@@ -328,3 +338,5 @@ class SnapshotTransaction(CommitProtocol):
                 log.warning("could not mark transaction %d aborted: %s", self._start, exc)
         if self._registration is not None:
             self._unregister()
+        if was_open:
+            m.record_latency(ABORT, self._began_at)

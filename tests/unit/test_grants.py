@@ -54,3 +54,12 @@ def test_security_doc_names_every_table():
     for table in ALL_INTERNAL:
         assert f"`atlas{table}`" in text, table
     assert f"`{REPAIR_HISTORY_TABLE}`" in text
+
+
+def test_the_sweeper_role_may_publish_the_application_latency():
+    """Every transaction client publishes into _app_latency (issue 31 item 1): the role that runs
+    transactions needs MODIFY on it, and `grants` prints it once the table exists (after `init`)."""
+    from airflow_atlas.transactions.latency_table import TABLE
+
+    assert TABLE in SWEEPER_MODIFY
+    assert ("MODIFY", f"TABLE ks.atlas{TABLE}") in {(g.permission, g.resource) for g in sweeper_grants("ks", [TABLE])}

@@ -34,6 +34,9 @@ BAD = {
     "transaction_lease_seconds": [0, -1, math.nan, math.inf, -math.inf, 86_401, True, "60", None],
     "punch_interval_seconds": [-1, math.nan, math.inf, 86_401, False, "0"],
     "running_writer_wait_seconds": [-3, -0.1, math.nan, math.inf, 86_401, True],
+    "app_latency_publish": ["true", 1, None],
+    "app_latency_interval_seconds": [0, 0.05, -1, math.nan, math.inf, 3601, True, "1"],
+    "app_latency_ttl_seconds": [0, 9, 7 * 86_400 + 1, True, 60.5, "600"],
     "unreadable_window_seconds": [-1, math.nan, math.inf, 365 * 86_400 + 1, True, "0"],
     "batch_limit": [0, -1, MAX_BATCH_LIMIT + 1, True, 10.0, "10", None],
     "lock_lease_seconds": [0, 0.5, -1, math.nan, math.inf, 86_401, True, "120"],
@@ -223,13 +226,17 @@ def test_store_wires_the_settings_into_its_components(tmp_path):
     config = resolve(text_layer(
         Rank.COMMAND_LINE,
         {"transaction_lease_seconds": "7", "punch_interval_seconds": "0", "running_writer_wait_seconds": "0.5",
-         "unreadable_window_seconds": "12"},
+         "unreadable_window_seconds": "12", "app_latency_interval_seconds": "2.5", "app_latency_ttl_seconds": "60"},
         "--set",
     ))
     with AtlasStore.open(f"sqlite:///{tmp_path / 'a.db'}", config) as store:
         tc = store.transactions.config
         assert (tc.lease_seconds, tc.punch_interval_seconds, tc.running_writer_wait_seconds) == (7.0, 0.0, 0.5)
         assert store.sweep_timestamps.unreadable_window_seconds == 12.0
+        assert tc.latency is not None and (tc.latency.interval_seconds, tc.latency.ttl_seconds) == (2.5, 60)
+    off = resolve(text_layer(Rank.COMMAND_LINE, {"app_latency_publish": "off"}, "--set"))
+    with AtlasStore.open(f"sqlite:///{tmp_path / 'a.db'}", off) as store:
+        assert store.transactions.config.latency is None and store.transactions.latency is None
 
 
 def test_check_setting_validates_a_per_call_argument_by_the_keys_declaration():

@@ -113,3 +113,27 @@ def test_store_from_environment(sqlite_cli):
     sqlite_cli.ok("init")
     shown = sqlite_cli.run("shards", "--json", store=False, env={"ATLAS_STORE_URL": sqlite_cli.url})
     assert shown.returncode == 0 and json.loads(shown.stdout)["number_of_shards"] == 1
+
+
+def test_init_creates_the_latency_table_and_a_workload_publishes_its_latency(sqlite_cli):
+    """Issue 31 item 1: ``init`` creates ``_app_latency``; a client process (the ``workload`` command)
+    publishes its transactions' latency (the last period when it closes the store); the setting turns it off."""
+    import time
+
+    from airflow_atlas.transactions.latency_table import TABLE, read_application_latency
+
+    sqlite_cli.ok("init")
+    with _open(sqlite_cli) as store:
+        assert TABLE in store.kvs.list_tables()
+    since = time.time()
+    report = sqlite_cli.json("workload", "-n", "40", "--seed", "3")
+    with _open(sqlite_cli) as store:
+        got = read_application_latency(store.kvs, since, time.time())
+    assert report["committed"] > 0
+    assert got["commit"].count >= report["committed"]
+
+    off = sqlite_cli.run("workload", "-n", "20", "--seed", "4", "--set", "app_latency_publish=false", "--json")
+    assert off.returncode == 0, off.stderr
+    with _open(sqlite_cli) as store:
+        again = read_application_latency(store.kvs, since, time.time())
+    assert again["commit"].count == got["commit"].count

@@ -298,6 +298,7 @@ def test_internal_tables_keep_their_own_options(cassandra_node):
     try:
         store.initialize()
         assert store.kvs.gc_grace_seconds("_open_transactions") == 0  # deliberate (registry.py)
+        assert store.kvs.gc_grace_seconds("_app_latency") == 0  # deliberate: TTL'd only (latency_table.py)
         assert store.kvs.gc_grace_seconds("_sweep_cells") == 864_000
     finally:
         store.kvs.session.execute_async(f"DROP KEYSPACE IF EXISTS {keyspace}")
