@@ -179,6 +179,13 @@ class AtlasStore:
 
         return SweepHistory(self.kvs)
 
+    def application_latency(self):
+        """A fresh view of the application's published latency for one sweep run (the pace controller's
+        source when setting ``sweep_pace_signal`` is ``application``)."""
+        from .transactions.latency_source import StoreApplicationLatency
+
+        return StoreApplicationLatency(self.kvs, self.config.app_latency_interval_seconds)
+
     @cached_property
     def pace_profiles(self):
         from .sweep.pacing.pace_profile import PaceProfiles

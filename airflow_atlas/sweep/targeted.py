@@ -138,8 +138,8 @@ class TargetedSweeper(SweepPairs):
         ``max_entries_per_second`` when that is not 0);
         the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``).
 
-        Application pace (setting ``sweep_pace_signal`` ``application``, with an ``application_latency`` source;
-        otherwise none): an :class:`~airflow_atlas.sweep.pacing.application.ApplicationPaceController` fed after
+        Application pace (setting ``sweep_pace_signal`` ``application``; the source is ``application_latency``,
+        by default the store's published ``_app_latency`` table, transactions/latency_source.py): an :class:`~airflow_atlas.sweep.pacing.application.ApplicationPaceController` fed after
         each iteration with the application's transactions since the previous one holds its p99 within
         ``latency_target`` x its p99 without sweep; the pace is the lower of the two controllers'."""
         shard, strategy = self._check(shard, strategy)
@@ -167,6 +167,8 @@ class TargetedSweeper(SweepPairs):
         elif not pacer.unlimited and not dry_run:
             batch_limit = pacer.batch_cap(limit)
         app = None
+        if application_latency is None and adaptive is not None and self._store.config.sweep_pace_signal == "application":
+            application_latency = self._store.application_latency()  # the store's published table
         if adaptive is not None and application_latency is not None and self._store.config.sweep_pace_signal == "application":
             app = ApplicationPaceController(adaptive.latency_target, now=started,
                                             quiet=_ask(application_latency.quiet, "quiet windows"),
