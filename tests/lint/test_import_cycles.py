@@ -43,14 +43,6 @@ ALLOWED_DEFERRED_CYCLES: dict[frozenset[str], str] = {
         "kvs/url.py opens the Cassandra backend inside a function, and kvs/cassandra/errors.py imports url's "
         "credential scrubbing (`scrub`): issue 34 item 1 moves the scrubbing into a leaf module"
     ),
-    frozenset({
-        "airflow_atlas.airflow.execution.spark", "airflow_atlas.airflow.execution.spark_connect",
-        "airflow_atlas.airflow.execution.spark_submit", "airflow_atlas.airflow.triggers",
-        "airflow_atlas.airflow.triggers.spark_connect",
-    }): (
-        "the two Spark submission paths and the Spark Connect trigger import each other; issue 34 item 2 "
-        "replaces them by a runner interface with shared types in a leaf module"
-    ),
 }
 
 SWEEP_LAYERS: dict[str, tuple[str, ...]] = {
