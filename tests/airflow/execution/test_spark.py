@@ -58,7 +58,7 @@ class RecordingRunner:
 
 
 def _document(*results: ItemResult) -> JobDocument:
-    return JobDocument(job="targeted-sweep", ok=True, store="cassandra://127.0.0.1:9042/ks", results=list(results))
+    return JobDocument(job="targeted_sweep", ok=True, store="cassandra://127.0.0.1:9042/ks", results=list(results))
 
 
 def test_the_spark_mode_gives_a_runner_the_job_settings_and_address_and_maps_the_results():
