@@ -118,10 +118,11 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         targets = self._targets()
         for target in targets:
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
+        options = self._options(settings)  # bad arguments fail before any lease is handed over
         mode = self.killing(self.sweep_mode(context, store, settings, self._mode(targets, settings)))
         if mode.hands_over:
             self._hand_over(store, targets)
-        outcome = mode.sweep(context, targets, self._options(settings))
+        outcome = mode.sweep(context, targets, options)
         if outcome.trigger is not None:  # resumes in execute_complete; the store closes on the way out
             self.defer(trigger=outcome.trigger, method_name="execute_complete", timeout=self.execution_timeout)
         if outcome.document is not None:
