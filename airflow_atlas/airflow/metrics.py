@@ -22,13 +22,17 @@ name (after ``[metrics] statsd_prefix``)  type     meaning
 ``atlas.sweep.duration``               timer    time sweeping the pair in this run (ms)
 ``atlas.sweep.lag``                    gauge    timestamps between progress and the run's sweep timestamp
                                                 (0 when caught up)
-``atlas.sweep.lag_seconds``            gauge    age of the pair's oldest sweepable unswept entry after the run
-                                                (seconds, 0 when none; :mod:`airflow_atlas.status.lag`)
+``atlas.sweep.lag_seconds``            gauge    0 when nothing sweepable is left after the run (caught up);
+                                                not sent otherwise (the sweeper cannot date the oldest entry:
+                                                ``atlas-sweep status`` / the collector report it,
+                                                :mod:`airflow_atlas.status.lag`)
 ``atlas.sweep.backlog``                gauge    queued writes not yet swept after the run (counted up to
                                                 100,000)
 =====================================  =======  =============================================================
 
-Every metric carries the tags ``shard`` and ``strategy``. Backends that keep tags (DogStatsD, OpenTelemetry,
+The gauges are the engine result's ``lag``, ``lag_seconds`` and ``backlog`` (``ShardSweepResult``: the
+sweeper fills them at the end of its run, in the task and on Spark executors alike), so sending them reads
+no store. Every metric carries the tags ``shard`` and ``strategy``. Backends that keep tags (DogStatsD, OpenTelemetry,
 StatsD with ``statsd_influxdb_enabled``) need nothing more. Plain StatsD drops tags, so there each metric
 is also sent under a dotted name per pair, ``atlas.sweep.<strategy>.<shard>.<metric>`` (strategy in lower
 case; ``shard_runs`` adds ``.<status>``), e.g. ``airflow.atlas.sweep.thorough.3.entries_swept``; the
@@ -44,8 +48,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from typing import Any
-
-from airflow_atlas.sweep.queue.reader import DEFAULT_COUNT_CAP as BACKLOG_CAP
 
 log = logging.getLogger(__name__)
 
@@ -73,34 +75,23 @@ def tags_dropped() -> bool:
     return not conf.getboolean("metrics", "statsd_influxdb_enabled", fallback=False)
 
 
-def shard_measurements(store, result: Mapping[str, Any]) -> dict[str, float]:
-    """lag, lag_seconds and backlog of the pair after a run, by THE definition
-    (:func:`airflow_atlas.status.lag.measure_pair` against the run's sweep timestamp)."""
-    from airflow_atlas.status import measure_pair
-
-    shard, strategy = int(result["shard"]), str(result["strategy"])
-    progress = result.get("new_progress")
-    if not isinstance(progress, int):
-        progress = store.queue.progress.get_progress(shard, strategy)
-    sweep_ts = result.get("sweep_ts")
-    if not isinstance(sweep_ts, int):
-        sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
-    lag = measure_pair(store, shard, strategy, sweep_ts, cap=BACKLOG_CAP, progress=progress)
-    out: dict[str, float] = {"lag": lag.lag_ts, "backlog": lag.backlog_entries}
-    if lag.lag_seconds is not None:
-        out["lag_seconds"] = lag.lag_seconds
-    return out
+def shard_measurements(result: Mapping[str, Any]) -> dict[str, float]:
+    """lag, lag_seconds and backlog of the pair after a run, as the engine's ``ShardSweepResult`` carries
+    them (the sweeper fills them from what it read; no store read here). A figure the result lacks (None)
+    is not sent."""
+    return {metric: float(result[metric]) for metric in ("lag", "lag_seconds", "backlog")
+            if isinstance(result.get(metric), (int, float)) and not isinstance(result.get(metric), bool)}
 
 
-def emit_shard_metrics(store, target: Mapping[str, Any], result: Mapping[str, Any] | None) -> None:
+def emit_shard_metrics(target: Mapping[str, Any], result: Mapping[str, Any] | None) -> None:
     """Send the metrics of one swept pair (see the module doc). Never raises."""
     try:
-        _emit(store, target, result or {})
+        _emit(target, result or {})
     except Exception as exc:  # metrics must never fail a sweep
         log.warning("could not emit sweep metrics for %s/%s: %s", target.get("strategy"), target.get("shard"), exc)
 
 
-def _emit(store, target: Mapping[str, Any], result: Mapping[str, Any]) -> None:
+def _emit(target: Mapping[str, Any], result: Mapping[str, Any]) -> None:
     from airflow.sdk.observability import stats
 
     shard = int(result.get("shard", target.get("shard")))
@@ -131,7 +122,7 @@ def _emit(store, target: Mapping[str, Any], result: Mapping[str, Any]) -> None:
         stats.timing(f"{PREFIX}.{metric}", ms, tags=tags)
         if dotted:
             stats.timing(f"{dotted}.{metric}", ms)
-    for metric, value in shard_measurements(store, {**result, "shard": shard, "strategy": strategy}).items():
+    for metric, value in shard_measurements(result).items():
         if dotted:
             stats.gauge(f"{dotted}.{metric}", value)
         else:

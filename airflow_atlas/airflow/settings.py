@@ -170,19 +170,19 @@ class AtlasSettings:
         "extra Spark conf of every sweep application, e.g. `{\"spark.cores.max\": \"8\"}`; not "
         "`spark.atlas.store.*` (engine settings), `spark.submit.deployMode` (client mode only), "
         "`spark.pyspark.python` / `spark.driver.host` (the two settings below); see docs/SPARK.md",
-        read="airflow/execution/spark.py (cluster_options), execution/spark_submit.py (submit_conf)",
+        read="airflow/execution/spark_types.py (cluster_options), execution/spark_submit.py (submit_conf)",
     )
     spark_executor_python: str | None = setting(
         None, Nullable(Text("a path (or `./env/bin/python` with `spark.archives`)")),
         "the executors' Python (`spark.pyspark.python`), with the driver's Python minor version and "
         "cassandra-driver; `null` = the Airflow worker's interpreter path, for every master",
-        read="airflow/execution/spark.py (cluster_options), execution/spark_submit.py (submit_conf)",
+        read="airflow/execution/spark_types.py (cluster_options), execution/spark_submit.py (submit_conf)",
     )
     spark_driver_host: str | None = setting(
         None, Nullable(Text("a host name or address")),
         "address the driver (on the Airflow worker) advertises to executors (`spark.driver.host`), e.g. "
         "`127.0.0.1`; `null` = Spark's choice (the machine's external interface)",
-        read="airflow/execution/spark.py (cluster_options), execution/spark_submit.py (submit_conf)",
+        read="airflow/execution/spark_types.py (cluster_options), execution/spark_submit.py (submit_conf)",
     )
     max_parallel_groups: int = dag_setting(
         16, Int(1, 1024),

@@ -83,7 +83,8 @@ class ShardSweepResult(_SweepFigures):
     ``lock_expires_at`` (Unix seconds) and ``lock_holder_process_gone`` (True / False when the holder runs
     on this host, None when that cannot be known). For ``failed``: ``error`` (exception class and message:
     the reason the status and dashboard show). ``max_entries_per_second``: the intensity limit the run used
-    (0 = unlimited; with the adaptive pace its upper bound); ``seconds_paced``: how long it waited between
+    (0 = unlimited; with the adaptive pace its upper bound); ``lag``, ``backlog``, ``lag_seconds``: the pair
+after the run, filled by the sweeper from what it read (the metrics read no store); ``seconds_paced``: how long it waited between
     iterations to keep to it (:mod:`~airflow_atlas.sweep.pacing.intensity`). ``latency_target``: the adaptive
     pace's target (0 = off, a fixed rate); ``pace_entries_per_second`` and ``pace_reason``: the pace at the
     end of the run and why (e.g. ``"backed off: delete p50 38 ms > target 25 ms"``; None when not paced),
@@ -98,6 +99,15 @@ class ShardSweepResult(_SweepFigures):
     pace_backoffs: int = 0
     lock_expires_at: float | None = None
     lock_holder_process_gone: bool | None = None
+    lag: int | None = None
+    """After the run: logical timestamps between the pair's progress and the run's sweep timestamp (0 when
+    caught up); None when the run swept nothing to measure (skipped, failed, a dry run)."""
+    backlog: int | None = None
+    """After the run: queued writes above the pair's progress, not yet swept (below the sweep timestamp and
+    at or above it), counted up to the queue reader's ``DEFAULT_COUNT_CAP``; None as for ``lag``."""
+    lag_seconds: float | None = None
+    """After the run: 0.0 when nothing sweepable is left (caught up); None when the sweeper cannot know the
+    age of the oldest sweepable entry (that needs the status's timestamp clock, :mod:`airflow_atlas.status.lag`)."""
 
     def add(self, it: SweepResult) -> None:
         self.iterations += 1

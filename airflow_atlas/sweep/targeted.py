@@ -43,7 +43,7 @@ from .pacing.intensity import SweepPacer
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
 from .queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
-from .queue.reader import BatchReadAhead
+from .queue.reader import DEFAULT_COUNT_CAP, BatchReadAhead
 from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_holder
 
 log = logging.getLogger(__name__)
@@ -231,6 +231,8 @@ class TargetedSweeper(SweepPairs):
                 self._drop_read_ahead(shard, strategy, keeper_cm)
                 if own:
                     self._release(lease)
+            if not dry_run:
+                self._measure_after(summary)
         except Exception as exc:
             summary.status = "failed"
             summary.error = f"{type(exc).__name__}: {exc}"
@@ -252,6 +254,21 @@ class TargetedSweeper(SweepPairs):
             if not dry_run:
                 self._record_run(summary)
         return summary
+
+    def _measure_after(self, summary: ShardSweepResult) -> None:
+        """The pair's lag and backlog after the run, from what the run read (its sweep timestamp and last
+        progress) and ONE count of the queue above that progress; never fails the run."""
+        progress, sweep_ts = summary.new_progress, summary.sweep_ts
+        if progress is None or sweep_ts is None:
+            return
+        summary.lag = max(0, sweep_ts - 1 - progress)
+        if summary.lag == 0:
+            summary.lag_seconds = 0.0  # nothing sweepable is left
+        try:
+            summary.backlog = self._queue.reader.count_entries(summary.shard, summary.strategy, progress, None,
+                                                               cap=DEFAULT_COUNT_CAP)
+        except Exception as exc:  # a figure for the metrics; never mask the run's outcome
+            log.warning("could not count the backlog of %s/%s after the run: %s", summary.strategy, summary.shard, exc)
 
     def _record_run(self, summary: ShardSweepResult) -> None:
         try:

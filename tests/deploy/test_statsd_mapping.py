@@ -143,7 +143,7 @@ def _sweep_and_emit(store) -> None:
                 result = store.sweeper.sweep_shard(shard, strategy).to_json()
             except AtlasError as exc:  # the corrupt entry's pair: a failed run, sent as such
                 result = {**target, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
-            emit_shard_metrics(store, target, result)
+            emit_shard_metrics(target, result)
 
 
 def _check(lines: list[str]) -> dict[str, set[str]]:

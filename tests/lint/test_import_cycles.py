@@ -30,14 +30,7 @@ ALLOWED_CYCLES: dict[frozenset[str], str] = {
 ALLOWED_DEFERRED_CYCLES: dict[frozenset[str], str] = {
     # Circles closed only by an import inside a function (it runs at call time, so the import itself works,
     # but the modules still depend on each other). Same rules: each with its reason, the list only shrinks.
-    frozenset({
-        "airflow_atlas.airflow.execution.spark", "airflow_atlas.airflow.execution.spark_connect",
-        "airflow_atlas.airflow.execution.spark_submit", "airflow_atlas.airflow.triggers",
-        "airflow_atlas.airflow.triggers.spark_connect",
-    }): (
-        "the two Spark submission paths and the Spark Connect trigger import each other; issue 34 item 2 "
-        "replaces them by a runner interface with shared types in a leaf module"
-    ),
+    # Empty since issue 34 items 1 and 2.
 }
 
 SWEEP_LAYERS: dict[str, tuple[str, ...]] = {

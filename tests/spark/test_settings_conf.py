@@ -13,8 +13,8 @@ pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
 
 def test_bad_store_setting_in_spark_conf_fails_the_job_naming_the_key(make_store, monkeypatch, tmp_path):
-    from airflow_atlas.airflow.execution.spark import SparkSweepFailed
     from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))

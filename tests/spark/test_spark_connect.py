@@ -42,11 +42,16 @@ def _sessions(tmp_path) -> dict:
 
 @pytest.mark.cassandra
 def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store, tmp_path):
-    from airflow_atlas.airflow.execution.spark import submit_function
-    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark import spark_runner
+    from airflow_atlas.airflow.execution.spark_connect import SparkConnectRunner
+    from airflow_atlas.airflow.execution.spark_types import RunSettings, SparkJob
 
-    submit = submit_function(submit_targeted_sweep, connect_conn)
-    assert submit.__module__ == "airflow_atlas.airflow.execution.spark_connect"  # chosen by the connection's type
+    runner = spark_runner(connect_conn)
+    assert isinstance(runner, SparkConnectRunner)  # chosen by the connection's type
+
+    def submit(context, *, spark_conn_id, store_url, pairs, batch_limit, max_iterations, dry_run, settings):
+        job = SparkJob.targeted_sweep(pairs, batch_limit, max_iterations, dry_run)
+        return runner.run(job, RunSettings(spark_conn_id=spark_conn_id, settings=settings), store_url, context)
     spark_side = make_store("cassandra", seed=7, transactions=60)
     task_side = make_store("cassandra", seed=7, transactions=60)
     assert cell_versions(spark_side.store) == cell_versions(task_side.store)
@@ -85,8 +90,8 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
 
 
 def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store):
-    from airflow_atlas.airflow.execution.spark import SparkSweepRefused
     from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark_types import SparkSweepRefused
 
     handle = make_store("sqlite", seed=5, transactions=30)
     with pytest.raises(SparkSweepRefused) as raised:

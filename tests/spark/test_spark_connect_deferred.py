@@ -57,11 +57,12 @@ def conns(own_server, monkeypatch, tmp_path):
 
 
 def job_trigger(pairs, store_conn_id: str, **settings):
-    from airflow_atlas.airflow.execution.spark_connect import connect_request, targeted_sweep_job
+    from airflow_atlas.airflow.execution.spark_connect import connect_request
+    from airflow_atlas.airflow.execution.spark_types import RunSettings, SparkJob
     from airflow_atlas.airflow.triggers.spark_connect import SparkConnectJobTrigger
 
-    request = connect_request("targeted-sweep", targeted_sweep_job(pairs, None, None, False),
-                              spark_conn_id=SPARK_CONN, settings={**SETTINGS, **settings})
+    request = connect_request(SparkJob.targeted_sweep(pairs, None, None, False),
+                              RunSettings(spark_conn_id=SPARK_CONN, settings={**SETTINGS, **settings}))
     classpath, kwargs = SparkConnectJobTrigger(request=request.to_json(), store_conn_id=store_conn_id).serialize()
     return SparkConnectJobTrigger(**json.loads(json.dumps(kwargs)))  # as the triggerer gets it: from JSON
 
@@ -153,7 +154,7 @@ def test_two_jobs_at_once_never_block_the_event_loop(conns, make_store):
 
 
 def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(own_server, conns, make_store):
-    from airflow_atlas.airflow.execution.spark import SparkSweepFailed, SparkSweepRefused, raise_for_document
+    from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed, SparkSweepRefused, raise_for_document
     from airflow_atlas.airflow.triggers.atlas import LockFreeTrigger
     from airflow_atlas.airflow.triggers.spark_connect import document_from_event
 

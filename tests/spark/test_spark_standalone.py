@@ -72,7 +72,7 @@ def test_default_executor_python_sweeps_on_a_standalone_master(make_store, stand
 
 
 def test_executor_python_without_the_driver_module_fails_at_once_without_retries(make_store, standalone):
-    from airflow_atlas.airflow.execution.spark import SparkSweepRefused
+    from airflow_atlas.airflow.execution.spark_types import SparkSweepRefused
 
     bare = "/usr/bin/python3"  # the system Python: same minor version here, no cassandra-driver
     if not os.access(bare, os.X_OK):
@@ -89,7 +89,7 @@ def test_executor_python_without_the_driver_module_fails_at_once_without_retries
 
 
 def test_executor_python_of_another_minor_version_is_refused_naming_the_fix(make_store, standalone):
-    from airflow_atlas.airflow.execution.spark import SparkSweepRefused
+    from airflow_atlas.airflow.execution.spark_types import SparkSweepRefused
 
     other = _other_minor_python()
     if other is None:

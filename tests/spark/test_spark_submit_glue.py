@@ -47,7 +47,7 @@ def submitted_master(monkeypatch, tmp_path):
 
 def test_missing_spark_default_means_local_not_yarn(glue, submitted_master):
     connection = glue.resolve_connection("spark_default")
-    from airflow_atlas.airflow.execution.spark import DEFAULT_LOCAL_MASTER
+    from airflow_atlas.airflow.execution.spark_types import DEFAULT_LOCAL_MASTER
 
     assert glue.master_of(connection) == DEFAULT_LOCAL_MASTER == "local[*]"
     hook = glue._make_hook("spark_default", connection, name="x")
@@ -109,7 +109,7 @@ def test_bad_arguments_fail_before_submitting(glue):
 def test_spark_conf_precedence_and_executor_python_for_every_master(glue):
     import sys
 
-    from airflow_atlas.airflow.execution.spark import cluster_options
+    from airflow_atlas.airflow.execution.spark_types import cluster_options
     from airflow_atlas.airflow.settings import AtlasSettings
 
     default = glue.submit_conf()

@@ -1,12 +1,15 @@
-"""Where a sweep task's work runs, one module per execution mode (as astronomer-cosmos does):
+"""Where a sweep task's work runs, one module per execution mode (as astronomer-cosmos does), each mode an
+object with one interface (:class:`~.outcome.SweepMode`), interchangeable in the operator:
 
-* :mod:`.in_task` - the engine inside the Airflow task, under the group's leases;
-* :mod:`.spark` - one Spark application per task: :class:`~.spark.SparkSubmission` (targeted and full sweep
-  alike) and what its two submission paths share; the paths themselves are :mod:`.spark_submit`
-  (``spark-submit``) and :mod:`.spark_connect` (a Spark Connect server), chosen by the Spark connection.
+* :mod:`.in_task` - :class:`~.in_task.InTaskMode`: the engine inside the Airflow task, under the group's leases;
+* :mod:`.spark` - :class:`~.spark.SparkMode`: one Spark application per task, run by a runner
+  (:class:`~.spark_types.SparkRunner`) chosen once from the Spark connection's type: :mod:`.spark_submit`
+  (``spark-submit``) or :mod:`.spark_connect` (a Spark Connect server); what they share is the leaf
+  :mod:`.spark_types`;
+* :mod:`.deferred` - :class:`~.deferred.DeferredMode`: that application run from the triggerer (Connect).
 
-Operators resolve their arguments and call one function of these modules. The execution-mode rule for a
-task with nothing to decide ``auto`` by is :func:`run_mode` (here, once).
+Operators resolve their arguments and run one mode. The execution-mode rule for a task with nothing to
+decide ``auto`` by is :func:`run_mode` (here, once).
 """
 from __future__ import annotations
 

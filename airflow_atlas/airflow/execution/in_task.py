@@ -20,9 +20,9 @@ reported even when the task is stopped later (a timeout, a killed worker). It mu
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 
+from airflow_atlas.airflow.execution.outcome import SweepOptions, SweepOutcome
 from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.errors import InvalidInputError, LockNotHeldError, TableNotFoundError
 from airflow_atlas.locks import Lease
@@ -32,13 +32,28 @@ from airflow_atlas.sweep.results import ShardSweepResult
 log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class SweepOptions:
-    """The engine arguments of a targeted sweep task (validated by the operator)."""
+class InTaskMode:
+    """The ``in_task`` execution mode as an object (:class:`~.outcome.SweepMode`): :func:`sweep_in_task` on the
+    task's ``store``; ``in_use`` holds the leases in use (the operator's ``on_kill`` releases them)."""
 
-    batch_limit: int
-    max_iterations: int
-    dry_run: bool = False
+    name = "in_task"
+    hands_over = False
+
+    def __init__(self, store, *, lease_seconds: float, holder_of: Callable[[SweepTarget], str],
+                 on_pair: Callable[[SweepTarget], None] = lambda target: None):
+        self.store = store
+        self.lease_seconds = lease_seconds
+        self.holder_of = holder_of
+        self.on_pair = on_pair
+        self.in_use: dict[str, Lease] = {}
+
+    def sweep(self, context: Mapping | None, targets: list[SweepTarget], options: SweepOptions) -> SweepOutcome:
+        swept, failed = sweep_in_task(self.store, targets, options, lease_seconds=self.lease_seconds,
+                                      holder_of=self.holder_of, in_use=self.in_use, on_pair=self.on_pair)
+        return SweepOutcome(swept=swept, failed=failed, reported=True)
+
+    def kill(self) -> bool:
+        return False  # the engine runs in this process; the operator releases the leases in use
 
 
 def sweep_in_task(

@@ -1,22 +1,21 @@
-"""Submitting the sweep jobs to a long-lived Spark application through **Spark Connect** (the Spark
-provider's ``spark_connect`` connection type and :class:`SparkConnectHook`).
+"""The **Spark Connect** runner: jobs on a long-lived Spark application through the Spark provider's
+``spark_connect`` connection type. :class:`SparkConnectRunner` is the other implementation of
+:class:`~.spark_types.SparkRunner` (the first is :mod:`.spark_submit`'s); what both share is in the leaf
+:mod:`.spark_types`; a connection of type ``spark_connect`` (e.g. host ``sc://127.0.0.1``, port ``15002``;
+``scripts/spark.sh connect-start``) selects it (:func:`airflow_atlas.airflow.execution.spark.runner_for`).
 
-Same signatures, same result and same errors as :mod:`.spark_submit` (what both share is in :mod:`.spark`);
-which of the two runs is decided by the Spark connection the settings name (``spark_conn_id``): a connection
-of type ``spark_connect`` (e.g. host ``sc://127.0.0.1``, port ``15002``; ``scripts/spark.sh connect-start``)
-runs here, any other through ``spark-submit`` (:func:`airflow_atlas.airflow.execution.spark.submit_function`).
+A submission is a :class:`ConnectRequest` (the job, the engine settings, the Spark connection and the job's
+tag: JSON, no secret; :func:`connect_request` checks it before anything runs) and ONE blocking function
+that runs it, :func:`run_request`. Two callers:
 
-A submission is a :class:`ConnectRequest` (the job's arguments, the engine settings, the Spark connection
-and the job's tag: JSON, no secret; :func:`connect_request` checks it before anything runs) and ONE blocking
-function that runs it, :func:`run_request`. Two callers:
-
-* **deferred** (the targeted sweep operator's default, ``deferrable=True``): the task defers to
-  :class:`~airflow_atlas.airflow.triggers.spark_connect.SparkConnectJobTrigger`, which runs
+* **deferred** (the targeted sweep operator's default, ``deferrable=True``; :mod:`.deferred`): the task
+  defers to :class:`~airflow_atlas.airflow.triggers.spark_connect.SparkConnectJobTrigger`, which runs
   :func:`run_request` in the triggerer, a long-lived process where pyspark's Connect client (pandas,
   pyarrow, grpc: ~2.9 s to import) is imported once; the store URL (it holds the password) is read from
   the store connection there, never written into the trigger's kwargs;
-* **in the task** (:func:`submit_targeted_sweep`, :func:`submit_full_sweep`: ``deferrable=False``, the
-  full sweep, the CLI-like callers): the task process runs it and pays the client's import.
+* **in the task** (:meth:`SparkConnectRunner.run`; the functions :func:`submit_targeted_sweep`,
+  :func:`submit_full_sweep` for callers without an operator): the task process runs it and pays the
+  client's import.
 
 What :func:`run_request` does: opens the engine's Connect session (:func:`airflow_atlas.spark.connect.open_session`:
 one server-side session per engine version, reused by every later submission, its id kept in
@@ -46,12 +45,16 @@ from typing import Any, Unpack
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_atlas.airflow.execution.spark import (
+from airflow_atlas.airflow.execution.spark_types import (
     CONNECT_CONN_TYPE,
+    JOB_KINDS,
+    RunSettings,
+    SparkJob,
     SparkSweepFailed,
+    StoreUrl,
     SubmitOptions,
     artifact_dir,
-    killable,
+    check_store_url,
     raise_for_document,
     resolve_connection,
 )
@@ -61,8 +64,6 @@ from airflow_atlas.spark.args import settings_from_spark_conf
 from airflow_atlas.spark.artifact import build_engine_zip
 
 log = logging.getLogger(__name__)
-
-JOB_KINDS = ("targeted-sweep", "full-sweep")
 
 
 @dataclass(frozen=True)
@@ -172,28 +173,29 @@ def _connect_connection(spark_conn_id: str):
     return connection
 
 
-def connect_request(kind: str, job: Mapping[str, Any], *, spark_conn_id: str, extra_conf=None, settings=None,
-                    spark_conf=None, executor_python=None, driver_host=None) -> ConnectRequest:
+def connect_request(job: SparkJob, settings: RunSettings) -> ConnectRequest:
     """The checked request of a job (:class:`ConnectRequest`): the connection is a ``spark_connect`` one,
     ``extra_conf`` holds only ``spark.atlas.store.*`` entries (merged into the settings), the job's arguments
     are valid. The Spark-on-a-cluster options of spark-submit are ignored (logged)."""
-    _connect_connection(spark_conn_id)
-    extra = {str(k): v for k, v in (extra_conf or {}).items()}
+    _connect_connection(settings.spark_conn_id)
+    extra = {str(k): v for k, v in settings.extra_conf.items()}
     other = sorted(k for k in extra if not k.startswith(STORE_SETTING_CONF_PREFIX))
     if other:
         raise AirflowException(
             f"extra_conf {', '.join(other)} cannot be set per job on a Spark Connect server (its application "
             "is already running): set them when starting the server (docs/SPARK.md)"
         )
-    ignored = [name for name, value in (("spark_conf", spark_conf), ("spark_executor_python", executor_python),
-                                        ("spark_driver_host", driver_host)) if value]
+    ignored = [name for name, value in (("spark_conf", settings.spark_conf),
+                                        ("spark_executor_python", settings.executor_python),
+                                        ("spark_driver_host", settings.driver_host)) if value]
     if ignored:
         log.info("Spark Connect: %s apply to spark-submit only; the server's own conf is used", ", ".join(ignored))
-    job_settings = {**(settings or {}), **settings_from_spark_conf((k, str(v)) for k, v in extra.items())}
-    return ConnectRequest(kind=kind, spark_conn_id=spark_conn_id, job=dict(job), settings=job_settings)
+    job_settings = {**settings.settings, **settings_from_spark_conf((k, str(v)) for k, v in extra.items())}
+    return ConnectRequest(kind=job.kind, spark_conn_id=settings.spark_conn_id, job=dict(job.args),
+                          settings=job_settings)
 
 
-def run_request(request: ConnectRequest, store_url: str, run: ConnectRun | None = None) -> JobDocument:
+def run_request(request: ConnectRequest, store_url: StoreUrl, run: ConnectRun | None = None) -> JobDocument:
     """Run ``request`` on its Connect server and return the job's document (blocking; the ONE runner of
     both callers, module doc). A job that failed as a whole comes back as a failure document; a server that
     refuses the session raises :class:`SparkSweepFailed`. ``run`` (default: one of its own) is what a kill
@@ -202,8 +204,7 @@ def run_request(request: ConnectRequest, store_url: str, run: ConnectRun | None 
     from airflow_atlas.spark.connect import connect_client_mode, open_session
     from airflow_atlas.spark.driver import failure_document
 
-    if not isinstance(store_url, str) or not store_url.strip():
-        raise ValueError("store_url is required")
+    store_url = check_store_url(store_url)
     started = time.monotonic()
     run = run or ConnectRun(request.tag)
     job = request.engine_job()
@@ -227,7 +228,7 @@ def run_request(request: ConnectRequest, store_url: str, run: ConnectRun | None 
             if not run.started(spark):
                 raise SparkSweepFailed(f"the {request.kind} job was killed before it started")
             try:
-                document = run_job(spark, job, store_url=store_url.strip(), settings=dict(request.settings))
+                document = run_job(spark, job, store_url=store_url, settings=dict(request.settings))
             except Exception as exc:  # the job failed as a whole: classified like the job scripts do
                 document = failure_document(job.name, store_url, exc, wall)
         finally:
@@ -249,27 +250,43 @@ def run_request(request: ConnectRequest, store_url: str, run: ConnectRun | None 
     return document
 
 
-def _run(context, request: ConnectRequest, store_url: str) -> JobDocument:
-    """The request run in this process, killable from the task's ``on_kill``; raises for the document."""
-    run = ConnectRun(request.tag)
-    with killable(context, run):
+class SparkConnectRunner:
+    """Runs a job on the Connect server of its Spark connection, in this process (module doc);
+    :meth:`kill` interrupts the job that runs (its tag only)."""
+
+    def __init__(self):
+        self._run: ConnectRun | None = None
+        self._lock = threading.Lock()
+
+    def kill(self) -> bool:
+        with self._lock:
+            run = self._run
+        if run is None:
+            return False
+        run.on_kill()
+        return True
+
+    def run(self, job: SparkJob, settings: RunSettings, store_url: StoreUrl, context: Mapping | None = None
+            ) -> JobDocument:
+        store_url = check_store_url(store_url)
+        request = connect_request(job, settings)
+        run = ConnectRun(request.tag)
+        # Known to kill() while it runs; left set when a timeout or termination (BaseException) interrupts
+        # it, because Airflow calls on_kill after this frame has unwound.
+        with self._lock:
+            self._run = run
         document = run_request(request, store_url, run)
-    raise_for_document(request.kind, document, store_url)
-    return document
-
-
-def targeted_sweep_job(pairs: Sequence, batch_limit: int | None, max_iterations: int | None, dry_run: bool,
-                       sweep_timestamps: Mapping[str, int] | None = None) -> dict:
-    """The targeted-sweep job's arguments as :class:`ConnectRequest` ``job`` JSON."""
-    return {"pairs": [list(p) for p in parse_pairs(pairs)], "batch_limit": batch_limit, "max_iterations": max_iterations,
-            "dry_run": bool(dry_run), "sweep_timestamps": dict(sweep_timestamps) if sweep_timestamps else None}
+        with self._lock:
+            self._run = None
+        raise_for_document(request.kind, document, store_url)
+        return document
 
 
 def submit_targeted_sweep(
     context: Mapping | None,
     *,
     spark_conn_id: str,
-    store_url: str,
+    store_url: StoreUrl,
     pairs: Sequence,
     batch_limit: int | None,
     max_iterations: int | None,
@@ -279,17 +296,16 @@ def submit_targeted_sweep(
 ) -> JobDocument:
     """The targeted sweep of ``pairs`` on the Connect server of ``spark_conn_id``, in this process
     (arguments as :func:`airflow_atlas.airflow.execution.spark_submit.submit_targeted_sweep`)."""
-    if not isinstance(store_url, str) or not store_url.strip():
-        raise ValueError("store_url is required")
-    job = targeted_sweep_job(pairs, batch_limit, max_iterations, dry_run, sweep_timestamps)
-    return _run(context, connect_request("targeted-sweep", job, spark_conn_id=spark_conn_id, **options), store_url)
+    check_store_url(store_url)
+    job = SparkJob.targeted_sweep(pairs, batch_limit, max_iterations, dry_run, sweep_timestamps)
+    return SparkConnectRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
 
 
 def submit_full_sweep(
     context: Mapping | None,
     *,
     spark_conn_id: str,
-    store_url: str,
+    store_url: StoreUrl,
     table: str,
     parts: int,
     batch_size: int,
@@ -297,12 +313,11 @@ def submit_full_sweep(
     **options: Unpack[SubmitOptions],
 ) -> JobDocument:
     """The legacy sweep of ``table`` in ``parts`` ranges on the Connect server of ``spark_conn_id``."""
-    if not isinstance(store_url, str) or not store_url.strip():
-        raise ValueError("store_url is required")
+    check_store_url(store_url)
     # FullSweepJob checks table, parts and batch_size (ValueError / InvalidInputError) before anything runs.
-    job = {"table": table, "parts": parts, "batch_size": batch_size, "dry_run": bool(dry_run)}
-    return _run(context, connect_request("full-sweep", job, spark_conn_id=spark_conn_id, **options), store_url)
+    job = SparkJob.full_sweep(table, parts, batch_size, dry_run)
+    return SparkConnectRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
 
 
-__all__ = ["ConnectRequest", "ConnectRun", "connect_request", "run_request", "targeted_sweep_job",
+__all__ = ["ConnectRequest", "ConnectRun", "SparkConnectRunner", "connect_request", "run_request",
            "submit_targeted_sweep", "submit_full_sweep", "connect_url", "CONNECT_CONN_TYPE"]

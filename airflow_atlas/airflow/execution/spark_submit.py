@@ -1,8 +1,11 @@
-"""The ``spark`` execution mode through ``spark-submit`` (the Spark provider's ``SparkSubmitHook``); the
-other path is :mod:`.spark_connect`, what both share is in :mod:`.spark`.
+"""The ``spark-submit`` runner (the Spark provider's ``SparkSubmitHook``): :class:`SparkSubmitRunner`, one
+implementation of :class:`~.spark_types.SparkRunner`; the other is :mod:`.spark_connect`'s, what both share
+is in the leaf :mod:`.spark_types`, and which one runs is chosen from the Spark connection's type
+(:func:`airflow_atlas.airflow.execution.spark.runner_for`).
 
-Two functions, called from operators (``execution_mode="spark"``) and the targeted-sweep DAG's shard
-groups; each runs ONE Spark application and returns its result document (a :class:`~airflow_atlas.spark.JobDocument`)::
+The operators call the runner (``runner.run(job, settings, store_url)``). Two functions run ONE job each
+the same way for callers without an operator (CLI-like callers, tests) and return its result document
+(a :class:`~airflow_atlas.spark.JobDocument`)::
 
     doc = submit_targeted_sweep(context, spark_conn_id="spark_default", store_url=url,
                                 pairs=[(0, "CONSERVATIVE"), (1, "THOROUGH")], batch_limit=10_000,
@@ -12,8 +15,8 @@ groups; each runs ONE Spark application and returns its result document (a :clas
 
 What they do:
 
-* the hook is built inside the call (it reads its connection in ``__init__``). A missing
-  ``spark_default`` connection means ``local[*]`` (:data:`.spark.DEFAULT_LOCAL_MASTER`) - never the provider's
+* the provider's hook is built inside the call (it reads its connection in ``__init__``). A missing
+  ``spark_default`` connection means ``local[*]`` (:data:`.spark_types.DEFAULT_LOCAL_MASTER`) - never the provider's
   silent YARN fallback; any other missing connection id is an error;
 * the engine reaches the driver and executors as the zip from
   :func:`airflow_atlas.spark.artifact.build_engine_zip` (``--py-files``), cached by content hash in
@@ -47,6 +50,7 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -54,12 +58,15 @@ from typing import Any, Unpack
 
 from airflow.sdk.exceptions import AirflowException
 
-from airflow_atlas.airflow.execution.spark import (
+from airflow_atlas.airflow.execution.spark_types import (
     DEFAULT_SPARK_CONN_ID,
+    RunSettings,
+    SparkJob,
     SparkSweepFailed,
+    StoreUrl,
     SubmitOptions,
     artifact_dir,
-    killable,
+    check_store_url,
     raise_for_document,
     resolve_connection,
 )
@@ -165,77 +172,109 @@ def _submit_env() -> dict | None:
     return None
 
 
-def _run(
-    kind: str,
-    context: Mapping | None,
-    *,
-    spark_conn_id: str,
-    store_url: str,
-    script: str,
-    job_args: list[str],
-    extra_conf: Mapping[str, Any] | None = None,
-    settings: Mapping[str, Any] | None = None,
-    spark_conf: Mapping[str, Any] | None = None,
-    executor_python: str | None = None,
-    driver_host: str | None = None,
-) -> JobDocument:
-    if not isinstance(store_url, str) or not store_url.strip():
-        raise ValueError("store_url is required")
-    started = time.monotonic()
-    spark_conn_id = spark_conn_id or DEFAULT_SPARK_CONN_ID
-    # Everything that can be refused is checked before anything is built or written.
-    connection = resolve_connection(spark_conn_id)
-    master = master_of(connection)
-    if (connection.extra_dejson or {}).get("deploy-mode") == "cluster":
-        raise AirflowException(
-            f"Spark connection {spark_conn_id!r} uses deploy-mode cluster: the sweep jobs return their result "
-            "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
-        )
-    conf = submit_conf(spark_conf=spark_conf, executor_python=executor_python, driver_host=driver_host,
-                       extra_conf={**_setting_conf(settings), **(extra_conf or {})})
-    application = job_script(script)
-    zip_path = build_engine_zip(artifact_dir())
-    workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
-    url_file = workdir / "store-url"
-    output = workdir / "result.json"
-    try:
-        _write_private(url_file, store_url.strip())
-        hook = _make_hook(
-            spark_conn_id,
-            connection,
-            conf=conf,
-            py_files=zip_path,
-            application_args=["--store-url-file", str(url_file), "--output", str(output), *job_args],
-            name=_app_name(kind, context),
-        )
-        log.info(
-            "Submitting %s Spark application to %s (connection %s), store %s, engine %s",
-            kind, master, spark_conn_id, redact_url(store_url), os.path.basename(zip_path),
-        )
-        submit_error: Exception | None = None
-        popen_kwargs: dict[str, Any] = {"cwd": str(workdir)}  # Spark's scratch files land in our temp dir
-        env = _submit_env()
-        if env is not None:
-            popen_kwargs["env"] = env
-        with killable(context, hook):
+class SparkSubmitRunner:
+    """Runs a job as one ``spark-submit`` application (module doc); :meth:`kill` stops the one that runs."""
+
+    def __init__(self):
+        self._hook: Any = None
+        self._lock = threading.Lock()
+
+    def kill(self) -> bool:
+        with self._lock:
+            hook = self._hook
+        if hook is None:
+            return False
+        hook.on_kill()
+        return True
+
+    def run(self, job: SparkJob, settings: RunSettings, store_url: StoreUrl, context: Mapping | None = None
+            ) -> JobDocument:
+        store_url = check_store_url(store_url)
+        kind = job.kind
+        started = time.monotonic()
+        spark_conn_id = settings.spark_conn_id or DEFAULT_SPARK_CONN_ID
+        script, job_args = _script_and_args(job)
+        # Everything that can be refused is checked before anything is built or written.
+        connection = resolve_connection(spark_conn_id)
+        master = master_of(connection)
+        if (connection.extra_dejson or {}).get("deploy-mode") == "cluster":
+            raise AirflowException(
+                f"Spark connection {spark_conn_id!r} uses deploy-mode cluster: the sweep jobs return their result "
+                "through a file on the driver, so they need client mode (the default). See docs/SPARK.md."
+            )
+        conf = submit_conf(spark_conf=settings.spark_conf, executor_python=settings.executor_python,
+                           driver_host=settings.driver_host,
+                           extra_conf={**_setting_conf(settings.settings), **settings.extra_conf})
+        application = job_script(script)
+        zip_path = build_engine_zip(artifact_dir())
+        workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
+        url_file = workdir / "store-url"
+        output = workdir / "result.json"
+        try:
+            _write_private(url_file, store_url)
+            hook = _make_hook(
+                spark_conn_id,
+                connection,
+                conf=conf,
+                py_files=zip_path,
+                application_args=["--store-url-file", str(url_file), "--output", str(output), *job_args],
+                name=_app_name(kind, context),
+            )
+            log.info(
+                "Submitting %s Spark application to %s (connection %s), store %s, engine %s",
+                kind, master, spark_conn_id, redact_url(store_url), os.path.basename(zip_path),
+            )
+            submit_error: Exception | None = None
+            popen_kwargs: dict[str, Any] = {"cwd": str(workdir)}  # Spark's scratch files land in our temp dir
+            env = _submit_env()
+            if env is not None:
+                popen_kwargs["env"] = env
+            with self._lock:
+                self._hook = hook
+            # Known to kill() while it runs; left set when a timeout or termination (BaseException)
+            # interrupts it, because Airflow calls on_kill after this frame has unwound.
             try:
                 hook.submit(application, **popen_kwargs)
             except Exception as exc:  # the hook's message masks password-like values; we add our scrub
                 submit_error = exc
-        if not output.exists():
-            message = scrub(str(submit_error) if submit_error else "no result document", url=store_url)
-            raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
-        document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
-        document.spark_submit = {
-            "conn_id": spark_conn_id,
-            "master": master,
-            "engine_zip": os.path.basename(zip_path),
-            "submit_seconds": round(time.monotonic() - started, 3),
-        }
-        raise_for_document(kind, document, store_url, failed=submit_error is not None)
-        return document
-    finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+            with self._lock:
+                self._hook = None
+            if not output.exists():
+                message = scrub(str(submit_error) if submit_error else "no result document", url=store_url)
+                raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
+            document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
+            document.spark_submit = {
+                "conn_id": spark_conn_id,
+                "master": master,
+                "engine_zip": os.path.basename(zip_path),
+                "submit_seconds": round(time.monotonic() - started, 3),
+            }
+            raise_for_document(kind, document, store_url, failed=submit_error is not None)
+            return document
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _script_and_args(job: SparkJob) -> tuple[str, list[str]]:
+    """The job script and its command-line arguments."""
+    a = job.args
+    if job.kind == "full-sweep":
+        if int(a["parts"]) < 1:
+            raise ValueError("parts must be at least 1")
+        if int(a["batch_size"]) < 1:
+            raise ValueError("batch_size must be at least 1")
+        args = ["--table", str(a["table"]), "--parts", str(int(a["parts"])), "--batch-size", str(int(a["batch_size"]))]
+        return "full_sweep_job.py", args + (["--dry-run"] if a.get("dry_run") else [])
+    args = ["--pairs", _pairs_text(a["pairs"])]
+    if a.get("batch_limit") is not None:
+        args += ["--batch-limit", str(int(a["batch_limit"]))]
+    if a.get("max_iterations") is not None:
+        args += ["--max-iterations", str(int(a["max_iterations"]))]
+    if a.get("dry_run"):
+        args.append("--dry-run")
+    if a.get("sweep_timestamps"):
+        args += ["--sweep-ts", ",".join(f"{k}={int(v)}" for k, v in sorted(a["sweep_timestamps"].items()))]
+    return "targeted_sweep_job.py", args
 
 
 def _pairs_text(pairs: Sequence) -> str:
@@ -270,17 +309,8 @@ def submit_targeted_sweep(
     override store settings; ``settings`` is a shorthand for those). Shards whose lock is held elsewhere
     come back with status ``skipped_locked`` (not a failure).
     """
-    args = ["--pairs", _pairs_text(pairs)]
-    if batch_limit is not None:
-        args += ["--batch-limit", str(int(batch_limit))]
-    if max_iterations is not None:
-        args += ["--max-iterations", str(int(max_iterations))]
-    if dry_run:
-        args.append("--dry-run")
-    if sweep_timestamps:
-        args += ["--sweep-ts", ",".join(f"{k}={int(v)}" for k, v in sorted(sweep_timestamps.items()))]
-    return _run("targeted-sweep", context, spark_conn_id=spark_conn_id, store_url=store_url,
-                script="targeted_sweep_job.py", job_args=args, **options)
+    job = SparkJob.targeted_sweep(pairs, batch_limit, max_iterations, dry_run, sweep_timestamps)
+    return SparkSubmitRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
 
 
 def submit_full_sweep(
@@ -296,18 +326,12 @@ def submit_full_sweep(
 ) -> JobDocument:
     """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
     its result document."""
-    if int(parts) < 1:
-        raise ValueError("parts must be at least 1")
-    if int(batch_size) < 1:
-        raise ValueError("batch_size must be at least 1")
-    args = ["--table", str(table), "--parts", str(int(parts)), "--batch-size", str(int(batch_size))]
-    if dry_run:
-        args.append("--dry-run")
-    return _run("full-sweep", context, spark_conn_id=spark_conn_id, store_url=store_url,
-                script="full_sweep_job.py", job_args=args, **options)
+    job = SparkJob.full_sweep(table, parts, batch_size, dry_run)
+    return SparkSubmitRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
 
 
 __all__ = [
+    "SparkSubmitRunner",
     "submit_targeted_sweep",
     "submit_full_sweep",
     "submit_conf",

@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_atlas.airflow.execution.spark import SparkSubmission
+from airflow_atlas.airflow.execution.spark_types import RunSettings, StoreUrl
 from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
@@ -43,6 +43,7 @@ class AtlasBaseOperator(BaseOperator):
         super().__init__(**kwargs)
         self.store_conn_id = store_conn_id
         self.store_config = store_config
+        self._hook: AtlasHook | None = None
 
     # ----- helpers for subclasses ------------------------------------------------------------------
     def resolved_conn_id(self, settings: AtlasSettings) -> str:
@@ -53,9 +54,35 @@ class AtlasBaseOperator(BaseOperator):
         return settings.engine_config(settings.task_layer(self.store_config))
 
     @contextmanager
-    def open_store(self, settings: AtlasSettings) -> Iterator[Any]:
+    def open_hook(self, settings: AtlasSettings) -> Iterator[AtlasHook]:
+        """THE store hook of the task (one per task): kept while it is open, for :meth:`store_url` and
+        :meth:`store_settings`; it opens the store when asked (``get_store``) and closes it on the way out."""
         with AtlasHook(self.resolved_conn_id(settings), config=self.engine_config(settings)) as hook:
+            self._hook = hook
+            try:
+                yield hook
+            finally:
+                self._hook = None
+
+    @contextmanager
+    def open_store(self, settings: AtlasSettings) -> Iterator[Any]:
+        with self.open_hook(settings) as hook:
             yield hook.get_store()
+
+    def _open_hook(self) -> AtlasHook:
+        if self._hook is None:
+            raise RuntimeError("the task's store hook is only known while it is open (open_hook)")
+        return self._hook
+
+    def store_url(self) -> StoreUrl:
+        """The store's address for a Spark job, from the task's own hook. It holds the password: it goes to
+        a Spark runner only."""
+        return self._open_hook().get_store_url()
+
+    def store_settings(self) -> dict:
+        """The store's resolved engine settings (the task's, with the connection's extras), as JSON: the
+        one copy a Spark job gets, the same values the task's store runs with."""
+        return self._open_hook().resolved_config().to_json()
 
     # ----- execution -------------------------------------------------------------------------------
     def execute(self, context) -> Any:
@@ -103,7 +130,7 @@ SWEEP_RUN_FIELDS = ("sweep_ts", "sweep_dry_run", "execution_mode", "spark_conn_i
 class AtlasSweepRunOperator(AtlasBaseOperator):
     """An operator that sweeps, in the task or as a Spark application: ``sweep_ts``, ``dry_run`` (kept as
     ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``), ``execution_mode`` and ``spark_conn_id``
-    (all templated); ``on_kill`` stops its Spark submission."""
+    (all templated); ``on_kill`` stops its Spark job (:meth:`killing`)."""
 
     template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, *SWEEP_RUN_FIELDS)
 
@@ -114,13 +141,20 @@ class AtlasSweepRunOperator(AtlasBaseOperator):
         self.sweep_dry_run = dry_run
         self.execution_mode = execution_mode
         self.spark_conn_id = spark_conn_id
-        self._submission = SparkSubmission()
+        self._killable: Any = None
 
-    def spark_args(self, settings: AtlasSettings) -> dict[str, Any]:
-        """What a Spark submission of this task takes besides its job: the store and Spark connections,
-        the settings and the task's engine settings."""
-        return {"store_conn_id": self.resolved_conn_id(settings), "spark_conn_id": self.spark_conn_id or settings.spark_conn_id,
-                "settings": settings, "engine_config": self.engine_config(settings)}
+    def run_settings(self, settings: AtlasSettings) -> RunSettings:
+        """What a Spark runner of this task gets besides its job and the store address (while the task's
+        hook is open): the Spark connection, the store's resolved engine settings (:meth:`store_settings`)
+        and the Spark-on-a-cluster settings."""
+        return RunSettings.of(self.spark_conn_id or settings.spark_conn_id, settings, self.store_settings())
+
+    def killing(self, what):
+        """Remember ``what`` (a Spark runner or an execution mode: it has ``kill()``) for ``on_kill``; kept
+        after a timeout or termination interrupts the run, because Airflow calls ``on_kill`` after that."""
+        self._killable = what
+        return what
 
     def on_kill(self) -> None:
-        self._submission.kill()
+        if self._killable is not None:
+            self._killable.kill()

@@ -7,6 +7,8 @@ from typing import Any, cast
 from airflow.sdk import XComArg
 
 from airflow_atlas.airflow.execution import run_mode
+from airflow_atlas.airflow.execution.spark import spark_runner
+from airflow_atlas.airflow.execution.spark_types import SparkJob
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator, AtlasSweepRunOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
@@ -105,7 +107,7 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
     :param batch_size: cells per delete batch; default setting ``full_sweep_batch_size`` (templated).
     :param dry_run: report what would be deleted, delete nothing (templated).
     :param execution_mode: ``"in_task"`` or ``"spark"`` (one Spark job for the table, via
-        ``airflow_atlas.airflow.execution.spark_submit.submit_full_sweep``; ``"auto"`` means ``"in_task"``); default
+        the runner of the Spark connection, :mod:`airflow_atlas.airflow.execution.spark`; ``"auto"`` means ``"in_task"``); default
         setting ``execution_mode``.
     :param spark_conn_id: default setting ``spark_conn_id``.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
@@ -164,17 +166,10 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
         ))
 
     def _sweep_spark(self, context, settings, strategy, batch_size: int, dry_run: bool) -> FullSweepResult:
-        from airflow_atlas.airflow.execution.spark_submit import submit_full_sweep
-
-        document = self._submission.run(
-            context,
-            submit_full_sweep,
-            **self.spark_args(settings),
-            table=self.table,
-            parts=self.parts or settings.full_sweep_parts,
-            batch_size=batch_size,
-            dry_run=dry_run,
-        )
+        run_settings = self.run_settings(settings)
+        runner = self.killing(spark_runner(run_settings.spark_conn_id))
+        job = SparkJob.full_sweep(self.table, self.parts or settings.full_sweep_parts, batch_size, dry_run)
+        document = runner.run(job, run_settings, self.store_url(), context)
         self.log.info("Spark job %s: %s", document.app_id, document.summary)
         counts = {k: int(document.summary.get(k) or 0) for k in FULL_SWEEP_SUMMED if k != "duration_seconds"}
         return FullSweepResult(

@@ -9,13 +9,11 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.airflow.execution import run_mode
-from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
-from airflow_atlas.airflow.execution.spark import (
-    defer_sweep_on_connect,
-    finish_on_connect,
-    is_connect_connection,
-    sweep_on_spark,
-)
+from airflow_atlas.airflow.execution.deferred import DeferredMode
+from airflow_atlas.airflow.execution.in_task import InTaskMode
+from airflow_atlas.airflow.execution.outcome import SweepMode, SweepOptions, split_targets
+from airflow_atlas.airflow.execution.spark import SparkMode, is_connect, runner_for
+from airflow_atlas.airflow.execution.spark_types import resolve_connection
 from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import SWEEP_RUN_FIELDS, AtlasSweepRunOperator, AtlasTargetsOperator
@@ -40,10 +38,12 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
     """Run targeted sweep on (shard, strategy) pairs until each is caught up to its sweep timestamp,
     blocked by a transaction that committed too late, or ``max_iterations`` is reached.
 
-    The operator resolves its arguments and calls one execution mode: in the task
-    (:func:`~airflow_atlas.airflow.execution.in_task.sweep_in_task`) or as one Spark application for all
-    its targets (:func:`~airflow_atlas.airflow.execution.spark.sweep_on_spark`). Both end in the engine
-    entry point ``TargetedSweeper.sweep_shard``.
+    The operator resolves its arguments and runs one execution mode, three interchangeable objects
+    (:class:`~airflow_atlas.airflow.execution.outcome.SweepMode`): in the task
+    (:class:`~airflow_atlas.airflow.execution.in_task.InTaskMode`), as one Spark application for all its
+    targets (:class:`~airflow_atlas.airflow.execution.spark.SparkMode`, its runner chosen by the Spark
+    connection), or that application run from the triggerer (:class:`~airflow_atlas.airflow.execution.deferred.DeferredMode`).
+    All end in the engine entry point ``TargetedSweeper.sweep_shard``.
 
     Returns the targets (:class:`~airflow_atlas.airflow.targets.SweepTarget` JSON), each with ``result``:
     the engine's ``ShardSweepResult.to_json()`` (status ``caught_up | blocked | iteration_limit |
@@ -118,52 +118,63 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         targets = self._targets()
         for target in targets:
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
-        mode = self._mode(targets, settings)
-        options = self._options(settings)
-        if mode == "spark":
-            spark_args = self.spark_args(settings)
-            document = None
-            if self.deferrable and is_connect_connection(spark_args["spark_conn_id"]):
-                swept, trigger = defer_sweep_on_connect(store, targets, options, **spark_args)
-                if trigger is not None:  # resumes in execute_complete; the store closes on the way out
-                    self.defer(trigger=trigger, method_name="execute_complete", timeout=self.execution_timeout)
-            else:
-                swept, document = sweep_on_spark(self._submission, context, store, targets, options, **spark_args)
-            if document is not None:
-                self.log.info("Spark job %s: %s", document.app_id, document.summary)
-            failed: list[SweepTarget] = []
-        else:
+        options = self._options(settings)  # bad arguments fail before any lease is handed over
+        mode = self.killing(self.sweep_mode(context, store, settings, self._mode(targets, settings)))
+        if mode.hands_over:
+            self._hand_over(store, targets)
+        outcome = mode.sweep(context, targets, options)
+        if outcome.trigger is not None:  # resumes in execute_complete; the store closes on the way out
+            self.defer(trigger=outcome.trigger, method_name="execute_complete", timeout=self.execution_timeout)
+        if outcome.document is not None:
+            self.log.info("Spark job %s: %s", outcome.document.app_id, outcome.document.summary)
+        return self._finish(targets, outcome.swept, outcome.failed, mode.name, emitted=outcome.reported)
+
+    def sweep_mode(self, context, store, settings: AtlasSettings, mode: str) -> SweepMode:
+        """THE execution mode object of this task: in the task; else the Spark connection decides, once,
+        between the deferred Connect job and a runner (spark-submit or Connect, in the task process)."""
+        if mode != "spark":
             self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
-            self._in_use.clear()  # the operator object may be reused by a retry in the same process
-            # each pair's metrics as soon as it is done (a task stopped later has sent the finished pairs')
-            swept, failed = sweep_in_task(
-                store, targets, options, lease_seconds=float(settings.engine.lock_lease_seconds),
-                holder_of=lambda target: holder_for(context, target), in_use=self._in_use,
-                on_pair=lambda target: emit_shard_metrics(store, target.to_json(), target.result),
+            in_task = InTaskMode(
+                store, lease_seconds=float(settings.engine.lock_lease_seconds),
+                holder_of=lambda target: holder_for(context, target),
+                # each pair's metrics as soon as it is done (a task stopped later has sent the finished pairs')
+                on_pair=lambda target: emit_shard_metrics(target.to_json(), target.result),
             )
-            return self._finish(store, targets, swept, failed, mode, emitted=True)
-        return self._finish(store, targets, swept, failed, mode)
+            self._in_use = in_task.in_use  # a new dict per run: a retry in the same process starts empty
+            return in_task
+        run_settings = self.run_settings(settings)
+        connection = resolve_connection(run_settings.spark_conn_id)
+        if self.deferrable and is_connect(connection):
+            return DeferredMode(run_settings, self.resolved_conn_id(settings))
+        return SparkMode(runner_for(connection), run_settings, self.store_url())
+
+    @staticmethod
+    def _hand_over(store, targets: list[SweepTarget]) -> None:
+        """Release the leases of the pairs a Spark job sweeps, for their Spark tasks to take (the hand-over,
+        :mod:`airflow_atlas.airflow.execution.spark`): the operator owns the leases, never the runner."""
+        for target in split_targets(targets)[1]:
+            if target.lease() is not None:
+                store.locks.release_held_by(target.lock_name, target.holder)
 
     def execute_complete(self, context, event: dict | None = None) -> Any:
         """Resume after the Spark Connect job ran from the triggerer (``deferrable``): the job's document
         from the trigger's event, each target's result from it (the targets are this task's own, rendered
-        again, and converted as in ``execute``), the metrics, the same output as ``execute``."""
+        again, and converted as in ``execute``), the metrics, the same output as ``execute``. Opens no
+        store: each result carries its pair's lag and backlog after the run."""
         with airflow_failures():
             convert_templated_fields(self)
-        swept, document = finish_on_connect(self._targets(), event)
-        self.log.info("Spark job %s (from the triggerer): %s", document.app_id, document.summary)
-        with airflow_failures():
-            settings = AtlasSettings.load()
-            with self.open_store(settings) as store:  # the metrics read the store (backlog per pair)
-                return self._finish(store, swept, swept, [], "spark")
+        targets = self._targets()
+        outcome = DeferredMode.finish(targets, event)
+        self.log.info("Spark job %s (from the triggerer): %s", outcome.document.app_id, outcome.document.summary)
+        return self._finish(targets, outcome.swept, [], "spark")
 
-    def _finish(self, store, targets: list[SweepTarget], swept: list[SweepTarget], failed: list[SweepTarget],
+    def _finish(self, targets: list[SweepTarget], swept: list[SweepTarget], failed: list[SweepTarget],
                 mode: str, *, emitted: bool = False) -> Any:
         """The task's output; the pairs' metrics first unless already ``emitted`` pair by pair (in the task).
         A Spark job's pairs report once the job's document is back: their metrics are sent here."""
         if not emitted:
             for target in swept + failed:
-                emit_shard_metrics(store, target.to_json(), target.result)
+                emit_shard_metrics(target.to_json(), target.result)
         if failed:
             raise AirflowException(
                 f"{len(failed)} of {len(targets)} pair(s) failed: "

@@ -33,6 +33,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from airflow_atlas.airflow.execution.spark_connect import ConnectRequest, ConnectRun, run_request
+from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed, SparkSweepRefused
 from airflow_atlas.kvs.scrub import scrub
 
 MAX_JOBS = 64
@@ -84,7 +86,6 @@ def describe_event(payload: Mapping[str, Any]) -> str:
 def document_from_event(event: Mapping[str, Any] | None):
     """The JobDocument of a ``done`` event; an ``error`` event (or none) raises ``SparkSweepFailed``, or
     ``SparkSweepRefused`` when it is not retriable."""
-    from airflow_atlas.airflow.execution.spark import SparkSweepFailed, SparkSweepRefused
     from airflow_atlas.spark import JobDocument
 
     if not event:
@@ -105,8 +106,6 @@ class SparkConnectJobTrigger(BaseTrigger):
     """
 
     def __init__(self, request: dict, store_conn_id: str):
-        from airflow_atlas.airflow.execution.spark_connect import ConnectRequest
-
         super().__init__()
         self.request = ConnectRequest.from_json(request)
         if not isinstance(store_conn_id, str) or not store_conn_id:
@@ -126,16 +125,12 @@ class SparkConnectJobTrigger(BaseTrigger):
         return self._url
 
     def _job(self, handle):
-        from airflow_atlas.airflow.execution.spark_connect import run_request
-
         return run_request(self.request, self._store_url(), handle)
 
     def _event(self, handle) -> dict:
         return job_event(lambda: self._job(handle), lambda: self._url or "")
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        from airflow_atlas.airflow.execution.spark_connect import ConnectRun
-
         handle = ConnectRun(self.request.tag)
         loop = asyncio.get_running_loop()
         future = loop.run_in_executor(_pool(), self._event, handle)

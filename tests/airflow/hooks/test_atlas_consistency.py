@@ -84,24 +84,22 @@ def test_hook_layers_extras_over_atlas_settings(monkeypatch, cassandra_node, fre
 
 
 def test_a_spark_job_gets_the_resolved_settings_once(monkeypatch):
-    """The Spark path (execution/spark.py) sends the task's settings resolved with the connection's extras
-    as Spark conf (``settings``), and a store URL without replica-safety options: one copy, one meaning."""
-    from airflow_atlas.airflow.execution.spark import SparkSubmission
+    """The Spark path (the operator's ``run_settings`` and ``store_url``, from the task's one hook) sends the
+    task's settings resolved with the connection's extras as Spark conf (``settings``), and a store URL
+    without replica-safety options: one copy, one meaning. Nothing connects to the store for it."""
+    from airflow_atlas.airflow.operators.sweep import SweepShardOperator
     from airflow_atlas.airflow.settings import AtlasSettings
 
     monkeypatch.setenv("AIRFLOW_CONN_ATLAS_SPARK_CL", json.dumps(
         {"conn_type": "cassandra", "host": "h1", "port": 9042, "schema": "ks", "extra": EXTRA}))
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CL", json.dumps({"conn_type": "spark", "host": "local[1]"}))
-    seen = {}
-
-    def submit(context, *, spark_conn_id, store_url, settings, **kwargs):  # a test double of submit_targeted_sweep
-        seen.update(store_url=store_url, settings=settings)
-        return "document"
-
     settings = AtlasSettings.from_mapping({"consistency_data_read": "ONE", "batch_limit": 77})
-    engine_config = settings.engine_config(settings.task_layer({"consistency_queue_cleanup": "TWO"}))
-    assert SparkSubmission().run({}, submit, store_conn_id="atlas_spark_cl", spark_conn_id="spark_cl",
-                                 settings=settings, engine_config=engine_config) == "document"
+    operator = SweepShardOperator(task_id="sweep", store_conn_id="atlas_spark_cl", spark_conn_id="spark_cl",
+                                  store_config={"consistency_queue_cleanup": "TWO"}, shard=0, strategy="THOROUGH")
+    with operator.open_hook(settings):
+        run_settings = operator.run_settings(settings)
+        seen = {"store_url": operator.store_url(), "settings": run_settings.settings}
+    assert run_settings.spark_conn_id == "spark_cl"
     sent = seen["settings"]
     assert sent == StoreConfig(**sent).to_json()  # a whole, valid settings object
     assert (sent["consistency_sweep_delete"], sent["allow_weak_sweep_consistency"]) == ("QUORUM", True)  # extras

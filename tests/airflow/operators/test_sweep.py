@@ -129,3 +129,26 @@ def test_summary_fails_naming_the_pairs_that_did_not_finish():
     fails_at_once(lambda: run_operator(_summary(planned=planned, finished=[[_finished(0, "caught_up", 1)]])),
                   "1 of 2 (shard, strategy) pair(s) did not finish: THOROUGH/3")
     fails_at_once(lambda: run_operator(_summary(planned=None, finished=[])), "nothing was planned")
+
+
+def test_resuming_from_the_triggerer_opens_no_store(monkeypatch):
+    """execute_complete turns the trigger's event into the task's output and metrics without a store: each
+    result carries its pair's lag and backlog (issue 34 item 3). The store connection points at a closed
+    port: the old resume, which reopened the store for the metrics, failed here."""
+    import json
+
+    from airflow_atlas.spark import JobDocument
+    from airflow_atlas.spark.document import ItemResult
+
+    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_NOWHERE", json.dumps(
+        {"conn_type": "cassandra", "host": "127.0.0.1", "port": 1, "schema": "ks"}))
+    engine = {"shard": 0, "strategy": "THOROUGH", "status": "caught_up", "lag": 0, "lag_seconds": 0.0, "backlog": 2,
+              "tables": {THOROUGH_TABLE: 3}}
+    document = JobDocument(job="targeted_sweep", ok=True, store=None, results=[
+        ItemResult(item={"shard": 0, "strategy": "THOROUGH"}, status="caught_up", engine=engine)])
+    operator = _sweep(store_conn_id="atlas_nowhere", execution_mode="spark",
+                      targets=[{"shard": 0, "strategy": "THOROUGH"}, {"shard": 1, "strategy": "THOROUGH", "acquired": False}])
+    out = operator.execute_complete({}, {"status": "done", "document": document.to_json()})
+    by_shard = {t["shard"]: t for t in out}
+    assert by_shard[0]["result"]["backlog"] == 2 and by_shard[0]["execution_mode"] == "spark"
+    assert by_shard[1]["result"]["status"] == "skipped_locked"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_atlas.airflow.execution.in_task import SweepOptions, sweep_in_task
+from airflow_atlas.airflow.execution.in_task import sweep_in_task
+from airflow_atlas.airflow.execution.outcome import SweepOptions
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.errors import InvalidInputError

@@ -32,6 +32,8 @@ def test_targeted_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
     assert len(groups) == 1 and len(groups[0]) == 4  # one Spark application for the 4 pairs
     swept = xcom(run, "shard.sweep", map_index=0)
     assert {t["result"]["status"] for t in swept} == {"caught_up"}
+    # each pair's lag and backlog after the run come from the executors' engine (the metrics read no store)
+    assert all(t["result"]["lag"] == 0 and isinstance(t["result"]["backlog"], int) for t in swept), swept
     sweep_ts = xcom(run, "compute_sweep_timestamps")
     # the job computes its own sweep timestamps (later, so never lower than the run's)
     assert obsolete_versions(store, sweep_ts) == []

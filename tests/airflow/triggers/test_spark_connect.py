@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from airflow_atlas.airflow.execution.spark import SparkSweepFailed, SparkSweepRefused
-from airflow_atlas.airflow.execution.spark_connect import ConnectRequest, targeted_sweep_job
+from airflow_atlas.airflow.execution.spark_connect import ConnectRequest
+from airflow_atlas.airflow.execution.spark_types import SparkJob, SparkSweepFailed, SparkSweepRefused
 from airflow_atlas.airflow.triggers.spark_connect import (
     SparkConnectJobTrigger,
     describe_event,
@@ -24,7 +24,8 @@ URL = f"cassandra://sweeper:{PASSWORD.replace('%', '%25').replace('/', '%2F')}@1
 
 
 def request(**job) -> dict:
-    args = targeted_sweep_job(job.pop("pairs", [(0, "THOROUGH"), (1, "CONSERVATIVE")]), 10, None, False, {"THOROUGH": 99})
+    args = SparkJob.targeted_sweep(job.pop("pairs", [(0, "THOROUGH"), (1, "CONSERVATIVE")]), 10, None, False,
+                                   {"THOROUGH": 99}).args
     return ConnectRequest(kind="targeted-sweep", spark_conn_id="spark_connect_test", job={**args, **job},
                           settings={"batch_limit": 10}).to_json()
 

@@ -17,7 +17,6 @@ import dataclasses
 import threading
 import time
 
-import pytest
 
 from airflow_atlas.store import AtlasStore
 
