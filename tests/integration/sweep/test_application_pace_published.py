@@ -17,7 +17,6 @@ import dataclasses
 import threading
 import time
 
-
 from airflow_atlas.store import AtlasStore
 
 from .helpers import THOR, Harness
