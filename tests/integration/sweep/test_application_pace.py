@@ -107,17 +107,22 @@ def test_a_run_starts_at_the_pace_the_previous_run_ended_with(new_store):
     assert paces[0] == pytest.approx(kept.end_entries_per_second, abs=0.1)  # not the own controller's 1,000
 
 
-def test_without_a_source_or_with_the_default_setting_the_run_is_todays(new_store):
+def test_with_the_default_setting_the_run_is_todays(new_store):
     h = new_store(signal="sweep")
     ignored = FakeApplication(5.0)
     run, _ = _sweep(h, ignored, transactions=20)
     assert ignored.calls == 0 and run.status == "caught_up"
     assert "application" not in (run.pace_reason or "")
     assert h.store.pace_profiles.load_application() == ApplicationPace()
+
+
+def test_without_a_source_the_store_s_published_latency_is_the_source(new_store):
+    """No transaction runs during the sweep (the backlog's were published before it): the application is
+    idle, the run is free (the end-to-end case with traffic: test_application_pace_published.py)."""
     h = new_store()
     run, _ = _sweep(h, None, transactions=20)
-    assert run.status == "caught_up" and "application" not in (run.pace_reason or "")
-    assert h.store.pace_profiles.load_application() == ApplicationPace()
+    assert run.status == "caught_up"
+    assert "[application: free: no application transaction seen yet]" in (run.pace_reason or ""), run.pace_reason
 
 
 def test_an_unreadable_source_never_fails_the_run(new_store, caplog):

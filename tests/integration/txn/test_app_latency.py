@@ -135,3 +135,25 @@ def test_without_a_publication_nothing_is_recorded(kvs, make_table, make_manager
     assert manager.latency is None
     manager.run(_put(table))
     manager.close()
+
+
+def test_the_pace_controllers_source_reads_once_per_interval_and_only_what_is_new(kvs):
+    """transactions/latency_source.py on a clock of its own: nothing before the run, an empty histogram
+    between reads, then the transactions (commit and abort, not reads) published since the previous read."""
+    from airflow_atlas.transactions.latency_source import READ_LAG_SECONDS, StoreApplicationLatency
+
+    ensure_table(kvs)
+    now = [time.time() + 3600.0]  # an hour ahead: no other client of a shared keyspace publishes there
+    hist = LatencyHistogram()
+    hist.record(0.004)
+    write_summaries(kvs, "before-the-run", now[0] - 5.0, {"commit": hist, "read": hist}, ttl_seconds=600)
+    source = StoreApplicationLatency(kvs, 1.0, clock=lambda: now[0])
+    now[0] += 0.5
+    assert source.since_last_call().count == 0  # within the interval: not read
+    write_summaries(kvs, "c1", now[0], {"commit": hist, "abort": hist, "read": hist}, ttl_seconds=600)
+    now[0] += 1.0 + READ_LAG_SECONDS
+    seen = source.since_last_call()
+    assert seen.count == 2  # commit + abort of c1; its reads and the summary before the run are left out
+    now[0] += 1.0
+    assert source.since_last_call().count == 0  # read once
+    assert source.quiet() is None
