@@ -14,8 +14,11 @@ every pair (about :data:`ENTRIES_PER_PAIR` queue entries each), or **few_pairs**
 * ``overhead_per_pair_seconds``: the worker-slot seconds the run did not spend in the engine, per pair with
   work, ``(wall x SLOTS - engine) / pairs``: what orchestration (task start-up, scheduling, XCom, locks as
   tasks) costs each pair;
-* the metadata database's growth: its file size and the rows per table before and after the run; per day
-  at the default schedule (every 5 minutes: 288 runs) = growth per run x 288. Task logs on disk likewise.
+* the metadata database's growth: the rows each table gained in the run (``rows_added``; their sum
+  ``metadata_rows``), and per day at the default schedule (every 5 minutes: 288 runs) = rows per run x 288 -
+  the measure that carries over to Postgres; the SQLite file's growth is recorded too (after a WAL
+  checkpoint; it grows in pages and reuses freed ones, so one run's bytes are coarse). Task logs on disk
+  likewise.
 
 Two group-size settings side by side, in the same Airflow, alternating: ``default`` (``in_task_group_size``
 null: a run maps at most ``max_parallel_groups`` = 16 groups) and ``group_per_pair`` (1: the default before
@@ -95,9 +98,10 @@ def median_or_none(values: Sequence[float | None]) -> float | None:
 def summarize(runs: Sequence[dict]) -> dict:
     """Medians over the repetitions of one (shards, scenario, variant)."""
     keys = ("wall_seconds", "engine_seconds", "overhead_per_pair_seconds", "task_instances", "pairs",
-            "db_bytes_per_run", "log_bytes_per_run")
+            "db_bytes_per_run", "log_bytes_per_run", "metadata_rows")
     out: dict[str, Any] = {k: median_or_none([r.get(k) for r in runs]) for k in keys}
     out["states"] = sorted({r["state"] for r in runs})
+    out["metadata_rows_per_day"] = None if out["metadata_rows"] is None else out["metadata_rows"] * RUNS_PER_DAY
     out["db_bytes_per_day"] = None if out["db_bytes_per_run"] is None else out["db_bytes_per_run"] * RUNS_PER_DAY
     out["log_bytes_per_day"] = None if out["log_bytes_per_run"] is None else out["log_bytes_per_run"] * RUNS_PER_DAY
     return out
@@ -121,9 +125,18 @@ def _metadata_rows(db: Path) -> dict[str, int]:
 
 
 def _bytes(path: Path) -> int:
-    if path.is_file():
-        return path.stat().st_size + sum(p.stat().st_size for p in path.parent.glob(path.name + "-*") if p.is_file())
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def _db_bytes(db: Path) -> int:
+    """The metadata file's size after a passive WAL checkpoint (the WAL's pages moved into the file where no
+    reader holds them; Airflow goes on writing meanwhile)."""
+    con = sqlite3.connect(str(db), timeout=30)
+    try:
+        con.execute("PRAGMA wal_checkpoint(PASSIVE)")
+    finally:
+        con.close()
+    return db.stat().st_size
 
 
 def _write_workload(store, scenario: str, shards: int, seed: int) -> None:
@@ -154,7 +167,7 @@ def one_run(airflow, store, scenario: str, shards: int, seed: int) -> dict:
     store.sweep_timestamps.all()
     time.sleep(STORE_CONFIG["unreadable_window_seconds"] + 0.5)
     db, logs = airflow.home / "airflow.db", airflow.logs
-    rows_before, db_before, logs_before = _metadata_rows(db), _bytes(db), _bytes(logs)
+    rows_before, db_before, logs_before = _metadata_rows(db), _db_bytes(db), _bytes(logs)
     run_id = airflow.trigger(DAG_ID)
     state = airflow.wait_run(DAG_ID, run_id, RUN_TIMEOUT_SECONDS)
     r = airflow.api("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run_id}")
@@ -167,12 +180,13 @@ def one_run(airflow, store, scenario: str, shards: int, seed: int) -> dict:
     pairs, engine = int(summary.get("pairs") or 0), float(summary.get("engine_seconds") or 0.0)
     time.sleep(1.0)  # the last task's log and heartbeat rows
     rows_after = _metadata_rows(db)
+    added = table_growth(rows_before, rows_after)
     out = {
         "state": state, "wall_seconds": wall, "task_instances": tis, "pairs": pairs, "engine_seconds": engine,
         "overhead_per_pair_seconds": None if wall is None else overhead_per_pair(wall, engine, pairs),
         "entries_read": summary.get("entries_read"), "by_status": summary.get("by_status"),
-        "db_bytes_per_run": _bytes(db) - db_before, "log_bytes_per_run": _bytes(logs) - logs_before,
-        "rows_added": table_growth(rows_before, rows_after),
+        "db_bytes_per_run": _db_bytes(db) - db_before, "log_bytes_per_run": _bytes(logs) - logs_before,
+        "rows_added": added, "metadata_rows": sum(added.values()),
     }
     C.log(f"    {scenario} {state}: {pairs} pair(s), {tis} task instances, wall {wall} s, engine {engine:.1f} s, "
           f"overhead/pair {out['overhead_per_pair_seconds']}")
@@ -251,16 +265,20 @@ def report_lines(doc: dict) -> list[str]:
     lines = [f"## orchestration: a targeted-sweep run's Airflow cost by shard count ({doc['mode']} mode, "
              f"{doc['params']['slots']} slots)", "",
              "| shards | scenario | groups | pairs | task instances | wall (s) | engine (s) | overhead/pair (s) | "
-             "metadata DB/day (MB) | logs/day (MB) | states |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "metadata rows/run | metadata rows/day | logs/day (MB) | states |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
 
     def mb(v):
         return "-" if v is None else f"{v / 1e6:.1f}"
 
+    def count(v):
+        return "-" if v is None else f"{v:,.0f}"
+
     for r in doc["results"].values():
         lines.append(f"| {r['shards']} | {r['scenario']} | {r['variant']} | {r['pairs']} | {r['task_instances']} | "
                      f"{r['wall_seconds']} | {r['engine_seconds']} | {r['overhead_per_pair_seconds']} | "
-                     f"{mb(r['db_bytes_per_day'])} | {mb(r['log_bytes_per_day'])} | {', '.join(r['states'])} |")
+                     f"{count(r.get('metadata_rows'))} | {count(r.get('metadata_rows_per_day'))} | "
+                     f"{mb(r['log_bytes_per_day'])} | {', '.join(r['states'])} |")
     return lines + [""]
 
 

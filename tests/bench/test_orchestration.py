@@ -21,11 +21,13 @@ def test_table_growth_lists_the_tables_that_grew():
 
 def test_summarize_takes_medians_and_scales_growth_to_a_day():
     runs = [{"state": "success", "wall_seconds": w, "engine_seconds": 1.0, "overhead_per_pair_seconds": o,
-             "task_instances": 68, "pairs": 512, "db_bytes_per_run": 1000, "log_bytes_per_run": None}
+             "task_instances": 68, "pairs": 512, "db_bytes_per_run": 1000, "log_bytes_per_run": None,
+             "metadata_rows": 350}
             for w, o in ((30.0, 0.1), (50.0, None), (40.0, 0.3))]
     s = O.summarize(runs)
     assert s["wall_seconds"] == 40.0 and s["overhead_per_pair_seconds"] == pytest.approx(0.2)
     assert s["db_bytes_per_day"] == 1000 * 288 and s["log_bytes_per_day"] is None
+    assert s["metadata_rows_per_day"] == 350 * 288
     assert s["states"] == ["success"]
 
 
@@ -48,7 +50,7 @@ def test_the_report_has_a_row_per_cell():
     doc = {"mode": "quick", "params": {"slots": 2}, "results": {"8/every_pair/default": {
         "shards": 8, "scenario": "every_pair", "variant": "default", "pairs": 16, "task_instances": 68,
         "wall_seconds": 30.0, "engine_seconds": 4.0, "overhead_per_pair_seconds": 3.5, "db_bytes_per_day": 2e6,
-        "log_bytes_per_day": None, "states": ["success"]}}}
+        "metadata_rows": 350, "metadata_rows_per_day": 100_800, "log_bytes_per_day": None, "states": ["success"]}}}
     lines = O.report_lines(doc)
-    assert any(line.startswith("| 8 | every_pair | default | 16 | 68 | 30.0 |") and "| 2.0 | - |" in line
+    assert any(line.startswith("| 8 | every_pair | default | 16 | 68 | 30.0 |") and "| 350 | 100,800 | - |" in line
                for line in lines)
