@@ -38,7 +38,7 @@ from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
 from .pacing.adaptive import AdaptiveController, batch_cap_at
-from .pacing.application import ApplicationLatencySource, ApplicationPaceController
+from .pacing.application import ApplicationLatencySource, ApplicationPaceController, GuardedSource
 from .pacing.intensity import SweepPacer
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
@@ -166,12 +166,12 @@ class TargetedSweeper(SweepPairs):
             summary.latency_target = adaptive.latency_target
         elif not pacer.unlimited and not dry_run:
             batch_limit = pacer.batch_cap(limit)
-        app = None
-        if application_latency is None and adaptive is not None and self._store.config.sweep_pace_signal == "application":
-            application_latency = self._store.application_latency()  # the store's published table
-        if adaptive is not None and application_latency is not None and self._store.config.sweep_pace_signal == "application":
+        app = source = None
+        if adaptive is not None and self._store.config.sweep_pace_signal == "application":
+            # the caller's source, else the store's published table (transactions/latency_source.py)
+            source = GuardedSource(application_latency or self._store.application_latency())
             app = ApplicationPaceController(adaptive.latency_target, now=started,
-                                            quiet=_ask(application_latency.quiet, "quiet windows"),
+                                            quiet=source.quiet(),
                                             stored=self._store.pace_profiles.load_application())
             pacer.set_rate(app.pace(adaptive.rate))
         try:
@@ -218,8 +218,8 @@ class TargetedSweeper(SweepPairs):
                             if adaptive is not None:
                                 now = time.monotonic()
                                 rate = adaptive.end_iteration(it.entries_read, now)
-                                if app is not None and application_latency is not None:
-                                    seen = _ask(application_latency.since_last_call, "transactions")
+                                if app is not None and source is not None:
+                                    seen = source.since_last_call()
                                     if seen is not None:  # unreadable: the ceiling holds
                                         app.feed(seen, it.entries_read, now)
                                     rate = app.pace(rate)
@@ -479,16 +479,6 @@ class TargetedSweeper(SweepPairs):
             except TableNotFoundError:
                 out[table] = None
         return out
-
-
-def _ask(read, what: str):
-    """``read()`` of an application latency source (I/O); None when it fails: a source that cannot be read never
-    fails the run (the application pace holds its ceiling)."""
-    try:
-        return read()
-    except Exception as exc:
-        log.warning("could not read the application's latency (%s): %s", what, exc)
-        return None
 
 
 def _count_rows(cleaned) -> int:

@@ -52,12 +52,15 @@ so the effective threshold is up to 19% above ``baseline x latency_target``.
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Protocol
 
 from ...transactions.histogram import LatencyHistogram
 from ...validation import check_float, check_int
 from .adaptive import MAX_SWEEP_LATENCY_TARGET, MIN_ENTRIES_PER_SECOND, PROFILE_RISE_PER_RUN, ms
+
+log = logging.getLogger(__name__)
 
 PACE_SIGNALS = ("sweep", "application")
 """Values of the setting ``sweep_pace_signal``: ``sweep`` - the pace steers on the sweep's own request latency
@@ -104,6 +107,27 @@ class ApplicationLatencySource(Protocol):
 
     def quiet(self) -> LatencyHistogram | None:
         """The application's transactions in windows where no sweep ran (None: not known)."""
+
+
+class GuardedSource:
+    """A source as the sweeper reads it (the one I/O edge of this module): a read that raises is logged and
+    comes back as None (unreadable: the ceiling holds), so a source never fails a run."""
+
+    def __init__(self, source: ApplicationLatencySource) -> None:
+        self._source = source
+
+    def _read(self, read, what: str):
+        try:
+            return read()
+        except Exception as exc:
+            log.warning("could not read the application's latency (%s): %s", what, exc)
+            return None
+
+    def since_last_call(self) -> LatencyHistogram | None:
+        return self._read(self._source.since_last_call, "transactions")
+
+    def quiet(self) -> LatencyHistogram | None:
+        return self._read(self._source.quiet, "quiet windows")
 
 
 @dataclass(frozen=True)
