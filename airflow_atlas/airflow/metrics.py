@@ -75,11 +75,16 @@ def tags_dropped() -> bool:
     return not conf.getboolean("metrics", "statsd_influxdb_enabled", fallback=False)
 
 
+GAUGE_TYPES: tuple[tuple[str, type[int] | type[float]], ...] = (("lag", int), ("lag_seconds", float), ("backlog", int))
+"""The per-pair gauges and their types: the counts go out as integers (``backlog:0|g``, as before the
+figures came from the result), the seconds as a float."""
+
+
 def shard_measurements(result: Mapping[str, Any]) -> dict[str, float]:
     """lag, lag_seconds and backlog of the pair after a run, as the engine's ``ShardSweepResult`` carries
     them (the sweeper fills them from what it read; no store read here). A figure the result lacks (None)
     is not sent."""
-    return {metric: float(result[metric]) for metric in ("lag", "lag_seconds", "backlog")
+    return {metric: kind(result[metric]) for metric, kind in GAUGE_TYPES
             if isinstance(result.get(metric), (int, float)) and not isinstance(result.get(metric), bool)}
 
 

@@ -87,6 +87,7 @@ def test_a_manual_sweep_sends_per_pair_metrics_to_statsd(embedded_store, statsd)
     assert pair[p + "duration"][1] == "ms" and pair[p + "iteration_time"][1] == "ms"
     assert pair[p + "duration"][0] == pytest.approx(result["duration_seconds"] * 1000, abs=1)
     assert pair[p + "backlog"] == (0, "g")  # caught up, nothing left queued
+    assert p + "backlog:0|g" in lines  # counts go out as integers, as dashboards and alerts expect them
     assert pair[p + "lag"] == (max(0, result["sweep_ts"] - 1 - result["new_progress"]), "g")
     assert pair[p + "lag_seconds"][1] == "g"
     # The tagged names still carry the counters (tags dropped by plain StatsD), but no shared gauge.

@@ -121,6 +121,7 @@ def test_a_real_store_shows_a_positive_lag_while_entries_wait_and_none_after_a_s
     (after,) = measure_store(store, cap=1000, strategies=["THOROUGH"])
     assert after.sweepable_entries == 0 and after.oldest_unswept_ts is None and after.lag_seconds == 0.0
     assert shard_measurements(done) == {"lag": 0.0, "lag_seconds": 0.0, "backlog": after.backlog_entries}
+    assert {k: type(v) for k, v in shard_measurements(done).items()} == {"lag": int, "lag_seconds": float, "backlog": int}
     doc = build_status(store, strategies=["THOROUGH"])
     assert doc.shards[0].lag_seconds == 0.0
     assert _gauge(doc, "atlas_sweep_lag_max_seconds", strategy="THOROUGH") == 0.0
