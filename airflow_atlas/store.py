@@ -184,7 +184,15 @@ class AtlasStore:
         source when setting ``sweep_pace_signal`` is ``application``)."""
         from .transactions.latency_source import StoreApplicationLatency
 
-        return StoreApplicationLatency(self.kvs, self.config.app_latency_interval_seconds)
+        return StoreApplicationLatency(self.kvs, self.config.app_latency_interval_seconds,
+                                       self.config.app_latency_ttl_seconds)
+
+    def sweep_activity(self, holder: str, *, enabled: bool = True):
+        """The marks of one sweep run (sweep/pacing/activity.py): when it swept, so that the application's
+        latency without sweep can be told apart (``enabled`` False: a dry run, which marks nothing)."""
+        from .sweep.pacing.activity import SweepActivity
+
+        return SweepActivity(self.kvs, holder, self.config.app_latency_ttl_seconds, enabled=enabled)
 
     @cached_property
     def pace_profiles(self):

@@ -189,6 +189,7 @@ class TargetedSweeper(SweepPairs):
                     return summary
             summary.lock_holder = lease.holder
             keeper_cm: LeaseKeeper | FixedLease | None = None
+            activity = self._store.sweep_activity(lease.holder, enabled=not dry_run)  # when this run swept
             try:
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
@@ -199,11 +200,13 @@ class TargetedSweeper(SweepPairs):
                         charged += entries
                         pacer.pace(entries, keeper.pause)
                         keeper.raise_if_lost()  # a lost lease stops the run before its next chunk
+                        activity.touch()
 
                     for n in range(max_iterations):
                         if adaptive is not None:
                             batch_limit = adaptive.batch_cap(limit) if app is None else batch_cap_at(app.pace(adaptive.rate), limit)
                         charged = 0.0
+                        activity.touch()
                         it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, probe=adaptive,
                                            spread=None if pacer.unlimited or dry_run else spread,
                                            pace=None if app is None else app.last_pace)
@@ -228,6 +231,7 @@ class TargetedSweeper(SweepPairs):
                     else:
                         summary.status = "iteration_limit"
             finally:
+                activity.close()
                 self._drop_read_ahead(shard, strategy, keeper_cm)
                 if own:
                     self._release(lease)

@@ -11,9 +11,12 @@ newest moment is left for the next read), pooled over every client, transactions
 histogram, which the controller takes for "nothing new", not for an idle application (that takes
 :data:`~airflow_atlas.sweep.pacing.application.IDLE_SECONDS` without a transaction).
 
-:meth:`~StoreApplicationLatency.quiet` returns None: the windows without sweep are not tracked yet, so the
-controller uses the baseline earlier runs learned (the pace profile) or learns one at its learning pace
-(docs/INTENSITY.md). A read that fails raises; the sweeper logs it and keeps its ceiling.
+:meth:`~StoreApplicationLatency.quiet` reads, once at the start of a run, the application's transactions of
+the :data:`QUIET_LOOKBACK_SECONDS` before it (at most the summaries' TTL) that no sweep claim overlaps
+(:func:`~airflow_atlas.transactions.latency_table.read_quiet_latency`; the claims are written by every
+targeted run, sweep/pacing/activity.py): between scheduled runs that is the time since the previous run ended.
+From 100 transactions on, their p99 is the run's baseline, and the pace profile keeps it (a moving minimum) for
+runs that find too few. A read that fails raises; the sweeper logs it and keeps its ceiling.
 """
 from __future__ import annotations
 
@@ -22,21 +25,30 @@ from collections.abc import Callable
 
 from ..kvs.api import KeyValueService
 from .histogram import LatencyHistogram
-from .latency_table import read_application_latency
+from .latency_table import read_application_latency, read_quiet_latency
 
 READ_LAG_SECONDS = 0.25
 """How far behind now a read stops (see the module doc)."""
+QUIET_LOOKBACK_SECONDS = 900.0
+"""How far before a run :meth:`StoreApplicationLatency.quiet` looks (capped by the TTL): three default schedule
+intervals, 30 partition reads at most; the pace profile carries what older windows taught."""
+QUIET_PERIOD_INTERVALS = 2.0
+"""A summary's latencies are taken to span this many publication intervals before its end (a client
+publishes about once per interval), so a claim that overlaps that span excludes it."""
 TRANSACTION_KINDS = ("commit", "abort")
 
 
 class StoreApplicationLatency:
     """One sweep run's view of the application's published latency (state: the end of its previous read)."""
 
-    def __init__(self, kvs: KeyValueService, interval_seconds: float, *, clock: Callable[[], float] = time.time):
+    def __init__(self, kvs: KeyValueService, interval_seconds: float, ttl_seconds: float = QUIET_LOOKBACK_SECONDS,
+                 *, clock: Callable[[], float] = time.time):
         self._kvs = kvs
         self._interval = interval_seconds
+        self._lookback = min(float(ttl_seconds), QUIET_LOOKBACK_SECONDS)
         self._clock = clock
         self._read_until = clock() - READ_LAG_SECONDS  # what ended before the run is not the run's to judge
+        self._run_start = self._read_until  # ... but is quiet where no sweep claimed it
 
     def since_last_call(self) -> LatencyHistogram:
         until = self._clock() - READ_LAG_SECONDS
@@ -46,5 +58,8 @@ class StoreApplicationLatency:
         self._read_until = until
         return LatencyHistogram.pooled(found.values())
 
-    def quiet(self) -> LatencyHistogram | None:
-        return None
+    def quiet(self) -> LatencyHistogram:
+        """The application's transactions before this run where no sweep ran (see the module doc)."""
+        until = self._run_start
+        return read_quiet_latency(self._kvs, max(0.0, until - self._lookback), until,
+                                  QUIET_PERIOD_INTERVALS * self._interval, kinds=TRANSACTION_KINDS)

@@ -175,8 +175,8 @@ class ApplicationPaceController:
         from_quiet = baseline_of(quiet)
         self.baseline: float | None = from_quiet if from_quiet is not None else stored.baseline_p99_seconds
         """The application's p99 without sweep (seconds), None until known."""
-        self.learned: float | None = None
-        """The baseline this run learned (``learning``), for the pace profile."""
+        self.learned: float | None = from_quiet
+        """The baseline this run found in quiet windows or learned (``learning``), for the pace profile."""
         self.ceiling: float | None = None
         """The upper bound of the pace (entries/s); None: free."""
         self.state = "free"

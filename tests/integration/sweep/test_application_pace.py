@@ -9,6 +9,8 @@ machine: only the application's latency moves the pace. Directions only, no spee
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import time
 
 import pytest
 
@@ -101,7 +103,7 @@ def test_a_run_starts_at_the_pace_the_previous_run_ended_with(new_store):
     first, _ = _sweep(h, FakeApplication(5.0))
     kept = h.store.pace_profiles.load_application()
     assert kept.end_entries_per_second == pytest.approx(first.pace_entries_per_second, abs=0.1)
-    assert kept.baseline_p99_seconds is None  # the baseline came from the quiet windows: nothing learned
+    assert kept.baseline_p99_seconds == hist(MIN_TRANSACTIONS, QUIET_SECONDS).quantile(0.99)  # the quiet windows
     assert h.store.pace_profiles.load()  # the own-latency controller's profile is kept beside it
     _, paces = _sweep(h, FakeApplication(QUIET_SECONDS), transactions=4)
     assert paces[0] == pytest.approx(kept.end_entries_per_second, abs=0.1)  # not the own controller's 1,000
@@ -130,3 +132,33 @@ def test_an_unreadable_source_never_fails_the_run(new_store, caplog):
     run, _ = _sweep(new_store(), source, transactions=20)
     assert run.status == "caught_up" and source.calls > 0 and run.pace_backoffs == 0
     assert "could not read the application's latency (transactions)" in caplog.text
+
+
+def test_a_run_marks_when_it_swept_and_takes_its_baseline_from_the_quiet_windows_before_it(new_store):
+    """Issue 31 item 2: the baseline "learned where no sweep ran". The application's transactions published
+    before the run (no sweep claim over them) give the run its baseline, which the pace profile keeps; the run
+    claims the time it swept (sweep/pacing/activity.py), so what the application published meanwhile is not
+    quiet for the next run; a dry run claims nothing."""
+    from airflow_atlas.transactions.latency_source import StoreApplicationLatency
+    from airflow_atlas.transactions.latency_table import read_sweep_marks, write_summaries
+
+    h = new_store()
+    kvs = h.store.kvs
+    quiet = hist(MIN_TRANSACTIONS + 50, 0.020)
+    write_summaries(kvs, "quiet-app", time.time() - 2.0, {"commit": quiet}, 600)
+    before = time.time()
+    run, _ = _sweep(h, None, transactions=20)  # the store's own table is the source
+    after = time.time()
+    assert run.status == "caught_up"
+    assert h.store.pace_profiles.load_application().baseline_p99_seconds == quiet.quantile(0.99)
+
+    claims = read_sweep_marks(kvs, before - 1, after + 1)
+    assert claims and before <= claims[0][0] and claims[-1][1] <= after, claims
+    for (_, end), (start, _) in itertools.pairwise(claims):
+        assert start <= end, claims  # renewed before the previous claim ran out: no gap
+    write_summaries(kvs, "during-the-run", (claims[0][0] + claims[-1][1]) / 2, {"commit": hist(500, 1.0)}, 600)
+    later = StoreApplicationLatency(kvs, 1.0, 600, clock=lambda: after + 1.0)
+    assert later.quiet().count == quiet.count  # the run's own time is not quiet
+
+    dry = h.store.sweeper.sweep_shard(0, THOR, dry_run=True)
+    assert dry.status == "dry_run" and read_sweep_marks(kvs, before - 1, time.time()) == claims

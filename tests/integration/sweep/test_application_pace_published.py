@@ -18,6 +18,7 @@ import threading
 import time
 
 from airflow_atlas.store import AtlasStore
+from airflow_atlas.transactions.latency_table import read_sweep_marks
 
 from .helpers import THOR, Harness
 
@@ -142,7 +143,7 @@ def test_the_sweep_backs_off_by_the_applications_published_latency_and_recovers(
     try:
         with app:
             time.sleep(1.0)  # the application runs before the sweep: the run learns its quiet latency
-            started = time.monotonic()
+            started, wall_started = time.monotonic(), time.time()
             sweeper.start()
             # fast: the pace grows while the application stays quiet
             wait_for(lambda: len(paces) >= 8 and paces[-1][1] >= GROWN)
@@ -157,6 +158,7 @@ def test_the_sweep_backs_off_by_the_applications_published_latency_and_recovers(
         stop.set()
         app.stop.set()
         sweeper.join(timeout=60)
+        wall_stopped = time.time()
         app_store.transactions.close()  # its last publication; the key-value service is the harness's
     trace = [(round(s, 1), p) for s, p in paces]
     print("paces:", trace, "slow from", round(slow_from, 1), "backed off", round(backed_off, 1),
@@ -172,3 +174,11 @@ def test_the_sweep_backs_off_by_the_applications_published_latency_and_recovers(
         f"backed off {first_backoff - slow_from:.1f} s after the application slowed: {trace}")
     after = [p for s, p in paces if s >= load_stopped]
     assert after and max(after) > low, f"no recovery after the application stopped: {trace}"
+    # The run claimed the whole time it swept (sweep/pacing/activity.py): none of it is a quiet window.
+    claims = read_sweep_marks(h.store.kvs, wall_started, wall_stopped)
+    assert claims and claims[0][0] <= wall_started + 1.0, claims
+    covered = claims[0][1]
+    for start, end in claims[1:]:
+        assert start <= covered, f"a gap in the run's claims: {claims}"
+        covered = max(covered, end)
+    assert covered >= wall_stopped - 1.0, claims

@@ -156,4 +156,35 @@ def test_the_pace_controllers_source_reads_once_per_interval_and_only_what_is_ne
     assert seen.count == 2  # commit + abort of c1; its reads and the summary before the run are left out
     now[0] += 1.0
     assert source.since_last_call().count == 0  # read once
-    assert source.quiet() is None
+    assert source.quiet().count == 1  # before the run, no sweep claim: the commit of "before-the-run"
+
+
+def test_quiet_windows_leave_out_the_summaries_a_sweep_claim_overlaps(kvs):
+    """Issue 31 item 2, the baseline "learned where no sweep ran": summaries whose period (2 publication
+    intervals before their end) overlaps a sweep's claim are not quiet; a claim re-ended by its run shrinks."""
+    from airflow_atlas.transactions.latency_source import READ_LAG_SECONDS, StoreApplicationLatency
+    from airflow_atlas.transactions.latency_table import read_quiet_latency, read_sweep_marks, write_sweep_mark
+
+    ensure_table(kvs)
+    base = (int(time.time()) // 60 + 90) * 60 + 20.0  # 90 minutes ahead: nobody else publishes or sweeps there
+
+    def hist(n):
+        h = LatencyHistogram()
+        for _ in range(n):
+            h.record(0.004)
+        return h
+
+    for ago, n in ((100, 1), (64, 2), (34, 4), (31, 8), (10, 16)):
+        write_summaries(kvs, f"app-{ago}", base - ago, {"commit": hist(n), "read": hist(1000)}, 600)
+    write_sweep_mark(kvs, "sweeper-x", base - 65, base - 5, 600)  # a claim, then its run ends earlier:
+    write_sweep_mark(kvs, "sweeper-x", base - 65, base - 35, 600)  # the same start and holder: replaced
+    assert read_sweep_marks(kvs, base - 200, base) == [(base - 65, base - 35)]
+    assert read_sweep_marks(kvs, base - 34, base) == []  # a claim that ended before the window
+    # (-64: inside; -34: its period (-36, -34] reaches the claim's end; -31 and earlier/later: quiet; reads never)
+    assert read_quiet_latency(kvs, base - 200, base, 2.0).count == 1 + 8 + 16
+    assert read_quiet_latency(kvs, base - 50, base, 2.0).count == 8 + 16  # the claim began before the window
+    assert read_quiet_latency(kvs, base - 200, base, 10.0).count == 1 + 16  # longer periods: -31 overlaps too
+    source = StoreApplicationLatency(kvs, 1.0, 600, clock=lambda: base + READ_LAG_SECONDS)
+    assert source.quiet().count == 1 + 8 + 16  # the source: the lookback before the run, 2 intervals a period
+    short = StoreApplicationLatency(kvs, 1.0, 50, clock=lambda: base + READ_LAG_SECONDS)
+    assert short.quiet().count == 8 + 16  # the lookback is at most the summaries' TTL
