@@ -190,9 +190,13 @@ class AtlasStore:
     def sweep_activity(self, holder: str, *, enabled: bool = True):
         """The marks of one sweep run (sweep/pacing/activity.py): when it swept, so that the application's
         latency without sweep can be told apart (``enabled`` False: a dry run, which marks nothing)."""
-        from .sweep.pacing.activity import SweepActivity
+        from functools import partial
 
-        return SweepActivity(self.kvs, holder, self.config.app_latency_ttl_seconds, enabled=enabled)
+        from .sweep.pacing.activity import SweepActivity
+        from .transactions.latency_table import write_sweep_mark
+
+        return SweepActivity(partial(write_sweep_mark, self.kvs), holder, self.config.app_latency_ttl_seconds,
+                             enabled=enabled)
 
     @cached_property
     def pace_profiles(self):

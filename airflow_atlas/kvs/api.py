@@ -30,6 +30,7 @@ from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
 from ..validation import check_int
 from .consistency import LWT_OPERATIONS, Operation, resolve_operation
+from .pressure import NodePressure
 from .tables import SweepStrategy, TableMetadata, WriteMode
 
 SENTINEL_TIMESTAMP = -1
@@ -457,6 +458,11 @@ class KeyValueService(ABC):
         """The table's live ``gc_grace_seconds`` (Cassandra: from ``system_schema.tables``); None where the
         notion does not exist (the embedded store keeps one copy and purges nothing by grace period)."""
         return None
+
+    def node_pressure(self) -> list[NodePressure]:
+        """Each reachable node's thread pools (Cassandra: ``system_views.thread_pools``, one request per node;
+        :mod:`~airflow_atlas.kvs.pressure`); [] where there are no nodes (the embedded store)."""
+        return []
 
     def down_datacenters(self) -> dict[str, list[str]]:
         """Datacenter -> addresses of its replicas known to be down (Cassandra: the driver's view); {} where

@@ -224,7 +224,7 @@ class TargetedSweeper(SweepPairs):
                                 if app is not None and source is not None:
                                     seen = source.since_last_call()
                                     if seen is not None:  # unreadable: the ceiling holds
-                                        app.feed(seen, it.entries_read, now)
+                                        app.feed(seen, it.entries_read, now, source.pressure())
                                     rate = app.pace(rate)
                                 pacer.set_rate(rate)
                             pacer.pace(max(0.0, it.entries_read - charged), keeper.pause)

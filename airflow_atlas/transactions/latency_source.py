@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from ..kvs.api import KeyValueService
+from ..kvs.pressure import NodePressure
 from .histogram import LatencyHistogram
 from .latency_table import read_application_latency, read_quiet_latency
 
@@ -49,6 +50,7 @@ class StoreApplicationLatency:
         self._clock = clock
         self._read_until = clock() - READ_LAG_SECONDS  # what ended before the run is not the run's to judge
         self._run_start = self._read_until  # ... but is quiet where no sweep claimed it
+        self._pressure_read = float("-inf")
 
     def since_last_call(self) -> LatencyHistogram:
         until = self._clock() - READ_LAG_SECONDS
@@ -57,6 +59,15 @@ class StoreApplicationLatency:
         found = read_application_latency(self._kvs, self._read_until, until, kinds=TRANSACTION_KINDS)
         self._read_until = until
         return LatencyHistogram.pooled(found.values())
+
+    def pressure(self) -> list[NodePressure] | None:
+        """The nodes' pressure (``KeyValueService.node_pressure``), read at most once per interval (None in
+        between); [] on the embedded store. A failed read raises (the sweeper's guard stops asking)."""
+        now = self._clock()
+        if now - self._pressure_read < self._interval:
+            return None
+        self._pressure_read = now
+        return self._kvs.node_pressure()
 
     def quiet(self) -> LatencyHistogram:
         """The application's transactions before this run where no sweep ran (see the module doc)."""

@@ -7,6 +7,7 @@ import pytest
 
 from airflow_atlas.errors import KeyAlreadyExistsError, TransactionConflictError
 from airflow_atlas.kvs.api import Cell
+from tests.cluster.conftest import HOSTS
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -23,8 +24,13 @@ def test_timestamps_leases_and_commits_with_one_replica_down(cassandra_cluster, 
     txn.commit()
     held = store.locks.acquire("sweep/lwt", "holder-a", 30.0)
     assert held is not None
+    # the nodes' pressure (kvs/cassandra/pressure.py): one reading from each node, asked of the node itself
+    assert sorted(n.node for n in store.kvs.node_pressure()) == list(HOSTS)
+    down_host = HOSTS[DOWN - 1]
 
     with cassandra_cluster.node_down(DOWN):
+        # ... and with a node down, the others' (a node that does not answer is left out, never fails the read)
+        assert sorted(n.node for n in store.kvs.node_pressure()) == [h for h in HOSTS if h != down_host]
         # timestamps: strictly increasing, also in a batch
         fresh = [store.timestamps.fresh_timestamp() for _ in range(20)]
         assert fresh == sorted(set(fresh)) and fresh[0] > before

@@ -27,10 +27,13 @@ class CassandraHost:
     _lock: threading.Lock
     _prepared: dict[tuple, object]
     _meta_cache: dict[str, tuple[TableMetadata, float]]
+    _request_timeout: float
 
     if TYPE_CHECKING:
 
         def _s(self) -> Session: ...
+
+        def _translate(self, exc: BaseException, op: str, table: str | None, lwt: bool = False) -> Exception: ...
 
         def _q(self, phys: str) -> str: ...
 

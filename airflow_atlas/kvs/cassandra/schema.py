@@ -16,9 +16,11 @@ from typing import cast
 from ...errors import InvalidInputError, StoreNotInitializedError, TableNotFoundError
 from .. import _common as C
 from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS, multi_datacenter_problems
+from ..pressure import NodePressure
 from ..tables import SweepStrategy, TableMetadata, WriteMode
 from .errors import says_missing
 from .host import CassandraHost
+from .pressure import read_node_pressure
 from .statements import (
     GC_GRACE_QUERY,
     REGISTRY_COLUMN,
@@ -54,6 +56,10 @@ class SchemaMixin(CassandraHost):
 
     def down_datacenters(self) -> dict[str, list[str]]:
         return down_hosts(self._s().cluster)
+
+    def node_pressure(self) -> list[NodePressure]:
+        return read_node_pressure(self._s(), self._request_timeout,
+                                  lambda exc: self._translate(exc, "node_pressure", None))
 
     def _ensure_registry(self, create: bool = True) -> None:
         """Create the registry table if absent; ``create=False`` (open an existing store only): raise

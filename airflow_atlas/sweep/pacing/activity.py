@@ -21,8 +21,10 @@ import logging
 import time
 from collections.abc import Callable
 
-from ...kvs.api import KeyValueService
-from ...transactions.latency_table import write_sweep_mark
+MarkWriter = Callable[[str, float, float, int], None]
+"""``(holder, start, until, ttl_seconds)``: writes one claim (the store wires in
+:func:`~airflow_atlas.transactions.latency_table.write_sweep_mark` on its key-value service; the transactions
+sit above the sweep in the engine's layers, so the writer is handed down)."""
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +37,9 @@ far past its last touch. At most the table's ``MAX_MARK_SECONDS``."""
 class SweepActivity:
     """The marks of one sweep run (see the module doc). ``clock`` is wall-clock seconds."""
 
-    def __init__(self, kvs: KeyValueService, holder: str, ttl_seconds: int, *,
+    def __init__(self, write: MarkWriter, holder: str, ttl_seconds: int, *,
                  clock: Callable[[], float] = time.time, claim_seconds: float = CLAIM_SECONDS, enabled: bool = True):
-        self._kvs = kvs
+        self._write_mark = write
         self._holder = holder
         self._ttl = ttl_seconds
         self._clock = clock
@@ -62,7 +64,7 @@ class SweepActivity:
         if self._broken:
             return
         try:
-            write_sweep_mark(self._kvs, self._holder, start, until, self._ttl)
+            self._write_mark(self._holder, start, until, self._ttl)
         except Exception as exc:
             self._broken = True
             log.warning("could not mark the sweep in the application latency table (its quiet windows will "
@@ -71,4 +73,4 @@ class SweepActivity:
         self._start, self._until = start, until
 
 
-__all__ = ["CLAIM_SECONDS", "SweepActivity"]
+__all__ = ["CLAIM_SECONDS", "MarkWriter", "SweepActivity"]

@@ -56,9 +56,11 @@ import logging
 from dataclasses import dataclass
 from typing import Protocol
 
+from ...kvs.pressure import NodePressure
 from ...transactions.histogram import LatencyHistogram
 from ...validation import check_float, check_int
 from .adaptive import MAX_SWEEP_LATENCY_TARGET, MIN_ENTRIES_PER_SECOND, PROFILE_RISE_PER_RUN, ms
+from .pressure import PressureGuard
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +110,10 @@ class ApplicationLatencySource(Protocol):
     def quiet(self) -> LatencyHistogram | None:
         """The application's transactions in windows where no sweep ran (None: not known)."""
 
+    def pressure(self) -> list[NodePressure] | None:
+        """The store's nodes' pressure when read this time (read about once per publication: None in between;
+        []: no nodes), for the node-pressure guard (:mod:`.pressure`)."""
+
 
 class GuardedSource:
     """A source as the sweeper reads it (the one I/O edge of this module): a read that raises is logged and
@@ -115,6 +121,7 @@ class GuardedSource:
 
     def __init__(self, source: ApplicationLatencySource) -> None:
         self._source = source
+        self._no_pressure = False
 
     def _read(self, read, what: str):
         try:
@@ -128,6 +135,18 @@ class GuardedSource:
 
     def quiet(self) -> LatencyHistogram | None:
         return self._read(self._source.quiet, "quiet windows")
+
+    def pressure(self) -> list[NodePressure] | None:
+        """A failed read is logged once and pressure is not read again in the run (a role without SELECT on
+        the virtual table fails every time): the guard then holds nothing back."""
+        if self._no_pressure:
+            return None
+        try:
+            return self._source.pressure()
+        except Exception as exc:
+            self._no_pressure = True
+            log.warning("could not read the nodes' pressure (not used for the rest of the run): %s", exc)
+            return None
 
 
 @dataclass(frozen=True)
@@ -185,7 +204,9 @@ class ApplicationPaceController:
             self.ceiling = max(MIN_ENTRIES_PER_SECOND, stored.end_entries_per_second)
             self.state = "steering"
             self.reason = f"starting at the previous run's end pace, {self.ceiling:,.0f} entries/s"
-        self.backoffs = 0
+        self._backoffs = 0
+        self.guard = PressureGuard(now=now)
+        """The node-pressure ceiling (:mod:`.pressure`), fed with the nodes' readings by :meth:`feed`."""
         self.last_pace: float | None = None
         """The effective pace last returned by :meth:`pace`."""
         self._pool = LatencyHistogram()
@@ -198,19 +219,32 @@ class ApplicationPaceController:
         self._gave_up = False
 
     # ----- the composition ------------------------------------------------------------------------
+    @property
+    def backoffs(self) -> int:
+        """Back-offs of this run by the application's latency and by the nodes' pressure."""
+        return self._backoffs + self.guard.backoffs
+
     def pace(self, own_rate: float) -> float:
-        """The effective pace: the lower of the own-latency controller's ``own_rate`` and the ceiling."""
-        rate = own_rate if self.ceiling is None else min(own_rate, self.ceiling)
+        """The effective pace: the lowest of the own-latency controller's ``own_rate``, the ceiling and the
+        node-pressure guard's ceiling."""
+        rate = min(c for c in (own_rate, self.ceiling, self.guard.ceiling) if c is not None)
         self.last_pace = rate
         self._pool_pace = max(self._pool_pace, rate)
         return rate
 
     def governs(self, own_rate: float) -> bool:
-        """Whether the ceiling, not the own-latency pace, sets the effective pace."""
-        return self.ceiling is not None and self.ceiling < own_rate
+        """Whether the ceiling, not the own-latency pace (nor the pressure guard's lower one), sets the pace."""
+        return self.ceiling is not None and self.ceiling < own_rate and not self._pressure_governs(own_rate)
+
+    def _pressure_governs(self, own_rate: float) -> bool:
+        held = self.guard.ceiling
+        return held is not None and held < own_rate and (self.ceiling is None or held < self.ceiling)
 
     def reason_with(self, own_rate: float, own_reason: str) -> str:
         """Why the effective pace is what it is: the governing controller's reason first, the other's after."""
+        if self._pressure_governs(own_rate):
+            return (f"{self.guard.reason} [own latency: {own_rate:,.0f} entries/s, {own_reason}; "
+                    f"application: {self.reason}]")
         if self.governs(own_rate):
             return f"application: {self.reason} [own latency: {own_rate:,.0f} entries/s, {own_reason}]"
         return f"{own_reason} [application: {self.reason}]"
@@ -221,11 +255,13 @@ class ApplicationPaceController:
         return ApplicationPace(baseline_p99_seconds=self.learned, end_entries_per_second=ended)
 
     # ----- the feed -------------------------------------------------------------------------------
-    def feed(self, histogram: LatencyHistogram, entries: int, now: float) -> float | None:
+    def feed(self, histogram: LatencyHistogram, entries: int, now: float,
+             nodes: list[NodePressure] | None = None) -> float | None:
         """The application's transactions since the previous feed (``histogram``) and the entries the sweeper
         took since then (``entries``), at ``now``; decides when the pool holds :data:`MIN_TRANSACTIONS`.
-        Returns the ceiling (None: free)."""
+        ``nodes``: the nodes' pressure when read this time, for the guard. Returns the ceiling (None: free)."""
         check_int(entries, "entries", 0)
+        self.guard.feed(nodes, entries, self.last_pace, now)
         self._pool_entries += entries
         if histogram.count:
             self._last_traffic = now
@@ -279,7 +315,7 @@ class ApplicationPaceController:
         if p99 > target:
             self.ceiling = max(MIN_ENTRIES_PER_SECOND, reached * DECREASE_FACTOR)
             self.state = "steering"
-            self.backoffs += 1
+            self._backoffs += 1
             self.reason = f"backed off to {self.ceiling:,.0f} entries/s (half the {reached:,.0f} reached): {text}"
             self._settle_until = now + SETTLE_SECONDS
         elif self.ceiling is not None:

@@ -46,6 +46,19 @@ class FakeApplication:
     def quiet(self) -> LatencyHistogram:
         return hist(MIN_TRANSACTIONS, QUIET_SECONDS)
 
+    def pressure(self):
+        return None  # not read: the embedded store has no nodes
+
+
+class PressedNodes(FakeApplication):
+    """A fast application on nodes that report a request stage queueing beyond its threads on every call."""
+
+    def pressure(self):
+        from airflow_atlas.kvs.pressure import NodePressure
+
+        return [NodePressure.from_rows("127.0.0.9", [
+            {"name": "MutationStage", "pending_tasks": 64, "active_tasks_limit": 16, "blocked_tasks": 0}])]
+
 
 class Unreadable(FakeApplication):
     def since_last_call(self) -> LatencyHistogram:
@@ -162,3 +175,15 @@ def test_a_run_marks_when_it_swept_and_takes_its_baseline_from_the_quiet_windows
 
     dry = h.store.sweeper.sweep_shard(0, THOR, dry_run=True)
     assert dry.status == "dry_run" and read_sweep_marks(kvs, before - 1, time.time()) == claims
+
+
+def test_a_sweep_on_nodes_under_pressure_backs_off_with_a_fast_application(new_store):
+    """The node-pressure guard (sweep/pacing/pressure.py) in the run: the application is as fast as without
+    sweep, but the nodes report a queue longer than their threads: the run backs off and says why."""
+    pressed, calm = _sweep(new_store(), PressedNodes(QUIET_SECONDS)), _sweep(new_store(), FakeApplication(QUIET_SECONDS))
+    (run, paces), (free, free_paces) = pressed, calm
+    assert run.pace_backoffs >= 1, run  # (the run lasts about one settle time of the guard)
+    assert run.pace_reason.startswith("node pressure, backed off to"), run.pace_reason
+    assert "127.0.0.9: MutationStage 64 pending > 16 threads" in run.pace_reason
+    assert free.pace_backoffs == 0 and "node pressure" not in free.pace_reason
+    assert run.pace_entries_per_second * 2 <= free.pace_entries_per_second, (paces, free_paces)
