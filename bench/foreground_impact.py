@@ -1,18 +1,19 @@
-"""Benchmark foreground_impact (issue 15 part 2, extended by issue 24 item 2): how much a sweep slows the
-application it cleans, under phases of foreground load, at fixed intensity limits and at the default
-(adaptive) settings, and what it costs the sweep.
+"""Benchmark foreground_impact (issue 15 part 2, issue 24 item 2, issue 31 item 3): how much a sweep slows the
+application it cleans, under phases of foreground load, at fixed intensity limits and at each pace controller,
+and what it costs the sweep.
 
-Per repetition, the **load phases** in order - ``idle`` (no foreground), ``steady`` (the foreground rate of
-the issue-15 chart), ``burst`` (:data:`BURST_FACTOR` x that rate), ``idle_again`` - and in each load phase
-one window per **variant**, in an order that rotates every repetition:
+Per **placement** of the sweep process (bench/placement.py: ``confined`` - a CPU quota of half a core, as a
+sweeper on its own Airflow worker -, then ``shared``), per repetition, the **load phases** in order - ``idle``
+(no foreground), ``steady`` (20 transactions/s), ``burst`` (:data:`BURST_FACTOR` x that), ``idle_again`` - and
+in each load phase one window per **variant**, in an order that rotates every repetition:
 
 * ``no_sweep``: the foreground alone (the baseline of every latency ratio of the phase; busy phases only);
 * ``unthrottled``: ``sweep_max_entries_per_second`` 0 with ``sweep_latency_target`` 0 (no pacing at all: the
   baseline of every sweep-rate ratio of the phase);
-* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate, as before adaptive intensity;
-  busy phases only: on an idle node a fixed limit sweeps at the limit, measured in the issue-15 chart, and
-  has no foreground to hurt);
-* ``adaptive``: the default settings (``StoreConfig()``: ``sweep_latency_target`` 1.5, no upper bound).
+* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate; busy phases only);
+* ``adaptive``: the default settings with ``sweep_pace_signal`` ``sweep`` (the own-latency controller);
+* ``application``: the default settings with ``sweep_pace_signal`` ``application`` (steering on the application's
+  published latency and the node's pressure, its baseline from the quiet windows the other variants leave).
 
 A window:
 
@@ -21,25 +22,29 @@ A window:
   waits for a running writer: that contention is the application's, not the store's), issued **open-loop**
   at the phase's rate (each starts at its planned instant on a thread pool; its latency is measured from
   that instant, so queueing behind a slow store counts - no coordinated omission). Conflicts are counted,
-  not timed. The schedule runs for a moment before the window opens.
-* **sweep**: in a separate process (as an Airflow worker or a Spark executor is; started while the backlog
-  loads, connected before the window opens), one ``TargetedSweeper.sweep_shard`` run of a THOROUGH backlog
-  (transactions of ``TXN_WRITES`` writes, loaded fast, one version per cell) for the phase's seconds: the
-  run stops after the first iteration that ends past them (its ``on_iteration`` callback raises; the
-  iteration's progress is persisted, the entries left over are swept by the next window) or when the
-  backlog is gone. The backlog is topped up before each window to last it at the variant's expected rate
-  (the limit, or the unthrottled rate of a calibration sweep without foreground). Foreground latencies are
-  counted only while the sweep process sweeps (its own first and last instants).
+  not timed. The schedule runs for a moment before the window opens. The foreground's store publishes its
+  latency (``_app_latency``), which the ``application`` variant steers on. In the full mode a busy window lasts
+  long enough for :data:`~bench.foreground_summary.MIN_POOLED` transactions per variant over the repetitions
+  (:func:`window_seconds`).
+* **sweep**: in a separate process (as an Airflow worker or a Spark executor is; placed, started while the
+  backlog loads, connected before the window opens), one ``TargetedSweeper.sweep_shard`` run of a THOROUGH
+  backlog (transactions of ``TXN_WRITES`` writes, loaded fast, one version per cell) for the window's seconds:
+  the run stops after the first iteration that ends past them (its ``on_iteration`` callback raises; the
+  iteration's progress is persisted, the entries left over are swept by the next window) or when the backlog
+  is gone. The backlog is topped up before each window to last it at the variant's expected rate (the limit,
+  or the unthrottled rate of a calibration sweep without foreground). Foreground latencies are counted only
+  while the sweep process sweeps (its own first and last instants).
 
-Reported per load phase and variant: foreground p50 / p99 (median over repetitions; and pooled), p99 and
-p50 against the same phase's ``no_sweep`` of the same repetition (median of the per-repetition ratios),
-sweep entries/s and its share of the same phase's ``unthrottled`` rate of the same repetition (median of
-the ratios), the seconds paced, the adaptive pace at the end of the window, its back-offs and reason, and
-the cores used (machine, node).
+Reported per placement, load phase and variant (bench/foreground_summary.py): the pooled p50 and p99 ("too few
+samples" under 1,000 transactions), the p99 against the same placement and phase's ``no_sweep`` with a
+bootstrap 90% confidence interval, the sweep rate (pooled) and its share of ``unthrottled``, the seconds paced,
+the pace at the end of the window, its back-offs and reason, and the cores used (machine, node). The goals are
+judged at the default variant on the confined placement; the other controller is shown beside it.
 """
 from __future__ import annotations
 
 import json
+import math
 import os
 import random
 import subprocess
@@ -49,21 +54,31 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from . import common as C
+from . import foreground_summary as S
+from . import placement as P
+from .foreground_summary import (
+    ADAPTIVE,
+    APPLICATION,
+    NO_SWEEP,
+    PHASES,
+    UNTHROTTLED,
+    default_variant,
+    evaluate_goals,
+    percentile,
+    summarise,
+    variants,
+)
 
 NAME = "foreground_impact"
 TXN_WRITES = 500
 """Writes per backlog transaction (bulk-load shaped: dedicated queue rows; loads the backlog fast)."""
 READS = 4
 FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
-LIMITS_FULL = (16_000, 8_000, 4_000, 2_000, 1_000, 250)
-"""The fixed limits of the issue-15 chart (entries/s, ``sweep_latency_target`` 0), and 250: about 1% of the
-unthrottled rate, to tell whether any pace keeps the busy phases' p99 within the goal on the machine (1,000
-cost 2.9-3.5x in the three full runs of 2026-11-27)."""
+LIMITS_FULL = (2_000, 1_000, 250)
+"""Fixed limits (entries/s, ``sweep_latency_target`` 0): 250 kept the steady phase at 1.32x on 2026-11-27, 1,000
+cost 2.9-3.5x; fewer than the issue-15 chart's six, so that every busy window holds enough transactions for a
+p99 (issue 31 item 3) within about half an hour per placement."""
 LIMITS_QUICK = (2_000,)
-NO_SWEEP, UNTHROTTLED, ADAPTIVE = "no_sweep", "unthrottled", "adaptive"
-PHASES = ("idle", "steady", "burst", "idle_again")
-"""The load phases, in the order they run in every repetition."""
-BUSY = ("steady", "burst")
 BURST_FACTOR = 2
 """The burst's foreground rate over the steady one. 2, not 3 (as until 2026-11-26): the foreground alone at the
 steady 20/s kept 0.63 of the 2 cores busy (full run of 2026-11-23), so 60/s needs about 1.9 of 2 before any
@@ -72,28 +87,31 @@ window's length (quick run of 2026-11-26 at load 3.9: burst 30/s p50 942 ms agai
 which leaves no ratio to measure; 40/s (about 1.3 cores) is a burst the node carries with room for a sweep."""
 BACKLOG_MARGIN = 1.25
 """The backlog lasts a window at this many times the expected rate (the run stops at the window's end)."""
-P99_GOAL, IDLE_SHARE_GOAL = 1.25, 0.8
+PHASE_SECONDS_FULL = 12.0
+"""A window's length in the idle phases, and the least in the busy ones (which are longer where their rate
+needs it: :func:`window_seconds`)."""
 
 
 def _shape(quick: bool) -> dict:
     if quick:
         steady = 10
-        return {"phase_seconds": 2.0, "preroll_seconds": 0.5, "settle_seconds": 0.0, "fg_cells": 1_000,
+        return {"phase_seconds": 2.0, "min_pooled": 0, "preroll_seconds": 0.5, "settle_seconds": 0.0, "fg_cells": 1_000,
                 "calibration_entries": 5_000, "limits": LIMITS_QUICK, "max_backlog": 25_000,
                 "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
-    # Steady: 20 transactions/s for 12 s, ~240 latencies per window and repetition (a p99 is the 3rd-slowest),
-    # as in the issue-15 chart; the burst 40/s (~480).
+    # Steady: 20 transactions/s, the burst 40/s; the busy windows as long as 2,000 pooled transactions need.
     steady = 20
-    return {"phase_seconds": 12.0, "preroll_seconds": 1.0, "settle_seconds": 5.0, "fg_cells": 10_000,
+    return {"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED, "preroll_seconds": 1.0, "settle_seconds": 5.0, "fg_cells": 10_000,
             "calibration_entries": 20_000, "limits": LIMITS_FULL, "max_backlog": 300_000,
             "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
 
 
-def variants(phase: str, limits) -> list:
-    """The variants measured in a load phase."""
-    if phase in BUSY:
-        return [NO_SWEEP, UNTHROTTLED, *limits, ADAPTIVE]
-    return [UNTHROTTLED, ADAPTIVE]
+def window_seconds(shape: dict, phase: str, reps: int) -> float:
+    """A window of ``phase``: long enough that the repetitions pool :data:`~bench.foreground_summary.MIN_POOLED`
+    transactions per variant in the full mode (10 % spare for the windows' edges)."""
+    rate = shape["fg_rates"][phase]
+    if not shape.get("min_pooled") or not rate:
+        return shape["phase_seconds"]
+    return max(shape["phase_seconds"], math.ceil(shape["min_pooled"] * 1.1 / (rate * reps)))
 
 
 # ----- the sweep process ----------------------------------------------------------------------------
@@ -108,11 +126,13 @@ def _sweeper_main(url: str, variant: str, seconds: float) -> None:
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
 
-    if variant == ADAPTIVE:
+    config = StoreConfig()
+    if variant in (ADAPTIVE, APPLICATION):
         pacing: dict = {}  # the default settings: sweep_latency_target and sweep_max_entries_per_second
+        config = StoreConfig(sweep_pace_signal="application" if variant == APPLICATION else "sweep")
     else:  # a fixed rate (0: none at all), exactly as before adaptive intensity
         pacing = {"max_entries_per_second": 0 if variant == UNTHROTTLED else int(variant), "latency_target": 0.0}
-    store = AtlasStore.open(url, StoreConfig())
+    store = AtlasStore.open(url, config)
     timeline: list[tuple[float, int, float | None]] = []  # (seconds since go, entries so far, pace)
     try:
         store.number_of_shards()  # connected and the schema read
@@ -147,7 +167,7 @@ def _sweeper_main(url: str, variant: str, seconds: float) -> None:
         "seconds_paced": run["seconds_paced"], "max_entries_per_second": run["max_entries_per_second"],
         "latency_target": run.get("latency_target"), "pace_entries_per_second": run.get("pace_entries_per_second"),
         "pace_reason": run.get("pace_reason"), "pace_backoffs": run.get("pace_backoffs", 0),
-        "pace_timeline": _thin(timeline) if variant == ADAPTIVE else [],
+        "pace_timeline": _thin(timeline) if variant in (ADAPTIVE, APPLICATION) else [],
     }), flush=True)
 
 
@@ -165,12 +185,13 @@ class Sweeper:
     loads the backlog); :meth:`start` returns once it is connected; :meth:`go` starts the sweep;
     :meth:`result` waits for its JSON line."""
 
-    def __init__(self, url: str, variant, seconds: float):
+    def __init__(self, url: str, variant, seconds: float, placement: str = P.SHARED):
         env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(variant), str(seconds)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
             cwd=str(C.REPO_ROOT))
+        self.placement = P.confine(self._proc.pid, placement)  # before it connects: its whole run is placed
 
     def start(self) -> Sweeper:
         line = self._proc.stdout.readline()
@@ -185,6 +206,7 @@ class Sweeper:
 
     def result(self) -> dict:
         out, err = self._proc.communicate(timeout=3600)
+        P.release(self.placement)
         if self._proc.returncode != 0:
             raise RuntimeError(f"sweep process exited {self._proc.returncode}: {err[-2000:]}")
         return json.loads(out.strip().splitlines()[-1])
@@ -264,14 +286,6 @@ class Foreground:
             return sorted(lat for at, lat in self.samples if start <= at <= end)
 
 
-def percentile(sorted_values: list[float], q: float) -> float | None:
-    """Nearest-rank percentile (``q`` in 0..100) of sorted values."""
-    if not sorted_values:
-        return None
-    k = max(0, min(len(sorted_values) - 1, int(-(-q * len(sorted_values) // 100)) - 1))
-    return sorted_values[k]
-
-
 # ----- the benchmark ------------------------------------------------------------------------------
 def _load_backlog(store, n: int, offset: int, rng) -> int:
     cells = [C.cell(offset + i, "bg") for i in range(n)]
@@ -287,15 +301,14 @@ def _settle(store) -> None:
 
 
 def _expected_rate(variant, calibration_rate: float) -> float:
-    return calibration_rate if variant in (UNTHROTTLED, ADAPTIVE) else min(float(variant), calibration_rate)
+    return calibration_rate if variant in (UNTHROTTLED, ADAPTIVE, APPLICATION) else min(float(variant), calibration_rate)
 
 
-def run(*, quick: bool, reps: int) -> dict:
+def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -> dict:
     from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
     shape = _shape(quick)
-    T = shape["phase_seconds"]
     url = C.cassandra_url(C.new_keyspace_name("fg"))
     store = C.open_store(url)
     runs: list[dict] = []
@@ -317,15 +330,18 @@ def run(*, quick: bool, reps: int) -> dict:
         C.log(f"{NAME}: calibration {cal['entries_read']:,} entries at {calibration_rate:,.0f}/s (no foreground)")
         left = 0  # backlog entries not swept yet (a window stops at its end, the next one sweeps them)
 
-        for rep in range(reps):
+        placed: dict = {}
+        for placement, rep in ((p, r) for p in placements for r in range(reps)):
             for phase in PHASES:
                 fg_rate = shape["fg_rates"][phase]
+                T = window_seconds(shape, phase, reps)
                 for variant in C.rotated(variants(phase, shape["limits"]), rep):
-                    rec: dict = {"rep": rep, "phase": phase, "variant": variant, "foreground_rate": fg_rate,
-                                 "load_avg_1m": C.load_average()["1m"]}
+                    rec: dict = {"placement": placement, "rep": rep, "phase": phase, "variant": variant,
+                                 "foreground_rate": fg_rate, "load_avg_1m": C.load_average()["1m"]}
                     sweeper = None
                     if variant != NO_SWEEP:
-                        sweeper = Sweeper(url, variant, T)  # connects while the backlog loads
+                        sweeper = Sweeper(url, variant, T, placement)  # connects while the backlog loads
+                        placed[placement] = {k: v for k, v in sweeper.placement.items() if k != "cgroup"}
                         need = int(min(shape["max_backlog"],
                                        max(TXN_WRITES, _expected_rate(variant, calibration_rate) * T * BACKLOG_MARGIN)))
                         with C.timed(rec, "load_seconds"):
@@ -336,7 +352,7 @@ def run(*, quick: bool, reps: int) -> dict:
                         rec["backlog"] = left
                         sweeper.start()
                     rec["settle_seconds"] = C.settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
-                    C.log(f"{NAME}: rep {rep} {phase} ({fg_rate}/s) {variant}")
+                    C.log(f"{NAME}: {placement} rep {rep} {phase} ({fg_rate}/s, {T:g} s) {variant}")
                     fg = Foreground(store, fg_cells, fg_rate, seed=rep * 1000 + len(runs)).start() if fg_rate else None
                     if fg is not None:
                         time.sleep(shape["preroll_seconds"])  # the schedule runs before the window opens
@@ -369,8 +385,17 @@ def run(*, quick: bool, reps: int) -> dict:
                           + f"; machine {rec['cpu']['machine_busy_cores']:.2f} cores busy, load {rec['load_avg_1m']}")
     finally:
         C.drop_store(store)
-    results = summarise(runs, shape, calibration_rate)
-    goals = evaluate_goals(results, shape["limits"])
+    results: dict = {"calibration_entries_per_second": calibration_rate, "default_variant": default_variant(),
+                     "placements": {}}
+    goals: list = []
+    for placement in placements:
+        phases = summarise([r for r in runs if r["placement"] == placement], shape["limits"], shape["fg_rates"])
+        results["placements"][placement] = {"placement": placed.get(placement, {"placement": placement}),
+                                            "phases": phases}
+    judged = P.CONFINED if P.CONFINED in placements else placements[0]
+    for variant in (default_variant(), *(v for v in (ADAPTIVE, APPLICATION) if v != default_variant())):
+        goals += evaluate_goals(results["placements"][judged]["phases"], shape["limits"], variant=variant,
+                                placement=judged, binding=variant == default_variant())
     for r in runs:
         r.pop("latencies_ms", None)  # pooled into the results; the JSON stays small
     from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
@@ -378,7 +403,9 @@ def run(*, quick: bool, reps: int) -> dict:
 
     return C.result_document(
         NAME, quick=quick, backend="cassandra", watch=watch, machine=machine,
-        params={"phase_seconds": T, "load_phases": list(PHASES), "foreground_rates_per_second": shape["fg_rates"],
+        params={"phase_seconds": {ph: window_seconds(shape, ph, reps) for ph in PHASES}, "load_phases": list(PHASES),
+                "placements": list(placements), "min_samples_for_p99": S.MIN_SAMPLES_FOR_P99,
+                "ci_level": S.CI_LEVEL, "bootstrap_resamples": S.RESAMPLES, "foreground_rates_per_second": shape["fg_rates"],
                 "foreground_cells": shape["fg_cells"], "reads_per_transaction": READS, "writes_per_transaction": 1,
                 "backlog_transaction_writes": TXN_WRITES, "limits": list(shape["limits"]),
                 "default_settings": {"sweep_latency_target": DEFAULT_SWEEP_LATENCY_TARGET,
@@ -396,95 +423,6 @@ def _ms(seconds: float | None) -> float | None:
 
 def _r(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
-
-
-def _ratios(rows: list[dict], base: dict, key: str) -> float | None:
-    """Median over repetitions of ``row[key] / base[rep][key]`` (None when no pair has both)."""
-    values = [r[key] / base[r["rep"]][key] for r in rows
-              if r.get(key) is not None and r["rep"] in base and base[r["rep"]].get(key)]
-    return C.median(values) if values else None
-
-
-def summarise(runs: list[dict], shape: dict, calibration_rate: float) -> dict:
-    """Per load phase and variant: medians over repetitions and ratios against the same phase and repetition."""
-    out: dict = {"calibration_entries_per_second": calibration_rate, "phases": {}}
-    for phase in PHASES:
-        mine = [r for r in runs if r["phase"] == phase]
-        no_sweep = {r["rep"]: r for r in mine if r["variant"] == NO_SWEEP}
-        unthrottled = {r["rep"]: r for r in mine if r["variant"] == UNTHROTTLED}
-        rows: dict = {}
-        for variant in variants(phase, shape["limits"]):
-            rs = [r for r in mine if r["variant"] == variant]
-            if not rs:
-                continue
-            pooled = sorted(x for r in rs for x in r["latencies_ms"])
-            row: dict = {
-                "variant": variant, "limit": variant if isinstance(variant, int) else None,
-                "p50_ms": _median_of(rs, "p50_ms"), "p99_ms": _median_of(rs, "p99_ms"),
-                "pooled_p50_ms": percentile(pooled, 50), "pooled_p99_ms": percentile(pooled, 99),
-                "foreground_transactions": sum(r["foreground_transactions"] for r in rs),
-                "conflicts": sum(r["conflicts"] for r in rs), "errors": sum(r["error_count"] for r in rs),
-                "machine_busy_cores": C.median(r["cpu"]["machine_busy_cores"] for r in rs),
-                "cassandra_cores": C.median(r["cpu"].get("cassandra_cores", float("nan")) for r in rs),
-                "load_avg_1m": C.median(r["load_avg_1m"] for r in rs),
-                "window_seconds": C.median(r["window_seconds"] for r in rs),
-            }
-            if variant != NO_SWEEP:
-                row.update(
-                    p99_vs_no_sweep=_ratios(rs, no_sweep, "p99_ms"), p50_vs_no_sweep=_ratios(rs, no_sweep, "p50_ms"),
-                    sweep_entries_per_second=C.median(r["sweep_entries_per_second"] for r in rs),
-                    share_of_unthrottled=_ratios(rs, unthrottled, "sweep_entries_per_second"),
-                    seconds_paced=C.median(r["sweep"]["seconds_paced"] for r in rs),
-                    pace_entries_per_second=_median_of([r["sweep"] for r in rs], "pace_entries_per_second"),
-                    pace_backoffs=C.median(r["sweep"]["pace_backoffs"] for r in rs),
-                    pace_reason=rs[-1]["sweep"]["pace_reason"],
-                    checks_ok=all(r["sweep_check"] for r in rs),
-                )
-            rows[str(variant)] = row
-        out["phases"][phase] = {"foreground_rate": shape["fg_rates"][phase], "variants": rows}
-    return out
-
-
-def _median_of(rows: list[dict], key: str) -> float | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return C.median(values) if values else None
-
-
-def evaluate_goals(results: dict, limits) -> list:
-    """Issue 24 item 2's goals, at the default settings (the ``adaptive`` variant), side by side in one run."""
-    phases = results["phases"]
-    goals = []
-    for phase in BUSY:
-        row = phases[phase]["variants"].get(ADAPTIVE, {})
-        goals.append(C.goal(f"{phase}: foreground p99 at the default settings / no sweep",
-                            row.get("p99_vs_no_sweep"), P99_GOAL, "<="))
-    for phase in PHASES:
-        if phase in BUSY:
-            continue
-        row = phases[phase]["variants"].get(ADAPTIVE, {})
-        goals.append(C.goal(f"{phase}: sweep rate at the default settings / unthrottled",
-                            row.get("share_of_unthrottled"), IDLE_SHARE_GOAL, ">="))
-    steady = phases["steady"]["variants"]
-    gentle = [lim for lim in limits if (steady.get(str(lim), {}).get("p99_vs_no_sweep") or float("inf")) <= P99_GOAL]
-    adaptive_rate = steady.get(ADAPTIVE, {}).get("sweep_entries_per_second")
-    if gentle and adaptive_rate is not None:
-        best = max(gentle)
-        best_rate = steady[str(best)]["sweep_entries_per_second"]
-        goals.append(C.goal(f"steady: sweep rate at the default settings / that of the highest fixed limit keeping"
-                            f" p99 <= {P99_GOAL}x ({best:,}/s, swept {best_rate:,.0f}/s)",
-                            adaptive_rate / best_rate, 1.0, ">="))
-    else:
-        goals.append(C.goal(f"steady: sweep rate at the default settings / that of the highest fixed limit keeping"
-                            f" p99 <= {P99_GOAL}x", None, 1.0, ">=",
-                            note="no fixed limit kept p99 within the goal" if adaptive_rate is not None else "not measured"))
-    for phase in BUSY:
-        rows = phases[phase]["variants"]
-        base = rows.get(UNTHROTTLED, {}).get("p99_ms")
-        worst = max(((rows[str(lim)]["p99_ms"] / base, lim) for lim in limits
-                     if base and rows.get(str(lim), {}).get("p99_ms") is not None), default=None)
-        goals.append(C.goal(f"{phase}: smoothness, the worst fixed limit's p99 / unthrottled p99"
-                            + (f" ({worst[1]:,}/s)" if worst else ""), worst[0] if worst else None, 1.0, "<="))
-    return goals
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
 """The RESULTS.md section and the chart of ``foreground_impact`` (called by bench/report.py).
 
-Two shapes of results: the per-load-phase document of issue 24 (``params.load_phases``) and the single-phase
-document of issue 15 (one steady foreground, fixed limits only), which the committed full-mode JSON may still be.
+Three shapes of results: the per-placement document of issue 31 (``results.placements``: pooled p99s with
+confidence intervals), the per-load-phase document of issue 24 (``params.load_phases``) and the single-phase
+document of issue 15 (one steady foreground, fixed limits only), which a committed full-mode JSON may still be.
 """
 from __future__ import annotations
 
@@ -19,7 +20,57 @@ def _fmt(value, digits=2) -> str:
 def _label(variant) -> str:
     if isinstance(variant, int) or str(variant).isdigit():
         return f"fixed {int(variant):,}/s"
-    return {"no_sweep": "no sweep", "unthrottled": "unthrottled", "adaptive": "**adaptive (default)**"}.get(variant, str(variant))
+    return {"no_sweep": "no sweep", "unthrottled": "unthrottled", "adaptive": "adaptive (own latency)",
+            "application": "application latency"}.get(variant, str(variant))
+
+
+def _ratio_text(row: dict) -> str:
+    if row.get("p99_note"):
+        return row["p99_note"]
+    ci = row.get("p99_ratio_ci")
+    return f"{_fmt(row.get('p99_vs_no_sweep'))} [{_fmt(ci[0])}, {_fmt(ci[1])}]" if ci else _fmt(row.get("p99_vs_no_sweep"))
+
+
+def _placement_lines(doc: dict) -> list[str]:
+    """Issue 31's document: per placement, phase and variant, pooled figures with 90% intervals."""
+    p, r = doc["params"], doc["results"]
+    default = r.get("default_variant")
+    header = ["placement", "load phase (fg/s)", "variant", "transactions", "p50 ms", "p99 ms",
+              "p99 / no sweep [90% CI]", "sweep entries/s", "share of unthrottled", "pace at end /s (back-offs)",
+              "machine cores busy", "node cores"]
+    lines = [SECTION, "", "| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
+    for name, placed in r["placements"].items():
+        for phase, ph in placed["phases"].items():
+            for key, row in ph["variants"].items():
+                label = _label(key) + (" **(default)**" if key == default else "")
+                pace = "-"
+                if key in ("adaptive", "application"):
+                    pace = f"{_fmt(row.get('pace_entries_per_second'))} ({_fmt(row.get('pace_backoffs'), 0)})"
+                lines.append("| " + " | ".join([
+                    name, f"{phase} ({ph['foreground_rate']})", label, _fmt(row["foreground_transactions"]),
+                    _fmt(row["p50_ms"], 1), _fmt(row["p99_ms"], 1), _ratio_text(row) if key != "no_sweep" else "-",
+                    _fmt(row.get("sweep_entries_per_second")), _fmt(row.get("share_of_unthrottled")), pace,
+                    _fmt(row["machine_busy_cores"]), _fmt(row["cassandra_cores"])]) + " |")
+    placements = "; ".join(f"{n}: {v['placement'].get('method', '-')}" for n, v in r["placements"].items())
+    lines += [
+        "",
+        f"- placements of the sweep process: {placements}",
+        f"- windows (s): {', '.join(f'{k} {v:g}' for k, v in p['phase_seconds'].items())}; p99s pooled over"
+        f" {p['repetitions']} repetitions (none under {p['min_samples_for_p99']:,} transactions); intervals: bootstrap,"
+        f" {p['bootstrap_resamples']:,} resamples",
+        f"- calibration (unthrottled, no foreground): {_fmt(r['calibration_entries_per_second'])} entries/s; load averages"
+        f" {_load_text(doc)}; duration {doc.get('duration_seconds', 0) / 60:.0f} min; chart: foreground_impact.png",
+        "",
+    ]
+    return lines
+
+
+def _phases_of(results: dict) -> dict:
+    """The phases to chart: the confined placement's (the judged one) when there are placements."""
+    if "placements" in results:
+        placed = results["placements"]
+        return placed.get("confined", next(iter(placed.values())))["phases"]
+    return results["phases"]
 
 
 def _load_text(doc: dict) -> str:
@@ -29,6 +80,8 @@ def _load_text(doc: dict) -> str:
 
 def report_lines(doc: dict) -> list[str]:
     """The RESULTS.md section of this benchmark."""
+    if "placements" in doc["results"]:
+        return _placement_lines(doc)
     if "load_phases" not in doc["params"]:
         return _legacy_lines(doc)
     p, r = doc["params"], doc["results"]
@@ -103,7 +156,7 @@ def write_chart(doc: dict, path) -> None:
     r = doc["results"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.8))
     if "load_phases" in doc["params"]:
-        phases = r["phases"]
+        phases = _phases_of(r)
         keys = list(dict.fromkeys(k for ph in phases.values() for k in ph["variants"] if k != "no_sweep"))
         names = [_label(k).strip("*").replace(" (default)", "") for k in keys]
         width = 0.8 / max(1, len(phases))

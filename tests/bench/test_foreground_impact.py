@@ -1,75 +1,158 @@
-"""bench/foreground_impact.py's summary, goals and report from given measurements (pure: no store, no sweep)."""
+"""bench/foreground_impact.py's windows, its summary and goals (bench/foreground_summary.py) and its report, from
+given measurements (pure: no store, no sweep); the placement of a sweep process (bench/placement.py) on a real
+child process."""
 from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from bench import foreground_impact as F
 from bench import foreground_impact_report as R
+from bench import foreground_summary as S
+from bench import placement as P
 
-SHAPE = {"limits": (4_000, 1_000), "fg_rates": {"idle": 0, "steady": 20, "burst": 60, "idle_again": 0}}
+LIMITS = (1_000, 250)
+RATES = {"idle": 0, "steady": 20, "burst": 40, "idle_again": 0}
 #: (phase, variant) -> (p99 ms, sweep entries/s) of every repetition
 FIGURES = {
-    ("steady", F.NO_SWEEP): (40.0, None), ("steady", F.UNTHROTTLED): (200.0, 15_000.0),
-    ("steady", 4_000): (300.0, 4_000.0), ("steady", 1_000): (44.0, 1_000.0), ("steady", F.ADAPTIVE): (48.0, 2_500.0),
-    ("burst", F.NO_SWEEP): (80.0, None), ("burst", F.UNTHROTTLED): (400.0, 9_000.0),
-    ("burst", 4_000): (360.0, 4_000.0), ("burst", 1_000): (90.0, 1_000.0), ("burst", F.ADAPTIVE): (120.0, 1_500.0),
-    ("idle", F.UNTHROTTLED): (None, 20_000.0), ("idle", F.ADAPTIVE): (None, 17_000.0),
-    ("idle_again", F.UNTHROTTLED): (None, 20_000.0), ("idle_again", F.ADAPTIVE): (None, 12_000.0),
+    ("steady", S.NO_SWEEP): (40.0, None), ("steady", S.UNTHROTTLED): (200.0, 15_000.0),
+    ("steady", 1_000): (60.0, 1_000.0), ("steady", 250): (44.0, 250.0),
+    ("steady", S.ADAPTIVE): (120.0, 5_000.0), ("steady", S.APPLICATION): (48.0, 600.0),
+    ("burst", S.NO_SWEEP): (80.0, None), ("burst", S.UNTHROTTLED): (400.0, 9_000.0),
+    ("burst", 1_000): (160.0, 1_000.0), ("burst", 250): (88.0, 250.0),
+    ("burst", S.ADAPTIVE): (300.0, 3_000.0), ("burst", S.APPLICATION): (96.0, 300.0),
+    ("idle", S.UNTHROTTLED): (None, 20_000.0), ("idle", S.ADAPTIVE): (None, 17_000.0),
+    ("idle", S.APPLICATION): (None, 18_000.0),
+    ("idle_again", S.UNTHROTTLED): (None, 20_000.0), ("idle_again", S.ADAPTIVE): (None, 12_000.0),
+    ("idle_again", S.APPLICATION): (None, 19_000.0),
 }
 
 
-def _runs(reps: int = 3) -> list[dict]:
+def _runs(reps: int = 3, per_window: int = 700, placement: str = P.CONFINED) -> list[dict]:
+    """Windows of ``per_window`` latencies each: 98% at half the p99, 2% at the p99 (so the pooled p99 is it)."""
     runs = []
     for rep in range(reps):
         for (phase, variant), (p99, rate) in FIGURES.items():
-            lat = [] if p99 is None else [p99 / 2] * 99 + [p99]
-            rec = {"rep": rep, "phase": phase, "variant": variant, "foreground_rate": SHAPE["fg_rates"][phase],
-                   "load_avg_1m": 1.0, "cpu": {"machine_busy_cores": 1.0, "cassandra_cores": 0.5}, "window_seconds": 12.0,
-                   "foreground_transactions": len(lat), "conflicts": 0, "error_count": 0, "latencies_ms": lat,
-                   "p50_ms": None if p99 is None else p99 / 2, "p99_ms": p99}
+            lat = [] if p99 is None else [p99 / 2] * (per_window - per_window // 50) + [p99] * (per_window // 50)
+            rec = {"placement": placement, "rep": rep, "phase": phase, "variant": variant,
+                   "foreground_rate": RATES[phase], "load_avg_1m": 1.0, "window_seconds": 10.0,
+                   "cpu": {"machine_busy_cores": 1.0, "cassandra_cores": 0.5},
+                   "foreground_transactions": len(lat), "conflicts": 0, "error_count": 0, "latencies_ms": lat}
             if rate is not None:
                 rec.update(sweep_entries_per_second=rate, sweep_check=True,
-                           sweep={"seconds_paced": 1.0, "pace_entries_per_second": rate, "pace_backoffs": 2,
-                                  "pace_reason": "increasing: read p50 1.0 ms <= target 3.0 ms"})
+                           sweep={"entries_read": rate * 10.0, "seconds_paced": 1.0, "pace_entries_per_second": rate,
+                                  "pace_backoffs": 2, "pace_reason": "increasing: read p50 1.0 ms <= target 3.0 ms"})
             runs.append(rec)
     return runs
 
 
-def test_each_phase_is_compared_with_its_own_baselines():
-    res = F.summarise(_runs(), SHAPE, 20_000.0)
-    steady = res["phases"]["steady"]["variants"]
-    assert steady["adaptive"]["p99_vs_no_sweep"] == 48 / 40 and steady["adaptive"]["share_of_unthrottled"] == 2_500 / 15_000
-    assert res["phases"]["burst"]["variants"]["4000"]["p99_vs_no_sweep"] == 360 / 80
-    idle = res["phases"]["idle"]["variants"]
-    assert set(idle) == {"unthrottled", "adaptive"} and idle["adaptive"]["p99_ms"] is None
-    assert idle["adaptive"]["share_of_unthrottled"] == 17_000 / 20_000
+def test_busy_windows_are_as_long_as_2000_pooled_transactions_need():
+    full, quick = F._shape(quick=False), F._shape(quick=True)
+    assert F.window_seconds(full, "steady", 3) == 37  # 2,000 x 1.1 / (20/s x 3)
+    assert F.window_seconds(full, "burst", 3) == 19
+    assert F.window_seconds(full, "idle", 3) == F.PHASE_SECONDS_FULL
+    assert F.window_seconds(full, "steady", 10) == F.PHASE_SECONDS_FULL  # never shorter than the idle windows
+    assert F.window_seconds(quick, "steady", 3) == quick["phase_seconds"]  # a smoke run, "too few samples"
 
 
-def test_the_goals_of_issue_24_item_2():
-    goals = {g["name"].split(" (")[0]: g for g in F.evaluate_goals(F.summarise(_runs(), SHAPE, 20_000.0), SHAPE["limits"])}
-    assert goals["steady: foreground p99 at the default settings / no sweep"]["met"] is True  # 1.2x
-    assert goals["burst: foreground p99 at the default settings / no sweep"]["met"] is False  # 1.5x
-    assert goals["idle: sweep rate at the default settings / unthrottled"]["met"] is True  # 0.85
-    assert goals["idle_again: sweep rate at the default settings / unthrottled"]["met"] is False  # 0.6
-    best = next(g for g in goals.values() if g["name"].startswith("steady: sweep rate"))
-    assert "(1,000/s, swept 1,000/s)" in best["name"] and best["value"] == 2.5 and best["met"] is True
-    assert goals["steady: smoothness, the worst fixed limit's p99 / unthrottled p99"]["value"] == 1.5  # 4,000/s
-    assert goals["burst: smoothness, the worst fixed limit's p99 / unthrottled p99"]["met"] is True  # 0.9
+def test_pooled_p99_ratios_have_a_confidence_interval_and_each_phase_its_own_baselines():
+    phases = S.summarise(_runs(), LIMITS, RATES)
+    app = phases["steady"]["variants"]["application"]
+    assert app["foreground_transactions"] == 2_100 and app["p99_ms"] == 48.0
+    assert app["p99_vs_no_sweep"] == 48 / 40
+    lo, hi = app["p99_ratio_ci"]
+    assert lo <= 48 / 40 <= hi and hi < 1.5
+    assert phases["burst"]["variants"]["1000"]["p99_vs_no_sweep"] == 160 / 80
+    assert app["sweep_entries_per_second"] == 600.0 and app["share_of_unthrottled"] == 600 / 15_000
+    idle = phases["idle"]["variants"]
+    assert set(idle) == {"unthrottled", "adaptive", "application"} and idle["adaptive"]["p99_ms"] is None
+    assert "p99_vs_no_sweep" not in idle["adaptive"] and idle["adaptive"]["share_of_unthrottled"] == 17_000 / 20_000
 
 
-def test_no_gentle_fixed_limit_leaves_the_steady_comparison_open():
-    runs = [r for r in _runs() if not (r["phase"] == "steady" and r["variant"] == 1_000)]
-    goals = F.evaluate_goals(F.summarise(runs, SHAPE, 20_000.0), SHAPE["limits"])
-    g = next(g for g in goals if g["name"].startswith("steady: sweep rate"))
-    assert g["met"] is None and g["note"] == "no fixed limit kept p99 within the goal"
+def test_fewer_than_1000_transactions_give_no_p99_but_say_too_few_samples():
+    phases = S.summarise(_runs(reps=1, per_window=900), LIMITS, RATES)
+    row = phases["steady"]["variants"]["application"]
+    assert row["p99_ms"] is None and row["p99_vs_no_sweep"] is None and row["p99_ratio_ci"] is None
+    assert row["p99_note"] == "too few samples (900 < 1,000)"
+    assert row["p50_ms"] == 24.0  # a median needs no thousand
+    goals = S.evaluate_goals(phases, LIMITS, variant="application")
+    assert goals[0]["met"] is None and goals[0]["note"] == "too few samples (900 < 1,000)"
 
 
-def test_the_report_shows_every_phase_and_variant(tmp_path):
-    doc = {"params": {"load_phases": list(F.PHASES), "phase_seconds": 12.0, "reads_per_transaction": 4,
-                      "foreground_cells": 10_000, "foreground_rates_per_second": SHAPE["fg_rates"], "repetitions": 3,
-                      "default_settings": {"sweep_latency_target": 1.5, "sweep_max_entries_per_second": 0}},
-           "results": F.summarise(_runs(), SHAPE, 20_000.0), "load_before": {}, "load_after": {}, "duration_seconds": 60}
+def test_the_interval_is_wide_when_the_tail_is_a_few_transactions_and_narrow_when_it_is_many():
+    base = sorted([10.0] * 1_900 + [20.0] * 100)  # 5% slow: its p99 firmly 20
+    few = sorted([10.0] * 1_985 + [30.0] * 15)  # p99 lands on the edge of the slow 0.75%
+    many = sorted([10.0] * 1_900 + [30.0] * 100)  # 5% slow: p99 firmly 30
+    lo_few, hi_few = S.p99_ratio_ci(few, base)
+    lo_many, hi_many = S.p99_ratio_ci(many, base)
+    assert lo_few <= 0.5 + 1e-9 and hi_few >= 1.5  # from 10/20 to 30/20: the data cannot tell
+    assert (lo_many, hi_many) == (1.5, 1.5)
+    assert S.p99_ratio_ci(many, base) == (lo_many, hi_many)  # seeded: the same data, the same interval
+    with pytest.raises(ValueError):
+        S.p99_ratio_ci([], base)
+
+
+def test_the_goals_of_issue_31_at_the_default_and_beside_it_the_other_controller():
+    phases = S.summarise(_runs(), LIMITS, RATES)
+    goals = {g["name"]: g for v in (S.ADAPTIVE, S.APPLICATION)
+             for g in S.evaluate_goals(phases, LIMITS, variant=v, placement="confined", binding=v == S.default_variant())}
+    adaptive = {k: g for k, g in goals.items() if "(adaptive" in k}
+    app = {k: g for k, g in goals.items() if "(application" in k}
+    assert all(g["binding"] == (S.default_variant() == S.ADAPTIVE) for g in adaptive.values())
+    assert goals["steady: application p99 / no sweep (application, confined)"]["met"] is True  # 1.2x
+    assert goals["steady: upper 90% bound of that ratio (application, confined)"]["met"] is True
+    assert goals["steady: application p99 / no sweep (adaptive, confined)"]["met"] is False  # 3x
+    assert goals["idle_again: sweep rate / unthrottled (adaptive, confined)"]["met"] is False  # 0.6
+    assert goals["idle_again: sweep rate / unthrottled (application, confined)"]["met"] is True  # 0.95
+    best = next(g for k, g in app.items() if k.startswith("steady: sweep rate"))
+    assert "250/s, swept 250/s" in best["name"] and best["value"] == 600 / 250 and best["met"] is True
+    assert len(adaptive) == len(app) == 7
+
+
+def test_the_report_shows_every_placement_phase_and_variant_with_intervals(tmp_path):
+    results = {"calibration_entries_per_second": 20_000.0, "default_variant": S.ADAPTIVE, "placements": {
+        P.CONFINED: {"placement": {"placement": P.CONFINED, "method": "cgroup v1 cpu.cfs_quota_us 50000"},
+                     "phases": S.summarise(_runs(), LIMITS, RATES)},
+        P.SHARED: {"placement": {"placement": P.SHARED, "method": "none"},
+                   "phases": S.summarise(_runs(placement=P.SHARED), LIMITS, RATES)}}}
+    doc = {"params": {"load_phases": list(S.PHASES), "phase_seconds": {"idle": 12, "steady": 37, "burst": 19,
+                                                                         "idle_again": 12},
+                      "repetitions": 3, "min_samples_for_p99": 1_000, "bootstrap_resamples": 1_000},
+           "results": results, "load_before": {}, "load_after": {}, "duration_seconds": 60}
     lines = R.report_lines(doc)
     table = [line for line in lines if line.startswith("| ") and "variant" not in line and "---" not in line]
-    assert len(table) == 2 * 2 + 2 * 5  # idle phases: unthrottled, adaptive; busy: no sweep, unthrottled, 2 limits, adaptive
-    assert any(line.startswith("| burst (60) | fixed 4,000/s |") for line in table)
+    assert len(table) == 2 * (2 * 3 + 2 * 6)  # per placement: idle phases 3 variants, busy 6
+    row = next(line for line in table if line.startswith("| confined | steady (20) | application latency |"))
+    assert "| 1.20 [" in row
+    assert any("adaptive (own latency) **(default)**" in line for line in table)
+    assert "cgroup v1 cpu.cfs_quota_us 50000" in "\n".join(lines)
     R.write_chart(doc, tmp_path / "fg.png")
     assert (tmp_path / "fg.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_committed_issue_24_document_still_renders(tmp_path):
+    doc = json.loads((Path(__file__).resolve().parents[2] / "bench/results/foreground_impact.json").read_text())
+    assert "placements" not in doc["results"]  # until the full run of issue 31 replaces it
+    lines = R.report_lines(doc)
+    assert lines[0] == R.SECTION and any(line.startswith("| steady") for line in lines)
+    R.write_chart(doc, tmp_path / "old.png")
+
+
+def test_a_confined_sweep_process_gets_half_a_core_and_the_placement_is_recorded():
+    burn = "import time\nt, w = time.process_time(), time.time()\nwhile time.time() - w < 1.5: pass\nprint(time.process_time() - t)"
+    proc = subprocess.Popen([sys.executable, "-c", burn], stdout=subprocess.PIPE, text=True)
+    record = P.confine(proc.pid, P.CONFINED)
+    used = float(proc.communicate(timeout=30)[0])
+    P.release(record)
+    assert record["placement"] == P.CONFINED and record["method"]
+    if record["method"].startswith("cgroup"):
+        assert record["sweeper_cpu_cores"] == P.SWEEPER_CPU_CORES
+        assert used <= 1.5 * P.SWEEPER_CPU_CORES * 1.3, (used, record)  # a quota of half a core (with slack)
+        assert not Path(record["cgroup"]).exists()
+    assert P.confine(proc.pid, P.SHARED)["sweeper_cpu_cores"] is None
+    with pytest.raises(ValueError, match="unknown placement"):
+        P.confine(proc.pid, "pinned")
