@@ -62,8 +62,13 @@ REPAIR_HISTORY_TABLE = "system_distributed.parent_repair_history"
 """Cassandra's record of every ``nodetool repair`` command: compaction's repair guard
 (:mod:`airflow_atlas.airflow.hooks.repair`) reads it before purging tombstones of a table with replicas."""
 
+THREAD_POOLS_TABLE = "system_views.thread_pools"
+"""Each node's thread pools (a node-local virtual table): the application pace's node-pressure guard
+(:mod:`airflow_atlas.sweep.pacing.pressure`) reads it."""
+
 SWEEPER_SYSTEM_SELECT: dict[str, str] = {
     REPAIR_HISTORY_TABLE: "compaction's repair guard: may compaction purge tombstones (complete repair since?)",
+    THREAD_POOLS_TABLE: "the node-pressure guard of the application pace: pending and blocked tasks per node",
 }
 """Tables outside the store's keyspace the sweeper reads, and why (``system_schema`` is readable by every
 role and needs no grant)."""

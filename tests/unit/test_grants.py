@@ -4,7 +4,14 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.grants import ADMIN_ONLY, REPAIR_HISTORY_TABLE, SWEEPER_MODIFY, admin_grants, sweeper_grants
+from airflow_atlas.grants import (
+    ADMIN_ONLY,
+    REPAIR_HISTORY_TABLE,
+    SWEEPER_MODIFY,
+    THREAD_POOLS_TABLE,
+    admin_grants,
+    sweeper_grants,
+)
 from tests.conftest import REPO_ROOT
 
 ALL_INTERNAL = [*SWEEPER_MODIFY, *ADMIN_ONLY]
@@ -13,7 +20,8 @@ ALL_INTERNAL = [*SWEEPER_MODIFY, *ADMIN_ONLY]
 def test_sweeper_reads_the_keyspace_and_modifies_only_what_it_writes():
     grants = sweeper_grants("ks", [*ALL_INTERNAL, "orders", "users"])
     assert {g.permission for g in grants} == {"SELECT", "MODIFY"}
-    assert [g.resource for g in grants if g.permission == "SELECT"] == ["KEYSPACE ks", f"TABLE {REPAIR_HISTORY_TABLE}"]
+    assert [g.resource for g in grants if g.permission == "SELECT"] == ["KEYSPACE ks", f"TABLE {REPAIR_HISTORY_TABLE}",
+                                                                            f"TABLE {THREAD_POOLS_TABLE}"]
     modified = {g.resource for g in grants if g.permission == "MODIFY"}
     assert modified == {f"TABLE ks.atlas{t}" for t in SWEEPER_MODIFY} | {"TABLE ks.orders", "TABLE ks.users"}
     assert not any(f"atlas{t}" in r for t in ADMIN_ONLY for r in modified)
@@ -24,7 +32,8 @@ def test_sweeper_reads_the_keyspace_and_modifies_only_what_it_writes():
 def test_only_tables_of_the_store_are_named():
     """Cassandra refuses a grant on a table that does not exist (a v2 store has no _transactions)."""
     grants = sweeper_grants("ks", ["_timestamp"])
-    assert [g.resource for g in grants] == ["KEYSPACE ks", "TABLE ks.atlas_timestamp", f"TABLE {REPAIR_HISTORY_TABLE}"]
+    assert [g.resource for g in grants] == ["KEYSPACE ks", "TABLE ks.atlas_timestamp", f"TABLE {REPAIR_HISTORY_TABLE}",
+                                         f"TABLE {THREAD_POOLS_TABLE}"]
 
 
 def test_the_sweeper_may_read_the_repair_history():

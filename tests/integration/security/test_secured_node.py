@@ -192,3 +192,25 @@ def _self_signed_pem(tmp_path) -> str:
                     "-storepass", "changeit"], check=True, capture_output=True, timeout=60)
     return subprocess.run(["keytool", "-exportcert", "-rfc", "-alias", "other", "-keystore", str(store), "-storepass",
                            "changeit"], check=True, capture_output=True, text=True, timeout=60).stdout
+
+
+def test_the_sweeper_role_reads_the_nodes_pressure_and_marks_its_sweeps(secure_node, secure_keyspace, roles):
+    """Issue 31 item 2 under least privilege: with exactly the grants `grants` prints, the sweeper reads the
+    node's thread pools (system_views, for the node-pressure guard) and writes its sweep marks into
+    atlas_app_latency (the quiet windows)."""
+    import time
+
+    from airflow_atlas.store import AtlasStore
+    from airflow_atlas.transactions.latency_table import read_sweep_marks
+
+    _, sweeper, *_ = roles
+    url = secure_node.url(sweeper, SWEEPER_PASSWORD, secure_keyspace, create_keyspace="false")
+    with AtlasStore.open(url) as store:
+        (node,) = store.kvs.node_pressure()
+        assert {p.name for p in node.pools} >= {"MutationStage", "ReadStage", "CompactionExecutor"}, node
+        before = time.time()
+        activity = store.sweep_activity("least-privilege")
+        activity.touch()
+        activity.close()
+        assert [start for start, _ in read_sweep_marks(store.kvs, before - 1, time.time() + 1)
+                if start >= before - 0.01], "the sweeper role could not mark its sweep"
