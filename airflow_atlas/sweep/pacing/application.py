@@ -16,8 +16,9 @@ Inputs (from an :class:`ApplicationLatencySource`, called by the sweeper once pe
   one, the store's pace profile's baseline (learned by an earlier run, below) is used; without that either,
   the run **learns** it (state ``learning``).
 
-The effective pace is the lower of the own-latency controller's pace and this controller's ceiling
-(:meth:`ApplicationPaceController.pace`), so every existing guard (the sweep's own latency, the strong
+The effective pace is the lowest of the own-latency controller's pace, this controller's ceiling and the
+node-pressure guard's (:mod:`.pressure`, fed with the nodes' readings by :meth:`ApplicationPaceController.feed`;
+:meth:`ApplicationPaceController.pace`), so every existing guard (the sweep's own latency, the strong
 signal of a timed-out request, ``sweep_max_entries_per_second``) still bounds it, and with no application
 traffic the own-latency controller alone decides ("runs free").
 
