@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 
 from ..errors import InvalidInputError
@@ -78,6 +78,12 @@ class LatencyHistogram:
             if seen >= rank:
                 return BOUNDS[i] if i < len(BOUNDS) else math.inf
         raise AssertionError("unreachable: the ranks add up to the count")
+
+    def count_over(self, seconds: float) -> int:
+        """How many latencies lie in buckets whose upper bound exceeds ``seconds`` (the overflow bucket included):
+        with :meth:`quantile`'s bucket bounds, a quantile is over ``seconds`` exactly when its rank falls among
+        these."""
+        return sum(self.counts[bisect_right(BOUNDS, seconds):])
 
     def mean(self) -> float:
         n = self.count

@@ -34,7 +34,9 @@ States (:attr:`ApplicationPaceController.state`):
   own-latency controller for the run (``no baseline``).
 
 Decisions: transactions are pooled over feeds until the pool holds :data:`MIN_TRANSACTIONS` (a p99 of fewer
-is its slowest transaction: noise); then its p99 is compared with ``baseline x latency_target``:
+is its slowest transaction: noise), or until it holds :data:`OVER_SETTLES` transactions over the target
+(then the p99 of any :data:`MIN_TRANSACTIONS` that include them is over it, whatever the others will be: the
+back-off need not wait for the pool to fill); then its p99 is compared with ``baseline x latency_target``:
 
 * over it: the ceiling becomes :data:`DECREASE_FACTOR` x the rate the sweeper actually **reached** since the
   previous decision (entries swept / seconds, at most the highest pace of that time: the pacer's wait for the
@@ -54,6 +56,7 @@ so the effective threshold is up to 19% above ``baseline x latency_target``.
 from __future__ import annotations
 
 import logging
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -75,6 +78,9 @@ the goals (issue 31 item 4)."""
 MIN_TRANSACTIONS = 100
 """A decision (and a baseline) takes at least this many transactions: the nearest-rank p99 of 100 is the second
 slowest; of fewer, the slowest (issue 31)."""
+OVER_SETTLES = MIN_TRANSACTIONS - math.ceil(0.99 * MIN_TRANSACTIONS) + 1
+"""Transactions over the target that settle an "over" decision before the pool is full (2: the nearest-rank
+p99 of 100 is the second slowest)."""
 DECREASE_FACTOR = 0.5
 """Over the target, the ceiling becomes this times the rate the sweeper reached."""
 QUIET_GROWTH_FACTOR = 1.5
@@ -296,7 +302,8 @@ class ApplicationPaceController:
         if self.baseline is None:  # gave up learning: the own-latency controller decides
             return self.ceiling
         self._pool.merge(histogram)
-        if self._pool.count >= MIN_TRANSACTIONS:
+        target = self.baseline * self.latency_target
+        if self._pool.count >= MIN_TRANSACTIONS or self._pool.count_over(target) >= OVER_SETTLES:
             self._decide(now)
         return self.ceiling
 
@@ -355,6 +362,7 @@ __all__ = [
     "LEARNING_ENTRIES_PER_SECOND",
     "LEARNING_MAX_SECONDS",
     "MIN_TRANSACTIONS",
+    "OVER_SETTLES",
     "PACE_SIGNALS",
     "SETTLE_SECONDS",
     "ApplicationLatencySource",

@@ -60,3 +60,14 @@ def test_encoding_round_trips_and_refuses_garbage() -> None:
     for bad in (b"", b"{}", b'{"v": 2, "c": {}, "s": 0}', b'{"v": 1, "c": {"999": 1}, "s": 0}', b"\xff"):
         with pytest.raises(InvalidInputError, match="not a latency histogram"):
             LatencyHistogram.from_bytes(bad)
+
+
+def test_count_over_agrees_with_the_quantiles_buckets() -> None:
+    h = LatencyHistogram()
+    for seconds in (0.001, 0.002, 0.010, 0.050, 200.0):  # the last in the overflow bucket
+        h.record(seconds)
+    assert h.count_over(0.0) == 5
+    assert h.count_over(0.010) == 3  # 10 ms is in a bucket whose bound exceeds 10 ms: counted
+    assert h.count_over(h.quantile(0.6)) == 2  # nothing in the quantile's own bucket is over its bound
+    assert h.count_over(1_000.0) == 1
+    assert LatencyHistogram().count_over(0.0) == 0

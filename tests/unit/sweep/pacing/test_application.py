@@ -13,6 +13,7 @@ from airflow_atlas.sweep.pacing.application import (
     LEARNING_MAX_SECONDS,
     MIN_TRANSACTIONS,
     NEAR_GROWTH_FACTOR,
+    OVER_SETTLES,
     QUIET_GROWTH_FACTOR,
     SETTLE_SECONDS,
     ApplicationPace,
@@ -66,13 +67,23 @@ class Drive:
 
 
 def test_no_decision_below_100_transactions_the_feeds_are_pooled():
-    d = Drive()
+    d = Drive(stored=ApplicationPace(end_entries_per_second=1_000.0))  # steering: a growth is a decision
     for _ in range(9):
-        assert d.feed(10, SLOW) is None  # 90 slow transactions pooled: no decision
+        d.feed(10, FAST)  # 90 transactions within the target pooled: no decision
+    assert d.c.ceiling == 1_000.0 and d.c.reason.startswith("starting at"), d.c.reason
+    d.feed(10, FAST)  # the 100th decides
+    assert d.c.ceiling > 1_000.0 and "100 transactions" in d.c.reason, d.c.reason
+
+
+def test_over_the_target_is_decided_once_two_transactions_are_over_it_before_the_pool_fills():
+    assert OVER_SETTLES == 2  # the nearest-rank p99 of 100 is the second slowest
+    d = Drive()
+    assert d.feed(40, FAST) is None
+    assert d.feed(1, SLOW) is None  # one slow transaction: the p99 of 100 may yet be within the target
     assert d.c.backoffs == 0 and d.c.state == "free"
-    assert d.feed(10, SLOW) is not None  # the 100th decides
+    assert d.feed(1, SLOW) is not None  # two: the p99 of any 100 that include them is over the target
     assert d.c.backoffs == 1 and d.c.state == "steering"
-    assert "100 transactions" in d.c.reason
+    assert "42 transactions" in d.c.reason, d.c.reason
 
 
 def test_over_the_target_halves_the_rate_reached_not_the_nominal_pace():
