@@ -304,10 +304,11 @@ class ApplicationPaceController:
         self._pool.merge(histogram)
         target = self.baseline * self.latency_target
         if self._pool.count >= MIN_TRANSACTIONS or self._pool.count_over(target) >= OVER_SETTLES:
-            self._decide(now)
+            self._decide(now, target)
         return self.ceiling
 
-    def _decide(self, now: float) -> None:
+    def _decide(self, now: float, target: float) -> None:
+        """Compares the pool's p99 with ``target`` (``baseline x latency_target``)."""
         assert self.baseline is not None
         elapsed = now - self._pool_start
         reached = self._pool_entries / elapsed if elapsed > 0 else 0.0
@@ -316,7 +317,6 @@ class ApplicationPaceController:
             # this feed, so a pool of one fast iteration reads many times the pace (27,800 entries/s at 1,000).
             reached = min(reached, self._pool_pace)
         p99 = self._pool.quantile(0.99)
-        target = self.baseline * self.latency_target
         n = self._pool.count
         text = (f"application p99 {ms(p99)} {'>' if p99 > target else '<='} target {ms(target)} "
                 f"(baseline {ms(self.baseline)} x {self.latency_target:g}, {n} transactions)")
