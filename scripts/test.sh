@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Runs the test suite: bootstraps .venv, starts the local Cassandra node (127.0.0.1), the local 3-node
-# Cassandra cluster (127.0.0.2-4) and the Spark standalone master with two workers (127.0.0.5), runs pytest.
-# The secured node (127.0.0.6) and secured 3-node cluster (127.0.0.7-9) are started by the fixtures of
+# Runs the test suite: bootstraps .venv, starts the local Cassandra node (127.0.0.1) and the Spark standalone
+# master with two workers (127.0.0.5), runs pytest. The local 3-node Cassandra cluster (127.0.0.2-4) is
+# started by the fixture of tests/cluster for that package only (scripts/cassandra.sh cluster ...); the
+# secured node (127.0.0.6) and secured 3-node cluster (127.0.0.7-9) by the fixtures of
 # tests/integration/security for that package only (scripts/cassandra.sh secure ...); the two-datacenter
 # cluster (127.0.0.21-23) by the fixture of tests/datacenters for that package only (scripts/cassandra.sh dc ...).
 # Every start is idempotent (a running node or master is reused, never restarted).
@@ -12,7 +13,6 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/bootstrap.sh" || exit 1
 "$ROOT/scripts/cassandra.sh" start || exit 1
-"$ROOT/scripts/cassandra.sh" cluster start || exit 1
 "$ROOT/scripts/spark.sh" start || exit 1
 "$ROOT/scripts/ensure_chromium.sh" || exit 1
 "$ROOT/scripts/ensure_sshd.sh" || exit 1

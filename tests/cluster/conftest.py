@@ -1,8 +1,8 @@
 """Fixtures of the cluster tests: the local 3-node Cassandra cluster (127.0.0.2-4, ``scripts/cassandra.sh
 cluster``) and the Spark standalone master with two workers (127.0.0.5, ``scripts/spark.sh``).
 
-* ``cassandra_cluster`` (session): starts the cluster unless it runs (``scripts/test.sh`` starts it first;
-  the start is idempotent) and returns a :class:`LocalCluster`: per-node nodetool, ``node_down(i)`` (a
+* ``cassandra_cluster`` (package): starts the cluster unless it runs (the start is idempotent), stops one it
+  started after the package, and returns a :class:`LocalCluster`: per-node nodetool, ``node_down(i)`` (a
   context manager that stops node i and always restarts it), flush/compact/repair helpers, store URLs.
 * after every test the autouse ``_all_nodes_up`` fixture restarts any node a test left down (checked in-process
   with the CQL handshake), so a failing test never leaves the next one a 2-node cluster. Nothing here ever
@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -132,12 +133,18 @@ class LocalCluster:
         return f"cassandra://{','.join(self.hosts)}:9042/{keyspace}?{options}"
 
 
-@pytest.fixture(scope="session")
-def cassandra_cluster() -> LocalCluster:
+@pytest.fixture(scope="package")
+def cassandra_cluster() -> Iterator[LocalCluster]:
+    """Starts the cluster unless it runs; one this fixture started is stopped after the package (three
+    Cassandra JVMs idling beside the rest of the suite slowed every later tier of a 2-core machine, and the
+    two-datacenter and secured clusters start three more), one already running (a developer's) is left."""
+    was_running = _script(CASSANDRA_SCRIPT, "cluster", "status", timeout=120).returncode == 0
     done = _script(CASSANDRA_SCRIPT, "cluster", "start", timeout=START_TIMEOUT)
     if done.returncode != 0:
         pytest.fail(f"could not start the local Cassandra cluster:\n{done.stdout}\n{done.stderr[-4000:]}")
-    return LocalCluster()
+    yield LocalCluster()
+    if not was_running:
+        _script(CASSANDRA_SCRIPT, "cluster", "stop", timeout=300)
 
 
 @pytest.fixture(autouse=True)
@@ -151,7 +158,7 @@ def _all_nodes_up(request):
             cluster.start_node(node)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def cluster_session(cassandra_cluster):
     """A raw driver session on the cluster (schema checks, keyspace drops)."""
     from cassandra.cluster import Cluster
