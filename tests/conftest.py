@@ -57,6 +57,29 @@ def drop_keyspaces_soon(session, keyspaces, wait_seconds: float = 5.0) -> None:
         done.wait(max(0.0, deadline - time.monotonic()))
 
 
+_TIER_SECONDS: dict[str, float] = {}
+
+
+def _tier(nodeid: str) -> str:
+    """``tests/integration/sweep/test_x.py::t`` -> ``tests/integration/sweep``; ``tests/unit/...`` -> ``tests/unit``."""
+    parts = nodeid.split("::", 1)[0].split("/")[:-1]
+    return "/".join(parts[:3] if parts[1:2] == ["integration"] else parts[:2])
+
+
+def pytest_runtest_logreport(report):
+    _TIER_SECONDS[_tier(report.nodeid)] = _TIER_SECONDS.get(_tier(report.nodeid), 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Where the suite's time goes, per tier (setup + call + teardown of its tests; the budget is 50 minutes
+    on 2 cores): the numbers to start from when the suite must get faster."""
+    if not _TIER_SECONDS:
+        return
+    terminalreporter.section("time per tier")
+    for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda kv: -kv[1]):
+        terminalreporter.write_line(f"{seconds:8.1f}s  {tier}")
+
+
 def pytest_configure(config):
     # Keep test artifacts (screenshots, reports) in one place CI can collect.
     (REPO_ROOT / "test-artifacts").mkdir(exist_ok=True)
