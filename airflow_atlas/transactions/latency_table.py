@@ -33,7 +33,7 @@ from ..encoding import fixed_long, from_fixed_long
 from ..errors import InvalidInputError
 from ..kvs.api import Cell, KeyValueService
 from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
-from .histogram import LatencyHistogram
+from .histogram import BOUNDS, LatencyHistogram
 from .latency_recorder import KINDS
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,9 @@ SWEEP_MARK_ROW = "sweeping"
 """Row prefix of the sweep marks (one partition per wall-clock minute of a claim's start)."""
 MAX_MARK_SECONDS = 60.0
 """Longest sweep claim: a reader looks this far before a window for claims that reach into it."""
+LONGEST_SPAN_SECONDS = BOUNDS[-1]
+"""The longest a summary's slowest transaction is taken to reach back (the histogram's last finite bound,
+about 105 s; a slower one is in the overflow bucket, of unknown length)."""
 MAX_WINDOW_SECONDS = 7 * 86_400
 """Longest window one read covers (the longest TTL the setting allows): one read per kind and minute."""
 
@@ -105,16 +108,22 @@ def read_sweep_marks(kvs: KeyValueService, since: float, until: float) -> list[t
 def read_quiet_latency(kvs: KeyValueService, since: float, until: float, period_seconds: float,
                        kinds: Iterable[str] = ("commit", "abort")) -> LatencyHistogram:
     """The application's latency in ``(since, until]`` where no sweep ran, pooled over clients and ``kinds``:
-    the summaries whose period - the ``period_seconds`` before their end, at least the clients' publication
-    interval - overlaps no sweep claim (:func:`read_sweep_marks`). Sweeps that left no claim (a store
-    without this table, a sweeper before marks) cannot be seen."""
+    the summaries whose span overlaps no sweep claim (:func:`read_sweep_marks`). A summary's span reaches back
+    from its end over ``period_seconds`` (at least the clients' publication interval) plus its slowest
+    transaction (its bucket's bound, at most :data:`LONGEST_SPAN_SECONDS`): a transaction is recorded when it
+    ends, so one that ended after a claim may have waited through that sweep (an open-loop application's
+    queue drains after the sweep stops; counted as quiet, it raised the baseline to 15 s in a benchmark run).
+    Sweeps that left no claim (a store without this table, a sweeper before marks) cannot be seen."""
     kinds = _check_kinds(kinds)
     _check_window(since, until)
-    marks = read_sweep_marks(kvs, max(0.0, since - period_seconds), until)
+    marks = read_sweep_marks(kvs, max(0.0, since - period_seconds - LONGEST_SPAN_SECONDS), until)
     out = LatencyHistogram()
     for kind in kinds:
         for end, histogram in _summaries(kvs, kind, since, until):
-            if not any(start <= end and claim_end >= end - period_seconds for start, claim_end in marks):
+            if not histogram.count:
+                continue
+            reach = period_seconds + min(histogram.quantile(1.0), LONGEST_SPAN_SECONDS)
+            if not any(start <= end and claim_end >= end - reach for start, claim_end in marks):
                 out.merge(histogram)
     return out
 

@@ -188,3 +188,26 @@ def test_quiet_windows_leave_out_the_summaries_a_sweep_claim_overlaps(kvs):
     assert source.quiet().count == 1 + 8 + 16  # the source: the lookback before the run, 2 intervals a period
     short = StoreApplicationLatency(kvs, 1.0, 50, clock=lambda: base + READ_LAG_SECONDS)
     assert short.quiet().count == 8 + 16  # the lookback is at most the summaries' TTL
+
+
+def test_a_slow_transaction_ended_after_a_claim_is_not_quiet(kvs):
+    """A transaction is recorded when it ends: one that ended 10 s after a sweep's claim but took 20 s waited
+    through that sweep (an open-loop application's queue drains after the sweep stops; counted as quiet it
+    raised a benchmark's baseline to 15 s). A summary reaches back over its period plus its slowest
+    transaction; a fast one published at the same moment stays quiet."""
+    from airflow_atlas.transactions.latency_table import read_quiet_latency, write_sweep_mark
+
+    ensure_table(kvs)
+    base = (int(time.time()) // 60 + 100) * 60 + 20.0  # 100 minutes ahead: nobody else publishes or sweeps there
+
+    def hist(seconds: float, n: int = 1) -> LatencyHistogram:
+        h = LatencyHistogram()
+        for _ in range(n):
+            h.record(seconds)
+        return h
+
+    write_sweep_mark(kvs, "sweeper-y", base - 60, base - 30, 600)
+    write_summaries(kvs, "slow", base - 20, {"commit": hist(20.0)}, 600)  # began at -40: inside the claim
+    write_summaries(kvs, "fast", base - 20, {"commit": hist(0.004, 3)}, 600)  # (-22, -20]: after it
+    write_summaries(kvs, "late", base - 1, {"commit": hist(20.0, 5)}, 600)  # began at -21: after it
+    assert read_quiet_latency(kvs, base - 25, base, 2.0).count == 3 + 5
