@@ -171,7 +171,7 @@ class TargetedSweeper(SweepPairs):
             # the caller's source, else the store's published table (transactions/latency_source.py)
             source = GuardedSource(application_latency or self._store.application_latency())
             app = ApplicationPaceController(adaptive.latency_target, now=started,
-                                            quiet=source.quiet(),
+                                            quiet=source.quiet(), recent=source.recent(),
                                             stored=self._store.pace_profiles.load_application())
             pacer.set_rate(app.pace(adaptive.rate))
         try:

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from ..kvs.api import KeyValueService
 from ..kvs.pressure import NodePressure
+from ..sweep.pacing.application import IDLE_SECONDS
 from .histogram import LatencyHistogram
 from .latency_table import read_application_latency, read_quiet_latency
 
@@ -68,6 +69,16 @@ class StoreApplicationLatency:
             return None
         self._pressure_read = now
         return self._kvs.node_pressure()
+
+    def recent(self) -> LatencyHistogram:
+        """The application's transactions of the summaries that ended in the
+        :data:`~airflow_atlas.sweep.pacing.application.IDLE_SECONDS` before the run (at least two publication
+        intervals: a busy client publishes once per interval), read once at its start: none, the application is
+        idle and the run starts free."""
+        until = self._run_start
+        found = read_application_latency(self._kvs, until - max(IDLE_SECONDS, 2 * self._interval), until,
+                                         kinds=TRANSACTION_KINDS)
+        return LatencyHistogram.pooled(found.values())
 
     def quiet(self) -> LatencyHistogram:
         """The application's transactions before this run where no sweep ran (see the module doc)."""

@@ -24,9 +24,10 @@ traffic the own-latency controller alone decides ("runs free").
 
 States (:attr:`ApplicationPaceController.state`):
 
-* ``free``: no ceiling (no application traffic for :data:`IDLE_SECONDS`, or no decision has asked for one);
+* ``free``: no ceiling (no application traffic for :data:`IDLE_SECONDS`, also in the seconds before the run,
+  or no decision has asked for one);
 * ``steering``: a ceiling holds; a run starts here at the pace the store's previous run ended with (the
-  pace profile), when one is stored;
+  pace profile), when one is stored and the application was not idle just before the run;
 * ``learning``: the application is busy and no baseline is known: the sweep is held at
   :data:`LEARNING_ENTRIES_PER_SECOND` (as good as no sweep) until :data:`MIN_TRANSACTIONS` transactions are
   pooled; their p99 is the baseline (kept in the pace profile for later runs). At most
@@ -117,6 +118,11 @@ class ApplicationLatencySource(Protocol):
     def quiet(self) -> LatencyHistogram | None:
         """The application's transactions in windows where no sweep ran (None: not known)."""
 
+    def recent(self) -> LatencyHistogram | None:
+        """The application's transactions of the :data:`IDLE_SECONDS` (at least two publication intervals)
+        before the run (None: not known): none, and the run starts free rather than at the previous run's end
+        pace."""
+
     def pressure(self) -> list[NodePressure] | None:
         """The store's nodes' pressure when read this time (read about once per publication: None in between;
         []: no nodes), for the node-pressure guard (:mod:`.pressure`)."""
@@ -142,6 +148,9 @@ class GuardedSource:
 
     def quiet(self) -> LatencyHistogram | None:
         return self._read(self._source.quiet, "quiet windows")
+
+    def recent(self) -> LatencyHistogram | None:
+        return self._read(self._source.recent, "the seconds before the run")
 
     def pressure(self) -> list[NodePressure] | None:
         """A failed read is logged once and pressure is not read again in the run (a role without SELECT on
@@ -192,10 +201,12 @@ class ApplicationPaceController:
     :param quiet: the source's histogram of quiet windows (its p99 is the baseline from 100 transactions on).
     :param stored: what an earlier run kept (its learned baseline, used without ``quiet``; its end pace, this
         run's starting ceiling).
+    :param recent: the source's histogram of the :data:`IDLE_SECONDS` before the run: empty, the application is
+        idle and the run starts free, not at the stored end pace (None: not known, the end pace holds).
     """
 
     def __init__(self, latency_target: float, *, now: float, quiet: LatencyHistogram | None = None,
-                 stored: ApplicationPace | None = None):
+                 stored: ApplicationPace | None = None, recent: LatencyHistogram | None = None):
         self.latency_target = check_float(latency_target, "latency_target", 1.0, MAX_SWEEP_LATENCY_TARGET)
         stored = stored or ApplicationPace()
         from_quiet = baseline_of(quiet)
@@ -207,7 +218,10 @@ class ApplicationPaceController:
         """The upper bound of the pace (entries/s); None: free."""
         self.state = "free"
         self.reason = "free: no application transaction seen yet"
-        if stored.end_entries_per_second is not None:
+        if stored.end_entries_per_second is not None and recent is not None and not recent.count:
+            self.reason = (f"free: no application transaction in the {IDLE_SECONDS:g} s before the run (the previous "
+                           f"run ended at {stored.end_entries_per_second:,.0f} entries/s)")
+        elif stored.end_entries_per_second is not None:
             self.ceiling = max(MIN_ENTRIES_PER_SECOND, stored.end_entries_per_second)
             self.state = "steering"
             self.reason = f"starting at the previous run's end pace, {self.ceiling:,.0f} entries/s"

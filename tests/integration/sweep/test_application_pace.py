@@ -46,6 +46,9 @@ class FakeApplication:
     def quiet(self) -> LatencyHistogram:
         return hist(MIN_TRANSACTIONS, QUIET_SECONDS)
 
+    def recent(self) -> LatencyHistogram:
+        return hist(MIN_TRANSACTIONS, self.seconds)  # busy before the run too
+
     def pressure(self):
         return None  # not read: the embedded store has no nodes
 

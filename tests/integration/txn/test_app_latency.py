@@ -159,6 +159,23 @@ def test_the_pace_controllers_source_reads_once_per_interval_and_only_what_is_ne
     assert source.quiet().count == 1  # before the run, no sweep claim: the commit of "before-the-run"
 
 
+def test_the_source_tells_whether_the_application_was_busy_just_before_the_run(kvs):
+    """``recent()``: the transactions (not reads) of the summaries that ended in the 2 s (two publication
+    intervals at least) before the run; none, and the run starts free (sweep/pacing/application.py)."""
+    from airflow_atlas.transactions.latency_source import StoreApplicationLatency
+
+    ensure_table(kvs)
+    start = time.time() + 7200.0  # two hours ahead: no other client of a shared keyspace publishes there
+    hist = LatencyHistogram()
+    hist.record(0.004)
+    write_summaries(kvs, "long-ago", start - 10.0, {"commit": hist}, ttl_seconds=600)
+    write_summaries(kvs, "reads-only", start - 1.0, {"read": hist}, ttl_seconds=600)
+    assert StoreApplicationLatency(kvs, 1.0, clock=lambda: start).recent().count == 0  # idle before the run
+    assert StoreApplicationLatency(kvs, 5.0, clock=lambda: start).recent().count == 1  # 10 s: two intervals of 5
+    write_summaries(kvs, "busy", start - 1.5, {"commit": hist, "abort": hist}, ttl_seconds=600)
+    assert StoreApplicationLatency(kvs, 1.0, clock=lambda: start).recent().count == 2
+
+
 def test_quiet_windows_leave_out_the_summaries_a_sweep_claim_overlaps(kvs):
     """Issue 31 item 2, the baseline "learned where no sweep ran": summaries whose period (2 publication
     intervals before their end) overlaps a sweep's claim are not quiet; a claim re-ended by its run shrinks."""

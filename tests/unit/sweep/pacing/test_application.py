@@ -53,9 +53,9 @@ class Drive:
     """Feeds a controller: each :meth:`feed` ``seconds`` later, with ``entries`` swept at ``rate`` entries/s."""
 
     def __init__(self, *, quiet: LatencyHistogram | None = QUIET, stored: ApplicationPace | None = None,
-                 target: float = 1.5) -> None:
+                 target: float = 1.5, recent: LatencyHistogram | None = None) -> None:
         self.now = 0.0
-        self.c = ApplicationPaceController(target, now=self.now, quiet=quiet, stored=stored)
+        self.c = ApplicationPaceController(target, now=self.now, quiet=quiet, stored=stored, recent=recent)
 
     def feed(self, n: int, seconds: float = FAST, *, rate: float = 4_000.0, after: float = 0.25) -> float | None:
         self.now += after
@@ -177,6 +177,20 @@ def test_a_run_starts_at_the_pace_the_previous_run_ended_with():
     assert d.c.kept() == ApplicationPace(baseline_p99_seconds=QUIET.quantile(0.99), end_entries_per_second=750.0)
     d.c.pace(OWN)
     assert d.c.kept().end_entries_per_second == pytest.approx(350.0)
+
+
+def test_a_run_after_an_idle_application_starts_free_not_at_the_previous_end_pace():
+    """No transaction in the seconds before the run: the application is idle, the run starts free (a run that
+    started at the previous run's end pace swept an idle store at 500 entries/s until its first idle feed);
+    traffic then, or not known, and the end pace holds; traffic later starts the decisions as usual."""
+    stored = ApplicationPace(end_entries_per_second=500.0)
+    idle = Drive(stored=stored, recent=LatencyHistogram())
+    assert idle.c.state == "free" and idle.c.pace(OWN) == OWN
+    assert "no application transaction in the 2 s before the run" in idle.c.reason
+    assert Drive(stored=stored, recent=hist(3, FAST)).c.pace(OWN) == 500.0  # busy just before: the end pace
+    assert Drive(stored=stored, recent=None).c.pace(OWN) == 500.0  # not known: the end pace
+    idle.feed(MIN_TRANSACTIONS, SLOW, rate=8_000.0, after=1.0)  # the application comes back, slowed
+    assert idle.c.state == "steering" and idle.c.pace(OWN) == 4_000.0  # half the 8,000 reached
 
 
 def test_the_baseline_is_the_quiet_windows_p99_else_the_stored_one():
