@@ -3,6 +3,7 @@
     .venv/bin/python -m bench.run                 # full mode (about an hour on 2 cores), into bench/results/
     .venv/bin/python -m bench.run --quick         # small sizes (a few minutes), into bench/results/quick/
     .venv/bin/python -m bench.run --only delete_rate,memory [--reps 5] [--out DIR]
+    .venv/bin/python -m bench.run --only foreground_impact --placement confined   # one placement (half the time)
     .venv/bin/python -m bench.run --report-only   # rebuild RESULTS.md and the chart from the JSON files
 
 Benchmarks: targeted_vs_legacy, delete_rate, commit_overhead, spark_scaleout, memory, large_commit, foreground_impact,
@@ -22,6 +23,7 @@ import traceback
 from pathlib import Path
 
 from . import common as C
+from .placement import PLACEMENTS
 
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
               "foreground_impact", "sustained", "orchestration")
@@ -44,11 +46,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", type=Path, help=f"output directory (default {DEFAULT_OUT}, or its quick/ subdirectory)")
     p.add_argument("--report-only", action="store_true", help="only rebuild RESULTS.md and chart.png")
     p.add_argument("--keep-going", action="store_true", help="continue with the next benchmark when one fails")
+    p.add_argument("--placement", choices=PLACEMENTS, action="append",
+                   help="foreground_impact only: measure this placement of the sweep process (repeatable; default all, "
+                        "the goals are judged on confined)")
     args = p.parse_args(argv)
     names = [n.strip() for item in args.only for n in item.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BENCHMARKS))
     if unknown:
         p.error(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
+    if args.placement and "foreground_impact" not in names:
+        p.error("--placement applies to foreground_impact only: add --only foreground_impact")
     if args.reps < 3:
         p.error("--reps must be at least 3 (every figure is a median of at least three repetitions)")
     args.names = [n for n in BENCHMARKS if n in names] if names else list(BENCHMARKS)
@@ -73,7 +80,8 @@ def main(argv=None) -> int:
         C.log(f"=== {name} ({'quick' if args.quick else 'full'}, {args.reps} repetitions) -> {args.out}")
         started = time.time()
         try:
-            doc = _module(name).run(quick=args.quick, reps=args.reps)
+            options = {"placements": tuple(args.placement)} if args.placement and name == "foreground_impact" else {}
+            doc = _module(name).run(quick=args.quick, reps=args.reps, **options)
         except Exception:
             failed.append(name)
             C.log(f"{name} FAILED:\n{traceback.format_exc()}")
