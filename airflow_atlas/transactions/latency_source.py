@@ -14,7 +14,8 @@ histogram, which the controller takes for "nothing new", not for an idle applica
 :meth:`~StoreApplicationLatency.quiet` reads, once at the start of a run, the application's transactions of
 the :data:`QUIET_LOOKBACK_SECONDS` before it (at most the summaries' TTL) that no sweep claim overlaps
 (:func:`~airflow_atlas.transactions.latency_table.read_quiet_latency`; the claims are written by every
-targeted run, sweep/pacing/activity.py): between scheduled runs that is the time since the previous run ended.
+targeted run, sweep/pacing/activity.py), nor the :data:`QUIET_AFTERMATH_SECONDS` after one: between scheduled
+runs that is the time since the previous run ended, but its first half minute.
 From 100 transactions on, their p99 is the run's baseline, and the pace profile keeps it (a moving minimum) for
 runs that find too few. A read that fails raises; the sweeper logs it and keeps its ceiling.
 """
@@ -34,6 +35,10 @@ READ_LAG_SECONDS = 0.25
 QUIET_LOOKBACK_SECONDS = 900.0
 """How far before a run :meth:`StoreApplicationLatency.quiet` looks (capped by the TTL): three default schedule
 intervals, 30 partition reads at most; the pace profile carries what older windows taught."""
+QUIET_AFTERMATH_SECONDS = 30.0
+"""How long after a sweep's claim ends the application is not yet quiet: what the sweep held up is still
+draining and the node compacts what it deleted (a full foreground_impact run learned a 4.6 s baseline from the
+seconds after an unthrottled sweep, 70x its no-sweep p99). Between runs 5 minutes apart it leaves 4 and a half."""
 QUIET_PERIOD_INTERVALS = 2.0
 """A summary's latencies are taken to span this many publication intervals before its end (a client
 publishes about once per interval), so a claim that overlaps that span excludes it."""
@@ -84,4 +89,5 @@ class StoreApplicationLatency:
         """The application's transactions before this run where no sweep ran (see the module doc)."""
         until = self._run_start
         return read_quiet_latency(self._kvs, max(0.0, until - self._lookback), until,
-                                  QUIET_PERIOD_INTERVALS * self._interval, kinds=TRANSACTION_KINDS)
+                                  QUIET_PERIOD_INTERVALS * self._interval, kinds=TRANSACTION_KINDS,
+                                  aftermath_seconds=QUIET_AFTERMATH_SECONDS)

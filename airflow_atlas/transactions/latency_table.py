@@ -106,24 +106,28 @@ def read_sweep_marks(kvs: KeyValueService, since: float, until: float) -> list[t
 
 
 def read_quiet_latency(kvs: KeyValueService, since: float, until: float, period_seconds: float,
-                       kinds: Iterable[str] = ("commit", "abort")) -> LatencyHistogram:
+                       kinds: Iterable[str] = ("commit", "abort"), aftermath_seconds: float = 0.0) -> LatencyHistogram:
     """The application's latency in ``(since, until]`` where no sweep ran, pooled over clients and ``kinds``:
     the summaries whose span overlaps no sweep claim (:func:`read_sweep_marks`). A summary's span reaches back
     from its end over ``period_seconds`` (at least the clients' publication interval) plus its slowest
     transaction (its bucket's bound, at most :data:`LONGEST_SPAN_SECONDS`): a transaction is recorded when it
     ends, so one that ended after a claim may have waited through that sweep (an open-loop application's
     queue drains after the sweep stops; counted as quiet, it raised the baseline to 15 s in a benchmark run).
-    Sweeps that left no claim (a store without this table, a sweeper before marks) cannot be seen."""
+    A claim reaches ``aftermath_seconds`` past its end (what the sweep left behind: a drained queue, the
+    node's compactions). Sweeps that left no claim (a store without this table, a sweeper before marks)
+    cannot be seen."""
     kinds = _check_kinds(kinds)
     _check_window(since, until)
-    marks = read_sweep_marks(kvs, max(0.0, since - period_seconds - LONGEST_SPAN_SECONDS), until)
+    if not 0 <= aftermath_seconds <= MAX_MARK_SECONDS:
+        raise InvalidInputError(f"a sweep's aftermath spans 0 to {MAX_MARK_SECONDS:.0f} s, got {aftermath_seconds!r}")
+    marks = read_sweep_marks(kvs, max(0.0, since - period_seconds - LONGEST_SPAN_SECONDS - aftermath_seconds), until)
     out = LatencyHistogram()
     for kind in kinds:
         for end, histogram in _summaries(kvs, kind, since, until):
             if not histogram.count:
                 continue
             reach = period_seconds + min(histogram.quantile(1.0), LONGEST_SPAN_SECONDS)
-            if not any(start <= end and claim_end >= end - reach for start, claim_end in marks):
+            if not any(start <= end and claim_end + aftermath_seconds >= end - reach for start, claim_end in marks):
                 out.merge(histogram)
     return out
 

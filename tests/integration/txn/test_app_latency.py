@@ -191,20 +191,22 @@ def test_quiet_windows_leave_out_the_summaries_a_sweep_claim_overlaps(kvs):
             h.record(0.004)
         return h
 
-    for ago, n in ((100, 1), (64, 2), (34, 4), (31, 8), (10, 16)):
+    for ago, n in ((100, 1), (64, 2), (34, 4), (31, 8), (10, 16), (2, 32)):
         write_summaries(kvs, f"app-{ago}", base - ago, {"commit": hist(n), "read": hist(1000)}, 600)
     write_sweep_mark(kvs, "sweeper-x", base - 65, base - 5, 600)  # a claim, then its run ends earlier:
     write_sweep_mark(kvs, "sweeper-x", base - 65, base - 35, 600)  # the same start and holder: replaced
     assert read_sweep_marks(kvs, base - 200, base) == [(base - 65, base - 35)]
     assert read_sweep_marks(kvs, base - 34, base) == []  # a claim that ended before the window
     # (-64: inside; -34: its period (-36, -34] reaches the claim's end; -31 and earlier/later: quiet; reads never)
-    assert read_quiet_latency(kvs, base - 200, base, 2.0).count == 1 + 8 + 16
-    assert read_quiet_latency(kvs, base - 50, base, 2.0).count == 8 + 16  # the claim began before the window
-    assert read_quiet_latency(kvs, base - 200, base, 10.0).count == 1 + 16  # longer periods: -31 overlaps too
+    assert read_quiet_latency(kvs, base - 200, base, 2.0).count == 1 + 8 + 16 + 32
+    assert read_quiet_latency(kvs, base - 50, base, 2.0).count == 8 + 16 + 32  # the claim began before the window
+    assert read_quiet_latency(kvs, base - 200, base, 10.0).count == 1 + 16 + 32  # longer periods: -31 overlaps too
+    # the claim's aftermath of 30 s reaches -5: -31 and -10 are not quiet, -2 (period (-4, -2]) is
+    assert read_quiet_latency(kvs, base - 200, base, 2.0, aftermath_seconds=30.0).count == 1 + 32
     source = StoreApplicationLatency(kvs, 1.0, 600, clock=lambda: base + READ_LAG_SECONDS)
-    assert source.quiet().count == 1 + 8 + 16  # the source: the lookback before the run, 2 intervals a period
+    assert source.quiet().count == 1 + 32  # the source: the lookback before the run, 2 intervals a period, 30 s after
     short = StoreApplicationLatency(kvs, 1.0, 50, clock=lambda: base + READ_LAG_SECONDS)
-    assert short.quiet().count == 8 + 16  # the lookback is at most the summaries' TTL
+    assert short.quiet().count == 32  # the lookback is at most the summaries' TTL: -100 is left out
 
 
 def test_a_slow_transaction_ended_after_a_claim_is_not_quiet(kvs):
