@@ -4,7 +4,9 @@ and what it costs the sweep.
 
 Per **placement** of the sweep process (bench/placement.py: ``confined`` - a CPU quota of half a core, as a
 sweeper on its own Airflow worker -, then ``shared``), per repetition, the **load phases** in order - ``idle``
-(no foreground), ``steady`` (20 transactions/s), ``burst`` (:data:`BURST_FACTOR` x that), ``idle_again`` - and
+(no foreground), ``steady`` (in the full mode half the highest rate the node carries without sweep, by a
+capacity probe before the windows: :func:`probe_capacity`; quick: 10 transactions/s), ``burst``
+(:data:`BURST_FACTOR` x that), ``idle_again`` - and
 in each load phase one window per **variant**, in an order that rotates every repetition:
 
 * ``no_sweep``: the foreground alone (the baseline of every latency ratio of the phase; busy phases only);
@@ -85,6 +87,20 @@ steady 20/s kept 0.63 of the 2 cores busy (full run of 2026-11-23), so 60/s need
 sweep - the node saturates, the open-loop schedule queues, and the no-sweep baseline itself grows with the
 window's length (quick run of 2026-11-26 at load 3.9: burst 30/s p50 942 ms against 80 ms at the steady 10/s),
 which leaves no ratio to measure; 40/s (about 1.3 cores) is a burst the node carries with room for a sweep."""
+PROBE_RATES = (10, 20, 40, 80)
+"""Foreground rates (transactions/s) the full mode probes without sweep before its windows, in this order, to
+size its phases to the machine (:func:`steady_rate`): fixed 20 and 40/s saturated the node of a slower day's
+machine with no sweep at all (2026-11-29: burst no-sweep p50 4-11 s; bench/ANALYSIS.md)."""
+PROBE_SECONDS = 10.0
+PROBE_SLOWDOWN = 2.0
+"""A probed rate is carried when its p99 is at most this times the lowest rate's and every transaction planned
+in the probe's first half finished."""
+STEADY_SHARE = 0.5
+"""The steady rate is this share of the highest rate carried, the burst :data:`BURST_FACTOR` x it (the highest
+rate carried): no sweep stays below saturation - the probe's next rate, twice the burst, was not carried. On
+2026-11-29 this machine's node carried 20/s (p99 44 ms) and fell behind at 40/s: steady 10/s, burst 20/s."""
+MIN_STEADY = 5
+"""The least steady rate (a slower machine gets windows as long as 2,000 transactions need)."""
 BACKLOG_MARGIN = 1.25
 """The backlog lasts a window at this many times the expected rate (the run stops at the window's end)."""
 PHASE_SECONDS_FULL = 12.0
@@ -103,6 +119,51 @@ def _shape(quick: bool) -> dict:
     return {"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED, "preroll_seconds": 1.0, "settle_seconds": 5.0, "fg_cells": 10_000,
             "calibration_entries": 20_000, "limits": LIMITS_FULL, "max_backlog": 300_000,
             "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
+
+
+def steady_rate(probes: dict[int, float | None]) -> int:
+    """The steady rate from the probes (rate -> p99 seconds; None: the probe fell behind, see
+    :data:`PROBE_SLOWDOWN`): :data:`STEADY_SHARE` of the highest rate carried before the first one that is
+    not, at least :data:`MIN_STEADY`."""
+    rates = sorted(probes)
+    if not rates or probes[rates[0]] is None:
+        return MIN_STEADY
+    first = probes[rates[0]]
+    carried = rates[0]
+    for rate in rates[1:]:
+        p99 = probes[rate]
+        if p99 is None or p99 > PROBE_SLOWDOWN * first:
+            break
+        carried = rate
+    return max(MIN_STEADY, int(carried * STEADY_SHARE))
+
+
+def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECONDS) -> dict[int, float | None]:
+    """Each of ``rates`` for ``seconds`` with no sweep (open-loop, as the windows): rate -> p99 of the transactions
+    planned in the probe's first half, or None when one of them had not finished by its end (the schedule fell
+    behind: saturated). Stops at the first rate not carried (:func:`steady_rate`)."""
+    out: dict[int, float | None] = {}
+    first: float | None = None
+    for rate in rates:
+        fg = Foreground(store, cells, rate, seed=rate).start()
+        started = time.time()
+        time.sleep(seconds)
+        done = fg.window(started, started + seconds / 2)
+        fg.stop()
+        planned = int(rate * seconds / 2)
+        p99 = percentile(done, 99) if done and len(done) + fg.conflicts >= planned * 0.95 else None
+        out[rate] = p99
+        C.log(f"{NAME}: capacity probe {rate}/s without sweep: p99 "
+              + ("fell behind" if p99 is None else f"{p99 * 1000:,.0f} ms") + f" ({len(done)} of {planned})")
+        if p99 is None or (first is not None and p99 > PROBE_SLOWDOWN * first):
+            break  # not carried: the higher rates will not be either
+        first = p99 if first is None else first
+    return out
+
+
+def with_rates(shape: dict, steady: int) -> dict:
+    """``shape`` with its busy phases at ``steady`` and :data:`BURST_FACTOR` x it."""
+    return {**shape, "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
 
 
 def window_seconds(shape: dict, phase: str, reps: int) -> float:
@@ -331,6 +392,12 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
         cal = cal_sweeper.result()
         calibration_rate = cal["entries_read"] / max(1e-6, cal["ended"] - cal["started"])
         C.log(f"{NAME}: calibration {cal['entries_read']:,} entries at {calibration_rate:,.0f}/s (no foreground)")
+        probes: dict[int, float | None] = {}
+        if not quick:  # the busy phases' rates follow the machine (the quick mode keeps its small fixed ones)
+            probes = probe_capacity(store, fg_cells)
+            shape = with_rates(shape, steady_rate(probes))
+            C.log(f"{NAME}: foreground rates {shape['fg_rates']['steady']}/s steady, {shape['fg_rates']['burst']}/s burst")
+            C.settle_node(30.0)
         left = 0  # backlog entries not swept yet (a window stops at its end, the next one sweeps them)
 
         placed: dict = {}
@@ -416,7 +483,9 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
                                      "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,
                 "preroll_seconds": shape["preroll_seconds"], "settle_seconds_max": shape["settle_seconds"],
-                "repetitions": reps, "shards": 1, "batch_limit": store.config.batch_limit},
+                "repetitions": reps, "shards": 1, "batch_limit": store.config.batch_limit,
+                "capacity_probe": {"seconds": PROBE_SECONDS, "slowdown": PROBE_SLOWDOWN, "steady_share": STEADY_SHARE,
+                                   "p99_seconds": {str(r): p for r, p in probes.items()}}},
         results=results, goals=goals, runs=runs, method=__doc__ or "",
     )
 

@@ -156,3 +156,30 @@ def test_a_confined_sweep_process_gets_half_a_core_and_the_placement_is_recorded
     assert P.confine(proc.pid, P.SHARED)["sweeper_cpu_cores"] is None
     with pytest.raises(ValueError, match="unknown placement"):
         P.confine(proc.pid, "pinned")
+
+
+def test_the_steady_rate_is_half_the_highest_rate_carried():
+    ms = 0.001
+    assert F.steady_rate({10: 60 * ms, 20: 70 * ms, 40: 110 * ms, 80: None}) == 20  # 40 carried, 80 fell behind
+    assert F.steady_rate({10: 63 * ms, 20: 44 * ms, 40: None}) == 10  # this machine on 2026-11-29
+    assert F.steady_rate({10: 60 * ms, 20: 70 * ms, 40: 130 * ms}) == 10  # 40 over 2x the lowest rate's p99
+    assert F.steady_rate({10: 30 * ms, 20: 30 * ms, 40: 40 * ms, 80: 50 * ms}) == 40  # a fast machine
+    assert F.steady_rate({10: None}) == F.MIN_STEADY == F.steady_rate({})
+    assert F.with_rates({"phase_seconds": 12.0}, 10)["fg_rates"] == {"idle": 0, "steady": 10, "burst": 20, "idle_again": 0}
+
+
+def test_the_capacity_probe_runs_the_foreground_without_sweep_on_a_real_store(tmp_path):
+    """probe_capacity on the embedded store (the full mode probes the node): each rate's p99, in order, stopping
+    at the first rate not carried."""
+    from airflow_atlas.kvs.tables import SweepStrategy
+    from bench import common as C
+
+    store = C.open_store(f"sqlite:///{tmp_path}/probe.db")
+    try:
+        store.create_table(F.FG_TABLE, SweepStrategy.CONSERVATIVE)
+        C.load_committed_base(store, [F.FG_TABLE], 200)
+        probes = F.probe_capacity(store, [C.cell(i) for i in range(200)], rates=(5, 10), seconds=1.0)
+    finally:
+        store.close()
+    assert list(probes) == [5, 10], probes  # the embedded store carries both
+    assert all(p is not None and 0 < p < 1.0 for p in probes.values()), probes
