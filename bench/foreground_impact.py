@@ -93,8 +93,9 @@ size its phases to the machine (:func:`steady_rate`): fixed 20 and 40/s saturate
 machine with no sweep at all (2026-11-29: burst no-sweep p50 4-11 s; bench/ANALYSIS.md)."""
 PROBE_SECONDS = 10.0
 PROBE_SLOWDOWN = 2.0
-"""A probed rate is carried when its p99 is at most this times the lowest rate's and every transaction planned
-in the probe's first half finished."""
+"""A probed rate is carried when its p99 is at most this times the lowest rate's, and :data:`PROBE_DONE_SHARE` of
+the transactions planned in the probe's first half finished by its end."""
+PROBE_DONE_SHARE = 0.95
 STEADY_SHARE = 0.5
 """The steady rate is this share of the highest rate carried, the burst :data:`BURST_FACTOR` x it (the highest
 rate carried): no sweep stays below saturation - the probe's next rate, twice the burst, was not carried. On
@@ -110,40 +111,39 @@ needs it: :func:`window_seconds`)."""
 
 def _shape(quick: bool) -> dict:
     if quick:
-        steady = 10
-        return {"phase_seconds": 2.0, "min_pooled": 0, "preroll_seconds": 0.5, "settle_seconds": 0.0, "fg_cells": 1_000,
-                "calibration_entries": 5_000, "limits": LIMITS_QUICK, "max_backlog": 25_000,
-                "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
-    # Steady: 20 transactions/s, the burst 40/s; the busy windows as long as 2,000 pooled transactions need.
-    steady = 20
-    return {"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED, "preroll_seconds": 1.0, "settle_seconds": 5.0, "fg_cells": 10_000,
-            "calibration_entries": 20_000, "limits": LIMITS_FULL, "max_backlog": 300_000,
-            "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
+        return with_rates({"phase_seconds": 2.0, "min_pooled": 0, "preroll_seconds": 0.5, "settle_seconds": 0.0,
+                           "fg_cells": 1_000, "calibration_entries": 5_000, "limits": LIMITS_QUICK,
+                           "max_backlog": 25_000}, 10)
+    # The busy phases' rates: 20/s until the capacity probe replaces them (:func:`run`); the busy windows as
+    # long as 2,000 pooled transactions need.
+    return with_rates({"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED, "preroll_seconds": 1.0,
+                       "settle_seconds": 5.0, "fg_cells": 10_000, "calibration_entries": 20_000, "limits": LIMITS_FULL,
+                       "max_backlog": 300_000}, 20)
+
+
+def highest_carried(probes: dict[int, float | None]) -> int | None:
+    """The highest probed rate carried (see :data:`PROBE_SLOWDOWN`) before the first one that is not; None when
+    not even the lowest is. ``probes``: rate -> p99 seconds, None where the probe fell behind."""
+    carried, first = None, None
+    for rate in sorted(probes):
+        p99 = probes[rate]
+        if p99 is None or (first is not None and p99 > PROBE_SLOWDOWN * first):
+            break
+        carried, first = rate, p99 if first is None else first
+    return carried
 
 
 def steady_rate(probes: dict[int, float | None]) -> int:
-    """The steady rate from the probes (rate -> p99 seconds; None: the probe fell behind, see
-    :data:`PROBE_SLOWDOWN`): :data:`STEADY_SHARE` of the highest rate carried before the first one that is
-    not, at least :data:`MIN_STEADY`."""
-    rates = sorted(probes)
-    if not rates or probes[rates[0]] is None:
-        return MIN_STEADY
-    first = probes[rates[0]]
-    carried = rates[0]
-    for rate in rates[1:]:
-        p99 = probes[rate]
-        if p99 is None or p99 > PROBE_SLOWDOWN * first:
-            break
-        carried = rate
-    return max(MIN_STEADY, int(carried * STEADY_SHARE))
+    """:data:`STEADY_SHARE` of the highest rate carried, at least :data:`MIN_STEADY`."""
+    carried = highest_carried(probes)
+    return MIN_STEADY if carried is None else max(MIN_STEADY, int(carried * STEADY_SHARE))
 
 
 def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECONDS) -> dict[int, float | None]:
     """Each of ``rates`` for ``seconds`` with no sweep (open-loop, as the windows): rate -> p99 of the transactions
-    planned in the probe's first half, or None when one of them had not finished by its end (the schedule fell
-    behind: saturated). Stops at the first rate not carried (:func:`steady_rate`)."""
+    planned in the probe's first half, or None when fewer than :data:`PROBE_DONE_SHARE` of them had finished by
+    its end (the schedule fell behind: saturated). Stops at the first rate not carried."""
     out: dict[int, float | None] = {}
-    first: float | None = None
     for rate in rates:
         fg = Foreground(store, cells, rate, seed=rate).start()
         started = time.time()
@@ -151,13 +151,12 @@ def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECON
         done = fg.window(started, started + seconds / 2)
         fg.stop()
         planned = int(rate * seconds / 2)
-        p99 = percentile(done, 99) if done and len(done) + fg.conflicts >= planned * 0.95 else None
+        p99 = percentile(done, 99) if done and len(done) + fg.conflicts >= planned * PROBE_DONE_SHARE else None
         out[rate] = p99
         C.log(f"{NAME}: capacity probe {rate}/s without sweep: p99 "
               + ("fell behind" if p99 is None else f"{p99 * 1000:,.0f} ms") + f" ({len(done)} of {planned})")
-        if p99 is None or (first is not None and p99 > PROBE_SLOWDOWN * first):
+        if highest_carried(out) != rate:
             break  # not carried: the higher rates will not be either
-        first = p99 if first is None else first
     return out
 
 
@@ -484,7 +483,8 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,
                 "preroll_seconds": shape["preroll_seconds"], "settle_seconds_max": shape["settle_seconds"],
                 "repetitions": reps, "shards": 1, "batch_limit": store.config.batch_limit,
-                "capacity_probe": {"seconds": PROBE_SECONDS, "slowdown": PROBE_SLOWDOWN, "steady_share": STEADY_SHARE,
+                "capacity_probe": {"seconds": PROBE_SECONDS, "slowdown": PROBE_SLOWDOWN, "done_share": PROBE_DONE_SHARE,
+                                   "steady_share": STEADY_SHARE,
                                    "p99_seconds": {str(r): p for r, p in probes.items()}}},
         results=results, goals=goals, runs=runs, method=__doc__ or "",
     )

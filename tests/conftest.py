@@ -67,7 +67,8 @@ def _tier(nodeid: str) -> str:
 
 
 def pytest_runtest_logreport(report):
-    _TIER_SECONDS[_tier(report.nodeid)] = _TIER_SECONDS.get(_tier(report.nodeid), 0.0) + report.duration
+    tier = _tier(report.nodeid)
+    _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -165,6 +165,7 @@ def test_the_steady_rate_is_half_the_highest_rate_carried():
     assert F.steady_rate({10: 60 * ms, 20: 70 * ms, 40: 130 * ms}) == 10  # 40 over 2x the lowest rate's p99
     assert F.steady_rate({10: 30 * ms, 20: 30 * ms, 40: 40 * ms, 80: 50 * ms}) == 40  # a fast machine
     assert F.steady_rate({10: None}) == F.MIN_STEADY == F.steady_rate({})
+    assert F.highest_carried({10: 60 * ms, 20: None, 40: 61 * ms}) == 10  # a rate after one not carried never counts
     assert F.with_rates({"phase_seconds": 12.0}, 10)["fg_rates"] == {"idle": 0, "steady": 10, "burst": 20, "idle_again": 0}
 
 
