@@ -96,6 +96,11 @@ PROBE_SLOWDOWN = 2.0
 """A probed rate is carried when its p99 is at most this times the lowest rate's, and :data:`PROBE_DONE_SHARE` of
 the transactions planned in the probe's first half finished by its end."""
 PROBE_DONE_SHARE = 0.95
+PROBE_WARMUP_SECONDS = 30.0
+"""Before the probe, the lowest rate runs this long unmeasured, then the node settles: a node the benchmark just
+started compiles its hot paths for the first minutes (JIT), and a probe of that node measured its compiler - on
+2026-11-29 a cold node's probe saw p99 101 ms at 10/s and fell behind at 20/s, where the same node warm had carried
+20/s at p99 44 ms the same day."""
 STEADY_SHARE = 0.5
 """The steady rate is this share of the highest rate carried, the burst :data:`BURST_FACTOR` x it (the highest
 rate carried): no sweep stays below saturation - the probe's next rate, twice the burst, was not carried. On
@@ -139,10 +144,18 @@ def steady_rate(probes: dict[int, float | None]) -> int:
     return MIN_STEADY if carried is None else max(MIN_STEADY, int(carried * STEADY_SHARE))
 
 
-def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECONDS) -> dict[int, float | None]:
+def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECONDS,
+                   warmup_seconds: float = PROBE_WARMUP_SECONDS) -> dict[int, float | None]:
     """Each of ``rates`` for ``seconds`` with no sweep (open-loop, as the windows): rate -> p99 of the transactions
     planned in the probe's first half, or None when fewer than :data:`PROBE_DONE_SHARE` of them had finished by
-    its end (the schedule fell behind: saturated). Stops at the first rate not carried."""
+    its end (the schedule fell behind: saturated). Stops at the first rate not carried. The lowest rate runs
+    ``warmup_seconds`` first, unmeasured, and the node settles (:data:`PROBE_WARMUP_SECONDS`)."""
+    if warmup_seconds > 0:
+        fg = Foreground(store, cells, rates[0], seed=0).start()
+        time.sleep(warmup_seconds)
+        fg.stop()
+        C.log(f"{NAME}: capacity probe warm-up, {rates[0]}/s for {warmup_seconds:.0f} s; the node settled in "
+              f"{C.settle_node(30.0):.0f} s")
     out: dict[int, float | None] = {}
     for rate in rates:
         fg = Foreground(store, cells, rate, seed=rate).start()

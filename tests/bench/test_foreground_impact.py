@@ -179,7 +179,8 @@ def test_the_capacity_probe_runs_the_foreground_without_sweep_on_a_real_store(tm
     try:
         store.create_table(F.FG_TABLE, SweepStrategy.CONSERVATIVE)
         C.load_committed_base(store, [F.FG_TABLE], 200)
-        probes = F.probe_capacity(store, [C.cell(i) for i in range(200)], rates=(5, 10), seconds=1.0)
+        probes = F.probe_capacity(store, [C.cell(i) for i in range(200)], rates=(5, 10), seconds=1.0,
+                                   warmup_seconds=0.5)
     finally:
         store.close()
     assert list(probes) == [5, 10], probes  # the embedded store carries both
