@@ -467,6 +467,22 @@ def settle_node(max_seconds: float = 30.0, idle_cores: float = 0.15, window: flo
     return time.perf_counter() - started
 
 
+def settle_pressure(kvs, max_seconds: float = 60.0, poll: float = 0.5) -> float:
+    """Wait until every node ``kvs`` reaches reports nothing queued (no pending or blocked task in a request stage,
+    no pending compaction: :mod:`airflow_atlas.kvs.pressure`'s pools) and answered in time, at most
+    ``max_seconds``; return the seconds waited. The node's CPU can be quiet between two compactions
+    (:func:`settle_node` then returns at once) while the compactions a sweep's tombstones caused are still
+    queued: foreground_impact's window after a fast sweep measured them (bench/ANALYSIS.md, 2026-11-29). The
+    embedded store has no nodes: returns 0 at once."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < max_seconds:
+        nodes = kvs.node_pressure()
+        if all(not n.late and all(p.pending == 0 and p.blocked == 0 for p in n.pools) for n in nodes):
+            break
+        time.sleep(poll)
+    return time.perf_counter() - started
+
+
 # ----- results -------------------------------------------------------------------------------------
 def result_document(
     name: str, *, quick: bool, backend: str, watch: Stopwatch, machine: dict, params: dict, results: dict,

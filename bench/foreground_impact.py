@@ -109,6 +109,11 @@ MIN_STEADY = 5
 """The least steady rate (a slower machine gets windows as long as 2,000 transactions need)."""
 BACKLOG_MARGIN = 1.25
 """The backlog lasts a window at this many times the expected rate (the run stops at the window's end)."""
+SETTLE_PRESSURE_SECONDS = 60.0
+"""Before a window the full mode waits, at most this long, until the node queues nothing (no pending compaction
+or request; :func:`bench.common.settle_pressure`), then until its CPU is quiet (``settle_seconds``): on
+2026-11-29 a window right after a fast sweep's inherited its compactions (the application pace's burst p99 1.1 s
+after the adaptive window, 102-139 ms in the other repetitions) while the CPU-only settle had waited 1 s."""
 PHASE_SECONDS_FULL = 12.0
 """A window's length in the idle phases, and the least in the busy ones (which are longer where their rate
 needs it: :func:`window_seconds`)."""
@@ -117,12 +122,13 @@ needs it: :func:`window_seconds`)."""
 def _shape(quick: bool) -> dict:
     if quick:
         return with_rates({"phase_seconds": 2.0, "min_pooled": 0, "preroll_seconds": 0.5, "settle_seconds": 0.0,
+                           "settle_pressure_seconds": 0.0,
                            "fg_cells": 1_000, "calibration_entries": 5_000, "limits": LIMITS_QUICK,
                            "max_backlog": 25_000}, 10)
     # The busy phases' rates: 20/s until the capacity probe replaces them (:func:`run`); the busy windows as
     # long as 2,000 pooled transactions need.
     return with_rates({"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED, "preroll_seconds": 1.0,
-                       "settle_seconds": 5.0, "fg_cells": 10_000, "calibration_entries": 20_000, "limits": LIMITS_FULL,
+                       "settle_seconds": 5.0, "settle_pressure_seconds": SETTLE_PRESSURE_SECONDS, "fg_cells": 10_000, "calibration_entries": 20_000, "limits": LIMITS_FULL,
                        "max_backlog": 300_000}, 20)
 
 
@@ -433,6 +439,8 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
                                 _settle(loader)
                         rec["backlog"] = left
                         sweeper.start()
+                    rec["settle_pressure_seconds"] = (C.settle_pressure(store.kvs, shape["settle_pressure_seconds"])
+                                                      if shape["settle_pressure_seconds"] else 0.0)
                     rec["settle_seconds"] = C.settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
                     C.log(f"{NAME}: {placement} rep {rep} {phase} ({fg_rate}/s, {T:g} s) {variant}")
                     fg = Foreground(store, fg_cells, fg_rate, seed=rep * 1000 + len(runs)).start() if fg_rate else None

@@ -50,7 +50,7 @@ if [[ $# -gt 0 ]]; then
   exit $?
 fi
 
-mkdir -p "$LANES_DIR"
+mkdir -p "$LANES_DIR" "$LANES_TMP" # (pytest creates --basetemp itself, but not its parent)
 ignores=()
 for d in "${SERVICES_LANE[@]}"; do ignores+=(--ignore="$d"); done
 echo "[test] two lanes: services (${SERVICES_LANE[*]}; its log: $LANES_DIR/services.log) and main (the rest, below)"
