@@ -366,10 +366,10 @@ class Foreground:
 
 
 # ----- the benchmark ------------------------------------------------------------------------------
-def _load_backlog(store, n: int, offset: int, rng) -> int:
+def _load_backlog(store, n: int, offset: int, rng, writes: int = TXN_WRITES) -> int:
     cells = [C.cell(offset + i, "bg") for i in range(n)]
     items = [(c, C.value(rng)) for c in cells]
-    batches = [dict(items[i : i + TXN_WRITES]) for i in range(0, len(items), TXN_WRITES)]
+    batches = [dict(items[i : i + writes]) for i in range(0, len(items), writes)]
     C.commit_synthetic(store, BG_TABLE, batches, threads=4)
     return offset + n
 
@@ -383,7 +383,11 @@ def _expected_rate(variant, calibration_rate: float) -> float:
     return calibration_rate if variant in (UNTHROTTLED, ADAPTIVE, APPLICATION) else min(float(variant), calibration_rate)
 
 
-def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -> dict:
+def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, phases: tuple[str, ...] = PHASES,
+        only_variants: tuple | None = None, backlog_writes: int = TXN_WRITES) -> dict:
+    """``phases`` / ``only_variants``: a focused run measures only these load phases / variants (a fixed limit
+    is an int of the mode's ``limits``); ``backlog_writes``: writes per backlog transaction (a batch never splits
+    a transaction, so this is the least a sweep iteration takes; bench/ANALYSIS.md, 2026-11-29)."""
     from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
@@ -403,7 +407,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
         fg_cells = [C.cell(i) for i in range(shape["fg_cells"])]
 
         # Calibration: the unthrottled rate without foreground, to size each window's backlog.
-        offset = _load_backlog(loader, shape["calibration_entries"], 0, rng)
+        offset = _load_backlog(loader, shape["calibration_entries"], 0, rng, backlog_writes)
         _settle(loader)
         cal_sweeper = Sweeper(url, UNTHROTTLED, 3600.0).start()
         cal_sweeper.go()
@@ -420,10 +424,11 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
 
         placed: dict = {}
         for placement, rep in ((p, r) for p in placements for r in range(reps)):
-            for phase in PHASES:
+            for phase in phases:
                 fg_rate = shape["fg_rates"][phase]
                 T = window_seconds(shape, phase, reps)
-                for variant in C.rotated(variants(phase, shape["limits"]), rep):
+                measured = [v for v in variants(phase, shape["limits"]) if only_variants is None or v in only_variants]
+                for variant in C.rotated(measured, rep):
                     rec: dict = {"placement": placement, "rep": rep, "phase": phase, "variant": variant,
                                  "foreground_rate": fg_rate, "load_avg_1m": C.load_average()["1m"]}
                     sweeper = None
@@ -431,10 +436,10 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
                         sweeper = Sweeper(url, variant, T, placement)  # connects while the backlog loads
                         placed[placement] = {k: v for k, v in sweeper.placement.items() if k != "cgroup"}
                         need = int(min(shape["max_backlog"],
-                                       max(TXN_WRITES, _expected_rate(variant, calibration_rate) * T * BACKLOG_MARGIN)))
+                                       max(backlog_writes, _expected_rate(variant, calibration_rate) * T * BACKLOG_MARGIN)))
                         with C.timed(rec, "load_seconds"):
                             if need > left:
-                                offset = _load_backlog(loader, need - left, offset, rng)
+                                offset = _load_backlog(loader, need - left, offset, rng, backlog_writes)
                                 left = need
                                 _settle(loader)
                         rec["backlog"] = left
@@ -480,9 +485,9 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
                      "placements": {}}
     goals: list = []
     for placement in placements:
-        phases = summarise([r for r in runs if r["placement"] == placement], shape["limits"], shape["fg_rates"])
+        summary = summarise([r for r in runs if r["placement"] == placement], shape["limits"], shape["fg_rates"])
         results["placements"][placement] = {"placement": placed.get(placement, {"placement": placement}),
-                                            "phases": phases}
+                                            "phases": summary}
     judged = P.CONFINED if P.CONFINED in placements else placements[0]
     for variant in (default_variant(), *(v for v in (ADAPTIVE, APPLICATION) if v != default_variant())):
         goals += evaluate_goals(results["placements"][judged]["phases"], shape["limits"], variant=variant,
@@ -494,11 +499,12 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS) -
 
     return C.result_document(
         NAME, quick=quick, backend="cassandra", watch=watch, machine=machine,
-        params={"phase_seconds": {ph: window_seconds(shape, ph, reps) for ph in PHASES}, "load_phases": list(PHASES),
+        params={"phase_seconds": {ph: window_seconds(shape, ph, reps) for ph in phases}, "load_phases": list(phases),
+                "variants": "all" if only_variants is None else [str(v) for v in only_variants],
                 "placements": list(placements), "min_samples_for_p99": S.MIN_SAMPLES_FOR_P99,
                 "ci_level": S.CI_LEVEL, "bootstrap_resamples": S.RESAMPLES, "foreground_rates_per_second": shape["fg_rates"],
                 "foreground_cells": shape["fg_cells"], "reads_per_transaction": READS, "writes_per_transaction": 1,
-                "backlog_transaction_writes": TXN_WRITES, "limits": list(shape["limits"]),
+                "backlog_transaction_writes": backlog_writes, "limits": list(shape["limits"]),
                 "default_settings": {"sweep_latency_target": DEFAULT_SWEEP_LATENCY_TARGET,
                                      "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,

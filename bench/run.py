@@ -23,8 +23,11 @@ import traceback
 from pathlib import Path
 
 from . import common as C
+from .foreground_impact import LIMITS_FULL, LIMITS_QUICK, TXN_WRITES
+from .foreground_summary import ADAPTIVE, APPLICATION, NO_SWEEP, PHASES, UNTHROTTLED
 from .placement import PLACEMENTS
 
+NAMED_VARIANTS = (NO_SWEEP, UNTHROTTLED, ADAPTIVE, APPLICATION)
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
               "foreground_impact", "sustained", "orchestration")
 NEEDS_CASSANDRA = {"targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "large_commit",
@@ -38,6 +41,42 @@ def _module(name: str):
     return importlib.import_module(f"bench.{name}")
 
 
+def _limits_text() -> str:
+    return f"full: {', '.join(map(str, LIMITS_FULL))}; quick: {', '.join(map(str, LIMITS_QUICK))}"
+
+
+def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str]) -> dict:
+    """foreground_impact's focused-run options (``run``'s keyword arguments), checked; {} for a full run."""
+    given = [flag for flag, value in (("--phase", args.phase), ("--variant", args.variant),
+                                      ("--backlog-writes", args.backlog_writes)) if value is not None]
+    if not given:
+        return {}
+    if names != ["foreground_impact"]:
+        p.error(f"{', '.join(given)} apply to foreground_impact only: use --only foreground_impact")
+    if args.out is None:
+        p.error(f"{', '.join(given)} make a focused run: give it --out (it must not replace the full run's results)")
+    focus: dict = {}
+    if args.phase:
+        focus["phases"] = tuple(ph for ph in PHASES if ph in args.phase)
+    if args.variant:
+        limits = LIMITS_QUICK if args.quick else LIMITS_FULL
+        chosen: list = []
+        for v in args.variant:
+            if v in NAMED_VARIANTS:
+                chosen.append(v)
+            elif v.isdigit() and int(v) in limits:
+                chosen.append(int(v))
+            else:
+                p.error(f"--variant {v!r}: expected one of {', '.join(NAMED_VARIANTS)} or a fixed limit of the "
+                        f"{'quick' if args.quick else 'full'} mode ({', '.join(map(str, limits))})")
+        focus["only_variants"] = tuple(chosen)
+    if args.backlog_writes is not None:
+        if args.backlog_writes < 1:
+            p.error(f"--backlog-writes must be at least 1, got {args.backlog_writes}")
+        focus["backlog_writes"] = args.backlog_writes
+    return focus
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="small sizes (smoke run); results go to <out>/quick by default")
@@ -49,6 +88,14 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--placement", choices=PLACEMENTS, action="append",
                    help="foreground_impact only: measure this placement of the sweep process (repeatable; default all, "
                         "the goals are judged on confined)")
+    p.add_argument("--phase", choices=PHASES, action="append",
+                   help="foreground_impact only, a focused run (needs --out): measure this load phase (repeatable)")
+    p.add_argument("--variant", action="append",
+                   help=f"foreground_impact only, a focused run (needs --out): measure this variant (repeatable): "
+                        f"{', '.join(NAMED_VARIANTS)} or a fixed limit of the mode ({_limits_text()})")
+    p.add_argument("--backlog-writes", type=int,
+                   help=f"foreground_impact only, a focused run (needs --out): writes per backlog transaction "
+                        f"(default {TXN_WRITES}; a sweep batch never splits one)")
     args = p.parse_args(argv)
     names = [n.strip() for item in args.only for n in item.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BENCHMARKS))
@@ -56,6 +103,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         p.error(f"unknown benchmark(s): {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     if args.placement and "foreground_impact" not in names:
         p.error("--placement applies to foreground_impact only: add --only foreground_impact")
+    args.focus = _focus(p, args, names)
     if args.reps < 3:
         p.error("--reps must be at least 3 (every figure is a median of at least three repetitions)")
     args.names = [n for n in BENCHMARKS if n in names] if names else list(BENCHMARKS)
@@ -80,7 +128,9 @@ def main(argv=None) -> int:
         C.log(f"=== {name} ({'quick' if args.quick else 'full'}, {args.reps} repetitions) -> {args.out}")
         started = time.time()
         try:
-            options = {"placements": tuple(args.placement)} if args.placement and name == "foreground_impact" else {}
+            options = {}
+            if name == "foreground_impact":
+                options = {**({"placements": tuple(args.placement)} if args.placement else {}), **args.focus}
             doc = _module(name).run(quick=args.quick, reps=args.reps, **options)
         except Exception:
             failed.append(name)

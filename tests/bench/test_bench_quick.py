@@ -64,3 +64,21 @@ def test_quick_mode_writes_results(tmp_path, cassandra_node):
     assert "| benchmark | figure | measured | goal | status |" in results_md
     assert "## 3. Commit overhead" in results_md and "## 6. Embedded store" in results_md
     assert (tmp_path / "chart.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.cassandra
+def test_a_focused_foreground_impact_run_measures_only_what_it_names(tmp_path, cassandra_node):
+    """``--phase``, ``--variant`` and ``--backlog-writes`` reach the run: only the steady phase's windows of the two
+    variants, three repetitions each, the backlog in transactions of 50 writes; the result says so."""
+    code = bench_run.main(["--quick", "--only", "foreground_impact", "--placement", "shared", "--out", str(tmp_path),
+                           "--phase", "steady", "--variant", "no_sweep", "--variant", "2000",
+                           "--backlog-writes", "50"])
+    assert code == 0
+    doc = json.loads((tmp_path / "foreground_impact.json").read_text())
+    assert doc["params"]["load_phases"] == ["steady"] and doc["params"]["variants"] == ["no_sweep", "2000"]
+    assert doc["params"]["backlog_transaction_writes"] == 50
+    assert sorted((r["phase"], str(r["variant"]), r["rep"]) for r in doc["runs"]) == sorted(
+        ("steady", v, rep) for v in ("no_sweep", "2000") for rep in range(3))
+    steady = doc["results"]["placements"]["shared"]["phases"]["steady"]["variants"]
+    assert set(steady) == {"no_sweep", "2000"} and steady["2000"]["checks_ok"] is True
+    assert steady["2000"]["sweep_entries_per_second"] > 0

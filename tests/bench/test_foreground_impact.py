@@ -134,12 +134,19 @@ def test_the_report_shows_every_placement_phase_and_variant_with_intervals(tmp_p
     assert (tmp_path / "fg.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_the_committed_issue_24_document_still_renders(tmp_path):
-    doc = json.loads((Path(__file__).resolve().parents[2] / "bench/results/foreground_impact.json").read_text())
-    assert "placements" not in doc["results"]  # until the full run of issue 31 replaces it
+@pytest.mark.parametrize("path, placements, row", [
+    # issue 31's full run (2026-11-29): per placement
+    ("bench/results/foreground_impact.json", True, "| confined | steady"),
+    # an issue-24 document: one placement
+    ("bench/results/issue24/foreground_impact.backoff-reached.json", False, "| steady"),
+])
+def test_the_committed_documents_render(path, placements, row, tmp_path):
+    doc = json.loads((Path(__file__).resolve().parents[2] / path).read_text())
+    assert ("placements" in doc["results"]) is placements
     lines = R.report_lines(doc)
-    assert lines[0] == R.SECTION and any(line.startswith("| steady") for line in lines)
-    R.write_chart(doc, tmp_path / "old.png")
+    assert lines[0] == R.SECTION and any(line.startswith(row) for line in lines), lines
+    R.write_chart(doc, tmp_path / "doc.png")
+    assert (tmp_path / "doc.png").read_bytes()[:4] == b"\x89PNG"
 
 
 def test_a_confined_sweep_process_gets_half_a_core_and_the_placement_is_recorded():
