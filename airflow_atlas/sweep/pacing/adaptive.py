@@ -77,6 +77,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...validation import check_float, check_int
+from .intensity import paced_batch_cap
 
 DEFAULT_SWEEP_LATENCY_TARGET = 1.5
 """Default of ``sweep_latency_target``: the sweep's request latencies may rise to 1.5x their baseline."""
@@ -142,10 +143,10 @@ def pace_bucket(entries_per_second: float) -> int:
 
 
 def batch_cap_at(rate: float, batch_limit: int) -> int:
-    """The batch limit at pace ``rate``: a quarter second's worth (as a fixed-rate run), at most ``batch_limit``;
-    never below 1. (Not capped further: at full speed the per-iteration work of smaller batches cost 58% of an
-    unthrottled run's rate on the embedded store.)"""
-    return max(1, min(batch_limit, int(rate * WINDOW_SECONDS)))
+    """The batch limit at pace ``rate``: as a fixed-rate run's (:func:`~.intensity.paced_batch_cap`, a window's
+    worth, more below 2,000 entries/s), at most ``batch_limit``; never below 1. (Not capped further: at full speed
+    the per-iteration work of smaller batches cost 58% of an unthrottled run's rate on the embedded store.)"""
+    return paced_batch_cap(rate, batch_limit, interval_seconds=WINDOW_SECONDS)
 
 
 def between_buckets(baselines: dict[int, float], bucket: int) -> float | None:
