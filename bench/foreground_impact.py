@@ -384,10 +384,13 @@ def _expected_rate(variant, calibration_rate: float) -> float:
 
 
 def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, phases: tuple[str, ...] = PHASES,
-        only_variants: tuple | None = None, backlog_writes: int = TXN_WRITES) -> dict:
+        only_variants: tuple | None = None, backlog_writes: int = TXN_WRITES, baseline_after_load: bool = False) -> dict:
     """``phases`` / ``only_variants``: a focused run measures only these load phases / variants (a fixed limit
     is an int of the mode's ``limits``); ``backlog_writes``: writes per backlog transaction (a batch never splits
-    a transaction, so this is the least a sweep iteration takes; bench/ANALYSIS.md, 2026-11-29)."""
+    a transaction, so this is the least a sweep iteration takes; bench/ANALYSIS.md, 2026-11-29);
+    ``baseline_after_load``: a no-sweep window follows a load too, as a sweep window follows its backlog's top-up
+    - what the lowest fixed limit sweeps in a window, loaded alike into a keyspace of its own (the ballast: on the
+    same node, never swept), then the same settles - so that a ratio measures the sweep, not the load's aftermath."""
     from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
@@ -399,6 +402,8 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
     loader = C.open_store(url, app_latency_publish=False)
     runs: list[dict] = []
     rng = random.Random(11)
+    ballast = None  # baseline_after_load: the no-sweep windows' load goes there
+    ballast_offset = 0
     try:
         machine = C.machine_info(store.kvs.session)
         loader.create_table(FG_TABLE, SweepStrategy.CONSERVATIVE)
@@ -444,6 +449,16 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                                 _settle(loader)
                         rec["backlog"] = left
                         sweeper.start()
+                    elif baseline_after_load:
+                        if ballast is None:
+                            ballast = C.open_store(C.cassandra_url(C.new_keyspace_name("fgballast")),
+                                                   app_latency_publish=False)
+                            ballast.create_table(BG_TABLE, SweepStrategy.THOROUGH)
+                        loaded = int(max(backlog_writes, min(shape["limits"]) * T))
+                        with C.timed(rec, "load_seconds"):
+                            ballast_offset = _load_backlog(ballast, loaded, ballast_offset, rng, backlog_writes)
+                            _settle(ballast)
+                        rec["ballast_loaded"] = loaded
                     rec["settle_pressure_seconds"] = (C.settle_pressure(store.kvs, shape["settle_pressure_seconds"])
                                                       if shape["settle_pressure_seconds"] else 0.0)
                     rec["settle_seconds"] = C.settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
@@ -481,6 +496,8 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
     finally:
         loader.close()
         C.drop_store(store)
+        if ballast is not None:
+            C.drop_store(ballast)
     results: dict = {"calibration_entries_per_second": calibration_rate, "default_variant": default_variant(),
                      "placements": {}}
     goals: list = []
@@ -504,7 +521,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                 "placements": list(placements), "min_samples_for_p99": S.MIN_SAMPLES_FOR_P99,
                 "ci_level": S.CI_LEVEL, "bootstrap_resamples": S.RESAMPLES, "foreground_rates_per_second": shape["fg_rates"],
                 "foreground_cells": shape["fg_cells"], "reads_per_transaction": READS, "writes_per_transaction": 1,
-                "backlog_transaction_writes": backlog_writes, "limits": list(shape["limits"]),
+                "backlog_transaction_writes": backlog_writes, "baseline_after_load": baseline_after_load, "limits": list(shape["limits"]),
                 "default_settings": {"sweep_latency_target": DEFAULT_SWEEP_LATENCY_TARGET,
                                      "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,

@@ -48,7 +48,8 @@ def _limits_text() -> str:
 def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str]) -> dict:
     """foreground_impact's focused-run options (``run``'s keyword arguments), checked; {} for a full run."""
     given = [flag for flag, value in (("--phase", args.phase), ("--variant", args.variant),
-                                      ("--backlog-writes", args.backlog_writes)) if value is not None]
+                                      ("--backlog-writes", args.backlog_writes),
+                                      ("--baseline-after-load", args.baseline_after_load or None)) if value is not None]
     if not given:
         return {}
     if names != ["foreground_impact"]:
@@ -74,6 +75,8 @@ def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str
         if args.backlog_writes < 1:
             p.error(f"--backlog-writes must be at least 1, got {args.backlog_writes}")
         focus["backlog_writes"] = args.backlog_writes
+    if args.baseline_after_load:
+        focus["baseline_after_load"] = True
     return focus
 
 
@@ -96,6 +99,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--backlog-writes", type=int,
                    help=f"foreground_impact only, a focused run (needs --out): writes per backlog transaction "
                         f"(default {TXN_WRITES}; a sweep batch never splits one)")
+    p.add_argument("--baseline-after-load", action="store_true",
+                   help="foreground_impact only, a focused run (needs --out): each no-sweep window follows a load "
+                        "too (into a keyspace of its own), as each sweep window follows its backlog's top-up")
     args = p.parse_args(argv)
     names = [n.strip() for item in args.only for n in item.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BENCHMARKS))

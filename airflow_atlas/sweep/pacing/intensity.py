@@ -20,13 +20,16 @@ Invariants:
   the next iteration's fencing check (``keeper.check()``) runs at most that long after the previous
   iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
-* Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
+* Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries
+  (from 2,000 entries/s; below, :data:`PACED_BATCH_MIN_ENTRIES` or :data:`PACED_BATCH_MAX_SECONDS` of the
+  pace, the fewer: every iteration's fixed Paxos work is paid less often, :func:`paced_batch_cap`),
   and a paced run spreads the batch's deletes over that time: they go in about :data:`SPREAD_CHUNKS`
-  chunks, the first of :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after
-  the first the pacer is paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the
-  store sees an eighth of the batch every ~31 ms instead of a quarter second's worth at once (a batch never splits
+  chunks (each at least :data:`DELETE_CHUNK_REQUESTS`), the first of :data:`DELETE_CHUNK_REQUESTS`
+  (:func:`delete_chunks`), and before each chunk after the first the pacer is paid that chunk's predecessor's
+  share of the batch (:func:`chunk_shares`), so the store sees an eighth of a quarter-second batch every ~31 ms
+  (64 deletes every quarter second at 250 entries/s) instead of the batch at once (a batch never splits
   a start timestamp, so a batch can still be one transaction's writes). The waits inside a batch add up to
-  at most the batch's cost (at most ``interval_seconds``, itself at most ``max_wait_seconds``); each is cut
+  at most the batch's cost (at most a second, never more than ``max_wait_seconds``); each is cut
   short by a lost lease, after which the run stops before its next chunk.
 * The clock is monotonic (wall-clock jumps do not pace); clock and sleep are constructor arguments, so the
   pacing logic is unit-tested without sleeping.
