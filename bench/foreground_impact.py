@@ -198,10 +198,10 @@ class _WindowOver(Exception):
     """Raised by the sweep run's ``on_iteration`` callback after the first iteration past the window."""
 
 
-def _sweeper_main(url: str, variant: str, seconds: float) -> None:
+def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | None = None) -> None:
     """Child process: open the store, say ``ready``, wait for ``go`` on stdin, sweep shard 0 THOROUGH as the
-    variant says for at most ``seconds`` (then the iteration under way finishes), print one JSON line
-    (start-up stays out of the measured window)."""
+    variant says for at most ``seconds`` (then the iteration under way finishes; ``batch_limit``: the run's, else
+    the setting's), print one JSON line (start-up stays out of the measured window)."""
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
 
@@ -231,7 +231,7 @@ def _sweeper_main(url: str, variant: str, seconds: float) -> None:
 
         try:
             run = store.sweeper.sweep_shard(0, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
-                                            **pacing).to_json()
+                                            batch_limit=batch_limit, **pacing).to_json()
         except _WindowOver:
             run = store.history.runs(0, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
             if run.get("status") != "failed" or not str(run.get("error", "")).startswith("_WindowOver"):
@@ -264,10 +264,11 @@ class Sweeper:
     loads the backlog); :meth:`start` returns once it is connected; :meth:`go` starts the sweep;
     :meth:`result` waits for its JSON line."""
 
-    def __init__(self, url: str, variant, seconds: float, placement: str = P.SHARED):
+    def __init__(self, url: str, variant, seconds: float, placement: str = P.SHARED, batch_limit: int | None = None):
         env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(variant), str(seconds)],
+            [sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(variant), str(seconds),
+             *([] if batch_limit is None else [str(batch_limit)])],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
             cwd=str(C.REPO_ROOT))
         self.placement = P.confine(self._proc.pid, placement)  # before it connects: its whole run is placed
@@ -384,13 +385,15 @@ def _expected_rate(variant, calibration_rate: float) -> float:
 
 
 def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, phases: tuple[str, ...] = PHASES,
-        only_variants: tuple | None = None, backlog_writes: int = TXN_WRITES, baseline_after_load: bool = False) -> dict:
+        only_variants: tuple | None = None, backlog_writes: int = TXN_WRITES, baseline_after_load: bool = False,
+        batch_limit: int | None = None) -> dict:
     """``phases`` / ``only_variants``: a focused run measures only these load phases / variants (a fixed limit
     is an int of the mode's ``limits``); ``backlog_writes``: writes per backlog transaction (a batch never splits
     a transaction, so this is the least a sweep iteration takes; bench/ANALYSIS.md, 2026-11-29);
     ``baseline_after_load``: a no-sweep window follows a load too, as a sweep window follows its backlog's top-up
     - what the lowest fixed limit sweeps in a window, loaded alike into a keyspace of its own (the ballast: on the
-    same node, never swept), then the same settles - so that a ratio measures the sweep, not the load's aftermath."""
+    same node, never swept), then the same settles - so that a ratio measures the sweep, not the load's aftermath;
+    ``batch_limit``: every sweep window's (``sweep_shard(batch_limit=...)``; a paced batch is at most this)."""
     from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
@@ -438,7 +441,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                                  "foreground_rate": fg_rate, "load_avg_1m": C.load_average()["1m"]}
                     sweeper = None
                     if variant != NO_SWEEP:
-                        sweeper = Sweeper(url, variant, T, placement)  # connects while the backlog loads
+                        sweeper = Sweeper(url, variant, T, placement, batch_limit)  # connects while the backlog loads
                         placed[placement] = {k: v for k, v in sweeper.placement.items() if k != "cgroup"}
                         need = int(min(shape["max_backlog"],
                                        max(backlog_writes, _expected_rate(variant, calibration_rate) * T * BACKLOG_MARGIN)))
@@ -521,7 +524,8 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                 "placements": list(placements), "min_samples_for_p99": S.MIN_SAMPLES_FOR_P99,
                 "ci_level": S.CI_LEVEL, "bootstrap_resamples": S.RESAMPLES, "foreground_rates_per_second": shape["fg_rates"],
                 "foreground_cells": shape["fg_cells"], "reads_per_transaction": READS, "writes_per_transaction": 1,
-                "backlog_transaction_writes": backlog_writes, "baseline_after_load": baseline_after_load, "limits": list(shape["limits"]),
+                "backlog_transaction_writes": backlog_writes, "baseline_after_load": baseline_after_load,
+                "sweep_batch_limit": batch_limit, "limits": list(shape["limits"]),
                 "default_settings": {"sweep_latency_target": DEFAULT_SWEEP_LATENCY_TARGET,
                                      "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,
@@ -543,8 +547,8 @@ def _r(value: float | None) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 5 and sys.argv[1] == "--sweeper":
-        _sweeper_main(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    if len(sys.argv) in (5, 6) and sys.argv[1] == "--sweeper":
+        _sweeper_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) == 6 else None)
     else:
-        sys.exit("usage: python -m bench.foreground_impact --sweeper URL VARIANT SECONDS"
+        sys.exit("usage: python -m bench.foreground_impact --sweeper URL VARIANT SECONDS [BATCH_LIMIT]"
                  " (run the benchmark with python -m bench.run)")

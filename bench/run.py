@@ -49,7 +49,8 @@ def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str
     """foreground_impact's focused-run options (``run``'s keyword arguments), checked; {} for a full run."""
     given = [flag for flag, value in (("--phase", args.phase), ("--variant", args.variant),
                                       ("--backlog-writes", args.backlog_writes),
-                                      ("--baseline-after-load", args.baseline_after_load or None)) if value is not None]
+                                      ("--baseline-after-load", args.baseline_after_load or None),
+                                      ("--batch-limit", args.batch_limit)) if value is not None]
     if not given:
         return {}
     if names != ["foreground_impact"]:
@@ -77,6 +78,10 @@ def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str
         focus["backlog_writes"] = args.backlog_writes
     if args.baseline_after_load:
         focus["baseline_after_load"] = True
+    if args.batch_limit is not None:
+        if args.batch_limit < 1:
+            p.error(f"--batch-limit must be at least 1, got {args.batch_limit}")
+        focus["batch_limit"] = args.batch_limit
     return focus
 
 
@@ -102,6 +107,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--baseline-after-load", action="store_true",
                    help="foreground_impact only, a focused run (needs --out): each no-sweep window follows a load "
                         "too (into a keyspace of its own), as each sweep window follows its backlog's top-up")
+    p.add_argument("--batch-limit", type=int,
+                   help="foreground_impact only, a focused run (needs --out): the sweep windows' batch limit "
+                        "(sweep_shard(batch_limit=N): a paced batch holds at most N entries)")
     args = p.parse_args(argv)
     names = [n.strip() for item in args.only for n in item.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BENCHMARKS))

@@ -68,12 +68,13 @@ def test_quick_mode_writes_results(tmp_path, cassandra_node):
 
 @pytest.mark.cassandra
 def test_a_focused_foreground_impact_run_measures_only_what_it_names(tmp_path, cassandra_node):
-    """``--phase``, ``--variant``, ``--backlog-writes`` and ``--baseline-after-load`` reach the run: only the steady
-    phase's windows of the two variants, three repetitions each, the backlog in transactions of 50 writes, each
-    no-sweep window after a load of its own (what the lowest limit sweeps in a window); the result says so."""
+    """``--phase``, ``--variant``, ``--backlog-writes``, ``--baseline-after-load`` and ``--batch-limit`` reach the
+    run: only the steady phase's windows of the two variants, three repetitions each, the backlog in transactions of
+    50 writes, each no-sweep window after a load of its own (what the lowest limit sweeps in a window), batches of at
+    most 100 entries; the result says so."""
     code = bench_run.main(["--quick", "--only", "foreground_impact", "--placement", "shared", "--out", str(tmp_path),
                            "--phase", "steady", "--variant", "no_sweep", "--variant", "2000",
-                           "--backlog-writes", "50", "--baseline-after-load"])
+                           "--backlog-writes", "50", "--baseline-after-load", "--batch-limit", "100"])
     assert code == 0
     doc = json.loads((tmp_path / "foreground_impact.json").read_text())
     assert doc["params"]["load_phases"] == ["steady"] and doc["params"]["variants"] == ["no_sweep", "2000"]
@@ -81,6 +82,8 @@ def test_a_focused_foreground_impact_run_measures_only_what_it_names(tmp_path, c
     window = doc["params"]["phase_seconds"]["steady"]
     assert [r["ballast_loaded"] for r in doc["runs"] if r["variant"] == "no_sweep"] == [int(2000 * window)] * 3
     assert all("ballast_loaded" not in r for r in doc["runs"] if r["variant"] != "no_sweep")
+    assert doc["params"]["sweep_batch_limit"] == 100  # a batch never splits a transaction: 2 of 50 writes
+    assert all(r["sweep"]["entries_read"] <= 100 * r["sweep"]["iterations"] for r in doc["runs"] if r["variant"] != "no_sweep")
     assert sorted((r["phase"], str(r["variant"]), r["rep"]) for r in doc["runs"]) == sorted(
         ("steady", v, rep) for v in ("no_sweep", "2000") for rep in range(3))
     steady = doc["results"]["placements"]["shared"]["phases"]["steady"]["variants"]

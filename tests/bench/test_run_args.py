@@ -26,9 +26,9 @@ def test_placement_without_foreground_impact_or_unknown_is_refused(capsys):
 def test_a_focused_run_becomes_foreground_impacts_keywords(tmp_path):
     args = parse_args(["--only", "foreground_impact", "--out", str(tmp_path), "--phase", "steady", "--variant",
                        "no_sweep", "--variant", "250", "--variant", "application", "--backlog-writes", "5",
-                       "--baseline-after-load"])
+                       "--baseline-after-load", "--batch-limit", "62"])
     assert args.focus == {"phases": ("steady",), "only_variants": ("no_sweep", 250, "application"),
-                          "backlog_writes": 5, "baseline_after_load": True}
+                          "backlog_writes": 5, "baseline_after_load": True, "batch_limit": 62}
     assert parse_args(["--only", "foreground_impact"]).focus == {}  # the full run: everything
     phases = parse_args(["--only", "foreground_impact", "--out", str(tmp_path), "--phase", "burst", "--phase", "idle"])
     assert phases.focus == {"phases": ("idle", "burst")}  # in the run's order
@@ -37,6 +37,7 @@ def test_a_focused_run_becomes_foreground_impacts_keywords(tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--only", "foreground_impact", "--phase", "steady"], "give it --out"),
     (["--only", "foreground_impact", "--baseline-after-load"], "give it --out"),
+    (["--only", "foreground_impact", "--out", "x", "--batch-limit", "0"], "--batch-limit must be at least 1"),
     (["--only", "memory", "--out", "x", "--backlog-writes", "5"], "apply to foreground_impact only"),
     (["--only", "foreground_impact,memory", "--out", "x", "--phase", "steady"], "apply to foreground_impact only"),
     (["--only", "foreground_impact", "--out", "x", "--variant", "300"], "--variant '300': expected one of"),
