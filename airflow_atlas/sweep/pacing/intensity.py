@@ -61,10 +61,11 @@ entries, or :data:`PACED_BATCH_MAX_SECONDS` of the pace when that is fewer, inst
 worth: every iteration costs the store a fixed amount of Paxos work whatever its size - a SERIAL progress read,
 the progress check-and-set, and the fresh timestamp its tombstone record needs (a SERIAL read and a
 check-and-set on the one cell every application transaction draws its timestamps from). Measured (bench/
-results/issue31): at a fixed 250 entries/s, a backlog of 5-write transactions (62-entry batches, 4 iterations a
-second) cost the application 2.44x its p99 without sweep, one of 500-write transactions (batches of 500, one
-iteration every 2 s) 0.95x - the same entries and tombstones. The deletes of the bigger batch are still spread
-(:data:`SPREAD_CHUNKS`), so the store sees no bigger burst of them."""
+results/issue31, the same backlog of 5-write transactions at a fixed 250 entries/s, one run after the other):
+62-entry batches (3.6 iterations a second) cost the application 2.26x [2.06, 2.49] its p99 without sweep,
+250-entry batches (one a second) 1.58x [1.39, 1.89]; a backlog of 500-write transactions (batches of 500, one
+iteration every 2 s) 0.95x. The deletes of the bigger batch are still spread (:data:`SPREAD_CHUNKS`), so the
+store sees no bigger burst of them."""
 PACED_BATCH_MAX_SECONDS = 1.0
 """A paced batch never holds more than this many seconds of the pace to reach :data:`PACED_BATCH_MIN_ENTRIES`:
 the application pace is fed between iterations (sweep/pacing/application.py), so a longer iteration would
