@@ -6,7 +6,8 @@
 # tests/integration/security for that package only (scripts/cassandra.sh secure ...); the two-datacenter
 # cluster (127.0.0.21-23) by the fixture of tests/datacenters for that package only (scripts/cassandra.sh dc ...).
 # Every start is idempotent (a running node or master is reused, never restarted).
-# Without arguments the suite runs in two lanes at once, then tests/cluster alone (below); extra arguments go to
+# Without arguments the suite runs in two lanes at once, then tests/cluster and the pace's latency tests alone
+# (below); extra arguments go to
 # one pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
 # The linters run inside pytest (tests/lint: ruff and mypy, configured in pyproject.toml), so a finding fails.
 set -uo pipefail
@@ -38,18 +39,22 @@ if [[ $# -gt 0 ]]; then
   exit $?
 fi
 
-# The whole suite: two pytest processes at once, then the 3-node cluster's tier alone. Most of a tier's time is
+# The whole suite: two pytest processes at once, then the 3-node cluster's tier and the tests that judge the
+# sweep's pace by a latency measured on this machine alone. Most of a tier's time is
 # waiting (a cluster or a deployment starting, a heartbeat timing out, a retry's delay), so two lanes share the 2
 # cores without making either's tests slower in proportion (one after the other the suite took 74 min; the lanes'
 # split by measured tier times is in docs/TESTING.md). The lanes share only what every tier already shares one
 # test at a time (the local node, each test in a keyspace of its own; the Spark master, which queues a second
 # application); each has its own AIRFLOW_HOME (tests/conftest.py), temporary directory and pytest cache.
 # tests/cluster runs alone: its three nodes, starved by a lane beside them, timed out client heartbeats and hit
-# Cassandra's schema race on DROP KEYSPACE (a clean-clone run of 2026-11-29). The servers lane's output is
+# Cassandra's schema race on DROP KEYSPACE (a clean-clone run of 2026-11-29); beside a lane, the application
+# pace's acceptance test learned a baseline p99 of 579 ms (the other lane's load), so that its slowed
+# application (1 s) was within the target and nothing backed off. The servers lane's output is
 # printed when both lanes have ended (it is in test-artifacts/lanes/servers.log while it runs).
 SERVERS_LANE=(tests/integration/security tests/deploy tests/datacenters tests/integration/txn tests/integration/kvs
   tests/integration/foundation)
-ALONE=(tests/cluster)
+ALONE=(tests/cluster tests/integration/sweep/test_application_pace_published.py
+  tests/integration/sweep/test_adaptive_pace.py)
 LANES_DIR="$ROOT/test-artifacts/lanes"
 LANES_TMP="${TMPDIR:-/tmp}/airflow-atlas-pytest"
 mkdir -p "$LANES_DIR" "$LANES_TMP" # (pytest creates --basetemp itself, but not its parent)
