@@ -127,8 +127,8 @@ class TargetedSweeper(SweepPairs):
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
         :class:`~airflow_atlas.sweep.pacing.intensity.SweepPacer` (never after the last one; one wait at most a
         third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
-        entries from 2,000 entries/s, below it 500 entries or half a second's worth, ``paced_batch_cap``; its deletes
-        spread over that time in about 8 chunks, sweep/batch_deletes.py: the store never sees the batch at once). The waits are the lease keeper's
+        entries, its deletes spread over that time in about 8 chunks, sweep/batch_deletes.py: the store
+        never sees a quarter second's worth at once). The waits are the lease keeper's
         :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
 
         Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an

@@ -20,16 +20,13 @@ Invariants:
   the next iteration's fencing check (``keeper.check()``) runs at most that long after the previous
   iteration. Debt a bounded wait could not pay is carried to the next wait (the average rate holds);
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
-* Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries
-  (from 2,000 entries/s; below, :data:`PACED_BATCH_MIN_ENTRIES` or :data:`PACED_BATCH_MAX_SECONDS` of the
-  pace, the fewer: every iteration's fixed Paxos work is paid less often, :func:`paced_batch_cap`),
+* Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
   and a paced run spreads the batch's deletes over that time: they go in about :data:`SPREAD_CHUNKS`
-  chunks (each at least :data:`DELETE_CHUNK_REQUESTS`), the first of :data:`DELETE_CHUNK_REQUESTS`
-  (:func:`delete_chunks`), and before each chunk after the first the pacer is paid that chunk's predecessor's
-  share of the batch (:func:`chunk_shares`), so the store sees an eighth of a quarter-second batch every ~31 ms
-  (64 deletes every quarter second at 250 entries/s) instead of the batch at once (a batch never splits
+  chunks, the first of :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after
+  the first the pacer is paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the
+  store sees an eighth of the batch every ~31 ms instead of a quarter second's worth at once (a batch never splits
   a start timestamp, so a batch can still be one transaction's writes). The waits inside a batch add up to
-  at most the batch's cost (at most half a second below 2,000 entries/s, never more than ``max_wait_seconds``); each is cut
+  at most the batch's cost (at most ``interval_seconds``, itself at most ``max_wait_seconds``); each is cut
   short by a lost lease, after which the run stops before its next chunk.
 * The clock is monotonic (wall-clock jumps do not pace); clock and sleep are constructor arguments, so the
   pacing logic is unit-tested without sleeping.
@@ -55,24 +52,6 @@ docs/INTENSITY.md), 0.25 s against 1 s: foreground p99 / no sweep at 2,000/s 0.7
 meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.40 of its limit at 0.25 s.)
 Unlimited runs keep batch_limit."""
 
-PACED_BATCH_MIN_ENTRIES = 500
-"""Below ``PACED_BATCH_MIN_ENTRIES / PACING_INTERVAL_SECONDS`` (2,000 entries/s) a paced batch holds this many
-entries, or :data:`PACED_BATCH_MAX_SECONDS` of the pace when that is fewer, instead of a quarter second's
-worth (at 250 entries/s: 125 entries, two iterations a second instead of four): every iteration costs the store a fixed amount of Paxos work whatever its size - a SERIAL progress read,
-the progress check-and-set, and the fresh timestamp its tombstone record needs (a SERIAL read and a
-check-and-set on the one cell every application transaction draws its timestamps from). Measured (bench/
-results/issue31, the same backlog of 5-write transactions at a fixed 250 entries/s, one run after the other):
-62-entry batches (3.6 iterations a second) cost the application 2.26x [2.06, 2.49] its p99 without sweep,
-250-entry batches (one a second) 1.58x [1.39, 1.89]; a backlog of 500-write transactions (batches of 500, one
-iteration every 2 s) 0.95x. The deletes of the bigger batch are still spread (:data:`SPREAD_CHUNKS`), so the
-store sees no bigger burst of them."""
-PACED_BATCH_MAX_SECONDS = 0.5
-"""A paced batch never holds more than this many seconds of the pace to reach :data:`PACED_BATCH_MIN_ENTRIES`:
-the application pace is fed between iterations (sweep/pacing/application.py), so a longer iteration delays its
-back-off. A second was measured (1.58x above) but its back-off came 3.5 s after the application slowed, over
-the 3 s of issue 31's acceptance (tests/integration/sweep/test_application_pace_published.py, a clean-clone run
-of 2026-11-29): the back-off waits for the iteration under way and shows in the next."""
-
 DELETE_CHUNK_REQUESTS = 64
 """The first chunk of a paced batch's deletes holds this many (aborted versions, or cells to tombstone) of one
 table, and each chunk at least this many: each chunk of exactly this size is one ``delete`` sample of the
@@ -85,18 +64,6 @@ batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throu
 for its slowest request before the next is sent, so chunks of 64 capped the sweeper at 64 requests per
 round trip - on a loaded machine (load 20 on 2 cores, ~27 ms per chunk) about 2,400 entries/s, a sixth
 of what the unthrottled sweep reached in the same run (foreground_impact quick run, 2026-11-26)."""
-
-
-def paced_batch_cap(rate: float, batch_limit: int, *, interval_seconds: float = PACING_INTERVAL_SECONDS,
-                    max_seconds: float = math.inf) -> int:
-    """The batch limit of a run paced at ``rate`` entries/s: ``interval_seconds`` of the pace, raised to
-    :data:`PACED_BATCH_MIN_ENTRIES` or :data:`PACED_BATCH_MAX_SECONDS` of the pace (the fewer of the two) where
-    that is more; never more than ``max_seconds`` of the pace (what one bounded wait pays for) nor
-    ``batch_limit``; never below 1. Pure: the one rule of a paced batch's size, for a fixed and an adaptive pace."""
-    check_float(rate, "rate", 0)
-    check_int(batch_limit, "batch_limit", 1)
-    seconds = max(interval_seconds, min(PACED_BATCH_MIN_ENTRIES / rate, PACED_BATCH_MAX_SECONDS)) if rate > 0 else 0.0
-    return max(1, min(batch_limit, int(rate * min(seconds, max_seconds))))
 
 
 def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS,
@@ -177,12 +144,11 @@ class SweepPacer:
         return self.max_entries_per_second == 0
 
     def batch_cap(self, batch_limit: int) -> int:
-        """The batch limit to use under this pacer (:func:`paced_batch_cap`): ``interval_seconds`` worth of
-        entries, more below 2,000 entries/s, at most what one bounded wait pays for; never below 1."""
+        """The batch limit to use under this pacer: at most ``interval_seconds`` worth of entries (so at most
+        what one bounded wait pays for; never below 1)."""
         if self.unlimited:
             return batch_limit
-        return paced_batch_cap(self.max_entries_per_second, batch_limit, interval_seconds=self.interval_seconds,
-                               max_seconds=self.max_wait_seconds)
+        return max(1, min(batch_limit, int(self.max_entries_per_second * self.interval_seconds)))
 
     def wait_for(self, entries: float) -> float:
         """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the
@@ -210,7 +176,4 @@ class SweepPacer:
         return wait
 
 
-__all__ = [
-    "DELETE_CHUNK_REQUESTS", "PACED_BATCH_MAX_SECONDS", "PACED_BATCH_MIN_ENTRIES", "SPREAD_CHUNKS", "SweepPacer",
-    "chunk_shares", "delete_chunks", "paced_batch_cap",
-]
+__all__ = ["DELETE_CHUNK_REQUESTS", "SPREAD_CHUNKS", "SweepPacer", "chunk_shares", "delete_chunks"]
