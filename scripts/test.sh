@@ -7,8 +7,7 @@
 # cluster (127.0.0.21-23) by the fixture of tests/datacenters for that package only (scripts/cassandra.sh dc ...).
 # Every start is idempotent (a running node or master is reused, never restarted).
 # Without arguments the suite runs in two lanes at once, then tests/cluster and the pace's latency tests alone
-# (below); extra arguments go to
-# one pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
+# (below); extra arguments go to one pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
 # The linters run inside pytest (tests/lint: ruff and mypy, configured in pyproject.toml), so a finding fails.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
