@@ -62,6 +62,7 @@ class FaultRun:
     ti_id: str
     versions: dict  # (table, cell) -> the cell's version timestamps before the run
     counted: int  # tombstones since the last compaction, summed over TABLES, before the run
+    runs_before: dict  # statsd-exporter's per-pair run counters read before the run was triggered
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +135,7 @@ def _try_mid_sweep(deployment, store, seed: int) -> FaultRun | None:
     run_workload(store, WorkloadSpec(**WORKLOAD, seed=seed))
     _settle(store)
     versions, counted = _versions(store), _counted(store)
+    runs_before = statsd_samples("airflow_atlas_sweep_shard_runs_total")
     run_id = _trigger_rest(deployment, DAG)
     deadline = time.monotonic() + RUNNING_TIMEOUT
     while True:
@@ -146,7 +148,7 @@ def _try_mid_sweep(deployment, store, seed: int) -> FaultRun | None:
         assert time.monotonic() < deadline, f"the sweep task of {run_id} did not start: {ti}\n{log_tails()}"
         time.sleep(0.5)
     time.sleep(3)  # some of the backlog swept, most of it not
-    return FaultRun(run_id, ti["id"], versions, counted)
+    return FaultRun(run_id, ti["id"], versions, counted, runs_before)
 
 
 def _session_pids(session: str) -> list[int]:
@@ -332,8 +334,10 @@ def _a_pair_reported(deployment, store, run: FaultRun) -> dict:
     """Once the sweep task has finished a pair: the pair's metrics have reached the deployment's
     statsd-exporter while other pairs of the task still have work to sweep (issue 32 item 10: sent per pair;
     sent at the end of the task, they arrived only once every pair was swept). The pairs' run counters
-    before and after."""
-    before = statsd_samples("airflow_atlas_sweep_shard_runs_total")
+    before and after. "Before" is read before the run was triggered: read once the task was seen running (as
+    until a CI run on a busy machine), it already held the pairs that the task swept while the test looked for
+    its process, and a task that had swept them all left nothing to wait for."""
+    before = run.runs_before
     deadline = time.monotonic() + RUNNING_TIMEOUT
     while True:
         now = statsd_samples("airflow_atlas_sweep_shard_runs_total")
@@ -343,7 +347,14 @@ def _a_pair_reported(deployment, store, run: FaultRun) -> dict:
             assert left, f"a pair's metrics arrived only once the task had swept every pair: {before} -> {now}"
             assert _task_process(deployment, run.ti_id) is not None, "the sweep task ended before a pair reported"
             return {"before": before, "after": now, "pairs_left": left}
-        assert time.monotonic() < deadline, f"no pair's metrics reached statsd-exporter while the task ran: {now}"
+        if time.monotonic() >= deadline:
+            ti = _sweep_ti(deployment, run.run_id)
+            history = {(strategy, shard): store.history.recent(shard, strategy, limit=3)
+                       for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")}
+            raise AssertionError(f"no pair's metrics reached statsd-exporter in {RUNNING_TIMEOUT:g} s: {before} -> "
+                                 f"{now}; the sweep task: {ti}, its process "
+                                 f"{_task_process(deployment, run.ti_id)}; the pairs' last iterations: {history}\n"
+                                 f"{log_tails()}")
         time.sleep(0.5)
 
 

@@ -777,12 +777,15 @@ def test_wallclock_put_get_delete(kvs, make_table):
 
 
 def test_wallclock_ttl_expires(kvs, make_table):
+    """A TTL of 4 s: Cassandra counts a cell's expiry in whole seconds from the second it was written in, so a
+    1 s TTL can expire within a millisecond of the write (and did, under a busy CI run): the read right after
+    the writes sees the short-lived cell at any load."""
     name = make_table(mode=WALLCLOCK)
-    kvs.put_wallclock(name, {cell("r", "short"): b"s"}, ttl_seconds=1)
+    kvs.put_wallclock(name, {cell("r", "short"): b"s"}, ttl_seconds=4)
     kvs.put_wallclock(name, {cell("r", "long"): b"l"}, ttl_seconds=3600)
     kvs.put_wallclock(name, {cell("r", "forever"): b"f"})
     assert len(kvs.get_wallclock_row(name, b"r")) == 3
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 15
     while time.monotonic() < deadline and len(kvs.get_wallclock_row(name, b"r")) == 3:
         time.sleep(0.1)
     assert kvs.get_wallclock_row(name, b"r") == [(b"forever", b"f"), (b"long", b"l")]
