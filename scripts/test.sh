@@ -51,7 +51,7 @@ fi
 # application (1 s) was within the target and nothing backed off. The servers lane's output is
 # printed when both lanes have ended (it is in test-artifacts/lanes/servers.log while it runs).
 SERVERS_LANE=(tests/integration/security tests/deploy tests/datacenters tests/integration/txn tests/integration/kvs
-  tests/integration/foundation)
+  tests/integration/foundation tests/integration/sweep_queue)
 ALONE=(tests/cluster tests/integration/sweep/test_application_pace_published.py
   tests/integration/sweep/test_adaptive_pace.py)
 LANES_DIR="$ROOT/test-artifacts/lanes"
