@@ -37,9 +37,9 @@ from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
-from .pacing.adaptive import AdaptiveController, batch_cap_at
-from .pacing.application import ApplicationLatencySource, ApplicationPaceController, GuardedSource
-from .pacing.intensity import SweepPacer
+from .pacing.adaptive import AdaptiveController
+from .pacing.application import ApplicationLatencySource
+from .pacing.run_pace import RunPace
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
 from .queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
@@ -127,8 +127,9 @@ class TargetedSweeper(SweepPairs):
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
         :class:`~airflow_atlas.sweep.pacing.intensity.SweepPacer` (never after the last one; one wait at most a
         third of the lease, while the lease keeper keeps the lease; a batch at most a quarter second's worth of
-        entries, its deletes spread over that time in about 8 chunks, sweep/batch_deletes.py: the store
-        never sees a quarter second's worth at once). The waits are the lease keeper's
+        entries from 2,000 entries/s, below it 500 entries or a second's worth, ``paced_batch_cap``; its deletes
+        spread over that time in about 8 chunks, sweep/batch_deletes.py: the store never sees the batch at once).
+        The waits are the lease keeper's
         :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
 
         Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an
@@ -139,9 +140,12 @@ class TargetedSweeper(SweepPairs):
         the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``).
 
         Application pace (setting ``sweep_pace_signal`` ``application``; the source is ``application_latency``,
-        by default the store's published ``_app_latency`` table, transactions/latency_source.py): an :class:`~airflow_atlas.sweep.pacing.application.ApplicationPaceController` fed after
-        each iteration with the application's transactions since the previous one holds its p99 within
-        ``latency_target`` x its p99 without sweep; the pace is the lower of the two controllers'."""
+        by default the store's published ``_app_latency`` table, transactions/latency_source.py): an
+        :class:`~airflow_atlas.sweep.pacing.application.ApplicationPaceController` fed between the chunks of a
+        batch's deletes and after each iteration with the application's transactions since the previous feed
+        holds its p99 within ``latency_target`` x its p99 without sweep; the pace is the lower of the two
+        controllers'. (Fed between chunks, a back-off slows the rest of the batch at once: a batch of a second's
+        pace does not delay it by up to that second.)"""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
@@ -156,24 +160,16 @@ class TargetedSweeper(SweepPairs):
                                    max_entries_per_second=max_entries_per_second)
         own = lease is None
         lease_seconds = self._store.config.lock_lease_seconds
-        pacer = SweepPacer(max_entries_per_second, max_wait_seconds=lease_seconds / 3.0)
         limit = self._store.config.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
-        adaptive = None
-        if latency_target and not dry_run:  # a dry run is one iteration: it reports a whole batch
-            adaptive = AdaptiveController(latency_target, max_entries_per_second=max_entries_per_second, now=started,
-                                          profile=self._store.pace_profiles.load())
-            pacer.set_rate(adaptive.rate)
-            summary.latency_target = adaptive.latency_target
-        elif not pacer.unlimited and not dry_run:
-            batch_limit = pacer.batch_cap(limit)
-        app = source = None
-        if adaptive is not None and self._store.config.sweep_pace_signal == "application":
-            # the caller's source, else the store's published table (transactions/latency_source.py)
-            source = GuardedSource(application_latency or self._store.application_latency())
-            app = ApplicationPaceController(adaptive.latency_target, now=started,
-                                            quiet=source.quiet(), recent=source.recent(),
-                                            stored=self._store.pace_profiles.load_application())
-            pacer.set_rate(app.pace(adaptive.rate))
+        steered = self._store.config.sweep_pace_signal == "application"
+        # the caller's source, else the store's published table (transactions/latency_source.py)
+        run_pace = RunPace(max_entries_per_second=max_entries_per_second, latency_target=latency_target,
+                           dry_run=dry_run, max_wait_seconds=lease_seconds / 3.0,
+                           profiles=self._store.pace_profiles,
+                           application=(lambda: application_latency or self._store.application_latency())
+                           if steered else None)
+        if run_pace.adaptive is not None:
+            summary.latency_target = run_pace.adaptive.latency_target
         try:
             if sweep_ts is None:
                 sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
@@ -193,23 +189,18 @@ class TargetedSweeper(SweepPairs):
             try:
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
-                    charged = 0.0  # what this iteration's spread deletes paid the pacer
 
                     def spread(entries: float) -> None:
-                        nonlocal charged
-                        charged += entries
-                        pacer.pace(entries, keeper.pause)
+                        run_pace.pay_chunk(entries, keeper.pause)
                         keeper.raise_if_lost()  # a lost lease stops the run before its next chunk
                         activity.touch()
 
                     for n in range(max_iterations):
-                        if adaptive is not None:
-                            batch_limit = adaptive.batch_cap(limit) if app is None else batch_cap_at(app.pace(adaptive.rate), limit)
-                        charged = 0.0
+                        cap = run_pace.batch_limit(limit, batch_limit)
                         activity.touch()
-                        it = self._iterate(shard, strategy, sweep_ts, keeper, batch_limit, dry_run, probe=adaptive,
-                                           spread=None if pacer.unlimited or dry_run else spread,
-                                           pace=None if app is None else app.last_pace)
+                        it = self._iterate(shard, strategy, sweep_ts, keeper, cap, dry_run, probe=run_pace.adaptive,
+                                           spread=spread if run_pace.paced else None,
+                                           pace=run_pace.iteration_pace)
                         summary.add(it)
                         if on_iteration is not None:
                             on_iteration(it)
@@ -218,16 +209,7 @@ class TargetedSweeper(SweepPairs):
                             break
                         if n + 1 < max_iterations:
                             # Between iterations only: this one's progress is persisted; the keeper runs on.
-                            if adaptive is not None:
-                                now = time.monotonic()
-                                rate = adaptive.end_iteration(it.entries_read, now)
-                                if app is not None and source is not None:
-                                    seen = source.since_last_call()
-                                    if seen is not None:  # unreadable: the ceiling holds
-                                        app.feed(seen, it.entries_read, now, source.pressure())
-                                    rate = app.pace(rate)
-                                pacer.set_rate(rate)
-                            pacer.pace(max(0.0, it.entries_read - charged), keeper.pause)
+                            run_pace.end_iteration(it.entries_read, keeper.pause)
                     else:
                         summary.status = "iteration_limit"
             finally:
@@ -242,18 +224,7 @@ class TargetedSweeper(SweepPairs):
             summary.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            summary.seconds_paced = round(pacer.seconds_paced, 6)
-            if adaptive is not None:
-                summary.pace_entries_per_second = round(adaptive.rate if app is None else app.pace(adaptive.rate), 1)
-                summary.pace_reason = adaptive.reason if app is None else app.reason_with(adaptive.rate, adaptive.reason)
-                summary.pace_backoffs = adaptive.backoffs + (0 if app is None else app.backoffs)
-                if app is None:
-                    self._store.pace_profiles.merge(adaptive.profile())
-                else:
-                    self._store.pace_profiles.merge(adaptive.profile(), app.kept())
-            elif not pacer.unlimited:
-                summary.pace_entries_per_second = float(max_entries_per_second)
-                summary.pace_reason = "fixed rate (sweep_latency_target 0)"
+            run_pace.finish(summary, max_entries_per_second)
             summary.duration_seconds = round(time.monotonic() - started, 6)
             if not dry_run:
                 self._record_run(summary)

@@ -56,7 +56,8 @@ least :data:`WINDOW_SECONDS`:
   second, so a pace halved twice is regained in about 2 s), else by :data:`ADDITIVE_INCREASE` (near the
   target the pace creeps: no oscillation around it); in the slow start it grows after every iteration whose samples
   are all within their targets, without waiting for a full window (an iteration is a quarter second of the
-  pace: 1,000 to 64,000 entries/s in 0.75 s on a quiet store), while an iteration with a sample over
+  pace from 2,000 entries/s, half a second at the 1,000 start: 1,000 to 64,000 entries/s in 1 s on a quiet
+  store), while an iteration with a sample over
   its target only holds the pace until a full window decides (a back-off ends the slow start, so it takes
   a full window's evidence, or a single sample of :data:`STRONG_SIGNAL_SECONDS`); never above ``max_entries_per_second`` when that is not 0 (the
   setting ``sweep_max_entries_per_second`` stays the upper bound); a window that reached at most half the
@@ -77,6 +78,7 @@ import math
 from dataclasses import dataclass, field
 
 from ...validation import check_float, check_int
+from .intensity import paced_batch_cap
 
 DEFAULT_SWEEP_LATENCY_TARGET = 1.5
 """Default of ``sweep_latency_target``: the sweep's request latencies may rise to 1.5x their baseline."""
@@ -95,9 +97,8 @@ MAX_WINDOW_SECONDS = 1.0
 """... or is this long (a slow pace takes few samples)."""
 SLOW_START_QUIET_FACTOR = 4.0
 """In the slow start the pace grows by this factor after an iteration whose kinds all stay within half their
-headroom (quiet), else it doubles: at a quarter second per iteration, 1,000 to 64,000 entries/s in 3
-iterations instead of 6 (measured in the foreground_impact full runs of 2026-11-27: the doubling slow
-start swept 20,000-26,000 entries in a run's first 2.5 s against ~75,000 unthrottled, about a tenth of a
+headroom (quiet), else it doubles: 1,000 to 64,000 entries/s in 3 iterations instead of 6 (measured in the
+foreground_impact full runs of 2026-11-27: the doubling slow start swept 20,000-26,000 entries in a run's first 2.5 s against ~75,000 unthrottled, about a tenth of a
 12 s idle window)."""
 DECREASE_FACTOR = 0.5
 """A back-off multiplies the pace by this."""
@@ -142,10 +143,10 @@ def pace_bucket(entries_per_second: float) -> int:
 
 
 def batch_cap_at(rate: float, batch_limit: int) -> int:
-    """The batch limit at pace ``rate``: a quarter second's worth (as a fixed-rate run), at most ``batch_limit``;
-    never below 1. (Not capped further: at full speed the per-iteration work of smaller batches cost 58% of an
-    unthrottled run's rate on the embedded store.)"""
-    return max(1, min(batch_limit, int(rate * WINDOW_SECONDS)))
+    """The batch limit at pace ``rate``: as a fixed-rate run's (:func:`~.intensity.paced_batch_cap`, a window's
+    worth, more below 2,000 entries/s), at most ``batch_limit``; never below 1. (Not capped further: at full speed
+    the per-iteration work of smaller batches cost 58% of an unthrottled run's rate on the embedded store.)"""
+    return paced_batch_cap(rate, batch_limit, interval_seconds=WINDOW_SECONDS)
 
 
 def between_buckets(baselines: dict[int, float], bucket: int) -> float | None:

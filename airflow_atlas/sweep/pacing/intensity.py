@@ -52,6 +52,23 @@ docs/INTENSITY.md), 0.25 s against 1 s: foreground p99 / no sweep at 2,000/s 0.7
 meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.40 of its limit at 0.25 s.)
 Unlimited runs keep batch_limit."""
 
+PACED_BATCH_MIN_ENTRIES = 500
+"""Below ``PACED_BATCH_MIN_ENTRIES / PACING_INTERVAL_SECONDS`` (2,000 entries/s) a paced batch holds this many
+entries, or :data:`PACED_BATCH_MAX_SECONDS` of the pace when that is fewer, instead of a quarter second's
+worth: every iteration costs the store a fixed amount of Paxos work whatever its size - a SERIAL progress read,
+the progress check-and-set, and the fresh timestamp its tombstone record needs (a SERIAL read and a
+check-and-set on the one cell every application transaction draws its timestamps from). Measured (bench/
+results/issue31): at a fixed 250 entries/s, a backlog of 5-write transactions (62-entry batches, 4 iterations a
+second) cost the application 2.44x its p99 without sweep, one of 500-write transactions (batches of 500, one
+iteration every 2 s) 0.95x - the same entries and tombstones. The deletes of the bigger batch are still spread
+(:data:`SPREAD_CHUNKS`), so the store sees no bigger burst of them."""
+PACED_BATCH_MAX_SECONDS = 1.0
+"""A paced batch never holds more than this many seconds of the pace to reach :data:`PACED_BATCH_MIN_ENTRIES`:
+its waits are at most this long apart from the next iteration's fencing check, and a bigger batch is a longer
+burst of reads (the queue, the commit timestamps) before its deletes are spread. The application pace is fed
+between the chunks of a batch's deletes (sweep/pacing/run_pace.py), so a second's batch does not delay its
+back-off (fed only between iterations, it did: 3.5 s in the real-node acceptance test, whose bound is 3 s)."""
+
 DELETE_CHUNK_REQUESTS = 64
 """The first chunk of a paced batch's deletes holds this many (aborted versions, or cells to tombstone) of one
 table, and each chunk at least this many: each chunk of exactly this size is one ``delete`` sample of the
@@ -64,6 +81,18 @@ batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throu
 for its slowest request before the next is sent, so chunks of 64 capped the sweeper at 64 requests per
 round trip - on a loaded machine (load 20 on 2 cores, ~27 ms per chunk) about 2,400 entries/s, a sixth
 of what the unthrottled sweep reached in the same run (foreground_impact quick run, 2026-11-26)."""
+
+
+def paced_batch_cap(rate: float, batch_limit: int, *, interval_seconds: float = PACING_INTERVAL_SECONDS,
+                    max_seconds: float = math.inf) -> int:
+    """The batch limit of a run paced at ``rate`` entries/s: ``interval_seconds`` of the pace, raised to
+    :data:`PACED_BATCH_MIN_ENTRIES` or :data:`PACED_BATCH_MAX_SECONDS` of the pace (the fewer of the two) where
+    that is more; never more than ``max_seconds`` of the pace (what one bounded wait pays for) nor
+    ``batch_limit``; never below 1. Pure: the one rule of a paced batch's size, for a fixed and an adaptive pace."""
+    check_float(rate, "rate", 0)
+    check_int(batch_limit, "batch_limit", 1)
+    seconds = max(interval_seconds, min(PACED_BATCH_MIN_ENTRIES / rate, PACED_BATCH_MAX_SECONDS)) if rate > 0 else 0.0
+    return max(1, min(batch_limit, int(rate * min(seconds, max_seconds))))
 
 
 def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS,
@@ -144,11 +173,12 @@ class SweepPacer:
         return self.max_entries_per_second == 0
 
     def batch_cap(self, batch_limit: int) -> int:
-        """The batch limit to use under this pacer: at most ``interval_seconds`` worth of entries (so at most
-        what one bounded wait pays for; never below 1)."""
+        """The batch limit to use under this pacer (:func:`paced_batch_cap`): ``interval_seconds`` worth of
+        entries, more below 2,000 entries/s, at most what one bounded wait pays for; never below 1."""
         if self.unlimited:
             return batch_limit
-        return max(1, min(batch_limit, int(self.max_entries_per_second * self.interval_seconds)))
+        return paced_batch_cap(self.max_entries_per_second, batch_limit, interval_seconds=self.interval_seconds,
+                               max_seconds=self.max_wait_seconds)
 
     def wait_for(self, entries: float) -> float:
         """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the
@@ -176,4 +206,7 @@ class SweepPacer:
         return wait
 
 
-__all__ = ["DELETE_CHUNK_REQUESTS", "SPREAD_CHUNKS", "SweepPacer", "chunk_shares", "delete_chunks"]
+__all__ = [
+    "DELETE_CHUNK_REQUESTS", "PACED_BATCH_MAX_SECONDS", "PACED_BATCH_MIN_ENTRIES", "SPREAD_CHUNKS", "SweepPacer",
+    "chunk_shares", "delete_chunks", "paced_batch_cap",
+]

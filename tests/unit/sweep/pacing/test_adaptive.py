@@ -258,9 +258,9 @@ def test_delete_samples_are_chunk_times_at_every_pace():
     assert r.c.rate == 64000 and r.c.backoffs == 0 and set(r.c.profile()["delete"].values()) == {20 * MS}
 
 
-def test_the_batch_is_a_quarter_second_of_the_pace_at_most_the_batch_limit():
+def test_the_batch_is_a_quarter_second_of_the_pace_from_2000_a_second_at_most_the_batch_limit():
     r = Run()
-    assert r.c.batch_cap(10_000) == 250
+    assert r.c.batch_cap(10_000) == 500  # at the 1,000/s start: PACED_BATCH_MIN_ENTRIES (sweep/pacing/intensity.py)
     for _ in range(2):
         r.window()
     assert r.c.batch_cap(10_000) == 4000 and r.c.batch_cap(100) == 100

@@ -8,11 +8,14 @@ import pytest
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.sweep.pacing.intensity import (
     DELETE_CHUNK_REQUESTS,
+    PACED_BATCH_MAX_SECONDS,
+    PACED_BATCH_MIN_ENTRIES,
     PACING_INTERVAL_SECONDS,
     SPREAD_CHUNKS,
     SweepPacer,
     chunk_shares,
     delete_chunks,
+    paced_batch_cap,
 )
 
 
@@ -78,11 +81,37 @@ def test_one_wait_is_bounded_and_the_rest_of_the_debt_is_carried():
 
 def test_batch_cap_keeps_one_batch_within_the_pacing_interval_and_one_wait():
     t = FakeTime()
-    assert pacer(100, t, max_wait=2.0).batch_cap(10_000) == int(100 * PACING_INTERVAL_SECONDS)
-    assert SweepPacer(100, max_wait_seconds=2.0, interval_seconds=5.0).batch_cap(10_000) == 200  # never above one wait
+    # From 2,000 entries/s (PACED_BATCH_MIN_ENTRIES / the interval) up: a quarter second of the pace.
+    assert pacer(8_000, t, max_wait=2.0).batch_cap(10_000) == int(8_000 * PACING_INTERVAL_SECONDS)
+    assert pacer(2_000, t, max_wait=2.0).batch_cap(10_000) == PACED_BATCH_MIN_ENTRIES
+    assert SweepPacer(100, max_wait_seconds=0.5, interval_seconds=5.0).batch_cap(10_000) == 50  # never above one wait
     assert SweepPacer(8_000, max_wait_seconds=40.0, interval_seconds=1.0).batch_cap(10_000) == 8_000
     assert pacer(1_000_000, t, max_wait=40.0).batch_cap(10_000) == 10_000
     assert pacer(1, t, max_wait=0.5).batch_cap(10_000) == 1  # never 0
+
+
+@pytest.mark.parametrize(("rate", "entries"), [
+    (100, 100),     # PACED_BATCH_MAX_SECONDS (1 s) of the pace: the application pace is fed between iterations
+    (250, 250),     # one iteration a second, not four
+    (500, 500),
+    (1_000, 500),   # PACED_BATCH_MIN_ENTRIES: half a second
+    (2_000, 500),   # from here a quarter second
+    (16_000, 4_000),
+])
+def test_below_2000_entries_a_second_a_paced_batch_is_500_entries_or_a_second_of_the_pace(rate, entries):
+    """Every iteration costs the store fixed Paxos work (progress read and check-and-set, the tombstone record's
+    fresh timestamp): a quarter second's batch at 250/s was 4 of them a second (bench/results/issue31)."""
+    assert PACED_BATCH_MIN_ENTRIES == 500 and PACED_BATCH_MAX_SECONDS == 1.0
+    assert paced_batch_cap(rate, 100_000) == entries
+    assert pacer(rate, FakeTime(), max_wait=20.0).batch_cap(100_000) == entries
+    assert paced_batch_cap(rate, 100) == min(entries, 100)  # batch_limit still bounds it
+
+
+def test_a_paced_batch_cap_refuses_bad_arguments():
+    with pytest.raises(InvalidInputError, match="rate"):
+        paced_batch_cap(-1, 10)
+    with pytest.raises(InvalidInputError, match="batch_limit"):
+        paced_batch_cap(10, 0)
 
 
 def test_wait_for_is_the_bookkeeping_without_sleeping():
