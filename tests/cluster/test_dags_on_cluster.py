@@ -21,7 +21,7 @@ from tests.airflow.conftest import (
     task_states,
     xcom,
 )
-from tests.conftest import CASSANDRA_SCRIPT, drop_keyspaces_soon
+from tests.conftest import CASSANDRA_SCRIPT
 
 from .conftest import HOSTS, NODES
 
@@ -36,7 +36,7 @@ CLUSTER_SETTINGS = {
 
 
 @pytest.fixture
-def cluster_airflow_store(cassandra_cluster, cluster_session, monkeypatch, airflow_home):
+def cluster_airflow_store(cassandra_cluster, monkeypatch, airflow_home):
     """An RF 3 store on the cluster wired as connection ``atlas_test`` (opened through the AtlasHook)."""
     from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
@@ -57,7 +57,7 @@ def cluster_airflow_store(cassandra_cluster, cluster_session, monkeypatch, airfl
         yield store, keyspace
     finally:
         hook.close()
-        drop_keyspaces_soon(cluster_session, [keyspace])
+        cassandra_cluster.drop_later([keyspace])  # when the package ends (tests/cluster/conftest.py)
 
 
 def _progress(store) -> dict:
