@@ -29,6 +29,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.tables import SweepStrategy
@@ -200,7 +201,7 @@ class TargetedSweeper(SweepPairs):
                         activity.touch()
                         it = self._iterate(shard, strategy, sweep_ts, keeper, cap, dry_run, probe=run_pace.adaptive,
                                            spread=spread if run_pace.paced else None,
-                                           pace=run_pace.iteration_pace)
+                                           pace=None if run_pace.adaptive is None else run_pace.current)
                         summary.add(it)
                         if on_iteration is not None:
                             on_iteration(it)
@@ -281,13 +282,14 @@ class TargetedSweeper(SweepPairs):
 
     def _iterate(
         self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True,
-        probe: AdaptiveController | None = None, spread=None, pace: float | None = None,
+        probe: AdaptiveController | None = None, spread=None, pace: Callable[[], float] | None = None,
     ) -> SweepResult:
         """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
         iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``probe``: the
         adaptive pace, given the latency of the progress read and of each full chunk of the batch's deletes.
         ``spread(entries)``: a paced run's wait between two chunks of the deletes (sweep/batch_deletes.py).
-        ``pace``: the effective pace when the application pace bounds the probe's (reported as the iteration's)."""
+        ``pace()``: the run's effective pace, asked when the iteration ends and reported as the iteration's (a
+        back-off of the application pace between its chunks shows in this iteration, not the next)."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
@@ -310,11 +312,11 @@ class TargetedSweeper(SweepPairs):
             old_progress=old,
             new_progress=old,
             lock_holder=keeper.lease.holder,
-            pace_entries_per_second=None if probe is None else round(probe.rate if pace is None else pace, 1),
+            pace_entries_per_second=None if probe is None else round(probe.rate, 1),
         )
         if old >= sweep_ts - 1:
             result.status = "caught_up"
-            return self._finish(result, started)
+            return self._finish(result, started, pace)
 
         # Do not re-read entries known to be blocked by a transaction that committed too late.
         max_exclusive = sweep_ts
@@ -332,7 +334,7 @@ class TargetedSweeper(SweepPairs):
 
         if old >= max_exclusive - 1:
             result.status = "blocked"
-            return self._finish(result, started)
+            return self._finish(result, started, pace)
 
         batch = ahead.take((keeper, old, max_exclusive, limit)) if ahead is not None else None
         if batch is None:
@@ -409,7 +411,7 @@ class TargetedSweeper(SweepPairs):
         if dry_run:
             result.new_progress = new
             result.status = "dry_run"
-            return self._finish(result, started)
+            return self._finish(result, started, pace)
 
         # Count the tombstones (history.py) before progress passes them, lease lost or not: the deletes happened.
         if result.tables:
@@ -425,10 +427,12 @@ class TargetedSweeper(SweepPairs):
             result.status = "caught_up"
         elif blocked_at is not None:
             result.status = "blocked"
-        return self._finish(result, started)
+        return self._finish(result, started, pace)
 
-    def _finish(self, result: SweepResult, started: float) -> SweepResult:
+    def _finish(self, result: SweepResult, started: float, pace: Callable[[], float] | None = None) -> SweepResult:
         result.duration_seconds = round(time.monotonic() - started, 6)
+        if pace is not None:
+            result.pace_entries_per_second = round(pace(), 1)
         if result.status != "dry_run":
             try:
                 self._store.history.record(result.to_json())

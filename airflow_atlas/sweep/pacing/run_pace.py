@@ -92,10 +92,12 @@ class RunPace:
             return self.pacer.batch_cap(limit)
         return given
 
-    @property
-    def iteration_pace(self) -> float | None:
-        """The effective pace to report for an iteration when the application pace bounds the own one."""
-        return None if self._app is None else self._app.last_pace
+    def current(self) -> float:
+        """The effective pace now (reported as an iteration's when it ends): the application pace's last
+        (which bounds the own one), else the own-latency pace's, else the pacer's rate."""
+        if self._app is not None and self._app.last_pace is not None:
+            return self._app.last_pace
+        return self.adaptive.rate if self.adaptive is not None else self.pacer.max_entries_per_second
 
     def pay_chunk(self, entries: float, pause: Callable[[float], None]) -> None:
         """Between two chunks of a batch's deletes: pay the pacer the previous chunk's share of the batch

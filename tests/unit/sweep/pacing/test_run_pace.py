@@ -108,7 +108,7 @@ def test_the_own_latency_pace_sizes_batches_and_merges_its_profile():
     clock = Clock()
     profiles = Profiles()
     run = pace(clock, target=1.5, profiles=profiles)
-    assert run.adaptive is not None and run.iteration_pace is None
+    assert run.adaptive is not None and run.current() == START_ENTRIES_PER_SECOND
     assert run.batch_limit(100_000, None) == batch_cap_at(START_ENTRIES_PER_SECOND, 100_000)
     summary = ShardSweepResult(shard=0, strategy="THOROUGH", status="caught_up")
     run.finish(summary, 0)
@@ -133,7 +133,7 @@ def test_the_application_pace_backs_off_between_chunks_and_the_rest_of_the_batch
     assert source.reads == reads + 1
     backed_off = run.pacer.max_entries_per_second
     assert backed_off < start, "the application pace did not back off between chunks"
-    assert run.iteration_pace == backed_off
+    assert run.current() == backed_off
     before = sum(clock.slept)
     run.pay_chunk(share, clock.sleep)  # the next chunk's wait is at the new pace
     assert abs(sum(clock.slept) - before - share / backed_off) < 1e-9
