@@ -11,14 +11,7 @@ from airflow_atlas.sweep.pacing.run_pace import RunPace
 from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.transactions.histogram import LatencyHistogram
 
-MS = 0.001
-
-
-def hist(n: int, seconds: float) -> LatencyHistogram:
-    out = LatencyHistogram()
-    for _ in range(n):
-        out.record(seconds)
-    return out
+from .test_application import MS, hist
 
 
 class Clock:
