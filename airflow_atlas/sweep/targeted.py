@@ -197,7 +197,7 @@ class TargetedSweeper(SweepPairs):
                         activity.touch()
 
                     for n in range(max_iterations):
-                        cap = run_pace.batch_limit(limit, batch_limit)
+                        cap = run_pace.start_iteration(limit, batch_limit)
                         activity.touch()
                         it = self._iterate(shard, strategy, sweep_ts, keeper, cap, dry_run, probe=run_pace.adaptive,
                                            spread=spread if run_pace.paced else None,

@@ -80,9 +80,10 @@ class RunPace:
         a wait after each iteration (:meth:`end_iteration`). Not an unlimited run nor a dry run."""
         return not (self.pacer.unlimited or self.dry_run)
 
-    def batch_limit(self, limit: int, given: int | None) -> int | None:
-        """The next batch's limit: at the current pace for a paced run (``limit``, the run's batch limit, at
-        most), else ``given`` (the caller's, None: the store's setting)."""
+    def start_iteration(self, limit: int, given: int | None) -> int | None:
+        """An iteration begins (what its chunks paid and fed starts from 0); returns its batch limit: at the
+        current pace for a paced run (``limit``, the run's batch limit, at most), else ``given`` (the caller's,
+        None: the store's setting)."""
         self._charged, self._fed = 0.0, 0
         if self.adaptive is not None:
             if self._app is None:

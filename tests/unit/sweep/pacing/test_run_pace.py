@@ -76,7 +76,7 @@ def test_a_fixed_rate_sizes_each_batch_by_the_pacer_and_pays_chunks_then_the_res
     clock = Clock()
     run = pace(clock, rate=250)
     assert run.adaptive is None and run.paced
-    assert run.batch_limit(1_000, None) == paced_batch_cap(250, 1_000) == 250  # a second of the pace
+    assert run.start_iteration(1_000, None) == paced_batch_cap(250, 1_000) == 250  # a second of the pace
     run.pay_chunk(100, clock.sleep)  # the first chunk's share, paid before the second chunk
     run.pay_chunk(100, clock.sleep)
     assert sum(clock.slept) == pytest.approx(200 / 250)
@@ -92,7 +92,7 @@ def test_unlimited_and_dry_runs_are_not_paced_and_keep_the_callers_batch_limit()
     clock = Clock()
     for run in (pace(clock), pace(clock, rate=250, target=1.5, dry_run=True)):
         assert run.adaptive is None and not run.paced
-        assert run.batch_limit(1_000, None) is None and run.batch_limit(1_000, 7) == 7
+        assert run.start_iteration(1_000, None) is None and run.start_iteration(1_000, 7) == 7
         run.end_iteration(10_000, clock.sleep)
     assert clock.slept == []
 
@@ -102,7 +102,7 @@ def test_the_own_latency_pace_sizes_batches_and_merges_its_profile():
     profiles = Profiles()
     run = pace(clock, target=1.5, profiles=profiles)
     assert run.adaptive is not None and run.current() == START_ENTRIES_PER_SECOND
-    assert run.batch_limit(100_000, None) == batch_cap_at(START_ENTRIES_PER_SECOND, 100_000)
+    assert run.start_iteration(100_000, None) == batch_cap_at(START_ENTRIES_PER_SECOND, 100_000)
     summary = ShardSweepResult(shard=0, strategy="THOROUGH", status="caught_up")
     run.finish(summary, 0)
     assert summary.pace_entries_per_second == START_ENTRIES_PER_SECOND
@@ -116,7 +116,7 @@ def test_the_application_pace_backs_off_between_chunks_and_the_rest_of_the_batch
     source = Source()
     run = pace(clock, target=1.5, source=source)
     start = run.pacer.max_entries_per_second
-    cap = run.batch_limit(100_000, None)
+    cap = run.start_iteration(100_000, None)
     share = cap / 8
     run.pay_chunk(share, clock.sleep)
     assert run.pacer.max_entries_per_second == start  # an empty read: nothing decided
@@ -142,7 +142,7 @@ def test_an_idle_application_changes_nothing_between_chunks():
     source = Source()
     run = pace(clock, target=1.5, source=source)
     start = run.pacer.max_entries_per_second
-    cap = run.batch_limit(100_000, None)
+    cap = run.start_iteration(100_000, None)
     for _ in range(8):
         run.pay_chunk(cap / 8, clock.sleep)
     assert run.pacer.max_entries_per_second == start
