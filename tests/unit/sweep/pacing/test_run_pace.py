@@ -12,19 +12,7 @@ from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.transactions.histogram import LatencyHistogram
 
 from .test_application import MS, hist
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-        self.slept: list[float] = []
-
-    def __call__(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
+from .test_intensity import FakeTime as Clock
 
 
 class Profiles:
@@ -69,7 +57,7 @@ def pace(clock: Clock, *, rate: int = 0, target: float = 0.0, dry_run: bool = Fa
          profiles: Profiles | None = None) -> RunPace:
     return RunPace(max_entries_per_second=rate, latency_target=target, dry_run=dry_run, max_wait_seconds=40.0,
                    profiles=profiles or Profiles(), application=None if source is None else (lambda: source),
-                   clock=clock, sleep=clock.sleep)
+                   clock=clock.clock, sleep=clock.sleep)
 
 
 def test_a_fixed_rate_sizes_each_batch_by_the_pacer_and_pays_chunks_then_the_rest():
