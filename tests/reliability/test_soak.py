@@ -21,8 +21,8 @@ Audit at the end (writers stopped, sweepers stopped, one last sweep):
   timestamp/wall-clock samples, seconds), failures seen and the checks' results.
 
 The default run has a short variant (12 s of load, prolonged by at most 90 s until the sweepers have swept
-during the load and the reader has closed a snapshot: a busy machine can take the whole 12 s for one snapshot); ``-m reliability`` runs the long one (default
-150 s; ``--soak-seconds N`` or ``ATLAS_SOAK_SECONDS=N``).
+during the load and the reader has closed a snapshot: on a busy machine one snapshot can take the whole 12 s);
+``-m reliability`` runs the long one (default 150 s; ``--soak-seconds N`` or ``ATLAS_SOAK_SECONDS=N``).
 """
 from __future__ import annotations
 
