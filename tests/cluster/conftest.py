@@ -11,7 +11,8 @@ cluster``) and the Spark standalone master with two workers (127.0.0.5, ``script
   package ends (:meth:`LocalCluster.drop_later`): a keyspace dropped right after a test restarted a node, while
   the node was still taking the hints of its downtime, hit Cassandra's race in ``DROP KEYSPACE`` (``Unknown CF``
   in the node's MigrationStage, which then never agreed on a schema again: the next test's ``CREATE TABLE``
-  timed out; a clean-clone run of 2026-11-30 with the tier alone).
+  timed out; a clean-clone run of 2026-11-30 with the tier alone). A cluster the fixture started (fresh)
+  is stopped instead, its keyspaces left to the next fresh start.
 * ``spark_master`` (session): starts the Spark master and workers unless they run; returns the driver's
   properties (``scripts/spark.sh conf``) as a dict.
 """
@@ -146,13 +147,21 @@ class LocalCluster:
 def cassandra_cluster() -> Iterator[LocalCluster]:
     """Starts the cluster unless it runs; one this fixture started is stopped after the package (three
     Cassandra JVMs idling beside the rest of the suite slowed every later tier of a 2-core machine, and the
-    two-datacenter and secured clusters start three more), one already running (a developer's) is left."""
+    two-datacenter and secured clusters start three more), one already running (a developer's) is left.
+
+    A cluster this fixture starts starts fresh (``--fresh``: no data of an earlier run), so the tests'
+    keyspaces need no dropping when it stops them: the drops took most of a minute on three nodes. On a
+    cluster that was running they are dropped after the last test."""
     was_running = _script(CASSANDRA_SCRIPT, "cluster", "status", timeout=120).returncode == 0
-    done = _script(CASSANDRA_SCRIPT, "cluster", "start", timeout=START_TIMEOUT)
+    fresh = () if was_running else ("--fresh",)
+    done = _script(CASSANDRA_SCRIPT, "cluster", "start", *fresh, timeout=START_TIMEOUT)
     if done.returncode != 0:
         pytest.fail(f"could not start the local Cassandra cluster:\n{done.stdout}\n{done.stderr[-4000:]}")
     cluster = LocalCluster()
     yield cluster
+    if not was_running:
+        _script(CASSANDRA_SCRIPT, "cluster", "stop", timeout=300)
+        return
     if cluster.keyspaces:  # after the last test: no restart or hint delivery under way, none waits for them
         from cassandra.cluster import Cluster
 
@@ -163,8 +172,6 @@ def cassandra_cluster() -> Iterator[LocalCluster]:
             print(f"[cluster] could not drop the tests' keyspaces: {exc}")
         finally:
             driver.shutdown()
-    if not was_running:
-        _script(CASSANDRA_SCRIPT, "cluster", "stop", timeout=300)
 
 
 @pytest.fixture(autouse=True)
