@@ -7,7 +7,10 @@ dc2: 127.0.0.23; JMX 7221-7223; GossipingPropertyFileSnitch), started for this p
   ``datacenter_down(name)`` (stops the datacenter's nodes with the script, always restarts them), store URLs
   local to either datacenter.
 * ``dc_keyspace``: a fresh keyspace replicated ``{'dc1': 2, 'dc2': 1}`` (NetworkTopologyStrategy), dropped
-  after the test; ``stores_in(keyspace)`` opens an :class:`AtlasStore` on it local to dc1 or dc2.
+  after the test on a cluster that was running (a developer's); a cluster the fixture started starts fresh
+  (``--fresh``), so its keyspaces need no drop (each drop waited for schema agreement: up to half a minute
+  after an outage drill on a loaded machine); ``stores_in(keyspace)`` opens an :class:`AtlasStore` on it
+  local to dc1 or dc2.
 """
 from __future__ import annotations
 
@@ -45,7 +48,10 @@ def _script(*args: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedP
 
 @dataclass
 class TwoDatacenters:
-    """The cluster of ``scripts/cassandra.sh dc``; node i is ``HOSTS[i]``, in the datacenter ``NODES`` says."""
+    """The cluster of ``scripts/cassandra.sh dc``; node i is ``HOSTS[i]``, in the datacenter ``NODES`` says.
+    ``owned``: started (fresh) by this package's fixture, which stops it after the package."""
+
+    owned: bool = False
 
     def run(self, *args: str, timeout: float = 300) -> str:
         done = _script(*args, timeout=timeout)
@@ -83,10 +89,10 @@ class TwoDatacenters:
 @pytest.fixture(scope="package")
 def two_datacenters() -> Iterator[TwoDatacenters]:
     was_running = _script("status", timeout=120).returncode == 0
-    started = _script("start")
+    started = _script("start", *(() if was_running else ("--fresh",)))
     if started.returncode != 0:
         pytest.fail(f"could not start the two-datacenter cluster:\n{started.stdout}\n{started.stderr[-4000:]}")
-    cluster = TwoDatacenters()
+    cluster = TwoDatacenters(owned=not was_running)
     yield cluster
     if not was_running:
         _script("stop", timeout=300)
@@ -132,6 +138,8 @@ def dc_keyspace(two_datacenters, dc_session) -> Iterator[str]:
         timeout=120,
     )
     yield keyspace
+    if two_datacenters.owned:  # stopped after the package, its data removed by the next fresh start
+        return
     try:
         dc_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")  # waits for schema agreement (above)
     except Exception:  # a failed drop never fails a test
