@@ -260,15 +260,20 @@ class Harness:
         *,
         batch_limit: int | None = None,
         max_iterations: int = 10_000,
+        unpaced: bool = False,
     ) -> tuple[dict[str, int], list]:
         """Sweep every shard of both strategies until caught up (or blocked), at one sweep timestamp per
-        strategy. Returns (sweep timestamps used, shard results)."""
+        strategy. Returns (sweep timestamps used, shard results). ``unpaced``: at the sweeper's own speed (a
+        fixed rate of 0, unlimited) instead of the store's pace, for a test of a backlog so large that the
+        pace's waits would be most of its time (the pace has tests of its own)."""
         ts = dict(sweep_ts) if sweep_ts is not None else self.sweep_timestamps()
+        pace = {"latency_target": 0, "max_entries_per_second": 0} if unpaced else {}
         results = []
         for strategy in STRATEGIES:
             for shard in range(self.shards):
                 r = self.store.sweeper.sweep_shard(
-                    shard, strategy, sweep_ts=ts[strategy.value], batch_limit=batch_limit, max_iterations=max_iterations
+                    shard, strategy, sweep_ts=ts[strategy.value], batch_limit=batch_limit, max_iterations=max_iterations,
+                    **pace,
                 )
                 assert r.status in ("caught_up", "blocked"), r
                 results.append(r)
