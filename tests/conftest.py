@@ -58,6 +58,7 @@ def drop_keyspaces_soon(session, keyspaces, wait_seconds: float = 5.0) -> None:
 
 
 _TIER_SECONDS: dict[str, float] = {}
+_TEST_SECONDS: dict[str, float] = {}
 
 
 def _tier(nodeid: str) -> str:
@@ -69,6 +70,7 @@ def _tier(nodeid: str) -> str:
 def pytest_runtest_logreport(report):
     tier = _tier(report.nodeid)
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
+    _TEST_SECONDS[report.nodeid] = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
@@ -79,6 +81,14 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("time per tier")
     for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:8.1f}s  {tier}")
+    # Every test's time (setup + call + teardown), slowest first, per pytest process (a lane is named by its
+    # --basetemp): the whole list, where --durations prints the slowest 30.
+    basetemp = terminalreporter.config.option.basetemp
+    out = REPO_ROOT / "test-artifacts" / "durations" / f"{Path(basetemp).name if basetemp else 'pytest'}.tsv"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows = sorted(_TEST_SECONDS.items(), key=lambda kv: -kv[1])
+    out.write_text("".join(f"{seconds:.2f}\t{nodeid}\n" for nodeid, seconds in rows))
+    terminalreporter.write_line(f"every test's time: {out.relative_to(REPO_ROOT)}")
 
 
 def pytest_configure(config):
