@@ -42,10 +42,14 @@ YEAR = 365 * DAY
 """Upper bound of the longer windows (keeps every derived timestamp far inside a signed 64-bit long)."""
 MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
-DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 0
-"""Default of ``sweep_max_entries_per_second``: no upper bound - the adaptive pace (``sweep_latency_target``)
-decides. (The fixed limit measured to keep foreground p99 within 1.25x of no sweep, 1,000, is where an
-adaptive run starts: sweep/pacing/adaptive.py START_ENTRIES_PER_SECOND.)"""
+DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 250
+"""Default of ``sweep_max_entries_per_second``: a fixed 250 entries/s per pair (the adaptive pace is off by
+default, ``sweep_latency_target`` 0). Issue 31 item 4, from the configurations measured side by side
+(bench/results/foreground_impact.json, confined sweeper): none kept the application's p99 within the 1.25x goal;
+250/s was the gentlest in both busy phases (steady 1.75x, burst 2.87x; 1,000/s: 2.18x and 4.51x; the adaptive pace
+on the sweep's own latency, the default before: 3.42x and 9.91x; on the application's latency: 1.72x and 9.78x).
+Its cost on an idle store: 250 of the unthrottled 10,700 entries/s per pair (0.02); raise it, or turn the
+adaptive pace on, where a sweep may load the store (docs/INTENSITY.md)."""
 
 
 @dataclass(frozen=True)
@@ -176,7 +180,8 @@ class StoreConfig:
         "adaptive intensity: how far the sweep may raise the latency of its own store requests (progress "
         "reads, chunks of 64 deletes) over their baseline in the run, as a ratio (1.5: to 1.5x, at least 2 ms "
         "more); the pace halves above it and grows below it, up to sweep_max_entries_per_second when that "
-        "is not 0. 0: off (sweep_max_entries_per_second is a fixed rate, as before). See docs/INTENSITY.md",
+        "is not 0 (set that to 0 to let the pace grow freely). 0 (the default): off, sweep_max_entries_per_second "
+        "is a fixed rate. See docs/INTENSITY.md",
         read="sweep/targeted.py (sweep_shard -> sweep/pacing/adaptive.py), so the CLI, operators and Spark executors",
     )
     sweep_pace_signal: str = setting(

@@ -80,8 +80,13 @@ from dataclasses import dataclass, field
 from ...validation import check_float, check_int
 from .intensity import paced_batch_cap
 
-DEFAULT_SWEEP_LATENCY_TARGET = 1.5
-"""Default of ``sweep_latency_target``: the sweep's request latencies may rise to 1.5x their baseline."""
+DEFAULT_SWEEP_LATENCY_TARGET = 0.0
+"""Default of ``sweep_latency_target``: off, so the default pace is the fixed rate of
+``sweep_max_entries_per_second`` (issue 31 item 4: of the configurations measured side by side, this controller
+let the application's p99 rise most, bench/results/foreground_impact.json; docs/INTENSITY.md)."""
+ADAPTIVE_LATENCY_TARGET = 1.5
+"""The ``sweep_latency_target`` that turns the adaptive pace on as measured (the benchmark's ``adaptive`` and
+``application`` variants): the sweep's request latencies may rise to 1.5x their baseline."""
 MAX_SWEEP_LATENCY_TARGET = 100.0
 """Largest ``sweep_latency_target``."""
 START_ENTRIES_PER_SECOND = 1_000.0
@@ -373,6 +378,7 @@ __all__ = [
     "PROFILE_RISE_PER_RUN",
     "AdaptiveController",
     "Profile",
+    "ADAPTIVE_LATENCY_TARGET",
     "DEFAULT_SWEEP_LATENCY_TARGET",
     "MAX_SWEEP_LATENCY_TARGET",
     "P99_MIN_SAMPLES",

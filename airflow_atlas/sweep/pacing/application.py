@@ -74,8 +74,9 @@ PACE_SIGNALS = ("sweep", "application")
 only (:class:`~airflow_atlas.sweep.pacing.adaptive.AdaptiveController`); ``application`` - also on the
 application's latency (this module), when the sweeper is given a source of it."""
 DEFAULT_PACE_SIGNAL = "sweep"
-"""Default of ``sweep_pace_signal``: unchanged until the benchmark (issue 31 item 3) shows which default meets
-the goals (issue 31 item 4)."""
+"""Default of ``sweep_pace_signal`` (it matters only where the adaptive pace is turned on: off by default, issue 31
+item 4). Not ``application``: measured side by side, it held the steady phase no better than the default's fixed
+250 entries/s and let the burst phase's p99 rise to 9.8x (bench/results/foreground_impact.json)."""
 MIN_TRANSACTIONS = 100
 """A decision (and a baseline) takes at least this many transactions: the nearest-rank p99 of 100 is the second
 slowest; of fewer, the slowest (issue 31)."""

@@ -153,15 +153,18 @@ def test_embedded_store_has_no_grace_period(tmp_path):
 
 
 def test_the_last_run_shows_its_pace_and_why(store):
-    """Adaptive (the default): the newest run's pace and reason reach the status document and its text form;
-    a fixed rate says so."""
+    """An adaptive run's pace and reason reach the status document and its text form; a fixed rate (the
+    default: the adaptive pace is off, the rate 250 entries/s) says so."""
     from airflow_atlas.cli.status import render_status
+    from airflow_atlas.sweep.pacing.adaptive import ADAPTIVE_LATENCY_TARGET
 
     run_workload(store, _spec(40, 3))
-    store.sweeper.sweep_shard(0, "THOROUGH", batch_limit=4, max_entries_per_second=10_000)
-    store.sweeper.sweep_shard(1, "THOROUGH", batch_limit=4, max_entries_per_second=10_000, latency_target=0)
+    store.sweeper.sweep_shard(0, "THOROUGH", batch_limit=4, max_entries_per_second=10_000,
+                              latency_target=ADAPTIVE_LATENCY_TARGET)
+    store.sweeper.sweep_shard(1, "THOROUGH", batch_limit=4, max_entries_per_second=10_000)
     status = compute_status(store, strategies=["THOROUGH"])
-    assert status["settings"]["sweep_latency_target"] == store.config.sweep_latency_target == 1.5
+    assert status["settings"]["sweep_latency_target"] == store.config.sweep_latency_target == 0
+    assert status["settings"]["sweep_max_entries_per_second"] == store.config.sweep_max_entries_per_second == 250
     adaptive, fixed = _row(status, 0, "THOROUGH")["last_run"], _row(status, 1, "THOROUGH")["last_run"]
     assert adaptive["pace_reason"] and 50 <= adaptive["pace_entries_per_second"] <= 10_000
     assert fixed == {**fixed, "pace_entries_per_second": 10_000.0, "pace_reason": "fixed rate (sweep_latency_target 0)"}

@@ -95,3 +95,17 @@ def test_a_bad_rate_is_refused_before_anything_is_written(harness, bad):
     with pytest.raises(InvalidInputError, match="max_entries_per_second must be"):  # the engine's argument check
         h.store.sweeper.sweep_shard(0, STRATEGIES[1], max_entries_per_second=bad)
     assert h.progress() == before
+
+
+def test_by_default_a_run_is_paced_at_a_fixed_250_entries_per_second(harness):
+    """Issue 31 item 4: the shipped default is the gentlest configuration measured, a fixed rate (docs/INTENSITY.md)."""
+    h = harness
+    assert (h.store.config.sweep_max_entries_per_second, h.store.config.sweep_latency_target) == (250, 0)
+    t, entries = _backlog(h, transactions=5, cells_each=4)
+    ts = h.sweep_timestamps()
+    r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=4)
+    assert r.status == "caught_up" and r.entries_read == entries and r.iterations == 5
+    assert (r.max_entries_per_second, r.latency_target) == (250, 0)
+    assert r.pace_reason == "fixed rate (sweep_latency_target 0)" and r.pace_entries_per_second == 250
+    assert 0 < r.seconds_paced <= (entries - 4) / 250 + 1e-6  # paced between iterations, not after the last
+    h.assert_no_obsolete(ts, [t])
