@@ -12,9 +12,12 @@ in each load phase one window per **variant**, in an order that rotates every re
 * ``no_sweep``: the foreground alone (the baseline of every latency ratio of the phase; busy phases only);
 * ``unthrottled``: ``sweep_max_entries_per_second`` 0 with ``sweep_latency_target`` 0 (no pacing at all: the
   baseline of every sweep-rate ratio of the phase);
-* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate; busy phases only);
-* ``adaptive``: the default settings with ``sweep_pace_signal`` ``sweep`` (the own-latency controller);
-* ``application``: the default settings with ``sweep_pace_signal`` ``application`` (steering on the application's
+* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate; busy phases only, but for the
+  shipped default's, measured in every phase: since issue 31 item 4 the default is a fixed 250 entries/s);
+* ``adaptive``: the own-latency controller as the settings turn it on (``sweep_latency_target``
+  :data:`~airflow_atlas.sweep.pacing.adaptive.ADAPTIVE_LATENCY_TARGET`, no upper bound, ``sweep_pace_signal``
+  ``sweep``; the default until issue 31 item 4);
+* ``application``: the same with ``sweep_pace_signal`` ``application`` (steering on the application's
   published latency and the node's pressure, its baseline from the quiet windows the other variants leave).
 
 A window:
@@ -41,7 +44,7 @@ Reported per placement, load phase and variant (bench/foreground_summary.py): th
 samples" under 1,000 transactions), the p99 against the same placement and phase's ``no_sweep`` with a
 bootstrap 90% confidence interval, the sweep rate (pooled) and its share of ``unthrottled``, the seconds paced,
 the pace at the end of the window, its back-offs and reason, and the cores used (machine, node). The goals are
-judged at the default variant on the confined placement; the other controller is shown beside it.
+judged at the default variant on the confined placement; both controllers are shown beside it.
 """
 from __future__ import annotations
 
@@ -204,10 +207,11 @@ def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | Non
     the setting's), print one JSON line (start-up stays out of the measured window)."""
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
+    from airflow_atlas.sweep.pacing.adaptive import ADAPTIVE_LATENCY_TARGET
 
     config = StoreConfig()
-    if variant in (ADAPTIVE, APPLICATION):
-        pacing: dict = {}  # the default settings: sweep_latency_target and sweep_max_entries_per_second
+    if variant in (ADAPTIVE, APPLICATION):  # the adaptive pace as the settings turn it on, with no upper bound
+        pacing: dict = {"latency_target": ADAPTIVE_LATENCY_TARGET, "max_entries_per_second": 0}
         config = StoreConfig(sweep_pace_signal="application" if variant == APPLICATION else "sweep")
     else:  # a fixed rate (0: none at all), exactly as before adaptive intensity
         pacing = {"max_entries_per_second": 0 if variant == UNTHROTTLED else int(variant), "latency_target": 0.0}

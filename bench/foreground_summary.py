@@ -9,7 +9,7 @@ the measured windows alone (pure: no store, no sweep; tests/bench/test_foregroun
 * ``p99_vs_no_sweep`` is the pooled p99 over the same placement and phase's ``no_sweep`` pooled p99, with a
   bootstrap :data:`CI_LEVEL` confidence interval (``p99_ratio_ci``: both pools resampled independently,
   :data:`RESAMPLES` times, seeded: the same data give the same interval).
-* The goals are judged at the default variant (:data:`DEFAULT_VARIANT`, the pace the shipped settings give) on
+* The goals are judged at the default variant (:func:`default_variant`, the pace the shipped settings give) on
   the ``confined`` placement (production's: the sweeper on its own worker); the other variants and the
   ``shared`` placement are reported beside it.
 """
@@ -21,8 +21,9 @@ from collections.abc import Sequence
 from . import common as C
 
 NO_SWEEP, UNTHROTTLED, ADAPTIVE, APPLICATION = "no_sweep", "unthrottled", "adaptive", "application"
-"""Variants: no sweep; no pacing at all; the own-latency pace (``sweep_pace_signal`` ``sweep``); the
-application pace (``application``); besides them, fixed limits (an int: entries/s)."""
+"""Variants: no sweep; no pacing at all; the own-latency pace (``sweep_latency_target``
+:data:`~airflow_atlas.sweep.pacing.adaptive.ADAPTIVE_LATENCY_TARGET`, no upper bound, ``sweep_pace_signal``
+``sweep``); the application pace (the same with ``application``); besides them, fixed limits (an int: entries/s)."""
 PHASES = ("idle", "steady", "burst", "idle_again")
 BUSY = ("steady", "burst")
 P99_GOAL, P99_UPPER_GOAL, IDLE_SHARE_GOAL = 1.25, 1.5, 0.8
@@ -35,19 +36,33 @@ CI_LEVEL = 0.90
 RESAMPLES = 1_000
 
 
+def default_fixed_limit() -> int | None:
+    """The shipped settings' fixed rate (entries/s; 0: unthrottled) when their adaptive pace is off, else None."""
+    from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
+    from airflow_atlas.sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET
+
+    return DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND if DEFAULT_SWEEP_LATENCY_TARGET == 0 else None
+
+
 def default_variant() -> str:
-    """The variant the shipped settings run: the pace signal's default."""
+    """The variant the shipped settings run: their fixed limit, or the controller of their pace signal."""
     from airflow_atlas.sweep.pacing.application import DEFAULT_PACE_SIGNAL
 
+    fixed = default_fixed_limit()
+    if fixed is not None:
+        return str(fixed) if fixed else UNTHROTTLED
     return APPLICATION if DEFAULT_PACE_SIGNAL == "application" else ADAPTIVE
 
 
 def variants(phase: str, limits: Sequence[int]) -> list:
-    """The variants measured in a load phase (on an idle node a fixed limit sweeps at the limit and has no
-    foreground to hurt: busy phases only)."""
+    """The variants measured in a load phase. On an idle node a fixed limit sweeps at the limit and has no
+    foreground to hurt, so idle phases measure only the default's fixed limit (its share of unthrottled is a
+    goal), and a busy phase measures it also when the mode's ``limits`` lack it."""
+    fixed = default_fixed_limit()
+    default = [fixed] if fixed else []  # 0 is the unthrottled variant, measured anyway
     if phase in BUSY:
-        return [NO_SWEEP, UNTHROTTLED, *limits, ADAPTIVE, APPLICATION]
-    return [UNTHROTTLED, ADAPTIVE, APPLICATION]
+        return [NO_SWEEP, UNTHROTTLED, *limits, *(f for f in default if f not in limits), ADAPTIVE, APPLICATION]
+    return [UNTHROTTLED, *default, ADAPTIVE, APPLICATION]
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:
@@ -173,5 +188,5 @@ def evaluate_goals(phases: dict, limits: Sequence[int], *, variant: str | None =
 
 
 __all__ = ["ADAPTIVE", "APPLICATION", "BUSY", "MIN_POOLED", "MIN_SAMPLES_FOR_P99", "NO_SWEEP", "PHASES",
-           "UNTHROTTLED", "default_variant", "evaluate_goals", "p99", "p99_ratio_ci", "percentile", "summarise",
+           "UNTHROTTLED", "default_fixed_limit", "default_variant", "evaluate_goals", "p99", "p99_ratio_ci", "percentile", "summarise",
            "variants"]

@@ -113,6 +113,24 @@ def test_the_goals_of_issue_31_at_the_default_and_beside_it_the_other_controller
     assert len(adaptive) == len(app) == 7
 
 
+def test_the_shipped_default_a_fixed_250_is_measured_in_every_phase_and_judged():
+    assert S.default_fixed_limit() == 250 and S.default_variant() == "250"
+    assert S.variants("steady", (2_000,)) == [S.NO_SWEEP, S.UNTHROTTLED, 2_000, 250, S.ADAPTIVE, S.APPLICATION]
+    assert S.variants("burst", LIMITS).count(250) == 1  # among the mode's limits already
+    assert S.variants("idle", LIMITS) == [S.UNTHROTTLED, 250, S.ADAPTIVE, S.APPLICATION]
+    runs = _runs()
+    for rec in [r for r in runs if r["phase"] in ("idle", "idle_again") and r["variant"] == S.UNTHROTTLED]:
+        runs.append({**rec, "variant": 250, "sweep_entries_per_second": 250.0,
+                     "sweep": {**rec["sweep"], "entries_read": 2_500.0, "pace_entries_per_second": 250.0}})
+    phases = S.summarise(runs, LIMITS, RATES)
+    goals = {g["name"]: g for g in S.evaluate_goals(phases, LIMITS, placement="confined")}
+    assert all(g["binding"] for g in goals.values()) and len(goals) == 7
+    assert goals["steady: application p99 / no sweep (250, confined)"]["value"] == 44 / 40
+    assert goals["burst: application p99 / no sweep (250, confined)"]["met"] is True  # 1.1x
+    idle = goals["idle: sweep rate / unthrottled (250, confined)"]
+    assert idle["value"] == pytest.approx(250 / 20_000, abs=1e-3) and idle["met"] is False  # its idle cost
+
+
 def test_the_report_shows_every_placement_phase_and_variant_with_intervals(tmp_path):
     results = {"calibration_entries_per_second": 20_000.0, "default_variant": S.ADAPTIVE, "placements": {
         P.CONFINED: {"placement": {"placement": P.CONFINED, "method": "cgroup v1 cpu.cfs_quota_us 50000"},
