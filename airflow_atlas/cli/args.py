@@ -5,6 +5,7 @@ import argparse
 from collections.abc import Callable
 
 from .. import __version__
+from ..config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
 from ..errors import InvalidInputError
 from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from ..kvs.url import STORE_URL_ENV
@@ -209,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="iterations per shard and strategy (default: max_iterations_per_shard, 100)")
     p.add_argument("--max-entries-per-second", default=None, metavar="N",  # checked with the settings (--set)
                    help="intensity: queue entries per second per pair at most, paced between iterations; 0 = unlimited "
-                        "(default: the sweep_max_entries_per_second setting, also settable with --set)")
+                        f"(default: the sweep_max_entries_per_second setting, {DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND} "
+                        "unless set; also settable with --set)")
     _progress_args(p)
 
     p = add("verify", "check the store with the safety oracle",
