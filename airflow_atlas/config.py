@@ -44,12 +44,8 @@ MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
 DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 250
 """Default of ``sweep_max_entries_per_second``: a fixed 250 entries/s per pair (the adaptive pace is off by
-default, ``sweep_latency_target`` 0). Issue 31 item 4, from the configurations measured side by side
-(bench/results/foreground_impact.json, confined sweeper): none kept the application's p99 within the 1.25x goal;
-250/s was the gentlest in both busy phases (steady 1.75x, burst 2.87x; 1,000/s: 2.18x and 4.51x; the adaptive pace
-on the sweep's own latency, the default before: 3.42x and 9.91x; on the application's latency: 1.72x and 9.78x).
-Its cost on an idle store: 250 of the unthrottled 10,700 entries/s per pair (0.02); raise it, or turn the
-adaptive pace on, where a sweep may load the store (docs/INTENSITY.md)."""
+default, ``sweep_latency_target`` 0): of the configurations measured side by side, the gentlest on a busy store
+(issue 31 item 4; the figures and the cost on an idle store: docs/INTENSITY.md, "Why the default is fixed")."""
 
 
 @dataclass(frozen=True)

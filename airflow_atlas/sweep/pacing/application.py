@@ -76,7 +76,7 @@ application's latency (this module), when the sweeper is given a source of it.""
 DEFAULT_PACE_SIGNAL = "sweep"
 """Default of ``sweep_pace_signal`` (it matters only where the adaptive pace is turned on: off by default, issue 31
 item 4). Not ``application``: measured side by side, it held the steady phase no better than the default's fixed
-250 entries/s and let the burst phase's p99 rise to 9.8x (bench/results/foreground_impact.json)."""
+rate and the burst phase far worse (docs/INTENSITY.md, "Why the default is fixed")."""
 MIN_TRANSACTIONS = 100
 """A decision (and a baseline) takes at least this many transactions: the nearest-rank p99 of 100 is the second
 slowest; of fewer, the slowest (issue 31)."""
