@@ -6,14 +6,16 @@
 #                                         start the node (default 127.0.0.1: 9042 CQL, 7199 JMX), wait for CQL
 #   scripts/cassandra.sh status           exit 0 when the node answers CQL
 #   scripts/cassandra.sh stop             stop the node (only a node this script started)
+#   scripts/cassandra.sh discard          kill the node (SIGKILL: no drain, seconds sooner) and delete its data
+#                                         (the logs stay): for a throwaway node, e.g. one a test started --fresh
 #   scripts/cassandra.sh nodetool ARGS    run nodetool against the node
 #   scripts/cassandra.sh log              print the last distinct messages of the node's system.log
 #   scripts/cassandra.sh logfile          print the path of the node's system.log
 #   scripts/cassandra.sh config           print the cassandra.yaml the node runs on (writes nothing)
-#   scripts/cassandra.sh cluster start [--fresh] | stop | status | start-node I | stop-node I |
+#   scripts/cassandra.sh cluster start [--fresh] | stop | discard | status | start-node I | stop-node I |
 #                                status-node I | nodetool I ARGS | log I | logfile I | config I
 #                                         an N-node cluster on 127.0.0.2 .. 127.0.0.(N+1), see below
-#   scripts/cassandra.sh dc start [--fresh] | stop | status | start-node I | stop-node I | status-node I |
+#   scripts/cassandra.sh dc start [--fresh] | stop | discard | status | start-node I | stop-node I | status-node I |
 #                                nodetool I ARGS | log I | logfile I | config I
 #                                         a TWO-DATACENTER cluster on 127.0.0.21 .. 127.0.0.23 (dc1: .21 .22,
 #                                         dc2: .23), see below
@@ -400,6 +402,25 @@ stop() {
   say "stopped"
 }
 
+# A node whose data nobody needs again (a test's fresh node): SIGKILL instead of the JVM's shutdown, which
+# drains (flushes every table's memtable: most of the 20-30 s a loaded test cluster took to stop), then the
+# data goes (the next start starts empty, as with --fresh); the logs stay for whoever reads them.
+discard() {
+  local pid waited=0
+  if pid="$(running_pid)"; then
+    say "discarding pid $pid (SIGKILL) and its data"
+    kill -9 "$pid" 2>/dev/null || true
+    while kill -0 "$pid" 2>/dev/null; do
+      (( waited < 150 )) || die "pid $pid did not exit within 30s of SIGKILL"
+      sleep 0.2
+      waited=$((waited + 1))
+    done
+  fi
+  rm -f "$PID_FILE"
+  rm -rf "$NODE_DIR/data"
+  say "discarded"
+}
+
 # Prints the cassandra.yaml the node runs on (rendered to a temporary file; nothing else is written).
 print_config() {
   if [[ "$CONFIG_FILE" == "$CONF_SRC/cassandra.yaml" ]]; then
@@ -539,6 +560,12 @@ cluster() {
       for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
       return "$rc"
       ;;
+    discard)
+      local pids=() rc=0 pid
+      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" discard & pids+=("$!"); done
+      for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+      return "$rc"
+      ;;
     status)
       local rc=0
       for ((i = 1; i <= CLUSTER_NODES; i++)); do node_cmd "$i" status || rc=1; done
@@ -561,7 +588,7 @@ cluster() {
       shift
       node_cmd "$i" nodetool "$@"
       ;;
-    *) usage "usage: $0 $CLUSTER_LABEL {start [--fresh]|stop|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|logfile I|config I}" ;;
+    *) usage "usage: $0 $CLUSTER_LABEL {start [--fresh]|stop|discard|status|start-node I|stop-node I|status-node I|nodetool I ARGS...|log I|logfile I|config I}" ;;
   esac
 }
 
@@ -839,6 +866,7 @@ case "$cmd" in
   start) start "$@" ;;
   status) status ;;
   stop) stop ;;
+  discard) discard ;;
   restart) stop; start "$@" ;;
   nodetool) nodetool "$@" ;;
   log) log_tail ;;
@@ -847,5 +875,5 @@ case "$cmd" in
   cluster) cluster "$@" ;;
   dc) use_datacenters; cluster "$@" ;;
   secure) secure "$@" ;;
-  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|restart|nodetool ARGS...|log|logfile|config|cluster ...|dc ...|secure ...}" ;;
+  *) usage "usage: $0 {fetch|start [--fresh] [--adopt]|status|stop|discard|restart|nodetool ARGS...|log|logfile|config|cluster ...|dc ...|secure ...}" ;;
 esac

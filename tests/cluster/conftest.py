@@ -1,7 +1,7 @@
 """Fixtures of the cluster tests: the local 3-node Cassandra cluster (127.0.0.2-4, ``scripts/cassandra.sh
 cluster``) and the Spark standalone master with two workers (127.0.0.5, ``scripts/spark.sh``).
 
-* ``cassandra_cluster`` (package): starts the cluster unless it runs (the start is idempotent), stops one it
+* ``cassandra_cluster`` (package): starts the cluster unless it runs (the start is idempotent), discards one it
   started after the package, and returns a :class:`LocalCluster`: per-node nodetool, ``node_down(i)`` (a
   context manager that stops node i and always restarts it), flush/compact/repair helpers, store URLs.
 * after every test the autouse ``_all_nodes_up`` fixture restarts any node a test left down (checked in-process
@@ -12,7 +12,7 @@ cluster``) and the Spark standalone master with two workers (127.0.0.5, ``script
   the node was still taking the hints of its downtime, hit Cassandra's race in ``DROP KEYSPACE`` (``Unknown CF``
   in the node's MigrationStage, which then never agreed on a schema again: the next test's ``CREATE TABLE``
   timed out; a clean-clone run of 2026-11-30 with the tier alone). A cluster the fixture started (fresh)
-  is stopped instead, its keyspaces left to the next fresh start.
+  is discarded instead (`cassandra.sh cluster discard`: killed, its data deleted), keyspaces and all.
 * ``spark_master`` (session): starts the Spark master and workers unless they run; returns the driver's
   properties (``scripts/spark.sh conf``) as a dict.
 """
@@ -145,12 +145,12 @@ class LocalCluster:
 
 @pytest.fixture(scope="package")
 def cassandra_cluster() -> Iterator[LocalCluster]:
-    """Starts the cluster unless it runs; one this fixture started is stopped after the package (three
+    """Starts the cluster unless it runs; one this fixture started is discarded after the package (three
     Cassandra JVMs idling beside the rest of the suite slowed every later tier of a 2-core machine, and the
     two-datacenter and secured clusters start three more), one already running (a developer's) is left.
 
     A cluster this fixture starts starts fresh (``--fresh``: no data of an earlier run), so the tests'
-    keyspaces need no dropping when it stops them: the drops took most of a minute on three nodes. On a
+    keyspaces need no dropping when it discards them: the drops took most of a minute on three nodes. On a
     cluster that was running they are dropped after the last test."""
     was_running = _script(CASSANDRA_SCRIPT, "cluster", "status", timeout=120).returncode == 0
     fresh = () if was_running else ("--fresh",)
@@ -159,8 +159,8 @@ def cassandra_cluster() -> Iterator[LocalCluster]:
         pytest.fail(f"could not start the local Cassandra cluster:\n{done.stdout}\n{done.stderr[-4000:]}")
     cluster = LocalCluster()
     yield cluster
-    if not was_running:
-        _script(CASSANDRA_SCRIPT, "cluster", "stop", timeout=300)
+    if not was_running:  # killed, not drained (a drain flushed every table: 20-30 s): its data is of no use
+        _script(CASSANDRA_SCRIPT, "cluster", "discard", timeout=300)
         return
     if cluster.keyspaces:  # after the last test: no restart or hint delivery under way, none waits for them
         from cassandra.cluster import Cluster

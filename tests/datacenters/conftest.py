@@ -1,11 +1,11 @@
 """Fixtures of the two-datacenter drills: the cluster of ``scripts/cassandra.sh dc`` (dc1: 127.0.0.21-22,
 dc2: 127.0.0.23; JMX 7221-7223; GossipingPropertyFileSnitch), started for this package only.
 
-* ``two_datacenters`` (package): starts the cluster unless it runs; one this fixture started is stopped after
-  the package (three more JVMs idling next to the rest of the suite would cost a 2-core machine), one that
-  was already running (a developer's) is left running. Returns a :class:`TwoDatacenters`: per-node nodetool,
-  ``datacenter_down(name)`` (stops the datacenter's nodes with the script, always restarts them), store URLs
-  local to either datacenter.
+* ``two_datacenters`` (package): starts the cluster unless it runs; one this fixture started is discarded after
+  the package (killed, its data deleted; three more JVMs idling next to the rest of the suite would cost a
+  2-core machine), one that was already running (a developer's) is left running. Returns a
+  :class:`TwoDatacenters`: per-node nodetool, ``datacenter_down(name)`` (stops the datacenter's nodes with the
+  script, always restarts them), store URLs local to either datacenter.
 * ``dc_keyspace``: a fresh keyspace replicated ``{'dc1': 2, 'dc2': 1}`` (NetworkTopologyStrategy), dropped
   after the test on a cluster that was running (a developer's); a cluster the fixture started starts fresh
   (``--fresh``), so its keyspaces need no drop (each drop waited for schema agreement: up to half a minute
@@ -49,7 +49,7 @@ def _script(*args: str, timeout: float = START_TIMEOUT) -> subprocess.CompletedP
 @dataclass
 class TwoDatacenters:
     """The cluster of ``scripts/cassandra.sh dc``; node i is ``HOSTS[i]``, in the datacenter ``NODES`` says.
-    ``owned``: started (fresh) by this package's fixture, which stops it after the package."""
+    ``owned``: started (fresh) by this package's fixture, which discards it after the package."""
 
     owned: bool = False
 
@@ -94,8 +94,8 @@ def two_datacenters() -> Iterator[TwoDatacenters]:
         pytest.fail(f"could not start the two-datacenter cluster:\n{started.stdout}\n{started.stderr[-4000:]}")
     cluster = TwoDatacenters(owned=not was_running)
     yield cluster
-    if not was_running:
-        _script("stop", timeout=300)
+    if not was_running:  # killed, not drained: its data is of no use (the next start is fresh)
+        _script("discard", timeout=300)
 
 
 @pytest.fixture(autouse=True)
@@ -138,7 +138,7 @@ def dc_keyspace(two_datacenters, dc_session) -> Iterator[str]:
         timeout=120,
     )
     yield keyspace
-    if two_datacenters.owned:  # stopped after the package, its data removed by the next fresh start
+    if two_datacenters.owned:  # discarded after the package, its data with it
         return
     try:
         dc_session.execute(f"DROP KEYSPACE IF EXISTS {keyspace}")  # waits for schema agreement (above)

@@ -6,6 +6,7 @@ import os
 import socket
 import struct
 import subprocess
+import sys
 import threading
 from contextlib import contextmanager
 from itertools import pairwise
@@ -212,6 +213,48 @@ def test_stop_never_stops_a_process_of_another_node_directory(tmp_path):
         out = _run("stop", ATLAS_CASSANDRA_DIR=str(node), ATLAS_CASSANDRA_CQL_PORT="1")
         assert out.returncode == 0
         assert "not running" in out.stderr
+        assert other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def test_discard_kills_the_node_at_once_and_deletes_its_data_but_not_its_logs(tmp_path):
+    """``discard`` (a throwaway node: a test's fresh cluster) SIGKILLs this node directory's process, which a
+    graceful stop would have let drain, and deletes the data; the logs stay. The process stands in for the JVM:
+    its command line names the node's storage directory, as the JVM's does."""
+    node = tmp_path / "n"
+    (node / "data" / "commitlog").mkdir(parents=True)
+    (node / "logs").mkdir()
+    (node / "logs" / "system.log").write_text("kept\n")
+    # A process that ignores SIGTERM: only a SIGKILL ends it within the test's time.
+    jvm = subprocess.Popen([sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, "
+                            "signal.SIG_IGN); time.sleep(120)", f"-Dcassandra.storagedir={node}/data"])
+    reaped: list[int] = []  # as init reaps the real node, whose starting script has exited
+    reaper = threading.Thread(target=lambda: reaped.append(jvm.wait()), daemon=True)
+    reaper.start()
+    try:
+        (node / "cassandra.pid").write_text(str(jvm.pid))
+        out = _run("discard", ATLAS_CASSANDRA_DIR=str(node), ATLAS_CASSANDRA_CQL_PORT="1", timeout=30)
+        assert out.returncode == 0, out.stderr
+        reaper.join(timeout=10)
+        assert reaped == [-9]
+        assert "discarded" in out.stderr
+        assert not (node / "data").exists() and not (node / "cassandra.pid").exists()
+        assert (node / "logs" / "system.log").read_text() == "kept\n"
+    finally:
+        jvm.kill()
+        jvm.wait()
+
+
+def test_discard_never_kills_a_process_of_another_node_directory(tmp_path):
+    node = tmp_path / "n"
+    node.mkdir()
+    other = subprocess.Popen(["sleep", "60"])
+    try:
+        (node / "cassandra.pid").write_text(str(other.pid))
+        out = _run("discard", ATLAS_CASSANDRA_DIR=str(node), ATLAS_CASSANDRA_CQL_PORT="1")
+        assert out.returncode == 0, out.stderr
         assert other.poll() is None
     finally:
         other.kill()
