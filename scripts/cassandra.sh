@@ -379,6 +379,15 @@ status() {
   return 1
 }
 
+# Exit 0 once process $1 is gone, 1 if it still lives after $2 seconds.
+exited_within() {
+  local pid="$1" polls=$(($2 * 5))
+  while kill -0 "$pid" 2>/dev/null; do
+    (( polls-- > 0 )) || return 1
+    sleep 0.2
+  done
+}
+
 stop() {
   local pid
   if ! pid="$(running_pid)"; then
@@ -388,16 +397,10 @@ stop() {
   fi
   say "stopping pid $pid"
   kill "$pid" 2>/dev/null || true
-  local waited=0
-  while kill -0 "$pid" 2>/dev/null; do
-    if (( waited >= 60 )); then
-      say "did not stop within 60s; killing"
-      kill -9 "$pid" 2>/dev/null || true
-      break
-    fi
-    sleep 1
-    waited=$((waited + 1))
-  done
+  if ! exited_within "$pid" 60; then
+    say "did not stop within 60s; killing"
+    kill -9 "$pid" 2>/dev/null || true
+  fi
   rm -f "$PID_FILE"
   say "stopped"
 }
@@ -406,15 +409,11 @@ stop() {
 # drains (flushes every table's memtable: most of the 20-30 s a loaded test cluster took to stop), then the
 # data goes (the next start starts empty, as with --fresh); the logs stay for whoever reads them.
 discard() {
-  local pid waited=0
+  local pid
   if pid="$(running_pid)"; then
     say "discarding pid $pid (SIGKILL) and its data"
     kill -9 "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null; do
-      (( waited < 150 )) || die "pid $pid did not exit within 30s of SIGKILL"
-      sleep 0.2
-      waited=$((waited + 1))
-    done
+    exited_within "$pid" 30 || die "pid $pid did not exit within 30s of SIGKILL"
   fi
   rm -f "$PID_FILE"
   rm -rf "$NODE_DIR/data"
@@ -553,16 +552,10 @@ cluster() {
       (( ${#DC_SIZES[@]} == 0 )) || where=" in datacenters dc1 (${DC_SIZES[0]} nodes) and dc2 (${DC_SIZES[1]})"
       say "cluster $CLUSTER_NAME_OF_CLUSTER: $CLUSTER_NODES nodes Up/Normal$where on 127.0.0.$CLUSTER_FIRST..127.0.0.$((CLUSTER_FIRST + CLUSTER_NODES - 1)) (CQL 9042, JMX $((CLUSTER_JMX_BASE + 1))..$((CLUSTER_JMX_BASE + CLUSTER_NODES)))"
       ;;
-    stop)
+    stop | discard)
       # all at once (each a process of its own: a node's stop waits for its JVM's shutdown, seconds each)
       local pids=() rc=0 pid
-      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" stop & pids+=("$!"); done
-      for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
-      return "$rc"
-      ;;
-    discard)
-      local pids=() rc=0 pid
-      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" discard & pids+=("$!"); done
+      for ((i = CLUSTER_NODES; i >= 1; i--)); do node_cmd "$i" "$sub" & pids+=("$!"); done
       for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
       return "$rc"
       ;;
