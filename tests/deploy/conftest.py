@@ -34,10 +34,10 @@ STATE = CACHE / "state"
 
 def _script_env(keyspace: str = "") -> dict:
     """scripts/deploy.sh's environment: this one without Airflow's and the project's variables (nor the tests'
-    JVM flags for Spark drivers, tests/conftest.py), except the deployment's own address ($ATLAS_DEPLOY_HOST: a
+    JVM flags for Spark, tests/conftest.py), except the deployment's own address ($ATLAS_DEPLOY_HOST: a
     second deployment beside another one on this machine)."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "ATLAS_", "PYTHONPATH")) and k != "SPARK_SUBMIT_OPTS"}
+           if not k.startswith(("AIRFLOW", "ATLAS_", "PYTHONPATH")) and k not in ("SPARK_SUBMIT_OPTS", "SPARK_CONF_DIR")}
     env.update(ATLAS_DEPLOY_CACHE=str(CACHE), ATLAS_DEPLOY_KEYSPACE=keyspace)
     if "ATLAS_DEPLOY_HOST" in os.environ:
         env["ATLAS_DEPLOY_HOST"] = os.environ["ATLAS_DEPLOY_HOST"]
