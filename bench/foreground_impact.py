@@ -201,8 +201,8 @@ class _WindowOver(Exception):
     """Raised by the sweep run's ``on_iteration`` callback after the first iteration past the window."""
 
 
-def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | None = None) -> None:
-    """Child process: open the store, say ``ready``, wait for ``go`` on stdin, sweep shard 0 THOROUGH as the
+def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | None = None, shard: int = 0) -> None:
+    """Child process: open the store, say ``ready``, wait for ``go`` on stdin, sweep ``shard`` THOROUGH as the
     variant says for at most ``seconds`` (then the iteration under way finishes; ``batch_limit``: the run's, else
     the setting's), print one JSON line (start-up stays out of the measured window)."""
     from airflow_atlas.config import StoreConfig
@@ -234,10 +234,10 @@ def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | Non
                 raise _WindowOver
 
         try:
-            run = store.sweeper.sweep_shard(0, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
+            run = store.sweeper.sweep_shard(shard, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
                                             batch_limit=batch_limit, **pacing).to_json()
         except _WindowOver:
-            run = store.history.runs(0, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
+            run = store.history.runs(shard, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
             if run.get("status") != "failed" or not str(run.get("error", "")).startswith("_WindowOver"):
                 raise RuntimeError(f"the newest run in the history is not this one: {run}") from None
             run["status"] = "window_over"
@@ -245,7 +245,7 @@ def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | Non
     finally:
         store.close()
     print(json.dumps({
-        "started": started, "ended": ended, "status": run["status"], "entries_read": run["entries_read"],
+        "shard": shard, "started": started, "ended": ended, "status": run["status"], "entries_read": run["entries_read"],
         "cells_tombstoned": run["cells_tombstoned"], "iterations": run["iterations"],
         "seconds_paced": run["seconds_paced"], "max_entries_per_second": run["max_entries_per_second"],
         "latency_target": run.get("latency_target"), "pace_entries_per_second": run.get("pace_entries_per_second"),
@@ -263,19 +263,42 @@ def _thin(timeline: list, points: int = 60) -> list:
     return out
 
 
-class Sweeper:
-    """The sweep process of one window: constructing it starts the process (it connects while the parent
-    loads the backlog); :meth:`start` returns once it is connected; :meth:`go` starts the sweep;
-    :meth:`result` waits for its JSON line."""
+def combined(children: list[dict]) -> dict:
+    """One window's sweep from the JSON lines of its sweep processes (one per pair swept at once): from the first
+    start to the last end, their entries, cells, iterations and back-offs summed, their paces added up (the rate
+    the store meets), the first's reason and timeline; ``window_over`` or ``caught_up`` only when every process
+    ended so, else the first other status."""
+    if len(children) == 1:
+        return children[0]
+    first = children[0]
+    paces = [c["pace_entries_per_second"] for c in children]
+    bad = [c["status"] for c in children if c["status"] not in ("caught_up", "window_over")]
+    return {
+        **first, "shard": [c["shard"] for c in children],
+        "started": min(c["started"] for c in children), "ended": max(c["ended"] for c in children),
+        "status": bad[0] if bad else ("window_over" if any(c["status"] == "window_over" for c in children)
+                                      else "caught_up"),
+        **{k: sum(c[k] for c in children) for k in ("entries_read", "cells_tombstoned", "iterations", "pace_backoffs")},
+        "seconds_paced": max(c["seconds_paced"] for c in children),
+        "pace_entries_per_second": None if any(p is None for p in paces) else sum(paces),
+    }
 
-    def __init__(self, url: str, variant, seconds: float, placement: str = P.SHARED, batch_limit: int | None = None):
+
+class Sweeper:
+    """The sweep process of one window and pair: constructing it starts the process (it connects while the
+    parent loads the backlog); :meth:`start` returns once it is connected; :meth:`go` starts the sweep;
+    :meth:`result` waits for its JSON line. ``cores``: its share when confined (a window's processes share
+    :data:`~bench.placement.SWEEPER_CPU_CORES`, as the tasks of one Airflow worker share its CPU)."""
+
+    def __init__(self, url: str, variant, seconds: float, placement: str = P.SHARED, batch_limit: int | None = None,
+                 shard: int = 0, cores: float = P.SWEEPER_CPU_CORES):
         env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(variant), str(seconds),
-             *([] if batch_limit is None else [str(batch_limit)])],
+             "-" if batch_limit is None else str(batch_limit), str(shard)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
             cwd=str(C.REPO_ROOT))
-        self.placement = P.confine(self._proc.pid, placement)  # before it connects: its whole run is placed
+        self.placement = P.confine(self._proc.pid, placement, cores=cores)  # before it connects: its whole run
 
     def start(self) -> Sweeper:
         line = self._proc.stdout.readline()
@@ -390,23 +413,26 @@ def _expected_rate(variant, calibration_rate: float) -> float:
 
 def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, phases: tuple[str, ...] = PHASES,
         only_variants: tuple | None = None, backlog_writes: int = TXN_WRITES, baseline_after_load: bool = False,
-        batch_limit: int | None = None) -> dict:
+        batch_limit: int | None = None, sweep_tasks: int = 1) -> dict:
     """``phases`` / ``only_variants``: a focused run measures only these load phases / variants (a fixed limit
     is an int of the mode's ``limits``); ``backlog_writes``: writes per backlog transaction (a batch never splits
     a transaction, so this is the least a sweep iteration takes; bench/ANALYSIS.md, 2026-11-29);
     ``baseline_after_load``: a no-sweep window follows a load too, as a sweep window follows its backlog's top-up
     - what the lowest fixed limit sweeps in a window, loaded alike into a keyspace of its own (the ballast: on the
     same node, never swept), then the same settles - so that a ratio measures the sweep, not the load's aftermath;
-    ``batch_limit``: every sweep window's (``sweep_shard(batch_limit=...)``; a paced batch is at most this)."""
+    ``batch_limit``: every sweep window's (``sweep_shard(batch_limit=...)``; a paced batch is at most this);
+    ``sweep_tasks``: pairs swept at once in every sweep window, each by a process of its own at the variant's
+    pace (as the DAG's sweep tasks run side by side: the store meets the sum), sharing the confined placement's
+    CPU; the store has as many shards, so the backlog spreads over the pairs (the calibration sweeps one)."""
     from airflow_atlas.kvs.tables import SweepStrategy
 
     watch = C.Stopwatch()
     shape = _shape(quick)
     url = C.cassandra_url(C.new_keyspace_name("fg"))
-    store = C.open_store(url)  # the foreground's: the application, its latency published
+    store = C.open_store(url, shards=sweep_tasks)  # the foreground's: the application, its latency published
     # The backlog's and the base's loader: history, not the application the benchmark protects, so it publishes
     # nothing (its bulk transactions of 500 writes, seconds each, would be the "application's" slowest).
-    loader = C.open_store(url, app_latency_publish=False)
+    loader = C.open_store(url, shards=sweep_tasks, app_latency_publish=False)
     runs: list[dict] = []
     rng = random.Random(11)
     ballast = None  # baseline_after_load: the no-sweep windows' load goes there
@@ -443,19 +469,24 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                 for variant in C.rotated(measured, rep):
                     rec: dict = {"placement": placement, "rep": rep, "phase": phase, "variant": variant,
                                  "foreground_rate": fg_rate, "load_avg_1m": C.load_average()["1m"]}
-                    sweeper = None
+                    sweepers: list[Sweeper] = []
                     if variant != NO_SWEEP:
-                        sweeper = Sweeper(url, variant, T, placement, batch_limit)  # connects while the backlog loads
-                        placed[placement] = {k: v for k, v in sweeper.placement.items() if k != "cgroup"}
-                        need = int(min(shape["max_backlog"],
-                                       max(backlog_writes, _expected_rate(variant, calibration_rate) * T * BACKLOG_MARGIN)))
+                        sweepers = [Sweeper(url, variant, T, placement, batch_limit, shard=k,  # connect while it loads
+                                            cores=P.SWEEPER_CPU_CORES / sweep_tasks) for k in range(sweep_tasks)]
+                        placed[placement] = {**{k: v for k, v in sweepers[0].placement.items() if k != "cgroup"},
+                                             "sweep_processes": sweep_tasks}
+                        if sweepers[0].placement["sweeper_cpu_cores"] is not None:
+                            placed[placement]["sweeper_cpu_cores"] = sum(s.placement["sweeper_cpu_cores"] for s in sweepers)
+                        need = int(min(shape["max_backlog"] * sweep_tasks, max(
+                            backlog_writes, _expected_rate(variant, calibration_rate) * sweep_tasks * T * BACKLOG_MARGIN)))
                         with C.timed(rec, "load_seconds"):
                             if need > left:
                                 offset = _load_backlog(loader, need - left, offset, rng, backlog_writes)
                                 left = need
                                 _settle(loader)
                         rec["backlog"] = left
-                        sweeper.start()
+                        for sweeper in sweepers:
+                            sweeper.start()
                     elif baseline_after_load:
                         if ballast is None:
                             ballast = C.open_store(C.cassandra_url(C.new_keyspace_name("fgballast")),
@@ -474,16 +505,20 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                     if fg is not None:
                         time.sleep(shape["preroll_seconds"])  # the schedule runs before the window opens
                     probe = C.CpuProbe().start()
-                    if sweeper is None:
+                    if not sweepers:
                         start = time.time()
                         time.sleep(T)
                         end = time.time()
                     else:
-                        sweeper.go()
-                        child = sweeper.result()
+                        for sweeper in sweepers:
+                            sweeper.go()
+                        children = [sweeper.result() for sweeper in sweepers]
+                        child = combined(children)
                         start, end = child["started"], child["ended"]
                         left = max(0, left - child["entries_read"])
                         rec["sweep"] = child
+                        if sweep_tasks > 1:
+                            rec["sweeps"] = children
                         rec["sweep_entries_per_second"] = child["entries_read"] / max(1e-6, end - start)
                         rec["sweep_check"] = child["status"] in ("caught_up", "window_over")
                     rec["cpu"] = probe.stop()
@@ -498,7 +533,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                     runs.append(rec)
                     C.log(f"{NAME}:   p50 {_r(rec['p50_ms'])} ms, p99 {_r(rec['p99_ms'])} ms over {len(lat)} transactions;"
                           f" sweep {_r(rec.get('sweep_entries_per_second'))} entries/s"
-                          + (f" (pace {child['pace_entries_per_second']}: {child['pace_reason']})" if sweeper else "")
+                          + (f" (pace {child['pace_entries_per_second']}: {child['pace_reason']})" if sweepers else "")
                           + f"; machine {rec['cpu']['machine_busy_cores']:.2f} cores busy, load {rec['load_avg_1m']}")
     finally:
         loader.close()
@@ -534,7 +569,8 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                                      "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,
                 "preroll_seconds": shape["preroll_seconds"], "settle_seconds_max": shape["settle_seconds"],
-                "repetitions": reps, "shards": 1, "batch_limit": store.config.batch_limit,
+                "repetitions": reps, "shards": sweep_tasks, "sweep_tasks": sweep_tasks,
+                "batch_limit": store.config.batch_limit,
                 "capacity_probe": {"seconds": PROBE_SECONDS, "slowdown": PROBE_SLOWDOWN, "done_share": PROBE_DONE_SHARE,
                                    "steady_share": STEADY_SHARE,
                                    "p99_seconds": {str(r): p for r, p in probes.items()}}},
@@ -551,8 +587,9 @@ def _r(value: float | None) -> str:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) in (5, 6) and sys.argv[1] == "--sweeper":
-        _sweeper_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]) if len(sys.argv) == 6 else None)
+    if len(sys.argv) == 7 and sys.argv[1] == "--sweeper":
+        _sweeper_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), None if sys.argv[5] == "-" else int(sys.argv[5]),
+                      int(sys.argv[6]))
     else:
-        sys.exit("usage: python -m bench.foreground_impact --sweeper URL VARIANT SECONDS [BATCH_LIMIT]"
+        sys.exit("usage: python -m bench.foreground_impact --sweeper URL VARIANT SECONDS BATCH_LIMIT|- SHARD"
                  " (run the benchmark with python -m bench.run)")

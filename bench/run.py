@@ -50,7 +50,8 @@ def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str
     given = [flag for flag, value in (("--phase", args.phase), ("--variant", args.variant),
                                       ("--backlog-writes", args.backlog_writes),
                                       ("--baseline-after-load", args.baseline_after_load or None),
-                                      ("--batch-limit", args.batch_limit)) if value is not None]
+                                      ("--batch-limit", args.batch_limit),
+                                      ("--sweep-tasks", args.sweep_tasks)) if value is not None]
     if not given:
         return {}
     if names != ["foreground_impact"]:
@@ -82,6 +83,10 @@ def _focus(p: argparse.ArgumentParser, args: argparse.Namespace, names: list[str
         if args.batch_limit < 1:
             p.error(f"--batch-limit must be at least 1, got {args.batch_limit}")
         focus["batch_limit"] = args.batch_limit
+    if args.sweep_tasks is not None:
+        if args.sweep_tasks < 1:
+            p.error(f"--sweep-tasks must be at least 1, got {args.sweep_tasks}")
+        focus["sweep_tasks"] = args.sweep_tasks
     return focus
 
 
@@ -110,6 +115,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--batch-limit", type=int,
                    help="foreground_impact only, a focused run (needs --out): the sweep windows' batch limit "
                         "(sweep_shard(batch_limit=N): a paced batch holds at most N entries)")
+    p.add_argument("--sweep-tasks", type=int,
+                   help="foreground_impact only, a focused run (needs --out): pairs swept at once in each sweep window, "
+                        "each by a process of its own at the variant's pace, as the DAG's sweep tasks run side by side "
+                        "(default 1)")
     args = p.parse_args(argv)
     names = [n.strip() for item in args.only for n in item.split(",") if n.strip()]
     unknown = sorted(set(names) - set(BENCHMARKS))

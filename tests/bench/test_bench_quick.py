@@ -68,13 +68,15 @@ def test_quick_mode_writes_results(tmp_path, cassandra_node):
 
 @pytest.mark.cassandra
 def test_a_focused_foreground_impact_run_measures_only_what_it_names(tmp_path, cassandra_node):
-    """``--phase``, ``--variant``, ``--backlog-writes``, ``--baseline-after-load`` and ``--batch-limit`` reach the
-    run: only the steady phase's windows of the two variants, three repetitions each, the backlog in transactions of
-    50 writes, each no-sweep window after a load of its own (what the lowest limit sweeps in a window), batches of at
-    most 100 entries; the result says so."""
-    code = bench_run.main(["--quick", "--only", "foreground_impact", "--placement", "shared", "--out", str(tmp_path),
+    """``--phase``, ``--variant``, ``--backlog-writes``, ``--baseline-after-load``, ``--batch-limit`` and
+    ``--sweep-tasks`` reach the run: only the steady phase's windows of the two variants, three repetitions each,
+    the backlog in transactions of 50 writes, each no-sweep window after a load of its own (what the lowest limit
+    sweeps in a window), batches of at most 100 entries, two pairs swept at once by two processes; the result says
+    so."""
+    code = bench_run.main(["--quick", "--only", "foreground_impact", "--placement", "confined", "--out", str(tmp_path),
                            "--phase", "steady", "--variant", "no_sweep", "--variant", "2000",
-                           "--backlog-writes", "50", "--baseline-after-load", "--batch-limit", "100"])
+                           "--backlog-writes", "50", "--baseline-after-load", "--batch-limit", "100",
+                           "--sweep-tasks", "2"])
     assert code == 0
     doc = json.loads((tmp_path / "foreground_impact.json").read_text())
     assert doc["params"]["load_phases"] == ["steady"] and doc["params"]["variants"] == ["no_sweep", "2000"]
@@ -82,10 +84,20 @@ def test_a_focused_foreground_impact_run_measures_only_what_it_names(tmp_path, c
     window = doc["params"]["phase_seconds"]["steady"]
     assert [r["ballast_loaded"] for r in doc["runs"] if r["variant"] == "no_sweep"] == [int(2000 * window)] * 3
     assert all("ballast_loaded" not in r for r in doc["runs"] if r["variant"] != "no_sweep")
-    assert doc["params"]["sweep_batch_limit"] == 100  # a batch never splits a transaction: 2 of 50 writes
-    assert all(r["sweep"]["entries_read"] <= 100 * r["sweep"]["iterations"] for r in doc["runs"] if r["variant"] != "no_sweep")
+    # A batch never splits a transaction: 100 entries, and at most the rest of one of 50 writes (over two shards
+    # a transaction's part in one has about 25).
+    assert doc["params"]["sweep_batch_limit"] == 100
+    assert all(r["sweep"]["entries_read"] <= 149 * r["sweep"]["iterations"] for r in doc["runs"] if r["variant"] != "no_sweep")
     assert sorted((r["phase"], str(r["variant"]), r["rep"]) for r in doc["runs"]) == sorted(
         ("steady", v, rep) for v in ("no_sweep", "2000") for rep in range(3))
-    steady = doc["results"]["placements"]["shared"]["phases"]["steady"]["variants"]
+    assert doc["params"]["sweep_tasks"] == 2 and doc["params"]["shards"] == 2
+    for r in (r for r in doc["runs"] if r["variant"] != "no_sweep"):  # each window: both pairs swept, summed
+        assert sorted(c["shard"] for c in r["sweeps"]) == [0, 1] and all(c["entries_read"] > 0 for c in r["sweeps"])
+        assert r["sweep"]["entries_read"] == sum(c["entries_read"] for c in r["sweeps"]), r
+    placed = doc["results"]["placements"]["confined"]["placement"]
+    assert placed["sweep_processes"] == 2 and placed["placement"] == "confined", placed
+    if placed["method"].startswith("cgroup"):  # half a core for the two processes together
+        assert placed["sweeper_cpu_cores"] == pytest.approx(0.5), placed
+    steady = doc["results"]["placements"]["confined"]["phases"]["steady"]["variants"]
     assert set(steady) == {"no_sweep", "2000"} and steady["2000"]["checks_ok"] is True
     assert steady["2000"]["sweep_entries_per_second"] > 0

@@ -183,6 +183,25 @@ def test_a_confined_sweep_process_gets_half_a_core_and_the_placement_is_recorded
         P.confine(proc.pid, "pinned")
 
 
+def _child(shard: int, status: str, started: float, ended: float, entries: int, pace: float | None) -> dict:
+    return {"shard": shard, "status": status, "started": started, "ended": ended, "entries_read": entries,
+            "cells_tombstoned": entries, "iterations": entries // 250, "pace_backoffs": 0, "seconds_paced": ended - started,
+            "pace_entries_per_second": pace, "pace_reason": f"fixed {shard}", "max_entries_per_second": 250}
+
+
+def test_the_sweep_processes_of_one_window_combine_into_what_the_store_met():
+    one = _child(0, "window_over", 10.0, 84.0, 18_500, 250.0)
+    assert F.combined([one]) is one
+    both = F.combined([one, _child(1, "caught_up", 10.2, 80.0, 17_000, 250.0)])
+    assert both["shard"] == [0, 1] and (both["started"], both["ended"]) == (10.0, 84.0)
+    assert both["entries_read"] == 35_500 and both["iterations"] == 74 + 68 and both["pace_entries_per_second"] == 500.0
+    assert both["status"] == "window_over" and both["pace_reason"] == "fixed 0" and both["seconds_paced"] == 74.0
+    assert F.combined([_child(0, "caught_up", 0, 1, 5, None), _child(1, "caught_up", 0, 2, 5, 250.0)]) | {} == {
+        **F.combined([_child(0, "caught_up", 0, 1, 5, None), _child(1, "caught_up", 0, 2, 5, 250.0)]),
+        "status": "caught_up", "pace_entries_per_second": None}
+    assert F.combined([one, _child(1, "failed", 10.2, 11.0, 0, 250.0)])["status"] == "failed"
+
+
 def test_the_steady_rate_is_half_the_highest_rate_carried():
     ms = 0.001
     assert F.steady_rate({10: 60 * ms, 20: 70 * ms, 40: 110 * ms, 80: None}) == 20  # 40 carried, 80 fell behind

@@ -26,9 +26,9 @@ def test_placement_without_foreground_impact_or_unknown_is_refused(capsys):
 def test_a_focused_run_becomes_foreground_impacts_keywords(tmp_path):
     args = parse_args(["--only", "foreground_impact", "--out", str(tmp_path), "--phase", "steady", "--variant",
                        "no_sweep", "--variant", "250", "--variant", "application", "--backlog-writes", "5",
-                       "--baseline-after-load", "--batch-limit", "62"])
+                       "--baseline-after-load", "--batch-limit", "62", "--sweep-tasks", "2"])
     assert args.focus == {"phases": ("steady",), "only_variants": ("no_sweep", 250, "application"),
-                          "backlog_writes": 5, "baseline_after_load": True, "batch_limit": 62}
+                          "backlog_writes": 5, "baseline_after_load": True, "batch_limit": 62, "sweep_tasks": 2}
     assert parse_args(["--only", "foreground_impact"]).focus == {}  # the full run: everything
     phases = parse_args(["--only", "foreground_impact", "--out", str(tmp_path), "--phase", "burst", "--phase", "idle"])
     assert phases.focus == {"phases": ("idle", "burst")}  # in the run's order
@@ -38,6 +38,8 @@ def test_a_focused_run_becomes_foreground_impacts_keywords(tmp_path):
     (["--only", "foreground_impact", "--phase", "steady"], "give it --out"),
     (["--only", "foreground_impact", "--baseline-after-load"], "give it --out"),
     (["--only", "foreground_impact", "--out", "x", "--batch-limit", "0"], "--batch-limit must be at least 1"),
+    (["--only", "foreground_impact", "--out", "x", "--sweep-tasks", "0"], "--sweep-tasks must be at least 1"),
+    (["--only", "foreground_impact", "--sweep-tasks", "2"], "give it --out"),
     (["--only", "memory", "--out", "x", "--backlog-writes", "5"], "apply to foreground_impact only"),
     (["--only", "foreground_impact,memory", "--out", "x", "--phase", "steady"], "apply to foreground_impact only"),
     (["--only", "foreground_impact", "--out", "x", "--variant", "300"], "--variant '300': expected one of"),
