@@ -82,8 +82,8 @@ from .intensity import paced_batch_cap
 
 DEFAULT_SWEEP_LATENCY_TARGET = 0.0
 """Default of ``sweep_latency_target``: off, so the default pace is the fixed rate of
-``sweep_max_entries_per_second`` (issue 31 item 4: of the configurations measured side by side, this controller
-let the application's p99 rise most, bench/results/foreground_impact.json; docs/INTENSITY.md)."""
+``sweep_max_entries_per_second`` (issue 31 item 4: of the configurations measured side by side, the fixed 250
+entries/s was the gentlest on a busy store and this controller among the harshest; docs/INTENSITY.md)."""
 ADAPTIVE_LATENCY_TARGET = 1.5
 """The ``sweep_latency_target`` that turns the adaptive pace on as measured (the benchmark's ``adaptive`` and
 ``application`` variants): the sweep's request latencies may rise to 1.5x their baseline."""
