@@ -473,10 +473,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                     if variant != NO_SWEEP:
                         sweepers = [Sweeper(url, variant, T, placement, batch_limit, shard=k,  # connect while it loads
                                             cores=P.SWEEPER_CPU_CORES / sweep_tasks) for k in range(sweep_tasks)]
-                        placed[placement] = {**{k: v for k, v in sweepers[0].placement.items() if k != "cgroup"},
-                                             "sweep_processes": sweep_tasks}
-                        if sweepers[0].placement["sweeper_cpu_cores"] is not None:
-                            placed[placement]["sweeper_cpu_cores"] = sum(s.placement["sweeper_cpu_cores"] for s in sweepers)
+                        placed[placement] = P.window_record([s.placement for s in sweepers])
                         need = int(min(shape["max_backlog"] * sweep_tasks, max(
                             backlog_writes, _expected_rate(variant, calibration_rate) * sweep_tasks * T * BACKLOG_MARGIN)))
                         with C.timed(rec, "load_seconds"):

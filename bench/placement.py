@@ -69,6 +69,16 @@ def confine(pid: int, placement: str, *, cores: float = SWEEPER_CPU_CORES) -> di
     return {"placement": CONFINED, "method": f"taskset: core {last} only (no writable cgroup)", "sweeper_cpu_cores": 1.0}
 
 
+def window_record(records: list[dict]) -> dict:
+    """The record of one window's sweep processes (from :func:`confine`, one each): the first's without its
+    ``cgroup``, with ``sweep_processes`` and their CPU share together - their quotas add up, while ``taskset``
+    puts them all on the same core (so one core) and ``shared`` bounds none."""
+    first = {k: v for k, v in records[0].items() if k != "cgroup"}
+    if first["sweeper_cpu_cores"] is not None and str(first["method"]).startswith("cgroup"):
+        first["sweeper_cpu_cores"] = sum(r["sweeper_cpu_cores"] for r in records)
+    return {**first, "sweep_processes": len(records)}
+
+
 def _rmdir(group: Path) -> None:
     try:
         group.rmdir()
@@ -82,4 +92,4 @@ def release(record: dict) -> None:
         _rmdir(Path(record["cgroup"]))
 
 
-__all__ = ["CONFINED", "PLACEMENTS", "SHARED", "SWEEPER_CPU_CORES", "confine", "release"]
+__all__ = ["CONFINED", "PLACEMENTS", "SHARED", "SWEEPER_CPU_CORES", "confine", "release", "window_record"]

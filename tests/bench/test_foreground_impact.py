@@ -4,6 +4,7 @@ child process."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -196,10 +197,19 @@ def test_the_sweep_processes_of_one_window_combine_into_what_the_store_met():
     assert both["shard"] == [0, 1] and (both["started"], both["ended"]) == (10.0, 84.0)
     assert both["entries_read"] == 35_500 and both["iterations"] == 74 + 68 and both["pace_entries_per_second"] == 500.0
     assert both["status"] == "window_over" and both["pace_reason"] == "fixed 0" and both["seconds_paced"] == 74.0
-    assert F.combined([_child(0, "caught_up", 0, 1, 5, None), _child(1, "caught_up", 0, 2, 5, 250.0)]) | {} == {
-        **F.combined([_child(0, "caught_up", 0, 1, 5, None), _child(1, "caught_up", 0, 2, 5, 250.0)]),
-        "status": "caught_up", "pace_entries_per_second": None}
+    unknown_pace = F.combined([_child(0, "caught_up", 0, 1, 5, None), _child(1, "caught_up", 0, 2, 5, 250.0)])
+    assert unknown_pace["status"] == "caught_up" and unknown_pace["pace_entries_per_second"] is None
     assert F.combined([one, _child(1, "failed", 10.2, 11.0, 0, 250.0)])["status"] == "failed"
+
+
+def test_a_windows_sweep_processes_share_the_confined_cpu():
+    quota = {"placement": P.CONFINED, "method": "cgroup v2 cpu.max 25000 100000", "sweeper_cpu_cores": 0.25}
+    both = P.window_record([{**quota, "cgroup": "/a"}, {**quota, "cgroup": "/b"}])
+    assert both == {**quota, "sweeper_cpu_cores": 0.5, "sweep_processes": 2}  # two quotas add up
+    pinned = {"placement": P.CONFINED, "method": "taskset: core 1 only (no writable cgroup)", "sweeper_cpu_cores": 1.0}
+    assert P.window_record([pinned, pinned])["sweeper_cpu_cores"] == 1.0  # both on the one core
+    shared = P.confine(os.getpid(), P.SHARED)
+    assert P.window_record([shared, shared]) == {**shared, "sweep_processes": 2}
 
 
 def test_the_steady_rate_is_half_the_highest_rate_carried():
