@@ -16,8 +16,9 @@ the :data:`QUIET_LOOKBACK_SECONDS` before it (at most the summaries' TTL) that n
 (:func:`~airflow_atlas.transactions.latency_table.read_quiet_latency`; the claims are written by every
 targeted run, sweep/pacing/activity.py), nor the :data:`QUIET_AFTERMATH_SECONDS` after one: between scheduled
 runs that is the time since the previous run ended, but its first half minute.
-From 100 transactions on, their p99 is the run's baseline, and the pace profile keeps it (a moving minimum) for
-runs that find too few. A read that fails raises; the sweeper logs it and keeps its ceiling.
+From 100 transactions on, they give the run's baseline (the median p99 of their stretches of 100:
+:func:`~airflow_atlas.sweep.pacing.application.baseline_of`), and the pace profile keeps it (a moving minimum)
+for runs that find too few. A read that fails raises; the sweeper logs it and keeps its ceiling.
 """
 from __future__ import annotations
 
@@ -85,8 +86,9 @@ class StoreApplicationLatency:
                                          kinds=TRANSACTION_KINDS)
         return LatencyHistogram.pooled(found.values())
 
-    def quiet(self) -> LatencyHistogram:
-        """The application's transactions before this run where no sweep ran (see the module doc)."""
+    def quiet(self) -> list[LatencyHistogram]:
+        """The application's transactions before this run where no sweep ran, a summary each in the order they
+        ended (see the module doc)."""
         until = self._run_start
         return read_quiet_latency(self._kvs, max(0.0, until - self._lookback), until,
                                   QUIET_PERIOD_INTERVALS * self._interval, kinds=TRANSACTION_KINDS,

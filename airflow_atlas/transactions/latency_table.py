@@ -15,8 +15,8 @@ Layout (a WALLCLOCK table, every cell written with a short TTL, ``app_latency_tt
 * row ``sweeping/<minute>`` - the **sweep marks**: a sweep run claims ``[start, until]`` (column
   ``fixed_long(start_ms) + holder``, value ``fixed_long(until_ms)``) when it starts, again before its claim
   runs out, and ends it at its last moment (:class:`~airflow_atlas.sweep.pacing.activity.SweepActivity`); a
-  claim spans at most :data:`MAX_MARK_SECONDS`. :func:`read_quiet_latency` pools the summaries no claim
-  overlaps: the application's latency where no sweep ran, its baseline.
+  claim spans at most :data:`MAX_MARK_SECONDS`. :func:`read_quiet_latency` returns the summaries no claim
+  overlaps, in the order they ended: the application's latency where no sweep ran, its baseline.
 
 A summary belongs to the window ``(since, until]`` that holds its end: periods are about one publication
 interval long, so a window's edges are that precise. Writes are plain upserts with a TTL and never
@@ -106,9 +106,11 @@ def read_sweep_marks(kvs: KeyValueService, since: float, until: float) -> list[t
 
 
 def read_quiet_latency(kvs: KeyValueService, since: float, until: float, period_seconds: float,
-                       kinds: Iterable[str] = ("commit", "abort"), aftermath_seconds: float = 0.0) -> LatencyHistogram:
-    """The application's latency in ``(since, until]`` where no sweep ran, pooled over clients and ``kinds``:
-    the summaries whose span overlaps no sweep claim (:func:`read_sweep_marks`). A summary's span reaches back
+                       kinds: Iterable[str] = ("commit", "abort"), aftermath_seconds: float = 0.0
+                       ) -> list[LatencyHistogram]:
+    """The application's latency in ``(since, until]`` where no sweep ran: the summaries (every client's, of
+    ``kinds``) whose span overlaps no sweep claim (:func:`read_sweep_marks`), in the order they ended (a reader
+    can tell a stretch of them from another: sweep/pacing/application.py's baseline). A summary's span reaches back
     from its end over ``period_seconds`` (at least the clients' publication interval) plus its slowest
     transaction (its bucket's bound, at most :data:`LONGEST_SPAN_SECONDS`): a transaction is recorded when it
     ends, so one that ended after a claim may have waited through that sweep (an open-loop application's
@@ -121,15 +123,16 @@ def read_quiet_latency(kvs: KeyValueService, since: float, until: float, period_
     if not 0 <= aftermath_seconds <= MAX_MARK_SECONDS:
         raise InvalidInputError(f"a sweep's aftermath spans 0 to {MAX_MARK_SECONDS:.0f} s, got {aftermath_seconds!r}")
     marks = read_sweep_marks(kvs, max(0.0, since - period_seconds - LONGEST_SPAN_SECONDS - aftermath_seconds), until)
-    out = LatencyHistogram()
+    out: list[tuple[float, LatencyHistogram]] = []
     for kind in kinds:
         for end, histogram in _summaries(kvs, kind, since, until):
             if not histogram.count:
                 continue
             reach = period_seconds + min(histogram.quantile(1.0), LONGEST_SPAN_SECONDS)
             if not any(start <= end and claim_end + aftermath_seconds >= end - reach for start, claim_end in marks):
-                out.merge(histogram)
-    return out
+                out.append((end, histogram))
+    out.sort(key=lambda found: found[0])
+    return [histogram for _end, histogram in out]
 
 
 def _check_kinds(kinds: Iterable[str]) -> tuple[str, ...]:

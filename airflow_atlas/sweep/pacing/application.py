@@ -11,10 +11,17 @@ Inputs (from an :class:`ApplicationLatencySource`, called by the sweeper once pe
 
 * ``since_last_call()``: a :class:`~airflow_atlas.transactions.histogram.LatencyHistogram` of the application's
   transactions observed since the previous call, pooled over its clients (empty when there were none);
-* ``quiet()``: a histogram of the application's transactions in windows where no sweep ran (between runs,
-  at night), or None. Its p99, from :data:`MIN_TRANSACTIONS` transactions on, is the **baseline**. Without
-  one, the store's pace profile's baseline (learned by an earlier run, below) is used; without that either,
-  the run **learns** it (state ``learning``).
+* ``quiet()``: the application's transactions in windows where no sweep ran (between runs, at night), a
+  histogram per published summary in the order they ended, or None. From :data:`MIN_TRANSACTIONS`
+  transactions on they give the **baseline** (:func:`baseline_of`): consecutive summaries are pooled into
+  stretches of at least :data:`MIN_TRANSACTIONS` - the size of a decision's pool, so the baseline is the same
+  statistic as what is compared with it - and the baseline is the median of the stretches' p99s. Not the p99
+  of all of them pooled: a minute of overload without any sweep (a batch job, a node's pause; the benchmark's
+  capacity probe) is more than 1% of ten quiet minutes, and its latency became the pooled p99 (5.5 s against
+  the 30-47 ms of the application without sweep in a focused run of 2026-11-30, bench/ANALYSIS.md), so the
+  controller never backed off for the TTL of the summaries. Without a baseline, the store's pace profile's
+  (learned by an earlier run, below) is used; without that either, the run **learns** it (state
+  ``learning``).
 
 The effective pace is the lowest of the own-latency controller's pace, this controller's ceiling and the
 node-pressure guard's (:mod:`.pressure`, fed with the nodes' readings by :meth:`ApplicationPaceController.feed`;
@@ -58,6 +65,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -116,8 +124,9 @@ class ApplicationLatencySource(Protocol):
     def since_last_call(self) -> LatencyHistogram:
         """The application's transactions observed since the previous call, pooled over its clients (empty: none)."""
 
-    def quiet(self) -> LatencyHistogram | None:
-        """The application's transactions in windows where no sweep ran (None: not known)."""
+    def quiet(self) -> Sequence[LatencyHistogram] | None:
+        """The application's transactions in windows where no sweep ran, a histogram per published summary in
+        the order they ended (None: not known)."""
 
     def recent(self) -> LatencyHistogram | None:
         """The application's transactions of the :data:`IDLE_SECONDS` (at least two publication intervals)
@@ -147,7 +156,7 @@ class GuardedSource:
     def since_last_call(self) -> LatencyHistogram | None:
         return self._read(self._source.since_last_call, "transactions")
 
-    def quiet(self) -> LatencyHistogram | None:
+    def quiet(self) -> Sequence[LatencyHistogram] | None:
         return self._read(self._source.quiet, "quiet windows")
 
     def recent(self) -> LatencyHistogram | None:
@@ -187,11 +196,28 @@ def merge_application(stored: ApplicationPace, kept: ApplicationPace) -> Applica
     return ApplicationPace(baseline_p99_seconds=baseline, end_entries_per_second=end)
 
 
-def baseline_of(quiet: LatencyHistogram | None) -> float | None:
-    """The baseline a histogram of quiet windows gives: its p99 from :data:`MIN_TRANSACTIONS` on, else None."""
-    if quiet is None or quiet.count < MIN_TRANSACTIONS:
-        return None
-    return quiet.quantile(0.99)
+def quiet_stretches(quiet: Sequence[LatencyHistogram]) -> list[LatencyHistogram]:
+    """Consecutive histograms of ``quiet`` (in the order they ended) pooled into stretches of at least
+    :data:`MIN_TRANSACTIONS` transactions; a shorter rest joins the last stretch ([] under
+    :data:`MIN_TRANSACTIONS` in all)."""
+    stretches: list[LatencyHistogram] = []
+    current = LatencyHistogram()
+    for histogram in quiet:
+        current.merge(histogram)
+        if current.count >= MIN_TRANSACTIONS:
+            stretches.append(current)
+            current = LatencyHistogram()
+    if current.count and stretches:
+        stretches[-1].merge(current)
+    return stretches
+
+
+def baseline_of(quiet: Sequence[LatencyHistogram] | None) -> float | None:
+    """The baseline that quiet windows (histograms in the order they ended) give: the median p99 of their
+    :func:`quiet_stretches` (the lower of the middle two), None under :data:`MIN_TRANSACTIONS` transactions in
+    all (see the module doc: why not the pooled p99)."""
+    p99s = sorted(stretch.quantile(0.99) for stretch in quiet_stretches(quiet or ()))
+    return p99s[(len(p99s) - 1) // 2] if p99s else None
 
 
 class ApplicationPaceController:
@@ -199,14 +225,14 @@ class ApplicationPaceController:
 
     :param latency_target: allowed ratio of the application's p99 to its baseline (> 1: ``sweep_latency_target``).
     :param now: the run's start on the caller's monotonic clock.
-    :param quiet: the source's histogram of quiet windows (its p99 is the baseline from 100 transactions on).
+    :param quiet: the source's histograms of quiet windows, in the order they ended (:func:`baseline_of`).
     :param stored: what an earlier run kept (its learned baseline, used without ``quiet``; its end pace, this
         run's starting ceiling).
     :param recent: the source's histogram of the :data:`IDLE_SECONDS` before the run: empty, the application is
         idle and the run starts free, not at the stored end pace (None: not known, the end pace holds).
     """
 
-    def __init__(self, latency_target: float, *, now: float, quiet: LatencyHistogram | None = None,
+    def __init__(self, latency_target: float, *, now: float, quiet: Sequence[LatencyHistogram] | None = None,
                  stored: ApplicationPace | None = None, recent: LatencyHistogram | None = None):
         self.latency_target = check_float(latency_target, "latency_target", 1.0, MAX_SWEEP_LATENCY_TARGET)
         stored = stored or ApplicationPace()
@@ -385,4 +411,5 @@ __all__ = [
     "ApplicationPaceController",
     "baseline_of",
     "merge_application",
+    "quiet_stretches",
 ]

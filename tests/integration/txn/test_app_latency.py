@@ -161,7 +161,7 @@ def test_the_pace_controllers_source_reads_once_per_interval_and_only_what_is_ne
     assert seen.count == 2  # commit + abort of c1; its reads and the summary before the run are left out
     now[0] += 1.0
     assert source.since_last_call().count == 0  # read once
-    assert source.quiet().count == 1  # before the run, no sweep claim: the commit of "before-the-run"
+    assert [h.count for h in source.quiet()] == [1]  # before the run, no sweep claim: the commit of "before-the-run"
 
 
 def test_the_source_tells_whether_the_application_was_busy_just_before_the_run(kvs):
@@ -203,15 +203,18 @@ def test_quiet_windows_leave_out_the_summaries_a_sweep_claim_overlaps(kvs):
     assert read_sweep_marks(kvs, base - 200, base) == [(base - 65, base - 35)]
     assert read_sweep_marks(kvs, base - 34, base) == []  # a claim that ended before the window
     # (-64: inside; -34: its period (-36, -34] reaches the claim's end; -31 and earlier/later: quiet; reads never)
-    assert read_quiet_latency(kvs, base - 200, base, 2.0).count == 1 + 8 + 16 + 32
-    assert read_quiet_latency(kvs, base - 50, base, 2.0).count == 8 + 16 + 32  # the claim began before the window
-    assert read_quiet_latency(kvs, base - 200, base, 10.0).count == 1 + 16 + 32  # longer periods: -31 overlaps too
+    def counts(found: list[LatencyHistogram]) -> list[int]:
+        return [h.count for h in found]  # a summary each, in the order they ended
+
+    assert counts(read_quiet_latency(kvs, base - 200, base, 2.0)) == [1, 8, 16, 32]
+    assert counts(read_quiet_latency(kvs, base - 50, base, 2.0)) == [8, 16, 32]  # the claim began before the window
+    assert counts(read_quiet_latency(kvs, base - 200, base, 10.0)) == [1, 16, 32]  # longer periods: -31 overlaps too
     # the claim's aftermath of 30 s reaches -5: -31 and -10 are not quiet, -2 (period (-4, -2]) is
-    assert read_quiet_latency(kvs, base - 200, base, 2.0, aftermath_seconds=30.0).count == 1 + 32
+    assert counts(read_quiet_latency(kvs, base - 200, base, 2.0, aftermath_seconds=30.0)) == [1, 32]
     source = StoreApplicationLatency(kvs, 1.0, 600, clock=lambda: base + READ_LAG_SECONDS)
-    assert source.quiet().count == 1 + 32  # the source: the lookback before the run, 2 intervals a period, 30 s after
+    assert counts(source.quiet()) == [1, 32]  # the source: the lookback before the run, 2 intervals a period, 30 s after
     short = StoreApplicationLatency(kvs, 1.0, 50, clock=lambda: base + READ_LAG_SECONDS)
-    assert short.quiet().count == 32  # the lookback is at most the summaries' TTL: -100 is left out
+    assert counts(short.quiet()) == [32]  # the lookback is at most the summaries' TTL: -100 is left out
 
 
 def test_a_slow_transaction_ended_after_a_claim_is_not_quiet(kvs):
@@ -234,4 +237,4 @@ def test_a_slow_transaction_ended_after_a_claim_is_not_quiet(kvs):
     write_summaries(kvs, "slow", base - 20, {"commit": hist(20.0)}, 600)  # began at -40: inside the claim
     write_summaries(kvs, "fast", base - 20, {"commit": hist(0.004, 3)}, 600)  # (-22, -20]: after it
     write_summaries(kvs, "late", base - 1, {"commit": hist(20.0, 5)}, 600)  # began at -21: after it
-    assert read_quiet_latency(kvs, base - 25, base, 2.0).count == 3 + 5
+    assert [h.count for h in read_quiet_latency(kvs, base - 25, base, 2.0)] == [3, 5]  # in the order they ended

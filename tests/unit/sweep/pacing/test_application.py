@@ -2,6 +2,8 @@
 application's transactions, entries and times (pure: no store, no clock, no sleep)."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pytest
 
 from airflow_atlas.errors import InvalidInputError
@@ -20,6 +22,7 @@ from airflow_atlas.sweep.pacing.application import (
     ApplicationPaceController,
     baseline_of,
     merge_application,
+    quiet_stretches,
 )
 from airflow_atlas.transactions.histogram import LatencyHistogram
 
@@ -52,7 +55,7 @@ FAST = 11 * MS
 class Drive:
     """Feeds a controller: each :meth:`feed` ``seconds`` later, with ``entries`` swept at ``rate`` entries/s."""
 
-    def __init__(self, *, quiet: LatencyHistogram | None = QUIET, stored: ApplicationPace | None = None,
+    def __init__(self, *, quiet: Sequence[LatencyHistogram] | None = (QUIET,), stored: ApplicationPace | None = None,
                  target: float = 1.5, recent: LatencyHistogram | None = None) -> None:
         self.now = 0.0
         self.c = ApplicationPaceController(target, now=self.now, quiet=quiet, stored=stored, recent=recent)
@@ -195,12 +198,34 @@ def test_a_run_after_an_idle_application_starts_free_not_at_the_previous_end_pac
 
 def test_the_baseline_is_the_quiet_windows_p99_else_the_stored_one():
     assert baseline_of(None) is None
-    assert baseline_of(hist(MIN_TRANSACTIONS - 1, QUIET_P99)) is None  # too few to mean a p99
-    assert baseline_of(QUIET) == BASE
+    assert baseline_of([hist(MIN_TRANSACTIONS - 1, QUIET_P99)]) is None  # too few to mean a p99
+    assert baseline_of([hist(MIN_TRANSACTIONS // 2, QUIET_P99)] * 2) == BASE  # summaries pool into a stretch
+    assert baseline_of([QUIET]) == BASE
     stored = ApplicationPace(baseline_p99_seconds=0.020)
-    assert Drive(quiet=QUIET, stored=stored).c.baseline == BASE
-    assert Drive(quiet=hist(10, QUIET_P99), stored=stored).c.baseline == 0.020
+    assert Drive(quiet=[QUIET], stored=stored).c.baseline == BASE
+    assert Drive(quiet=[hist(10, QUIET_P99)], stored=stored).c.baseline == 0.020
     assert Drive(quiet=None, stored=stored).c.baseline == 0.020
+
+
+def test_quiet_summaries_pool_into_stretches_of_a_decisions_size_in_the_order_they_ended():
+    tens = [hist(10, QUIET_P99) for _ in range(25)]
+    assert [s.count for s in quiet_stretches(tens)] == [MIN_TRANSACTIONS, MIN_TRANSACTIONS + 50]  # the rest joins
+    assert quiet_stretches(tens[:9]) == []
+    assert [s.count for s in quiet_stretches([hist(250, QUIET_P99), hist(3, SLOW)])] == [253]
+
+
+def test_a_minute_of_overload_without_sweep_does_not_become_the_baseline():
+    """The quiet windows of a focused benchmark run (2026-11-30): the capacity probe's saturated minute, then the
+    application at its own rate. Pooled, the probe's seconds were the p99 (5.5 s: the controller never backed off
+    from the 30-47 ms of the application without sweep); the median of the stretches' p99s is the application's."""
+    overload = [hist(50, 6.0) for _ in range(8)]  # 400 transactions, 4 stretches of seconds
+    quiet = [hist(10, QUIET_P99) for _ in range(80)]  # 800 transactions, 8 stretches of the application's own
+    pooled = LatencyHistogram.pooled(overload + quiet)
+    assert pooled.quantile(0.99) > 5.0  # what the pooled p99 was
+    assert baseline_of(overload + quiet) == BASE
+    assert baseline_of(quiet + overload) == BASE  # wherever the overload was
+    assert baseline_of(overload + quiet[:40]) == BASE  # the lower middle of 4 slow and 4 fast stretches
+    assert baseline_of(overload + quiet[:30]) > 5.0  # overload most of the quiet time: that is the application's
 
 
 def test_without_a_baseline_a_busy_application_is_learned_at_the_minimum_pace():

@@ -43,8 +43,8 @@ class Source:
         out, self.next = self.next, LatencyHistogram()
         return out
 
-    def quiet(self) -> LatencyHistogram:
-        return hist(MIN_TRANSACTIONS, 10 * MS)
+    def quiet(self) -> list[LatencyHistogram]:
+        return [hist(MIN_TRANSACTIONS, 10 * MS)]
 
     def recent(self) -> LatencyHistogram:
         return hist(5, 10 * MS)
