@@ -430,8 +430,11 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
     shape = _shape(quick)
     url = C.cassandra_url(C.new_keyspace_name("fg"))
     store = C.open_store(url, shards=sweep_tasks)  # the foreground's: the application, its latency published
-    # The backlog's and the base's loader: history, not the application the benchmark protects, so it publishes
-    # nothing (its bulk transactions of 500 writes, seconds each, would be the "application's" slowest).
+    # The backlog's and the base's loader, and the capacity probe's foreground: history and calibration, not the
+    # application the benchmark protects, so it publishes nothing (its bulk transactions of 500 writes, seconds
+    # each, would be the "application's" slowest; the probe's rates up to saturation, published, were the
+    # application pace's "quiet" baseline: 205-244 ms in the first repetition of 2026-11-30's full run, against
+    # the 25 ms of no sweep - a window of no sweep is quiet, however loaded, bench/ANALYSIS.md).
     loader = C.open_store(url, shards=sweep_tasks, app_latency_publish=False)
     runs: list[dict] = []
     rng = random.Random(11)
@@ -454,7 +457,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
         C.log(f"{NAME}: calibration {cal['entries_read']:,} entries at {calibration_rate:,.0f}/s (no foreground)")
         probes: dict[int, float | None] = {}
         if not quick:  # the busy phases' rates follow the machine (the quick mode keeps its small fixed ones)
-            probes = probe_capacity(store, fg_cells)
+            probes = probe_capacity(loader, fg_cells)
             shape = with_rates(shape, steady_rate(probes))
             C.log(f"{NAME}: foreground rates {shape['fg_rates']['steady']}/s steady, {shape['fg_rates']['burst']}/s burst")
             C.settle_node(30.0)
