@@ -74,7 +74,7 @@ def window_record(records: list[dict]) -> dict:
     ``cgroup``, with ``sweep_processes`` and their CPU share together - their quotas add up, while ``taskset``
     puts them all on the same core (so one core) and ``shared`` bounds none."""
     first = {k: v for k, v in records[0].items() if k != "cgroup"}
-    if first["sweeper_cpu_cores"] is not None and str(first["method"]).startswith("cgroup"):
+    if records[0].get("cgroup"):  # a quota of its own per process (taskset shares one core, shared bounds none)
         first["sweeper_cpu_cores"] = sum(r["sweeper_cpu_cores"] for r in records)
     return {**first, "sweep_processes": len(records)}
 
