@@ -96,6 +96,13 @@ def _memory_bytes() -> int | None:
         return None
 
 
+def paxos_variant(session) -> str | None:
+    """The node's ``paxos_variant`` (v1 or v2): what the timestamp draws' contention depends on
+    (bench/ANALYSIS.md "Paxos v2")."""
+    row = session.execute("SELECT value FROM system_views.settings WHERE name = 'paxos_variant'").one()
+    return row[0] if row else None
+
+
 def cassandra_facts(session=None) -> dict:
     """Cassandra version (from the node) and heap (nodetool info, else the JVM's -Xmx)."""
     facts: dict = {}
@@ -104,6 +111,10 @@ def cassandra_facts(session=None) -> dict:
             facts["version"] = session.execute("SELECT release_version FROM system.local").one()[0]
         except Exception as exc:
             facts["version_error"] = str(exc)[:200]
+        try:
+            facts["paxos_variant"] = paxos_variant(session)
+        except Exception as exc:
+            facts["paxos_variant_error"] = str(exc)[:200]
     try:
         out = subprocess.run(
             [str(CASSANDRA_SCRIPT), "nodetool", "info"], capture_output=True, text=True, timeout=90

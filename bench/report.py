@@ -121,6 +121,11 @@ def _machine_lines(docs: dict) -> list[str]:
         for name, d in docs.items()
         if d.get("machine", {}).get("cassandra")
     }
+    paxos = {
+        name: d["machine"]["cassandra"]["paxos_variant"]
+        for name, d in docs.items()
+        if d.get("machine", {}).get("cassandra", {}).get("paxos_variant")
+    }
     if len(set(jits.values())) <= 1:
         jit = next(iter(jits.values()), "-")
     else:
@@ -130,6 +135,10 @@ def _machine_lines(docs: dict) -> list[str]:
         f"- Python {m.get('python')}, cassandra-driver {m.get('cassandra_driver')}; Cassandra {cas.get('version', '-')}"
         f" (single local node on the same 2 cores, heap {_f(heap, 0) if heap else '-'} MB, JVM JIT: {jit};"
         " `full` is the JVM's normal tiered compilation, `c1` the quick-start test profile)",
+        "- Cassandra's Paxos variant (the timestamp draws' check-and-set; bench/ANALYSIS.md \"Paxos v2\"): "
+        + (", ".join(f"{name} {v}" for name, v in paxos.items()) or "-")
+        + "; results measured before 2026-11-30 22:00 do not record it (the project's nodes run v2 since b57f329,"
+        " 2026-11-30 17:00, v1 before)",
         "- Every figure is a ratio of two things measured side by side, interleaved, median of >= 3 repetitions;"
         " load averages (1m/5m/15m, before -> after) are listed per benchmark and show any other work on the"
         " machine.",
