@@ -111,32 +111,33 @@ def _task_slowdown_line(d: dict) -> str:
     )
 
 
+def node_fact(docs: dict, key: str, missing: str) -> str:
+    """One fact of the Cassandra node (``machine.cassandra[key]``) over the results that ran on a node: the value
+    when they agree, else each result's own (``missing`` where a result did not record it)."""
+    facts = {
+        name: d["machine"]["cassandra"].get(key, missing)
+        for name, d in docs.items()
+        if d.get("machine", {}).get("cassandra")
+    }
+    if len(set(facts.values())) <= 1:
+        return next(iter(facts.values()), "-")
+    return ", ".join(f"{name}: {value}" for name, value in sorted(facts.items()))
+
+
 def _machine_lines(docs: dict) -> list[str]:
     m = next((d["machine"] for d in docs.values() if d.get("machine", {}).get("cassandra")), None)
     m = m or next((d.get("machine") for d in docs.values() if d.get("machine")), {}) or {}
     cas = m.get("cassandra", {})
     heap = cas.get("heap_mb_max")
-    jits = {
-        name: d["machine"]["cassandra"].get("jit", "c1 (not recorded)")
-        for name, d in docs.items()
-        if d.get("machine", {}).get("cassandra")
-    }
-    paxos = {
-        name: d["machine"]["cassandra"]["paxos_variant"]
-        for name, d in docs.items()
-        if d.get("machine", {}).get("cassandra", {}).get("paxos_variant")
-    }
-    if len(set(jits.values())) <= 1:
-        jit = next(iter(jits.values()), "-")
-    else:
-        jit = ", ".join(f"{name}: {j}" for name, j in sorted(jits.items()))
+    jit = node_fact(docs, "jit", "c1 (not recorded)")
+    paxos = node_fact(docs, "paxos_variant", "not recorded")
     return [
         f"- CPU: {m.get('cpu_model')}, {m.get('cores')} cores; memory {m.get('memory_gib')} GiB; {m.get('platform')}",
         f"- Python {m.get('python')}, cassandra-driver {m.get('cassandra_driver')}; Cassandra {cas.get('version', '-')}"
         f" (single local node on the same 2 cores, heap {_f(heap, 0) if heap else '-'} MB, JVM JIT: {jit};"
         " `full` is the JVM's normal tiered compilation, `c1` the quick-start test profile)",
         "- Cassandra's Paxos variant (the timestamp draws' check-and-set; bench/ANALYSIS.md \"Paxos v2\"): "
-        + (", ".join(f"{name} {v}" for name, v in paxos.items()) or "-")
+        + paxos
         + "; results measured before 2026-11-30 22:00 do not record it (the project's nodes run v2 since b57f329,"
         " 2026-11-30 17:00, v1 before)",
         "- Every figure is a ratio of two things measured side by side, interleaved, median of >= 3 repetitions;"

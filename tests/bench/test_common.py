@@ -77,12 +77,8 @@ def test_settle_pressure_reads_the_real_node(cassandra_node):
 
 
 @pytest.mark.cassandra
-def test_the_node_variant_of_paxos_is_recorded(cassandra_node):
+def test_the_node_variant_of_paxos_is_recorded(cassandra_session):
     """Every result records the node's Paxos variant (machine.cassandra.paxos_variant): the project's nodes run
     v2 (scripts/cassandra/conf/cassandra.yaml), and a run on v1 measures a different default."""
-    host, port = cassandra_node
-    store = C.open_store(C.cassandra_url(C.new_keyspace_name("paxos"), host=f"{host}:{port}"))
-    try:
-        assert C.paxos_variant(store.kvs.session) == "v2"
-    finally:
-        C.drop_store(store)
+    assert C.paxos_variant(cassandra_session) == "v2"
+    assert C.cassandra_facts(cassandra_session)["paxos_variant"] == "v2"
