@@ -25,6 +25,7 @@ from .settings_model import (
     Int,
     Nullable,
     Requires,
+    TextList,
     check_value,
     known_names,
     parse_value,
@@ -35,6 +36,7 @@ from .sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATEN
 from .sweep.pacing.application import DEFAULT_PACE_SIGNAL, PACE_SIGNALS
 from .sweep.pacing.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
 from .sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
+from .timestamps.addresses import parse_address
 
 DAY = 86_400
 """Seconds per day: the upper bound of the lease and wait settings."""
@@ -66,6 +68,17 @@ class Level(Choice):
                     f"{exc} (Cassandra rejects EACH_QUORUM for lightweight transactions with SimpleStrategy)"
                 ) from None
             raise
+
+
+@dataclass(frozen=True)
+class Addresses(TextList):
+    """Timestamp server addresses, ``host[:port]`` each (a JSON list, or comma-separated text)."""
+
+    def check(self, value: Any) -> tuple:
+        return tuple(parse_address(v) for v in super().check(value))
+
+    def describe(self) -> str:
+        return "list of host[:port]"
 
 
 @dataclass(frozen=True)
@@ -137,6 +150,21 @@ class StoreConfig:
         600, Int(10, 7 * DAY),
         "TTL of the published application latency summaries (readers see at most this far back)",
         read="store.py -> transactions/latency_publisher.py",
+    )
+    # ----- timestamps ------------------------------------------------------------------------------------
+    timestamp_servers: tuple = setting(
+        (), Addresses(),
+        "the timestamp server instances of a Cassandra store (docs/RUNBOOK.md, \"The timestamp server\"): `init` "
+        "of a store adopts it (its timestamps then come only from a server); a client tries these besides the "
+        "leader the store's record names. Empty: a store already adopted is served by the leader it records; "
+        "a store not adopted draws from its own cell. The embedded store ignores it",
+        read="store.py (timestamps, initialize) -> timestamps/source.py",
+    )
+    timestamp_retry_seconds: float = setting(
+        20.0, Float(1, 600),
+        "how long a draw of a served store keeps trying the servers (across a takeover) before it fails with "
+        "an error naming them",
+        read="store.py -> timestamps/client.py",
     )
     # ----- sweep ----------------------------------------------------------------------------------------
     unreadable_window_seconds: float = setting(

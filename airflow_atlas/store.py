@@ -19,6 +19,7 @@ from .kvs.tables import SweepStrategy, TableMetadata, WriteMode, validate_table_
 
 if TYPE_CHECKING:
     from .kvs.address import StoreAddress
+    from .timestamps import TimestampSource
 
 
 class AtlasStore:
@@ -65,10 +66,11 @@ class AtlasStore:
 
     # ----- components (built lazily, once) ---------------------------------------------------------
     @cached_property
-    def timestamps(self):
-        from .timestamps import TimestampService
+    def timestamps(self) -> TimestampSource:
+        """Every timestamp of the store: its timestamp server once adopted (Cassandra), else its cell."""
+        from .timestamps import open_timestamps
 
-        return TimestampService(self.kvs)
+        return open_timestamps(self.kvs, self.config.timestamp_servers, self.config.timestamp_retry_seconds)
 
     @cached_property
     def locks(self):
@@ -215,6 +217,10 @@ class AtlasStore:
         if "transactions_schema_version" not in self.__dict__:
             self.__dict__["transactions_schema_version"] = version
         self.timestamps.ensure_tables()
+        if self.config.timestamp_servers and self.kvs.backend == "cassandra":
+            from .timestamps.record import adopt
+
+            adopt(self.kvs)  # from now on only a timestamp server hands out this store's timestamps
         self.locks.ensure_tables()
         self.transaction_service.ensure_tables()
         self.registry.ensure_tables()

@@ -1,6 +1,6 @@
 """``atlas-sweep``: operate an Atlas store from a shell (docs/CLI.md).
 
-Subcommands: ``init``, ``workload``, ``status``, ``metrics``, ``sweep``, ``verify``, ``shards``, ``grants`` (``atlas-sweep COMMAND
+Subcommands: ``init``, ``workload``, ``status``, ``metrics``, ``sweep``, ``verify``, ``shards``, ``grants``, ``timestamps`` (``atlas-sweep COMMAND
 --help`` for each), one module each; :mod:`.output` holds what they share (exit codes, JSON, tables, the
 progress bar), :mod:`.args` the parser, :mod:`.store` the opening of the store (nothing is written unless
 the command is ``init``). The store is chosen by ``--store URL``, by ``--conn-id ID`` (an Airflow
@@ -43,6 +43,7 @@ from .shards import cmd_shards
 from .status import cmd_status, render_status
 from .store import StoreHandle, chosen_url, open_store
 from .sweep import cmd_sweep
+from .timestamps import cmd_timestamps
 from .verify import cmd_verify
 from .workload import cmd_workload
 
@@ -56,6 +57,7 @@ COMMANDS = {
     "shards": (cmd_shards, True),
     "grants": (cmd_grants, True),
     "metrics": (cmd_metrics, True),
+    "timestamps": (cmd_timestamps, True),
 }
 
 

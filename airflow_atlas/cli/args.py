@@ -12,6 +12,8 @@ from ..kvs.url import STORE_URL_ENV
 from ..status.metrics import SCRAPE_BACKLOG_CAP, SCRAPE_HISTORY_LIMIT, SCRAPE_TIMEOUT_SECONDS
 from ..sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
 from ..sweep.queue.reader import DEFAULT_COUNT_CAP
+from ..timestamps.addresses import DEFAULT_PORT
+from ..timestamps.lease import DEFAULT_LEASE_SECONDS
 from .metrics import DEFAULT_LISTEN
 from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 
@@ -243,7 +245,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password-file", metavar="FILE", default=None,
                    help="with --apply: create the role (LOGIN) if it does not exist, with the password on the "
                         "first line of FILE (mode 0600)")
+    p = add("timestamps", "run a timestamp server, adopt a store, or show who serves it",
+            "serve: run a timestamp server instance for the store (Cassandra) until SIGTERM/SIGINT; run two or "
+            "more for availability (one leads, the others take over within seconds). adopt: move the store's "
+            "timestamps from its cell to a timestamp server, one-way (docs/RUNBOOK.md, \"The timestamp server\"). "
+            "status: the store's record and each instance's state.")
+    p.add_argument("action", choices=("serve", "adopt", "status"))
+    p.add_argument("--listen", type=_server_address, default=f"127.0.0.1:{DEFAULT_PORT}", metavar="HOST:PORT",
+                   help=f"serve: the address to listen on (default 127.0.0.1:{DEFAULT_PORT}; port 0 picks one)")
+    p.add_argument("--advertise", type=_server_address, default=None, metavar="HOST:PORT",
+                   help="serve: the address clients reach this instance at, recorded in the store (default --listen)")
+    p.add_argument("--lease-seconds", type=_float_where(lambda v: 0.5 <= v <= 60, "must be 0.5..60"),
+                   default=DEFAULT_LEASE_SECONDS, metavar="SECONDS",
+                   help=f"serve: leadership lease (default {DEFAULT_LEASE_SECONDS:g}; a standby takes over about "
+                        "1.2 leases after the leader's last renewal)")
     return parser
+
+
+def _server_address(text: str) -> str:
+    from ..timestamps.addresses import parse_address
+
+    try:
+        return parse_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _listen(text: str) -> tuple[str, int]:

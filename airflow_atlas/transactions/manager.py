@@ -39,7 +39,7 @@ from ..errors import (
 from ..kvs.api import MAX_VALUE_BYTES, KeyValueService
 from ..kvs.tables import TableMetadata, validate_table_name
 from ..sweep.queue.write_info import ScrubQueueHook, SweepQueueHook
-from ..timestamps import TimestampService
+from ..timestamps import TimestampService, TimestampSource
 from .encoding import ABORTED
 from .keeper import RegistrationKeeper
 from .latency_publisher import LatencyPublication, LatencyPublisher
@@ -104,7 +104,7 @@ class TransactionManager:
     def __init__(
         self,
         kvs: KeyValueService,
-        timestamps: TimestampService,
+        timestamps: TimestampSource,
         transaction_service: TransactionService,
         registry: OpenTransactionRegistry,
         punch: PunchTable,

@@ -1,4 +1,8 @@
-"""The timestamp service: strictly increasing Atlas timestamps shared by every process and machine.
+"""The cell timestamp service: strictly increasing Atlas timestamps drawn from the store itself.
+
+This is how the embedded store (one machine) issues timestamps, and how a Cassandra store did before it was
+adopted by a timestamp server (:mod:`.record`, :mod:`.server`); on an adopted store it refuses to draw
+(:class:`~.record.StoreServedByServerError`).
 
 One cell of the LWT table ``_timestamp`` holds the highest timestamp ever issued (an 8-byte ``fixed_long``;
 absent = nothing issued yet, so the first timestamp is 1). A draw of ``n`` timestamps is one linearizable
@@ -16,17 +20,13 @@ from __future__ import annotations
 import random
 import time
 
-from .encoding import LONG_MAX, fixed_long, from_fixed_long
-from .errors import AtlasError, StoreUnavailableError
-from .kvs.api import Cell, KeyValueService
-from .kvs.tables import SweepStrategy, TableMetadata, WriteMode
-from .validation import check_int
+from ..encoding import LONG_MAX, fixed_long, from_fixed_long
+from ..errors import AtlasError, StoreUnavailableError
+from ..kvs.api import KeyValueService
+from ..validation import check_int
+from .record import BOUND_CELL, TIMESTAMP_TABLE, TIMESTAMP_TABLE_METADATA, StoreServedByServerError, marker_bound
 
-TIMESTAMP_TABLE = "_timestamp"
-_BOUND_CELL = Cell(b"ts", b"upper")
 _MAX_STORE_ERRORS = 3
-
-TIMESTAMP_TABLE_METADATA = TableMetadata(strategy=SweepStrategy.NOTHING, write_mode=WriteMode.LWT)
 
 
 class TimestampService:
@@ -64,12 +64,12 @@ class TimestampService:
         store_errors = 0
         for attempt in range(self._max_attempts):
             try:
-                current = self._kvs.get_lwt(TIMESTAMP_TABLE, [_BOUND_CELL], serial=True).get(_BOUND_CELL)
-                issued = 0 if current is None else from_fixed_long(current)
+                current = self._kvs.get_lwt(TIMESTAMP_TABLE, [BOUND_CELL], serial=True).get(BOUND_CELL)
+                issued = self._issued(current)
                 if issued > LONG_MAX - n:
                     raise AtlasError(f"the timestamp space is exhausted (issued up to {issued})")
                 upper = issued + n
-                if self._kvs.check_and_set(TIMESTAMP_TABLE, _BOUND_CELL, current, fixed_long(upper)):
+                if self._kvs.check_and_set(TIMESTAMP_TABLE, BOUND_CELL, current, fixed_long(upper)):
                     return range(issued + 1, upper + 1)
             except StoreUnavailableError:
                 # e.g. a Paxos timeout under contention. Retrying is safe: a block is only handed out after a
@@ -87,5 +87,13 @@ class TimestampService:
         """The highest timestamp issued so far (0 when none); a linearizable read, issues nothing.
         ``serial=False``: a plain read, no Paxos - it may miss a block being reserved right now (a read-only
         report's fallback when Paxos fails)."""
-        current = self._kvs.get_lwt(TIMESTAMP_TABLE, [_BOUND_CELL], serial=serial).get(_BOUND_CELL)
+        return self._issued(self._kvs.get_lwt(TIMESTAMP_TABLE, [BOUND_CELL], serial=serial).get(BOUND_CELL))
+
+    def _issued(self, current: bytes | None) -> int:
+        if marker_bound(current) is not None:
+            raise StoreServedByServerError(
+                f"the timestamps of {self._kvs.describe()} are served by a timestamp server (the store was adopted: "
+                "`atlas-sweep timestamps adopt`); this process draws from the store's cell - open the store with "
+                "this release's AtlasStore, which finds the server (docs/RUNBOOK.md, \"The timestamp server\")"
+            )
         return 0 if current is None else from_fixed_long(current)

@@ -1,0 +1,101 @@
+"""``atlas-sweep timestamps serve|adopt|status``: run a timestamp server, move a store to it, look at it.
+
+- ``serve --listen HOST:PORT``: run one instance for the store (and, on request, the other adopted keyspaces
+  of its cluster) until SIGTERM or SIGINT; prints ``serving ... on HOST:PORT`` once it listens.
+- ``adopt``: move a Cassandra store's timestamps from its cell to a timestamp server (one-way; idempotent).
+  A process of the previous release fails on the store from then on instead of drawing a timestamp.
+- ``status``: the store's record (leader, epoch, bound) and what each server instance reports.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+
+from ..errors import InvalidInputError
+from .output import EXIT_OK, EXIT_UNAVAILABLE, emit_json, wants_json
+
+
+def cmd_timestamps(args, h) -> int:
+    kvs = h.store.kvs
+    if kvs.backend != "cassandra":
+        raise InvalidInputError(
+            f"{h.label} is an embedded store: it keeps its timestamps in its own file and needs no timestamp server"
+        )
+    return {"serve": _serve, "adopt": _adopt, "status": _status}[args.action](args, h)
+
+
+def _serve(args, h) -> int:
+    from ..timestamps.server import TimestampServer
+
+    listen = args.listen
+    server = TimestampServer(h.store.kvs, args.advertise or listen, lease_seconds=args.lease_seconds)
+    port = server.start(listen)
+    host = listen.rpartition(":")[0]
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    print(f"serving the timestamps of {h.label} on {host}:{port} as {server.holder}", flush=True)
+    stop.wait()
+    server.stop()
+    print("stopped: leadership released", flush=True)
+    return EXIT_OK
+
+
+def _adopt(args, h) -> int:
+    from ..timestamps.record import adopt
+
+    h.store.timestamps.ensure_tables()
+    bound = adopt(h.store.kvs)
+    result = {"store": h.label, "bound_at_adoption": bound}
+    if wants_json(args):
+        emit_json(result)
+    else:
+        print(f"adopted {h.label}: every timestamp above {bound} comes from a timestamp server; start one with "
+              "`atlas-sweep timestamps serve` (processes of the previous release now fail on this store)")
+    return EXIT_OK
+
+
+def _status(args, h) -> int:
+    import grpc
+
+    from ..timestamps import timestamps_pb2 as pb
+    from ..timestamps.record import is_adopted, read_record
+    from ..timestamps.rpc import TimestampsStub
+
+    kvs = h.store.kvs
+    adopted = is_adopted(kvs)
+    record = read_record(kvs, serial=False)[0] if adopted else None
+    servers = list(dict.fromkeys([*h.store.config.timestamp_servers,
+                                  *([record.leader_address] if record and record.leader else [])]))
+    answers = []
+    for address in servers:
+        channel = grpc.insecure_channel(address)
+        try:
+            reply = TimestampsStub(channel).Describe(pb.DescribeRequest(), timeout=2.0)
+            answers.append({"server": address, "stores": [
+                {"store": s.store, "role": s.role, "epoch": s.epoch, "issued": s.issued, "bound": s.bound,
+                 "leader": s.leader, "lease_remaining_seconds": round(s.lease_remaining_seconds, 3)}
+                for s in reply.stores]})
+        except grpc.RpcError as exc:
+            answers.append({"server": address, "error": f"{exc.code().name} {exc.details()}"})
+        finally:
+            channel.close()
+    result = {"store": h.label, "adopted": adopted,
+              "record": None if record is None else {"epoch": record.epoch, "bound": record.bound,
+                                                     "leader": record.leader_address, "seq": record.seq},
+              "servers": answers}
+    if wants_json(args):
+        emit_json(result)
+    else:
+        if not adopted:
+            print(f"{h.label}: timestamps from the store's cell (not adopted by a timestamp server)")
+        else:
+            r = result["record"]
+            print(f"{h.label}: served; leader {r['leader'] or '(none)'} epoch {r['epoch']} bound {r['bound']}")
+        for a in answers:
+            if "error" in a:
+                print(f"  {a['server']}: unreachable ({a['error']})")
+            for s in a.get("stores", []):
+                print(f"  {a['server']}: {s['store']} {s['role']} epoch {s['epoch']} issued {s['issued']}")
+    reachable = any("error" not in a for a in answers)
+    return EXIT_OK if not adopted or reachable else EXIT_UNAVAILABLE

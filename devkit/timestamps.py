@@ -1,0 +1,175 @@
+"""Timestamp server instances as real processes, for the scripts, the tests and the benchmarks.
+
+:class:`ServerProcess` is one ``atlas-sweep timestamps serve`` process (its own process group, its log in a
+file); :func:`running_servers` starts N of them for one store on loopback ports and stops them on the way out.
+``python -m devkit.timestamps start|stop|status`` (``scripts/timestamps.sh``) keeps instances running for the
+local Cassandra node between commands, with pid files, as ``scripts/cassandra.sh`` keeps the node.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+LOCAL_HOME_STORE = "cassandra://127.0.0.1:9042/atlas_timestamps_home?replication_factor=1"
+"""The store the local instances are started for (they serve every adopted keyspace of the node on request)."""
+LOCAL_PORTS = (9350, 9351)
+START_TIMEOUT = 60.0
+
+
+class ServerProcessError(RuntimeError):
+    """An instance exited or did not listen in time (with its log's tail)."""
+
+
+@dataclass
+class ServerProcess:
+    address: str
+    process: subprocess.Popen
+    log: Path
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no log)"
+
+    def signal(self, sig: int) -> None:
+        try:
+            os.killpg(self.process.pid, sig)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """kill -9, as a crash."""
+        self.signal(signal.SIGKILL)
+        self.process.wait(timeout=10)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process.poll() is None:
+            self.signal(signal.SIGCONT)  # a paused instance cannot handle SIGTERM
+            self.signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+def atlas_command() -> list[str]:
+    return [sys.executable, "-m", "airflow_atlas.cli"]
+
+
+def start_server(store_url: str, address: str, log: Path, *, lease_seconds: float = 2.0,
+                 env: dict[str, str] | None = None) -> ServerProcess:
+    """One instance for ``store_url`` (initialised and adopted) listening on ``address``; returns once it
+    listens. The URL goes through the environment (it may hold a password)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    out = open(log, "ab")
+    process = subprocess.Popen(
+        [*atlas_command(), "timestamps", "serve", "--listen", address, "--lease-seconds", str(lease_seconds)],
+        stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO_ROOT,
+        env={**os.environ, **(env or {}), "ATLAS_STORE_URL": store_url},
+    )
+    out.close()
+    server = ServerProcess(address, process, log)
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise ServerProcessError(f"timestamp server {address} exited with {process.returncode}:\n{server.log_tail()}")
+        if b"serving the timestamps" in log.read_bytes():
+            return server
+        time.sleep(0.1)
+    server.kill()
+    raise ServerProcessError(f"timestamp server {address} did not listen within {START_TIMEOUT:g}s:\n{server.log_tail()}")
+
+
+def prepare_store(store_url: str, servers: Sequence[str]) -> None:
+    """``atlas-sweep init`` of ``store_url`` with ``servers`` as its timestamp servers (adopts it)."""
+    subprocess.run(
+        [*atlas_command(), "init", "--set", f"timestamp_servers={','.join(servers)}"],
+        check=True, capture_output=True, cwd=REPO_ROOT, env={**os.environ, "ATLAS_STORE_URL": store_url},
+    )
+
+
+@contextmanager
+def running_servers(store_url: str, addresses: Sequence[str], log_dir: Path, *, lease_seconds: float = 2.0
+                    ) -> Iterator[list[ServerProcess]]:
+    """``len(addresses)`` instances for ``store_url`` (initialised and adopted here), stopped on exit."""
+    prepare_store(store_url, addresses)
+    servers: list[ServerProcess] = []
+    try:
+        for address in addresses:
+            name = address.replace(":", "_")
+            servers.append(start_server(store_url, address, log_dir / f"timestamps-{name}.log",
+                                        lease_seconds=lease_seconds))
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+# ----- the command line: instances kept running for the local node ------------------------------------------
+def _state_dir() -> Path:
+    return Path(os.environ.get("ATLAS_TIMESTAMPS_DIR", f"{os.environ.get('TMPDIR', '/tmp')}/airflow-atlas-timestamps"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _pids() -> dict[int, int]:
+    found = {}
+    for port in LOCAL_PORTS:
+        path = _state_dir() / f"{port}.pid"
+        if path.exists():
+            pid = int(path.read_text().strip() or 0)
+            if pid and _alive(pid):
+                found[port] = pid
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/timestamps.sh", description=__doc__)
+    parser.add_argument("action", choices=("start", "stop", "status"))
+    args = parser.parse_args(argv)
+    running = _pids()
+    addresses = [f"127.0.0.1:{port}" for port in LOCAL_PORTS]
+    if args.action == "status":
+        for port in LOCAL_PORTS:
+            print(f"[timestamps] 127.0.0.1:{port}: " + (f"running (pid {running[port]})" if port in running else "stopped"))
+        return 0 if len(running) == len(LOCAL_PORTS) else 1
+    if args.action == "stop":
+        for port, pid in running.items():
+            os.killpg(pid, signal.SIGTERM)
+            print(f"[timestamps] stopping 127.0.0.1:{port} (pid {pid})")
+        for pid in running.values():
+            deadline = time.monotonic() + 15
+            while _alive(pid) and time.monotonic() < deadline:
+                time.sleep(0.1)
+        return 0
+    prepare_store(LOCAL_HOME_STORE, addresses)
+    state = _state_dir()
+    state.mkdir(parents=True, exist_ok=True)
+    for port, address in zip(LOCAL_PORTS, addresses, strict=True):
+        if port in running:
+            print(f"[timestamps] {address} already running (pid {running[port]})")
+            continue
+        server = start_server(LOCAL_HOME_STORE, address, state / f"{port}.log")
+        (state / f"{port}.pid").write_text(str(server.process.pid))
+        print(f"[timestamps] {address} serving (pid {server.process.pid}, log {server.log})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
