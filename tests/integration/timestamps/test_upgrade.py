@@ -1,0 +1,226 @@
+"""Upgrade in place (issue 45 item 5): a Cassandra store with history from the previous release is adopted by a
+timestamp server of this release and keeps working; the previous release then refuses the store.
+
+The previous release is commit :data:`PREVIOUS_RELEASE` (the last one before the timestamp server), built once
+into a wheel (cached under ``~/.cache/airflow-atlas/previous-release/<commit>/``) and unpacked into a directory
+that its processes put first on ``PYTHONPATH``: they run this venv's interpreter and dependencies with the old
+``airflow_atlas`` package. Every step goes through the real CLI of one release or the other, as an operator's
+upgrade would.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from airflow_atlas.encoding import from_fixed_long
+from airflow_atlas.kvs import StoreAddress, open_kvs
+from airflow_atlas.kvs.api import KeyValueService
+from airflow_atlas.store import AtlasStore
+from airflow_atlas.timestamps import StoreServedByServerError, TimestampService
+from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker, marker_bound
+from devkit.airflow import free_port
+from devkit.timestamps import start_server
+from tests.conftest import CASSANDRA_HOST, CASSANDRA_PORT, REPO_ROOT
+
+pytestmark = pytest.mark.cassandra
+
+PREVIOUS_RELEASE = "9c35cdc"
+CACHE_DIR = Path.home() / ".cache" / "airflow-atlas" / "previous-release" / PREVIOUS_RELEASE
+BUILD_TIMEOUT = 300.0
+CLI_TIMEOUT = 120.0
+TABLES = ("--table", "t:CONSERVATIVE", "--table", "u:THOROUGH")
+OLD_ERROR = "fixed long needs 8 bytes"
+
+
+def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = CLI_TIMEOUT,
+         input_bytes: bytes | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, cwd=cwd, env=env, timeout=timeout, capture_output=True, input=input_bytes)
+
+
+def _checked(result: subprocess.CompletedProcess, what: str) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, f"{what} exited {result.returncode}:\n{result.stdout!r}\n{result.stderr!r}"
+    return result
+
+
+def _build_isolation_flags() -> list[str]:
+    """``--no-build-isolation`` when this venv can build the project itself (setuptools>=68 and wheel, as
+    pyproject.toml requires); else pip builds in an isolated environment from the index."""
+    if importlib.util.find_spec("wheel") is None or importlib.util.find_spec("setuptools") is None:
+        return []
+    import setuptools
+
+    return ["--no-build-isolation"] if int(setuptools.__version__.split(".")[0]) >= 68 else []
+
+
+def _previous_wheel(scratch: Path) -> Path:
+    """The previous release's wheel: from the cache, else built from ``git archive`` of its commit."""
+    cached = sorted(CACHE_DIR.glob("airflow_atlas-*.whl"))
+    if cached and zipfile.is_zipfile(cached[0]):
+        return cached[0]
+    source, out = scratch / "source", scratch / "wheel"
+    source.mkdir()
+    archive = _checked(_run(["git", "-C", str(REPO_ROOT), "archive", PREVIOUS_RELEASE], cwd=scratch, timeout=60),
+                       f"git archive {PREVIOUS_RELEASE}")
+    _checked(_run(["tar", "-x", "-C", str(source)], cwd=scratch, input_bytes=archive.stdout, timeout=60), "tar -x")
+    # An absolute path: pip reads a bare word as a package name on the index.
+    _checked(_run([sys.executable, "-m", "pip", "wheel", "--no-deps", *_build_isolation_flags(), "-w", str(out),
+                   str(source.resolve())], cwd=scratch, timeout=BUILD_TIMEOUT), "pip wheel")
+    (built,) = out.glob("airflow_atlas-*.whl")
+    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    partial = CACHE_DIR / f".{built.name}.{os.getpid()}"
+    shutil.copyfile(built, partial)
+    os.replace(partial, CACHE_DIR / built.name)  # atomic: a concurrent run sees the whole wheel or none
+    return CACHE_DIR / built.name
+
+
+@pytest.fixture(scope="module")
+def previous_release(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The previous release's packages, unpacked (the ``PYTHONPATH`` of its processes); checked to be what such
+    a process imports: its ``airflow_atlas`` lives there and has the module ``timestamps.py`` (this release
+    has a ``timestamps/`` package instead)."""
+    scratch = tmp_path_factory.mktemp("previous-release")
+    old = scratch / "site"
+    with zipfile.ZipFile(_previous_wheel(scratch)) as wheel:
+        wheel.extractall(old)
+    probe = _checked(_run(
+        [sys.executable, "-c", "import json, airflow_atlas, airflow_atlas.timestamps as t; "
+         "print(json.dumps([airflow_atlas.__file__, t.__file__]))"],
+        cwd=scratch, env=_old_env(old), timeout=60), "the previous release's import probe")
+    package, timestamps = (Path(p) for p in json.loads(probe.stdout))
+    assert package.is_relative_to(old), f"the previous release's process imported {package}, not from {old}"
+    assert timestamps == old / "airflow_atlas" / "timestamps.py", timestamps
+    return old
+
+
+def _old_env(old: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("ATLAS_STORE_URL", "PYTHONPATH")}
+    return {**env, "PYTHONPATH": str(old)}
+
+
+def _new_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "ATLAS_STORE_URL"}
+    return {**env, "PYTHONPATH": str(REPO_ROOT)}
+
+
+@dataclass
+class Release:
+    """The CLI of one release against one store. Its processes run in ``cwd``, outside the repository: ``python
+    -m`` puts the working directory first on ``sys.path``, which would shadow ``PYTHONPATH``."""
+
+    url: str
+    env: dict[str, str]
+    cwd: Path
+
+    def run(self, *args: str) -> subprocess.CompletedProcess:
+        return _run([sys.executable, "-m", "airflow_atlas.cli", "--store", self.url, *args],
+                    cwd=self.cwd, env=self.env)
+
+    def json(self, *args: str) -> dict:
+        result = _checked(self.run(*args, "--json"), f"atlas-sweep {' '.join(args)}")
+        assert b"Traceback" not in result.stderr, result.stderr.decode(errors="replace")
+        return json.loads(result.stdout)
+
+
+@pytest.fixture
+def store_url(cassandra_node: tuple[str, int], fresh_keyspace: str) -> str:
+    return f"cassandra://{CASSANDRA_HOST}:{CASSANDRA_PORT}/{fresh_keyspace}"
+
+
+@pytest.fixture
+def kvs(store_url: str) -> Iterator[KeyValueService]:
+    """This release's key-value service on the store, for reading cells directly."""
+    service = open_kvs(StoreAddress.from_url(store_url))
+    yield service
+    service.close()
+
+
+def _bound_cell(kvs: KeyValueService) -> bytes | None:
+    return kvs.get_lwt(TIMESTAMP_TABLE, [BOUND_CELL], serial=True).get(BOUND_CELL)
+
+
+def _contents(session, keyspace: str) -> dict[str, list[tuple]]:
+    """Every row of every table of the keyspace, but the timestamp server's own record (``ts/server``, which a
+    running server renews): a write by a process shows here as a difference."""
+    tables = [r.table_name for r in session.execute(
+        "SELECT table_name FROM system_schema.tables WHERE keyspace_name = %s", (keyspace,))]
+    contents = {}
+    for table in sorted(tables):
+        rows = [tuple(r) for r in session.execute(f'SELECT * FROM "{keyspace}"."{table}"')]
+        contents[table] = sorted((r for r in rows if r[:2] != (b"ts", b"server")), key=repr)
+    return contents
+
+
+def test_upgrade_in_place_from_the_previous_release(previous_release: Path, store_url: str, kvs: KeyValueService,
+                                                    cassandra_session, fresh_keyspace: str, tmp_path: Path) -> None:
+    """History written and swept by the previous release, then ``timestamps adopt`` and one server of this
+    release: timestamps continue above every one the cell issued, this release writes, sweeps and verifies the
+    store; the previous release fails on it without writing anything, and this release's cell service refuses it."""
+    old = Release(store_url, _old_env(previous_release), tmp_path)
+    new = Release(store_url, _new_env(), tmp_path)
+
+    # ----- the previous release: history, one sweep, one transaction left open
+    old.json("init", *TABLES)
+    written = old.json("workload", "-n", "150", "--open-transactions", "1", "--no-progress", *TABLES)
+    assert written["committed"] > 0 and len(written["open"]) == 1, written
+    swept = old.json("sweep", "--max-entries-per-second", "0", "--no-progress")
+    assert sum(r["entries_read"] for r in swept["results"]) > 0, swept
+    before = _bound_cell(kvs)
+    assert before is not None and len(before) == 8, before
+    cell_bound = from_fixed_long(before)
+    assert cell_bound > written["open"][0], (cell_bound, written)
+
+    # ----- the upgrade: adopt with this release, then one server
+    adopted = new.json("timestamps", "adopt")
+    assert adopted["bound_at_adoption"] == cell_bound, adopted
+    assert _bound_cell(kvs) == marker(cell_bound)
+    with pytest.raises(StoreServedByServerError):
+        TimestampService(kvs).fresh_timestamp()
+
+    server = start_server(store_url, f"127.0.0.1:{free_port()}", tmp_path / "timestamps.log")
+    try:
+        store = AtlasStore.open(store_url)
+        try:
+            first = store.timestamps.fresh_timestamp()
+            assert first > cell_bound, (first, cell_bound)
+
+            # ----- the previous release after adoption: a clear error, and nothing written
+            snapshot = _contents(cassandra_session, fresh_keyspace)
+            for args in (("workload", "-n", "5", "--no-progress", *TABLES), ("sweep", "--no-progress"),
+                         ("verify",)):
+                result = old.run(*args)
+                stderr = result.stderr.decode(errors="replace")
+                assert result.returncode != 0 and OLD_ERROR in stderr, (args, result.returncode, stderr)
+                assert "Traceback" not in stderr, stderr
+            assert _bound_cell(kvs) == marker(cell_bound)
+            assert _contents(cassandra_session, fresh_keyspace) == snapshot
+            assert store.timestamps.fresh_timestamp() > first
+        finally:
+            store.close()
+
+        # ----- this release on the adopted store: write, sweep (CONSERVATIVE too: a 1 s window), verify
+        new.json("workload", "-n", "150", "--no-progress", *TABLES)
+        time.sleep(1.5)  # past the unreadable window of the sweep below
+        window = ("--set", "unreadable_window_seconds=1")
+        swept = new.json("sweep", "--max-entries-per-second", "0", "--no-progress", *window)
+        by_strategy = {r["strategy"]: r for r in swept["results"]}
+        assert all(r["error"] is None for r in swept["results"]), swept
+        assert by_strategy["CONSERVATIVE"]["sweep_ts"] > 0 and by_strategy["CONSERVATIVE"]["entries_read"] > 0, swept
+        status = new.json("status", *window)
+        assert status["timestamps"]["fresh_ts"] > first, status["timestamps"]
+        verified = new.run("verify", *window)
+        assert verified.returncode == 0, (verified.stdout.decode(errors="replace"),
+                                          verified.stderr.decode(errors="replace"))
+        assert marker_bound(_bound_cell(kvs)) == cell_bound
+    finally:
+        server.stop()
