@@ -75,7 +75,10 @@ class Addresses(TextList):
     """Timestamp server addresses, ``host[:port]`` each (a JSON list, or comma-separated text)."""
 
     def check(self, value: Any) -> tuple:
-        return tuple(parse_address(v) for v in super().check(value))
+        try:
+            return tuple(parse_address(v) for v in super().check(value))
+        except ValueError as exc:
+            raise ValueError(f"must be a list of host[:port] addresses: {exc}") from None
 
     def describe(self) -> str:
         return "list of host[:port]"

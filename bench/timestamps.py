@@ -189,10 +189,10 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
         shapes: tuple[tuple[int, int], ...] = SHAPES, name: str = NAME) -> dict:
     """Every shape x variant for ``seconds`` each (``reps`` passes; 2 s in quick mode, else 10 s); the
     result document (bench/common.py's shape)."""
+    import psutil
+
     from devkit.airflow import free_port
     from devkit.timestamps import start_server
-
-    import psutil
 
     seconds = float(seconds if seconds is not None else (2.0 if quick else 10.0))
     watch = C.Stopwatch()
@@ -226,7 +226,9 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
                     step += 1
                     C.settle_node(max_seconds=5)
                     load = C.load_average()["1m"]
+                    workers = [psutil.Process(pid) for pid in (pool._processes if pool else {})]
                     server_cpu0 = sum(server_ps.cpu_times()[:2])
+                    workers_cpu0 = sum(sum(w.cpu_times()[:2]) for w in workers)
                     probe = C.CpuProbe().start()
                     start_at = time.time() + (START_DELAY if procs > 1 else 0.05)
                     if procs == 1:
@@ -235,7 +237,12 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
                         futures = [pool.submit(_worker_step, variant, threads, start_at, seconds) for _ in range(procs)]
                         parts = [f.result(timeout=seconds + 120) for f in futures]
                     cpu = probe.stop()
-                    cpu["server_process_cores"] = (sum(server_ps.cpu_times()[:2]) - server_cpu0) / cpu["wall_seconds"]
+                    wall = cpu["wall_seconds"]
+                    cpu["server_process_cores"] = (sum(server_ps.cpu_times()[:2]) - server_cpu0) / wall
+                    cpu["worker_processes_cores"] = (sum(sum(w.cpu_times()[:2]) for w in workers) - workers_cpu0) / wall
+                    cpu["other_work_cores"] = cpu["machine_busy_cores"] - sum(
+                        cpu.get(k, 0.0) for k in ("this_process_cores", "cassandra_cores", "server_process_cores",
+                                                  "worker_processes_cores"))
                     summary, boot = summarise_step(parts, seconds)
                     key = (procs, threads, variant)
                     boots.setdefault(key, []).append(boot)

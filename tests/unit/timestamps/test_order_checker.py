@@ -54,7 +54,7 @@ def test_a_block_overlapping_another_is_a_duplicate() -> None:
 
 
 def test_the_same_value_twice_is_a_duplicate_even_far_apart_in_the_list() -> None:
-    history = [Draw(i, i + 1000, 10 * i, 10 * i) for i in range(1, 50)] + [Draw(5, 9, 370, 370)]
+    history = [Draw(i, i + 1000, 10 * i, 10 * i) for i in range(1, 50)] + [Draw(0, 2000, 370, 370)]
     result = check_history(history)
     assert [v.kind for v in result.violations] == ["duplicate"]
 
