@@ -159,8 +159,9 @@ class StoreConfig:
         (), Addresses(),
         "the timestamp server instances of a Cassandra store (docs/RUNBOOK.md, \"The timestamp server\"): `init` "
         "of a store adopts it (its timestamps then come only from a server); a client tries these besides the "
-        "leader the store's record names. Empty: a store already adopted is served by the leader it records; "
-        "a store not adopted draws from its own cell. The embedded store ignores it",
+        "leader the store's record names. Empty: `$ATLAS_TIMESTAMP_SERVERS` when set; else a store already "
+        "adopted is served by the leader it records and a store not adopted draws from its own cell. The "
+        "embedded store ignores it",
         read="store.py (timestamps, initialize) -> timestamps/source.py",
     )
     timestamp_retry_seconds: float = setting(

@@ -70,7 +70,18 @@ class AtlasStore:
         """Every timestamp of the store: its timestamp server once adopted (Cassandra), else its cell."""
         from .timestamps import open_timestamps
 
-        return open_timestamps(self.kvs, self.config.timestamp_servers, self.config.timestamp_retry_seconds)
+        return open_timestamps(self.kvs, self.timestamp_servers, self.config.timestamp_retry_seconds)
+
+    @cached_property
+    def timestamp_servers(self) -> tuple[str, ...]:
+        """The ``timestamp_servers`` setting, or when it is empty ``$ATLAS_TIMESTAMP_SERVERS``."""
+        from .errors import InvalidInputError
+        from .timestamps.addresses import servers_from_environment
+
+        try:
+            return self.config.timestamp_servers or servers_from_environment()
+        except ValueError as exc:
+            raise InvalidInputError(str(exc)) from None
 
     @cached_property
     def locks(self):
@@ -217,7 +228,7 @@ class AtlasStore:
         if "transactions_schema_version" not in self.__dict__:
             self.__dict__["transactions_schema_version"] = version
         self.timestamps.ensure_tables()
-        if self.config.timestamp_servers and self.kvs.backend == "cassandra":
+        if self.timestamp_servers and self.kvs.backend == "cassandra":
             from .timestamps.record import adopt
 
             adopt(self.kvs)  # from now on only a timestamp server hands out this store's timestamps

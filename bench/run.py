@@ -7,7 +7,8 @@
     .venv/bin/python -m bench.run --report-only   # rebuild RESULTS.md and the chart from the JSON files
 
 Benchmarks: targeted_vs_legacy, delete_rate, commit_overhead, spark_scaleout, memory, large_commit, foreground_impact,
-sustained (also the embedded store, with a real Airflow scheduler), orchestration (embedded store, a real Airflow scheduler) (Cassandra: the local node, started with scripts/cassandra.sh when it does not answer) and embedded (SQLite). Each writes
+sustained (also the embedded store, with a real Airflow scheduler), orchestration (embedded store, a real Airflow scheduler),
+timestamps and transactions (issue 45: the timestamp server vs the cell; also ``-m bench.timestamps`` / ``-m bench.transactions``) (Cassandra: the local node, started with scripts/cassandra.sh when it does not answer) and embedded (SQLite). Each writes
 ``<out>/<name>.json``; after every benchmark ``<out>/RESULTS.md`` and ``<out>/chart.png`` are rebuilt from
 all JSON files in ``<out>`` (so ``--only`` refreshes one benchmark and keeps the others).
 
@@ -29,9 +30,9 @@ from .placement import PLACEMENTS
 
 NAMED_VARIANTS = (NO_SWEEP, UNTHROTTLED, ADAPTIVE, APPLICATION)
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
-              "foreground_impact", "sustained", "orchestration")
+              "foreground_impact", "sustained", "orchestration", "timestamps", "transactions")
 NEEDS_CASSANDRA = {"targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "large_commit",
-                   "foreground_impact", "sustained"}
+                   "foreground_impact", "sustained", "timestamps", "transactions"}
 DEFAULT_OUT = C.REPO_ROOT / "bench" / "results"
 
 

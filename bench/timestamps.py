@@ -219,10 +219,11 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
 
             pool = ProcessPoolExecutor(2, mp_context=ctx, initializer=_worker_init, initargs=(urls, (address,)))
             list(pool.map(time.sleep, [0.5, 0.5]))  # both workers up and warmed
-        step = 0
+        step = rounds = 0  # rounds: one per shape, the variants' order rotates every round
         for rep in range(reps):
             for procs, threads in shapes:
-                for variant in C.rotated(VARIANTS, step):
+                rounds += 1
+                for variant in C.rotated(VARIANTS, rounds - 1):
                     step += 1
                     C.settle_node(max_seconds=5)
                     load = C.load_average()["1m"]

@@ -159,10 +159,11 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None, thr
         for fn in calls.values():  # warm up: prepared statements, the gRPC channel, the metadata caches
             for _ in range(10):
                 fn()
-        step = 0
+        step = rounds = 0  # rounds: one per shape, the variants' order rotates every round
         for rep in range(reps):
             for n in threads:
-                for variant in C.rotated(VARIANTS, step):
+                rounds += 1
+                for variant in C.rotated(VARIANTS, rounds - 1):
                     step += 1
                     C.settle_node(max_seconds=5)
                     load = C.load_average()["1m"]

@@ -53,11 +53,13 @@ class TimestampClient:
     """Draws the timestamps of store ``store`` (its keyspace) from its timestamp server. Thread-safe.
 
     ``servers``: addresses to try (the setting); ``locate``: reads the leader's address from the store's
-    record ("" if none) - called only when no known address answers."""
+    record ("" if none) - called only when no known address answers; ``cluster``: the store's Cassandra
+    cluster_name, which the server checks against its own (a store of another cluster is refused)."""
 
     def __init__(self, store: str, servers: Sequence[str], locate: Callable[[], str], *,
-                 retry_seconds: float = 20.0, rpc_timeout: float = RPC_TIMEOUT_SECONDS):
+                 retry_seconds: float = 20.0, rpc_timeout: float = RPC_TIMEOUT_SECONDS, cluster: str = ""):
         self.store = store
+        self.cluster = cluster
         self._servers = tuple(servers)
         self._locate = locate
         self._retry = float(retry_seconds)
@@ -95,7 +97,7 @@ class TimestampClient:
 
     def current_bound(self, *, serial: bool = True) -> int:
         """The highest timestamp the server handed out (issues nothing)."""
-        response = self._call("CurrentBound", pb.CurrentBoundRequest(store=self.store))
+        response = self._call("CurrentBound", pb.CurrentBoundRequest(store=self.store, cluster=self.cluster))
         return int(response.issued)
 
     def close(self) -> None:
@@ -140,7 +142,7 @@ class TimestampClient:
         return ask.result
 
     def _fetch(self, n: int) -> range:
-        response = self._call("FreshTimestamps", pb.FreshTimestampsRequest(store=self.store, count=n))
+        response = self._call("FreshTimestamps", pb.FreshTimestampsRequest(store=self.store, count=n, cluster=self.cluster))
         if response.count != n or response.start <= self._highest:
             raise TimestampOrderError(
                 f"timestamp server {self._leader} answered [{response.start}, +{response.count}) for {n} "

@@ -38,6 +38,13 @@ from .rpc import LEADER_METADATA, service_handler
 
 log = logging.getLogger(__name__)
 
+
+def cluster_name(kvs: KeyValueService) -> str:
+    """The Cassandra cluster_name a store's session sees ("" when unknown)."""
+    session = getattr(kvs, "session", None)
+    metadata = getattr(getattr(session, "cluster", None), "metadata", None)
+    return str(getattr(metadata, "cluster_name", "") or "")
+
 IDLE_SECONDS = 60.0
 """A store other than the server's own that no request asked for this long is let go (its lease lapses)."""
 
@@ -60,6 +67,7 @@ class TimestampServer:
         self.holder = f"{advertise}#{uuid.uuid4().hex[:12]}"
         self._kvs: CassandraKeyValueService = kvs
         self._own = str(kvs.keyspace)
+        self.cluster = cluster_name(kvs)
         self._lease = float(lease_seconds)
         self._lock = threading.Lock()
         self._stores: dict[str, StoreLeadership] = {self._own: StoreLeadership(kvs, self.holder, self._lease)}
@@ -69,7 +77,12 @@ class TimestampServer:
         self._grpc: grpc.Server | None = None
 
     # ----- stores ----------------------------------------------------------------------------------------
-    def leadership(self, store: str) -> StoreLeadership:
+    def leadership(self, store: str, cluster: str = "") -> StoreLeadership:
+        if cluster and self.cluster and cluster != self.cluster:
+            raise InvalidInputError(
+                f"this timestamp server serves the Cassandra cluster {self.cluster!r}; store {store!r} is on "
+                f"{cluster!r}: start instances for that cluster (docs/RUNBOOK.md)"
+            )
         name = store or self._own
         with self._lock:
             found = self._stores.get(name)
@@ -98,14 +111,14 @@ class TimestampServer:
         if not 1 <= count <= MAX_REQUEST:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"count must be 1..{MAX_REQUEST}, got {count}")
         try:
-            start, epoch = self.leadership(request.store).issue(count)
+            start, epoch = self.leadership(request.store, request.cluster).issue(count)
         except Exception as exc:
             self._abort(context, exc)
         return pb.FreshTimestampsResponse(start=start, count=count, epoch=epoch)
 
     def current_bound(self, request: pb.CurrentBoundRequest, context: grpc.ServicerContext) -> pb.CurrentBoundResponse:
         try:
-            leadership = self.leadership(request.store)
+            leadership = self.leadership(request.store, request.cluster)
             issued = leadership.issued()
         except Exception as exc:
             self._abort(context, exc)

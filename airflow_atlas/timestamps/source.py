@@ -99,7 +99,10 @@ def shared_client(kvs: KeyValueService, servers: tuple[str, ...], retry_seconds:
                 record, _ = read_record(kvs, serial=False)
                 return record.leader_address if record is not None else ""
 
-            client = _CLIENTS[key] = TimestampClient(store, servers, locate, retry_seconds=retry_seconds)
+            from .server import cluster_name
+
+            client = _CLIENTS[key] = TimestampClient(store, servers, locate, retry_seconds=retry_seconds,
+                                                     cluster=cluster_name(kvs))
         return client
 
 

@@ -1,20 +1,20 @@
-from collections.abc import Iterable as _Iterable
-from collections.abc import Mapping as _Mapping
-from typing import ClassVar as _ClassVar
-
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from google.protobuf.internal import containers as _containers
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class FreshTimestampsRequest(_message.Message):
-    __slots__ = ("store", "count")
+    __slots__ = ("store", "count", "cluster")
     STORE_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     store: str
     count: int
-    def __init__(self, store: str | None = ..., count: int | None = ...) -> None: ...
+    cluster: str
+    def __init__(self, store: _Optional[str] = ..., count: _Optional[int] = ..., cluster: _Optional[str] = ...) -> None: ...
 
 class FreshTimestampsResponse(_message.Message):
     __slots__ = ("start", "count", "epoch")
@@ -24,13 +24,15 @@ class FreshTimestampsResponse(_message.Message):
     start: int
     count: int
     epoch: int
-    def __init__(self, start: int | None = ..., count: int | None = ..., epoch: int | None = ...) -> None: ...
+    def __init__(self, start: _Optional[int] = ..., count: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class CurrentBoundRequest(_message.Message):
-    __slots__ = ("store",)
+    __slots__ = ("store", "cluster")
     STORE_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_FIELD_NUMBER: _ClassVar[int]
     store: str
-    def __init__(self, store: str | None = ...) -> None: ...
+    cluster: str
+    def __init__(self, store: _Optional[str] = ..., cluster: _Optional[str] = ...) -> None: ...
 
 class CurrentBoundResponse(_message.Message):
     __slots__ = ("issued", "epoch")
@@ -38,7 +40,7 @@ class CurrentBoundResponse(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     issued: int
     epoch: int
-    def __init__(self, issued: int | None = ..., epoch: int | None = ...) -> None: ...
+    def __init__(self, issued: _Optional[int] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class DescribeRequest(_message.Message):
     __slots__ = ()
@@ -60,7 +62,7 @@ class StoreState(_message.Message):
     bound: int
     leader: str
     lease_remaining_seconds: float
-    def __init__(self, store: str | None = ..., role: str | None = ..., epoch: int | None = ..., issued: int | None = ..., bound: int | None = ..., leader: str | None = ..., lease_remaining_seconds: float | None = ...) -> None: ...
+    def __init__(self, store: _Optional[str] = ..., role: _Optional[str] = ..., epoch: _Optional[int] = ..., issued: _Optional[int] = ..., bound: _Optional[int] = ..., leader: _Optional[str] = ..., lease_remaining_seconds: _Optional[float] = ...) -> None: ...
 
 class DescribeResponse(_message.Message):
     __slots__ = ("server", "stores")
@@ -68,4 +70,4 @@ class DescribeResponse(_message.Message):
     STORES_FIELD_NUMBER: _ClassVar[int]
     server: str
     stores: _containers.RepeatedCompositeFieldContainer[StoreState]
-    def __init__(self, server: str | None = ..., stores: _Iterable[StoreState | _Mapping] | None = ...) -> None: ...
+    def __init__(self, server: _Optional[str] = ..., stores: _Optional[_Iterable[_Union[StoreState, _Mapping]]] = ...) -> None: ...

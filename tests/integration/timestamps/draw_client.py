@@ -74,9 +74,9 @@ def client_main(store_url: str, servers: Sequence[str], threads: int, out: str, 
             log.extend((start, end, block[0], block[-1]))
             counters[OK_COUNT] += 1
             counters[LAST_END_NS] = end
-            if start > fault_ns.value and counters[RECOVERED_NS] < fault_ns.value:
+            if start > fault_ns.value and counters[RECOVERED_NS] <= fault_ns.value:
                 with lock:
-                    if counters[RECOVERED_NS] < fault_ns.value:
+                    if counters[RECOVERED_NS] <= fault_ns.value:
                         counters[RECOVERED_NS] = end
 
     workers = [threading.Thread(target=draw, args=(i,), name=f"draw-{i}") for i in range(threads)]
@@ -227,6 +227,9 @@ class TakeoverDrill:
         clients = list(clients)
         deadline = time.monotonic() + limit
         while time.monotonic() < deadline:
+            dead = [p.name for p in self.processes if p.exitcode is not None]
+            if dead:
+                raise RuntimeError(f"draw client processes exited early: {dead} (see the captured stderr)")
             ends = [self._counters[i][RECOVERED_NS] for i in clients]
             if all(end > fault_ns for end in ends):
                 return (max(ends) - fault_ns) / 1e9

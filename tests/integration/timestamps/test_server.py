@@ -110,3 +110,13 @@ def test_the_embedded_store_needs_no_server(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert refused.returncode == 2 and "needs no timestamp server" in refused.stderr
+
+
+def test_a_store_of_another_cluster_is_refused(served):
+    store_url, addresses, _ = served
+    from airflow_atlas.timestamps.client import TimestampClient
+
+    keyspace = store_url.rsplit("/", 1)[1].split("?")[0]
+    client = TimestampClient(keyspace, addresses, lambda: "", retry_seconds=5, cluster="some-other-cluster")
+    with pytest.raises(InvalidInputError, match="serves the Cassandra cluster 'airflow-atlas-local'"):
+        client.fresh_timestamp()

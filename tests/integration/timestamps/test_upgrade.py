@@ -41,6 +41,8 @@ BUILD_TIMEOUT = 300.0
 CLI_TIMEOUT = 120.0
 TABLES = ("--table", "t:CONSERVATIVE", "--table", "u:THOROUGH")
 OLD_ERROR = "fixed long needs 8 bytes"
+OPEN_MARGIN_SECONDS = 10.0
+"""The open transaction of the previous release counts as open until this long before its lease ends."""
 
 
 def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = CLI_TIMEOUT,
@@ -172,6 +174,7 @@ def test_upgrade_in_place_from_the_previous_release(previous_release: Path, stor
     # ----- the previous release: history, one sweep, one transaction left open
     old.json("init", *TABLES)
     written = old.json("workload", "-n", "150", "--open-transactions", "1", "--no-progress", *TABLES)
+    open_until = time.monotonic() + written["lease_seconds"] - OPEN_MARGIN_SECONDS
     assert written["committed"] > 0 and len(written["open"]) == 1, written
     swept = old.json("sweep", "--max-entries-per-second", "0", "--no-progress")
     assert sum(r["entries_read"] for r in swept["results"]) > 0, swept
@@ -211,10 +214,13 @@ def test_upgrade_in_place_from_the_previous_release(previous_release: Path, stor
         assert new.json("workload", "-n", "50", "--no-progress", *TABLES)["committed"] > 0
         time.sleep(1.5)  # past the unreadable window of the sweep below
         window = ("--set", "unreadable_window_seconds=1")
+        still_open = time.monotonic() < open_until
         swept = new.json("sweep", "--max-entries-per-second", "0", "--no-progress", *window)
         by_strategy = {r["strategy"]: r for r in swept["results"]}
         assert all(r["error"] is None for r in swept["results"]), swept
         assert by_strategy["CONSERVATIVE"]["sweep_ts"] > 0 and by_strategy["CONSERVATIVE"]["entries_read"] > 0, swept
+        if still_open:  # the previous release's open transaction, within its lease, still holds sweep back
+            assert by_strategy["THOROUGH"]["sweep_ts"] <= written["open"][0], (written["open"], swept)
         verified = new.run("verify", "--json", *window)
         assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True, (
             verified.stdout.decode(errors="replace"), verified.stderr.decode(errors="replace"))
