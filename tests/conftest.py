@@ -1,5 +1,5 @@
-"""Session fixtures shared by the whole suite: a real Cassandra node, a local SparkSession and a
-temporary Airflow home. Nothing here is mocked: the Cassandra fixture starts the project's own node
+"""Session fixtures shared by the whole suite: a real Cassandra node (and the timestamp servers that serve its
+stores), a local SparkSession and a temporary Airflow home. Nothing here is mocked: the Cassandra fixture starts the project's own node
 (scripts/cassandra.sh) when none answers, the Spark fixture runs local[2], the Airflow fixture migrates a
 real SQLite metadata database.
 """
@@ -43,6 +43,9 @@ os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSeri
 # local session of the tests reads (spark.executor.extraJavaOptions). Measured 2026-11-30 12:10 UTC on the
 # 2-core VM (2 runs each): tests/spark/test_spark_standalone.py 55.5 -> 44.5 CPU-s, wall 40.4 -> 35.3 s.
 os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark_conf"))
+
+# Every store the tests initialise on the local node is served by the local timestamp servers (tests/timestamp_servers.py).
+os.environ.setdefault("ATLAS_TIMESTAMP_SERVERS", "127.0.0.1:9350,127.0.0.1:9351")
 
 CASSANDRA_HOST = os.environ.get("ATLAS_TEST_CASSANDRA_HOST", "127.0.0.1")
 CASSANDRA_PORT = int(os.environ.get("ATLAS_TEST_CASSANDRA_PORT", "9042"))
@@ -116,6 +119,9 @@ def cassandra_node():
         started = subprocess.run([str(CASSANDRA_SCRIPT), "start"], capture_output=True, text=True)
         if started.returncode != 0:
             pytest.fail(f"could not start the local Cassandra node:\n{started.stdout}\n{started.stderr}")
+    from tests.timestamp_servers import ensure_local_servers
+
+    ensure_local_servers()
     return CASSANDRA_HOST, CASSANDRA_PORT
 
 

@@ -33,6 +33,7 @@ import pytest
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
+from tests.timestamp_servers import without_local_servers
 
 SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
 NODES = 3
@@ -225,3 +226,11 @@ def spark_master() -> dict[str, str]:
     conf = _script(SPARK_SCRIPT, "conf", timeout=60)
     assert conf.returncode == 0, conf.stderr
     return dict(line.split(" ", 1) for line in conf.stdout.splitlines() if line.strip())
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _no_local_timestamp_servers():
+    """This package's stores are on another Cassandra cluster than the local node's timestamp servers serve:
+    they are initialised without them (tests/timestamp_servers.py) and keep drawing from their cell."""
+    with without_local_servers():
+        yield

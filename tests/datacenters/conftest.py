@@ -26,6 +26,7 @@ from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
 from tests.cluster.conftest import _cql_answers
 from tests.conftest import CASSANDRA_SCRIPT
+from tests.timestamp_servers import without_local_servers
 
 NODES = {"dc1": (1, 2), "dc2": (3,)}
 HOSTS = {1: "127.0.0.21", 2: "127.0.0.22", 3: "127.0.0.23"}
@@ -163,3 +164,11 @@ def stores_in(two_datacenters):
             store.close()
         except Exception:
             pass
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _no_local_timestamp_servers():
+    """This package's stores are on another Cassandra cluster than the local node's timestamp servers serve:
+    they are initialised without them (tests/timestamp_servers.py) and keep drawing from their cell."""
+    with without_local_servers():
+        yield

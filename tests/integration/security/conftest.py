@@ -13,6 +13,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import CASSANDRA_SCRIPT
+from tests.timestamp_servers import without_local_servers
 
 
 @dataclass(frozen=True)
@@ -115,3 +116,11 @@ def grant_sweeper(node: SecureNode, keyspace: str, password: str, cwd: Path, pre
     escaped = password.replace("'", "''")
     node.cql(f"CREATE ROLE {role} WITH LOGIN = true AND PASSWORD = '{escaped}'", *(g["cql"].rstrip(";") for g in printed))
     return role
+
+
+@pytest.fixture(scope="package", autouse=True)
+def _no_local_timestamp_servers():
+    """This package's stores are on another Cassandra cluster than the local node's timestamp servers serve:
+    they are initialised without them (tests/timestamp_servers.py) and keep drawing from their cell."""
+    with without_local_servers():
+        yield
