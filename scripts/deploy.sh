@@ -10,9 +10,11 @@
 #                                   (docker/atlas_variables.json with this deployment's DEPLOY_SETTINGS below,
 #                                   --action-on-existing-key skip: airflow-init), then the store's
 #                                   `atlas-sweep init --conn-id atlas_default` (a warning if it is unreachable)
-#   scripts/deploy.sh start         init, then api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
-#   scripts/deploy.sh start NAME    start one component (postgres, redis, statsd-exporter, api-server, scheduler,
-#                                   dag-processor, triggerer, worker-1, worker-2) if it is not running
+#   scripts/deploy.sh start         init, then timestamps-1, timestamps-2 (the store's timestamp server, on ports
+#                                   9350 and 9351), api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
+#   scripts/deploy.sh start NAME    start one component (postgres, redis, statsd-exporter, timestamps-1,
+#                                   timestamps-2, api-server, scheduler, dag-processor, triggerer, worker-1,
+#                                   worker-2) if it is not running
 #                                   (each Airflow component runs under a supervisor that starts it again when
 #                                   it exits, until `stop`: compose's `restart: unless-stopped`)
 #   scripts/deploy.sh stop [NAME]   stop everything (Airflow first, then statsd-exporter, Redis and Postgres)
@@ -58,6 +60,8 @@ PG_PORT=5432
 REDIS_PORT=6379
 API_PORT=8080
 STATSD_WEB_PORT=9102 # statsd-exporter's /metrics (compose's published port); its StatsD port: airflow-common.env
+TIMESTAMPS_PORT_1=9350 # the two timestamp server instances (compose: timestamps-1 and -2, each on 9350)
+TIMESTAMPS_PORT_2=9351
 KEYSPACE="${ATLAS_DEPLOY_KEYSPACE:-atlas_deploy}"
 CASSANDRA_HOST="${ATLAS_DEPLOY_CASSANDRA:-127.0.0.1}"
 addresses() {
@@ -76,6 +80,7 @@ AIRFLOW__METRICS__STATSD_HOST=$HOST
 AIRFLOW_CONN_ATLAS_DEFAULT=$(tr -d '\n' <<<"$conn")
 AIRFLOW_CONN_ATLAS_EMBEDDED={"conn_type": "atlas_embedded", "host": "$STATE/atlas.db"}
 AIRFLOW_CONN_SPARK_DEFAULT={"conn_type": "spark", "host": "spark://$HOST", "port": 7077}
+ATLAS_TIMESTAMP_SERVERS=$HOST:$TIMESTAMPS_PORT_1,$HOST:$TIMESTAMPS_PORT_2
 AIRFLOW_HOME=$STATE/home
 AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
 EOF
@@ -87,6 +92,7 @@ EOF
 DEPLOY_SETTINGS="{\"execution_mode\": \"in_task\", \"shard_count\": 2, \"in_task_group_size\": 4,
  \"nodetool_command\": [\"$ROOT/scripts/cassandra.sh\", \"nodetool\"], \"nodetool_jmx_targets\": []}"
 AIRFLOW_COMPONENTS=(api-server scheduler dag-processor triggerer worker-1 worker-2)
+TIMESTAMP_COMPONENTS=(timestamps-1 timestamps-2) # started after the store's init, before Airflow; stopped after it
 
 log() { echo "[deploy] $*" >&2; }
 die() { echo "[deploy] ERROR: $*" >&2; exit 1; }
@@ -284,6 +290,8 @@ airflow_cmd() { # the command line of an Airflow component
     dag-processor) echo "airflow dag-processor" ;;
     triggerer) echo "airflow triggerer --skip-serve-logs" ;;
     worker-1|worker-2) echo "airflow celery worker --celery-hostname $1@atlas-deploy --skip-serve-logs" ;;
+    timestamps-1) echo "atlas-sweep --conn-id atlas_default timestamps serve --listen $HOST:$TIMESTAMPS_PORT_1" ;;
+    timestamps-2) echo "atlas-sweep --conn-id atlas_default timestamps serve --listen $HOST:$TIMESTAMPS_PORT_2" ;;
     *) die "unknown component $1" ;;
   esac
 }
@@ -404,7 +412,7 @@ cmd_start() {
   fi
   cmd_init
   local c
-  for c in "${AIRFLOW_COMPONENTS[@]}"; do start_airflow "$c"; done
+  for c in "${TIMESTAMP_COMPONENTS[@]}" "${AIRFLOW_COMPONENTS[@]}"; do start_airflow "$c"; done
 }
 
 cmd_init() {
@@ -419,13 +427,14 @@ cmd_init() {
 cmd_stop() {
   if [[ $# -gt 0 ]]; then stop_many "$1"; return; fi
   stop_many "${AIRFLOW_COMPONENTS[@]}"
+  stop_many "${TIMESTAMP_COMPONENTS[@]}"
   stop_many statsd-exporter redis postgres
   log "stopped"
 }
 
 cmd_status() {
   local c rc=0
-  for c in postgres redis statsd-exporter "${AIRFLOW_COMPONENTS[@]}"; do
+  for c in postgres redis statsd-exporter "${TIMESTAMP_COMPONENTS[@]}" "${AIRFLOW_COMPONENTS[@]}"; do
     if running "$c"; then echo "$c running $(main_pid "$c")"; else echo "$c stopped"; rc=3; fi
   done
   return $rc

@@ -251,7 +251,9 @@ def cassandra_store(deployment):
     from airflow_atlas.config import StoreConfig
 
     os.environ["AIRFLOW_CONN_ATLAS_DEPLOY_TEST"] = deployment.env["AIRFLOW_CONN_ATLAS_DEFAULT"]
-    hook = AtlasHook("atlas_deploy_test", config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS))
+    servers = tuple(deployment.env["ATLAS_TIMESTAMP_SERVERS"].split(","))  # the deployment's, not the suite's
+    hook = AtlasHook("atlas_deploy_test",
+                     config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS, timestamp_servers=servers))
     store = hook.get_store()
     store.initialize(shards=SHARDS)
     yield store

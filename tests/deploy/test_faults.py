@@ -17,6 +17,9 @@ atlas_targeted_sweep has its sweep task sweeping a fresh backlog:
   timeout and retried. It is killed
   once a pair's metrics have reached the deployment's statsd-exporter (sent per pair, while the task runs).
 
+* SIGKILL of the timestamp server instance that serves the store: the other instance takes over within
+  seconds and the sweep's draws carry on.
+
 After each: the run ends in success (through the retry where a task was lost); no sweep lease (shard,
 strategy) is held once the run is over (the orphan, if any, has exited by then); every tombstone written -
 the orphan's included - is counted for compaction: the tombstones since the last compaction in the store's
@@ -249,6 +252,30 @@ def test_api_server_restarted_mid_sweep(deployment, cassandra_store, fault_setti
     fault_at = time.monotonic()
     _restart(deployment, "api-server")
     _after(deployment, cassandra_store, run, fault_at, "api-server restart")
+
+
+def test_serving_timestamp_server_killed_mid_sweep(deployment, cassandra_store, fault_settings):
+    """kill -9 of the timestamp server instance that leads the store while a sweep task sweeps: the other
+    instance takes over (the store's record names it, under a higher epoch) and the task's draws carry on after
+    a pause of a few seconds; the killed one is started again by its supervisor and stands by."""
+    from airflow_atlas.timestamps.record import read_record
+
+    before, _ = read_record(cassandra_store.kvs, serial=True)
+    assert before is not None and before.leader, "the deployment's store is not served by its timestamp servers"
+    port = before.leader_address.rsplit(":", 1)[1]
+    leader = {"9350": "timestamps-1", "9351": "timestamps-2"}[port]
+    run = _mid_sweep(deployment, cassandra_store, seed=23)
+    top = cassandra_store.timestamps.fresh_timestamp()
+    killed = _main_pid(deployment, leader)
+    os.kill(killed, signal.SIGKILL)
+    fault_at = time.monotonic()
+    drawn = cassandra_store.timestamps.fresh_timestamp()  # waits out the takeover
+    print(f"[deploy] timestamp server takeover: a draw answered {time.monotonic() - fault_at:.1f}s after the kill")
+    after, _ = read_record(cassandra_store.kvs, serial=True)
+    assert after is not None and after.epoch > before.epoch and after.leader != before.leader, (before, after)
+    assert drawn > top
+    _started_again_by_itself(deployment, leader, killed)
+    _after(deployment, cassandra_store, run, fault_at, f"{leader} (the serving timestamp server) SIGKILL")
 
 
 AIRFLOW_COMPONENTS = ("api-server", "scheduler", "dag-processor", "triggerer", "worker-1", "worker-2")
