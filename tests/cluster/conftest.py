@@ -33,7 +33,7 @@ import pytest
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
-from tests.timestamp_servers import without_local_servers
+from tests.timestamp_servers import serving
 
 SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
 NODES = 3
@@ -229,8 +229,9 @@ def spark_master() -> dict[str, str]:
 
 
 @pytest.fixture(scope="package", autouse=True)
-def _no_local_timestamp_servers():
-    """This package's stores are on another Cassandra cluster than the local node's timestamp servers serve:
-    they are initialised without them (tests/timestamp_servers.py) and keep drawing from their cell."""
-    with without_local_servers():
+def _cluster_timestamp_servers(cassandra_cluster, tmp_path_factory):
+    """Two timestamp server instances for the cluster (home store RF 3): every store this package initialises on
+    it is served by them (tests/timestamp_servers.py)."""
+    with serving(cassandra_cluster.url("atlas_timestamps_home", replication_factor=3),
+                 tmp_path_factory.mktemp("cluster-timestamps")):
         yield
