@@ -108,7 +108,8 @@ class AtlasStore:
     def registry(self):
         from .transactions.registry import OpenTransactionRegistry
 
-        return OpenTransactionRegistry(self.kvs)
+        # Registrations are spread over rows once the store's timestamps come from a server (transactions/registry.py).
+        return OpenTransactionRegistry(self.kvs, striped=lambda: self.timestamps.served)
 
     @cached_property
     def punch(self):

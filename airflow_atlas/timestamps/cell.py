@@ -50,6 +50,9 @@ class TimestampService:
         self._backoff_cap = backoff_cap_seconds
         self._rng = random.Random()
 
+    served = False
+    """Never: these timestamps come from the store's cell."""
+
     def ensure_tables(self) -> None:
         """Create ``_timestamp`` if it does not exist (idempotent)."""
         self._kvs.create_table(TIMESTAMP_TABLE, TIMESTAMP_TABLE_METADATA)

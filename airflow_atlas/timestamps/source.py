@@ -26,6 +26,11 @@ DEFAULT_RETRY_SECONDS = 20.0
 
 
 class TimestampSource(Protocol):
+    @property
+    def served(self) -> bool:
+        """Whether this process draws the store's timestamps from a timestamp server."""
+        ...
+
     def ensure_tables(self) -> None: ...
 
     def fresh_timestamp(self) -> int: ...

@@ -4,9 +4,18 @@ Read-write transactions register here (a lease keyed by a timestamp) so that swe
 *immutable timestamp* is the lowest registered timestamp among live registrations, or a fresh timestamp when
 there is none. Every version a registered transaction can still need is at or above it.
 
-Layout: WALLCLOCK table ``_open_transactions``, one row ``b"open"``, column ``fixed_long(ts)`` (non-negative,
-so byte order is numeric order and the oldest registration is the first column), value a small JSON document
-``{"holder", "registered_at_ms", "expires_at_ms"}``. Expired entries are skipped and deleted lazily by
+Layout: WALLCLOCK table ``_open_transactions``, column ``fixed_long(ts)`` (non-negative, so byte order is
+numeric order and the oldest registration is the first column of its row), value a small JSON document
+``{"holder", "registered_at_ms", "expires_at_ms"}``. Rows: ``b"open"``, and on a store served by a timestamp
+server also the :data:`STRIPES` - 1 rows ``b"open/<k>"``: a registration goes to the row its start timestamp
+picks (:func:`stripe_of`), so no partition takes every transaction's registry writes. Readers always read
+every row (the oldest live entry is the oldest over the rows; a point lookup reads the stripe's cell and the
+one in row ``open``), whoever wrote. Writers stripe only once the store is served by a timestamp server
+(``striped``: the store's timestamps are the server's, known after this process's first draw, which comes
+before its first registration): a process of the previous release reads row ``open`` alone, and it runs only
+on a store not yet adopted - where nobody stripes. A registration striped after adoption is keyed under a
+timestamp of the server, above every timestamp the cell issued, so the ordering argument below holds for a
+reader that drew its fresh timestamp from the cell just before the adoption too. Expired entries are skipped and deleted lazily by
 :meth:`OpenTransactionRegistry.oldest_open`. Point lookups (:meth:`OpenTransactionRegistry.get`) are exact
 cell reads. On Cassandra every unregistration leaves a tombstone at the head of that row until compaction
 purges it. The table has ``gc_grace_seconds = 0``, so those tombstones are purgeable at once: a read skips
@@ -39,10 +48,11 @@ entry expired (and may have passed it) can never see it live again without the t
 """
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from ..encoding import fixed_long, from_fixed_long
@@ -61,6 +71,8 @@ OPEN_TRANSACTIONS_TABLE_METADATA = TableMetadata(
     cassandra_options={"gc_grace_seconds": 0},
 )
 _ROW = b"open"
+STRIPES = 16
+"""Rows of the registry on a served store (row ``open`` is stripe 0)."""
 _PAGE = 200
 _TTL_SLACK_SECONDS = 3600
 
@@ -112,6 +124,7 @@ class OpenTransactionRegistry:
         *,
         margin_seconds: float = 1.0,
         table: str = OPEN_TRANSACTIONS_TABLE,
+        striped: Callable[[], bool] = lambda: False,
     ):
         if margin_seconds < 0:
             raise InvalidInputError(f"margin_seconds must be >= 0, got {margin_seconds}")
@@ -119,13 +132,28 @@ class OpenTransactionRegistry:
         self.table = validate_table_name(table)
         self._clock = clock
         self.margin_seconds = float(margin_seconds)
+        self._striped = striped
 
     def ensure_tables(self) -> None:
         self._kvs.create_table(self.table, OPEN_TRANSACTIONS_TABLE_METADATA)
 
+    def _cell(self, start_ts: int) -> Cell:
+        """Where a registration of ``start_ts`` is written now."""
+        check_start_timestamp(start_ts)
+        return Cell(stripe_row(stripe_of(start_ts)) if self._striped() else _ROW, fixed_long(start_ts))
+
     @staticmethod
-    def _cell(start_ts: int) -> Cell:
-        return Cell(_ROW, fixed_long(check_start_timestamp(start_ts)))
+    def _cells(start_ts: int) -> list[Cell]:
+        """Where a registration of ``start_ts`` may be: its stripe's row, and row ``open`` (a registration made
+        before the store was served, or by a process that does not stripe)."""
+        col = fixed_long(check_start_timestamp(start_ts))
+        row = stripe_row(stripe_of(start_ts))
+        return [Cell(row, col)] if row == _ROW else [Cell(row, col), Cell(_ROW, col)]
+
+    @staticmethod
+    def _rows() -> list[bytes]:
+        """Every row a registration may be in: readers always read them all, whoever wrote."""
+        return [stripe_row(k) for k in range(STRIPES)]
 
     def register(self, start_ts: int, holder: str, lease_seconds: float) -> OpenTransaction:
         """Register (or overwrite) the lease of ``start_ts`` for ``lease_seconds`` from now."""
@@ -144,9 +172,10 @@ class OpenTransactionRegistry:
 
     def get(self, start_ts: int) -> OpenTransaction | None:
         """The stored registration of ``start_ts`` (expired or not), or None."""
-        cell = self._cell(start_ts)
-        raw = self._kvs.get_lwt(self.table, [cell]).get(cell)  # an exact point read (never a slice)
-        return None if raw is None else _decode(cell.col, raw)
+        cells = self._cells(start_ts)
+        found = self._kvs.get_lwt(self.table, cells)  # exact point reads (never a slice)
+        raw = next((found[c] for c in cells if c in found), None)
+        return None if raw is None else _decode(cells[0].col, raw)
 
     def is_live(self, start_ts: int) -> bool:
         """Whether ``start_ts`` has an unexpired registration (no margin: this is the sweeper's view)."""
@@ -184,7 +213,7 @@ class OpenTransactionRegistry:
         return OpenTransaction(start_ts, entry.holder, entry.registered_at, expires_ms / 1000)
 
     def unregister(self, start_ts: int) -> None:
-        self._kvs.delete_wallclock(self.table, [self._cell(start_ts)])
+        self._kvs.delete_wallclock(self.table, self._cells(start_ts))
 
     def open_transactions(self, limit: int | None = None) -> list[OpenTransaction]:
         """Live registrations, oldest first (expired ones are skipped, not deleted)."""
@@ -206,7 +235,7 @@ class OpenTransactionRegistry:
             if entry.live_at(now):
                 oldest = entry
                 break
-            expired.append(self._cell(entry.start_ts))
+            expired.extend(self._cells(entry.start_ts))
         if expired:
             self._kvs.delete_wallclock(self.table, expired)
         return oldest
@@ -218,12 +247,30 @@ class OpenTransactionRegistry:
         oldest = self.oldest_open()
         return fresh if oldest is None else min(fresh, oldest.start_ts)
 
-    def _entries(self):
+    def _entries(self) -> Iterator[OpenTransaction]:
+        """Every registration, oldest first, over every row (a merge of the rows' ordered pages)."""
+        rows = self._rows()
+        if len(rows) == 1:
+            return self._row_entries(rows[0])
+        return heapq.merge(*(self._row_entries(row) for row in rows), key=lambda e: e.start_ts)
+
+    def _row_entries(self, row: bytes) -> Iterator[OpenTransaction]:
         start_col = None
         while True:
-            page = self._kvs.get_wallclock_row(self.table, _ROW, start_col=start_col, limit=_PAGE)
+            page = self._kvs.get_wallclock_row(self.table, row, start_col=start_col, limit=_PAGE)
             for col, raw in page:
                 yield _decode(col, raw)
             if len(page) < _PAGE:
                 return
             start_col = page[-1][0] + b"\x00"
+
+
+def stripe_of(start_ts: int) -> int:
+    """The stripe of a registration: its start timestamp mixed (Fibonacci hashing), so that consecutive
+    transactions land on different rows."""
+    return ((start_ts * 0x9E3779B97F4A7C15) & 0xFFFFFFFFFFFFFFFF) >> 60 & (STRIPES - 1)
+
+
+def stripe_row(stripe: int) -> bytes:
+    """The row of ``stripe`` (stripe 0 is the row ``open`` of the single-row layout)."""
+    return _ROW if stripe == 0 else _ROW + b"/" + str(stripe).encode()
