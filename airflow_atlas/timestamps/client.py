@@ -73,6 +73,8 @@ class TimestampClient:
         self._channels: dict[str, tuple[grpc.Channel, TimestampsStub]] = {}
 
     # ----- the TimestampSource interface -----------------------------------------------------------------
+    served = True
+
     def ensure_tables(self) -> None:
         """Nothing to create: an adopted store has its ``_timestamp`` table."""
 
@@ -158,8 +160,11 @@ class TimestampClient:
         tried: list[str] = []
         last = "no address to try: set timestamp_servers, or start a server for the store"
         located = False
+        quiet: dict[str, float] = {}  # address -> when to ask it again (it let a request time out in this call)
         while True:
             for address in self._candidates(located):
+                if quiet.get(address, 0.0) > time.monotonic():
+                    continue  # a paused or cut-off leader: do not spend another request timeout on it yet
                 if address not in tried:
                     tried.append(address)
                 try:
@@ -171,10 +176,13 @@ class TimestampClient:
                         raise InvalidInputError(f"timestamp server {address}: {details}") from None
                     if code == grpc.StatusCode.FAILED_PRECONDITION:
                         leader = dict(exc.trailing_metadata() or ()).get(LEADER_METADATA, "")
-                        if leader and leader != address:
+                        if leader and leader != address and leader not in quiet:
                             self._leader = leader
-                    elif self._leader == address:
-                        self._leader = None
+                    else:
+                        if self._leader == address:
+                            self._leader = None
+                        if code == grpc.StatusCode.DEADLINE_EXCEEDED:
+                            quiet[address] = time.monotonic() + self._timeout
                     last = f"{address}: {code.name} {details}"
                     continue
                 self._leader = address

@@ -7,9 +7,9 @@ the machine, so that "A returned before B started" means the same across process
 file at the end; a few shared counters tell the parent, while it runs, when draws succeed again after a fault.
 
 :class:`TakeoverDrill` injects the faults on real ``atlas-sweep timestamps serve`` processes and measures each
-takeover as the time from the fault until every running client has completed a draw it *started* after the
-fault (a draw started after the fault cannot be served by the faulted leader): kill -9 of the leader (then a
-restart on its address), SIGSTOP of the leader (SIGCONT after the takeover; the resumed instance is then asked
+takeover as the time from the fault (just before the signal) until every running client has completed a draw
+it *started* once the faulted leader was gone or stopped (such a draw cannot be served by it): kill -9 of the
+leader (then a restart on its address), SIGSTOP of the leader (SIGCONT after the takeover; the resumed instance is then asked
 directly and must refuse), SIGSTOP of a client process across such a takeover (SIGCONT after it).
 Used by tests/integration/timestamps/test_takeover.py and bench/takeover_drill.py.
 """
@@ -217,9 +217,27 @@ class TakeoverDrill:
             time.sleep(0.1)
 
     def _arm(self) -> int:
+        """From now on, a client's next successful draw marks its recovery."""
         now = time.monotonic_ns()
         self._fault_ns.value = now
         return now
+
+    @staticmethod
+    def _wait_stopped(pid: int, limit: float = 5.0) -> None:
+        """Until every thread of ``pid`` is stopped (state T in /proc): a draw started after that cannot be
+        served by it, so it marks a recovery. (Without this wait, draws served while the signal was still on
+        its way looked like an instant recovery.)"""
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            try:
+                states = [Path(f"/proc/{pid}/task/{t}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                          for t in os.listdir(f"/proc/{pid}/task")]
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if states and all(state in ("T", "t") for state in states):
+                return
+            time.sleep(0.001)
+        raise RuntimeError(f"process {pid} did not stop within {limit:g}s of SIGSTOP")
 
     def _wait_recovered(self, fault_ns: int, clients: Any, limit: float) -> float | None:
         """Seconds from ``fault_ns`` until each of ``clients`` completed a draw started after it (the slowest);
@@ -273,11 +291,13 @@ class TakeoverDrill:
         self._settle()
         victim = self.leader()
         _, epoch = self.record()
-        fault = self._arm()
-        victim.kill()
+        fault = time.monotonic_ns()
+        victim.kill()  # returns once the process is gone
+        armed = self._arm()
         restarted = start_server(self.store_url, victim.address, victim.log, lease_seconds=self.lease_seconds)
         self.servers[self.servers.index(victim)] = restarted
-        took = self._wait_recovered(fault, range(len(self.processes)), self.recovery_limit)
+        took = self._took(fault, self._wait_recovered(armed, range(len(self.processes)), self.recovery_limit),
+                          armed)
         return self._done(Fault("leader_kill", victim.address, took, epoch, self.record()[1]))
 
     def leader_pause(self, paused_client: int | None = None) -> Fault:
@@ -291,11 +311,13 @@ class TakeoverDrill:
         notes: dict = {}
         if paused_client is not None:
             os.kill(self.processes[paused_client].pid, signal.SIGSTOP)
-            time.sleep(0.05)
-        fault = self._arm()
+            self._wait_stopped(self.processes[paused_client].pid)
+        fault = time.monotonic_ns()
         victim.signal(signal.SIGSTOP)
         try:
-            took = self._wait_recovered(fault, running, self.recovery_limit)
+            self._wait_stopped(victim.process.pid)
+            armed = self._arm()
+            took = self._took(fault, self._wait_recovered(armed, running, self.recovery_limit), armed)
             leader_after, epoch_after = self.record()
         finally:
             victim.signal(signal.SIGCONT)
@@ -312,6 +334,11 @@ class TakeoverDrill:
     def client_pause(self, client: int) -> Fault:
         """SIGSTOP client process ``client`` across a takeover (a paused leader), SIGCONT it after."""
         return self.leader_pause(paused_client=client)
+
+    @staticmethod
+    def _took(fault_ns: int, since_armed: float | None, armed_ns: int) -> float | None:
+        """Seconds from the fault (just before the signal) to the recovery measured from ``armed_ns``."""
+        return None if since_armed is None else since_armed + (armed_ns - fault_ns) / 1e9
 
     def _done(self, fault: Fault) -> Fault:
         self.faults.append(fault)

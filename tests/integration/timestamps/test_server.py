@@ -18,6 +18,7 @@ from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_
 from airflow_atlas.verify import run_verify
 from devkit.airflow import free_port
 from devkit.timestamps import ServerProcessError, running_servers, start_server
+from tests.timestamp_servers import without_local_servers
 
 pytestmark = pytest.mark.cassandra
 
@@ -79,8 +80,8 @@ def test_a_store_never_adopted_is_refused_with_a_clear_error(served, cassandra_s
         f"CREATE KEYSPACE IF NOT EXISTS {other} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
     )
     try:
-        with AtlasStore.open(url(other)) as plain:
-            plain.initialize()  # no timestamp_servers: the store keeps its cell
+        with without_local_servers(), AtlasStore.open(url(other)) as plain:
+            plain.initialize()  # no timestamp servers named: the store keeps its cell
         from airflow_atlas.timestamps.client import TimestampClient
 
         client = TimestampClient(other, addresses, lambda: "", retry_seconds=5)
