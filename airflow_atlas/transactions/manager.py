@@ -39,7 +39,7 @@ from ..errors import (
 from ..kvs.api import MAX_VALUE_BYTES, KeyValueService
 from ..kvs.tables import TableMetadata, validate_table_name
 from ..sweep.queue.write_info import ScrubQueueHook, SweepQueueHook
-from ..timestamps import TimestampService, TimestampSource
+from ..timestamps import TimestampSource, open_timestamps
 from .encoding import ABORTED
 from .keeper import RegistrationKeeper
 from .latency_publisher import LatencyPublication, LatencyPublisher
@@ -156,9 +156,10 @@ class TransactionManager:
     ) -> TransactionManager:
         """Wire every service on ``kvs``, create their tables, and (by default) make the timestamp service the
         store's supplier of fresh timestamps for deletes and sentinels."""
-        timestamps = TimestampService(kvs)
+        timestamps = open_timestamps(kvs)  # the store's server once adopted, else its cell
         timestamps.ensure_tables()
-        registry = OpenTransactionRegistry(kvs, clock, margin_seconds=registry_margin_seconds)
+        registry = OpenTransactionRegistry(kvs, clock, margin_seconds=registry_margin_seconds,
+                                          striped=lambda: timestamps.served)
         registry.ensure_tables()
         punch = PunchTable(kvs, clock)
         punch.ensure_tables()
