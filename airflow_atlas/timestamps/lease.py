@@ -91,6 +91,7 @@ class StoreLeadership:
         self._leading = False
         self._lease_start = float("-inf")
         self._next = 0  # leader: the next timestamp to hand out
+        self._block_end = 0  # leader: the bound this instance persisted under its epoch (never another's)
         self._seen: tuple[int, int] | None = None  # standby: (epoch, seq) last seen, and since when
         self._seen_since = 0.0
         self._watched_at = float("-inf")
@@ -183,6 +184,7 @@ class StoreLeadership:
         if self._cas(record.renewed(bound=bound)):
             with self._lock:
                 self._lease_start = started
+                self._block_end = bound
         else:
             with self._lock:
                 self._leading = False  # another instance took over: never serve this epoch again
@@ -213,6 +215,7 @@ class StoreLeadership:
                 self._leading = True
                 self._lease_start = started
                 self._next = record.bound + 1
+                self._block_end = taken.bound
                 self._seen = None
 
     def _cas(self, new: ServerRecord) -> bool:
@@ -230,7 +233,9 @@ class StoreLeadership:
         return applied
 
     def _bound(self) -> int:
-        return self._record.bound if self._record is not None else 0
+        # What this instance itself persisted: after a lost check-and-set the cached record is another
+        # leader's, whose bound must never let this one hand out more.
+        return self._block_end
 
     def _epoch(self) -> int:
         return self._record.epoch if self._record is not None else 0
