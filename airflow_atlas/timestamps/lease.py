@@ -31,8 +31,9 @@ from .record import RECORD_CELL, TIMESTAMP_TABLE, ServerRecord, read_record
 
 BLOCK = 1_000_000
 """Timestamps reserved ahead with one check-and-set (as TimeLock's persistent upper limit)."""
-MAX_REQUEST = 10_000
-"""The most timestamps one request may ask for."""
+MAX_REQUEST = 1_000_000_000
+"""The most timestamps one request may ask for (a request for more than is left extends the bound by what it
+needs: a test or a migration may skip a whole coarse partition, 10,000,000, in one draw)."""
 CLOCK_DRIFT = 0.05
 """The assumed bound on how much two machines' clock *rates* differ (5%: NTP keeps them within parts per
 million; the margin covers a badly behaved hypervisor)."""
@@ -112,7 +113,7 @@ class StoreLeadership:
                 elif not self._leading and self._now() - self._watched_at < self._lease / 8:
                     break  # a standby answered "not leader" a moment ago: do not read the record per request
             # The block is used up, the lease ran out (a stalled renewal, a pause) or nobody leads: fix, retry.
-            self._renew_or_take()
+            self._renew_or_take(count)
         with self._lock:
             if not self._leading:
                 raise NotLeaderError(self._not_leader_message(), self._leader_address())
@@ -164,22 +165,23 @@ class StoreLeadership:
             )
 
     # ----- the record ----------------------------------------------------------------------------------
-    def _renew_or_take(self) -> None:
+    def _renew_or_take(self, need: int = 0) -> None:
         with self._store_lock:
             with self._lock:
                 leading = self._leading
             if leading:
-                self._renew()
+                self._renew(need)
             else:
                 self._watch_and_take()
 
-    def _renew(self) -> None:
+    def _renew(self, need: int = 0) -> None:
+        """Renew the lease; extend the bound by a block when less than half a block (or ``need``) is left."""
         record = self._record
         assert record is not None
         bound = record.bound
         with self._lock:
-            if bound - self._next < BLOCK // 2:
-                bound = max(bound, self._next - 1) + BLOCK
+            if bound - self._next + 1 < max(BLOCK // 2, need):
+                bound = max(bound, self._next - 1) + max(BLOCK, need)
         started = self._now()
         if self._cas(record.renewed(bound=bound)):
             with self._lock:

@@ -153,3 +153,23 @@ def test_a_new_incarnation_at_the_same_address_waits_like_any_standby(kvs, clock
     clock.now += takeover_wait(LEASE) + 0.01
     again.tick()
     assert again.state().role == "leader"
+
+
+def test_a_request_of_up_to_a_block_is_served_after_one_extension(kvs, clock):
+    adopt(kvs)
+    a = instance(kvs, clock, "a")
+    first = a.issue(BLOCK // 2 + 1)[0]  # more than half a block: the taken block holds it
+    big, _ = a.issue(BLOCK)  # more than is left: one extension makes room
+    assert big == first + BLOCK // 2 + 1
+    record, _ = read_record(kvs)
+    assert record is not None and record.bound >= big + BLOCK - 1 and record.epoch == 1
+
+
+def test_a_request_larger_than_a_block_extends_the_bound_by_what_it_needs(kvs, clock):
+    adopt(kvs)
+    a = instance(kvs, clock, "a")
+    a.issue(1)
+    skip, _ = a.issue(10_000_000)  # a whole coarse partition at once
+    assert a.issue(1)[0] == skip + 10_000_000
+    record, _ = read_record(kvs)
+    assert record is not None and record.bound >= skip + 10_000_000
