@@ -23,7 +23,13 @@ from concurrent import futures
 
 import grpc
 
-from ..errors import AtlasError, InvalidInputError, StoreUnavailableError, TableNotFoundError
+from ..errors import (
+    AtlasError,
+    InvalidInputError,
+    StoreNotInitializedError,
+    StoreUnavailableError,
+    TableNotFoundError,
+)
 from ..kvs.api import KeyValueService
 from . import timestamps_pb2 as pb
 from .lease import (
@@ -95,8 +101,14 @@ class TimestampServer:
             validate_keyspace(name)
         except InvalidInputError as exc:
             raise InvalidInputError(f"bad store name {name!r}: {exc}") from None
-        kvs = CassandraKeyValueService(self._kvs.session, name, consistency=self._kvs.consistency,
-                                       create_registry=False)
+        try:
+            kvs = CassandraKeyValueService(self._kvs.session, name, consistency=self._kvs.consistency,
+                                           create_registry=False)
+        except StoreNotInitializedError:
+            # A store created a moment ago: this session's schema metadata may not show it yet.
+            self._kvs.session.cluster.refresh_keyspace_metadata(name)
+            kvs = CassandraKeyValueService(self._kvs.session, name, consistency=self._kvs.consistency,
+                                           create_registry=False)
         with self._lock:
             found = self._stores.get(name)
             if found is None:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
+from tests.timestamp_servers import without_local_servers
 
 from .helpers import open_store
 
@@ -194,7 +195,8 @@ def private_cassandra():
     node = PrivateNode(directory=directory, offset=_free_offset())
     node.start()
     try:
-        yield node
+        with without_local_servers():  # another cluster than the local servers serve: its stores keep their cell
+            yield node
     finally:
         try:
             if (directory / "cassandra.pid").exists():
