@@ -25,15 +25,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..encoding import LONG_MAX
 from ..errors import AtlasError, StoreUnavailableError
 from ..kvs.api import KeyValueService
 from .record import RECORD_CELL, TIMESTAMP_TABLE, ServerRecord, read_record
 
 BLOCK = 1_000_000
 """Timestamps reserved ahead with one check-and-set (as TimeLock's persistent upper limit)."""
-MAX_REQUEST = 1_000_000_000
+MAX_REQUEST = 1 << 62
 """The most timestamps one request may ask for (a request for more than is left extends the bound by what it
-needs: a test or a migration may skip a whole coarse partition, 10,000,000, in one draw)."""
+needs, as one check-and-set of the cell did: a draw may skip whole partitions of timestamps)."""
 CLOCK_DRIFT = 0.05
 """The assumed bound on how much two machines' clock *rates* differ (5%: NTP keeps them within parts per
 million; the margin covers a badly behaved hypervisor)."""
@@ -103,6 +104,9 @@ class StoreLeadership:
         """``(start, epoch)`` of ``count`` fresh timestamps. NotLeaderError when another instance leads;
         StoreUnavailableError while this one cannot prove its lease."""
         self.last_request = self._now()
+        with self._lock:
+            if self._leading and self._next - 1 > LONG_MAX - count - BLOCK:
+                raise AtlasError(f"the timestamp space is exhausted (issued up to {self._next - 1})")
         for _ in range(3):
             with self._lock:
                 if self._leading and self._now() - self._lease_start < self._lease:
