@@ -40,6 +40,7 @@ from .lease import (
     StoreNotServedError,
     clock,
 )
+from .record import TIMESTAMP_TABLE
 from .rpc import LEADER_METADATA, service_handler
 
 log = logging.getLogger(__name__)
@@ -94,7 +95,7 @@ class TimestampServer:
             found = self._stores.get(name)
         if found is not None:
             return found
-        from ..kvs.cassandra import CassandraKeyValueService
+        from ..kvs.cassandra import CassandraKeyValueService, physical_table_name
         from ..kvs.cassandra.statements import validate_keyspace
 
         try:
@@ -105,8 +106,12 @@ class TimestampServer:
             kvs = CassandraKeyValueService(self._kvs.session, name, consistency=self._kvs.consistency,
                                            create_registry=False)
         except StoreNotInitializedError:
-            # A store created a moment ago: this session's schema metadata may not show it yet.
-            self._kvs.session.cluster.refresh_keyspace_metadata(name)
+            # A store created a moment ago: this session's schema metadata may not show it yet (the driver
+            # applies schema events in the background); refresh what the store is opened by, then try again.
+            driver = self._kvs.session.cluster
+            driver.refresh_keyspace_metadata(name)
+            for table in ("_metadata", TIMESTAMP_TABLE):
+                driver.refresh_table_metadata(name, physical_table_name(table))
             kvs = CassandraKeyValueService(self._kvs.session, name, consistency=self._kvs.consistency,
                                            create_registry=False)
         with self._lock:
