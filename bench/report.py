@@ -11,7 +11,7 @@ from pathlib import Path
 
 ANALYSIS = Path(__file__).resolve().parent / "ANALYSIS.md"
 ORDER = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
-         "foreground_impact", "sustained", "orchestration", "timestamps", "transactions")
+         "foreground_impact", "sustained", "orchestration", "timestamps", "transactions", "takeover_drill")
 
 
 def load(out: Path) -> dict[str, dict]:
