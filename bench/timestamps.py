@@ -24,7 +24,6 @@ benchmark's processes, the timestamp server, the Cassandra node) shares this mac
 """
 from __future__ import annotations
 
-import argparse
 import multiprocessing
 import os
 import sys
@@ -304,21 +303,7 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.timestamps", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="2 s per step (default 10 s)")
-    p.add_argument("--seconds", type=float, help="seconds per step")
-    p.add_argument("--reps", type=int, default=1, help="passes over every step (default 1)")
-    p.add_argument("--out", type=Path, default=C.REPO_ROOT / "bench" / "results")
-    args = p.parse_args(argv)
-    import logging
-
-    logging.getLogger("cassandra").setLevel(logging.ERROR)
-    C.ensure_cassandra()
-    doc = run(quick=args.quick, reps=max(1, min(args.reps, 10)), seconds=args.seconds)
-    C.log(f"{NAME}: -> {C.write_result(args.out, NAME, doc)}")
-    for g in doc["goals"]:
-        C.log(f"  goal {g['name']}: {g['value']} (target {g['op']} {g['target']}) {'met' if g['met'] else 'MISSED'}")
-    return 0
+    return C.standalone_main("python -m bench.timestamps", NAME, __doc__, run, argv)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,6 @@ cores, unconfined, with whatever else runs on it (the per-step CPU split is reco
 """
 from __future__ import annotations
 
-import argparse
 import itertools
 import random
 import sys
@@ -246,19 +245,7 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None, thr
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.transactions", description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="2 s per step (default 10 s)")
-    p.add_argument("--seconds", type=float, help="seconds per step")
-    p.add_argument("--reps", type=int, default=1, help="passes over every step (default 1)")
-    p.add_argument("--out", type=Path, default=C.REPO_ROOT / "bench" / "results")
-    args = p.parse_args(argv)
-    import logging
-
-    logging.getLogger("cassandra").setLevel(logging.ERROR)
-    C.ensure_cassandra()
-    doc = run(quick=args.quick, reps=max(1, min(args.reps, 10)), seconds=args.seconds)
-    C.log(f"{NAME}: -> {C.write_result(args.out, NAME, doc)}")
-    return 0
+    return C.standalone_main("python -m bench.transactions", NAME, __doc__, run, argv)
 
 
 if __name__ == "__main__":
