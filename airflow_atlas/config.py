@@ -36,7 +36,7 @@ from .sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATEN
 from .sweep.pacing.application import DEFAULT_PACE_SIGNAL, PACE_SIGNALS
 from .sweep.pacing.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
 from .sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
-from .timestamps.addresses import parse_address
+from .timestamps.addresses import DEFAULT_RETRY_SECONDS, parse_address
 
 DAY = 86_400
 """Seconds per day: the upper bound of the lease and wait settings."""
@@ -165,7 +165,7 @@ class StoreConfig:
         read="store.py (timestamps, initialize) -> timestamps/source.py",
     )
     timestamp_retry_seconds: float = setting(
-        20.0, Float(1, 600),
+        DEFAULT_RETRY_SECONDS, Float(1, 600),
         "how long a draw of a served store keeps trying the servers (across a takeover) before it fails with "
         "an error naming them",
         read="store.py -> timestamps/client.py",

@@ -1,10 +1,13 @@
-"""Timestamp server addresses (``host:port``), as the ``timestamp_servers`` setting and the CLI take them."""
+"""Finding the timestamp servers: their addresses (``host:port``, as the ``timestamp_servers`` setting and the CLI
+take them), the environment variable that names them, and how long a client keeps trying them."""
 from __future__ import annotations
 
 import os
 
 DEFAULT_PORT = 9350
 """The timestamp server's port when an address names none."""
+DEFAULT_RETRY_SECONDS = 20.0
+"""Default of the ``timestamp_retry_seconds`` setting: how long a draw keeps trying the servers (across a takeover)."""
 SERVERS_ENV = "ATLAS_TIMESTAMP_SERVERS"
 """The environment variable that names a process's timestamp servers when the ``timestamp_servers`` setting is
 empty (comma-separated ``host[:port]``): how a deployment, the project's scripts and the test suite point every

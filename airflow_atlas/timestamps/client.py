@@ -27,6 +27,7 @@ import grpc
 from ..errors import AtlasError, InvalidInputError, StoreUnavailableError
 from ..validation import check_int
 from . import timestamps_pb2 as pb
+from .addresses import DEFAULT_RETRY_SECONDS
 from .lease import MAX_REQUEST
 from .rpc import LEADER_METADATA, TimestampsStub
 
@@ -57,7 +58,7 @@ class TimestampClient:
     cluster_name, which the server checks against its own (a store of another cluster is refused)."""
 
     def __init__(self, store: str, servers: Sequence[str], locate: Callable[[], str], *,
-                 retry_seconds: float = 20.0, rpc_timeout: float = RPC_TIMEOUT_SECONDS, cluster: str = ""):
+                 retry_seconds: float = DEFAULT_RETRY_SECONDS, rpc_timeout: float = RPC_TIMEOUT_SECONDS, cluster: str = ""):
         self.store = store
         self.cluster = cluster
         self._servers = tuple(servers)

@@ -16,13 +16,13 @@ import threading
 from typing import TYPE_CHECKING, Protocol
 
 from ..kvs.api import KeyValueService
+from .addresses import DEFAULT_RETRY_SECONDS
 from .cell import TimestampService
 from .record import StoreServedByServerError, read_record
 
 if TYPE_CHECKING:
     from .client import TimestampClient
 
-DEFAULT_RETRY_SECONDS = 20.0
 
 
 class TimestampSource(Protocol):
