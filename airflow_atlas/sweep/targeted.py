@@ -461,15 +461,8 @@ class TargetedSweeper(SweepPairs):
 
 
 def _count_rows(cleaned) -> int:
-    if cleaned is None:
-        return 0
-    if isinstance(cleaned, int):
-        return cleaned
-    total = getattr(cleaned, "total", None)
-    if total is not None:
-        return int(total() if callable(total) else total)
-    data = cleaned.to_json() if hasattr(cleaned, "to_json") else vars(cleaned)
-    return int(sum(v for v in data.values() if isinstance(v, int)))
+    """The queue rows one clean deleted: ``SweepQueueCleaner.clean`` always returns a ``CleanResult``."""
+    return cleaned.rows_deleted
 
 
 __all__ = ["TargetedSweeper", "SweepResult", "ShardSweepResult", "LockHolderInfo", "MAX_SHARDS", "default_holder"]
