@@ -113,7 +113,7 @@ def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | No
         writes = random_writes(rng)
         roll = rng.random()
         if roll < spec.dead_writer_ratio:
-            _dead_writer(store, writes)
+            dead_writer(store, writes)
             report.dead_writers += 1
         else:
             txn = store.transactions.begin()
@@ -141,8 +141,9 @@ def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | No
     return report
 
 
-def _dead_writer(store, writes: dict[str, dict[Cell, bytes]]) -> int:
-    """A writer that enqueued and wrote its cells, then died before putting a commit timestamp."""
+def dead_writer(store, writes: dict[str, dict[Cell, bytes]]) -> int:
+    """A writer that enqueued and wrote its cells, then died before putting a commit timestamp; returns its
+    start timestamp. The workload's dead writers, and the tests' (one definition of the state sweep aborts)."""
     start = store.timestamps.fresh_timestamp()
     infos = [
         WriteInfo(table, cell, start, value == b"")

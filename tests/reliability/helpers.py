@@ -41,7 +41,7 @@ from airflow_atlas.sweep.queue.queue_tables import (
     decode_timestamps_row,
 )
 from airflow_atlas.sweep.queue.shards import shard_for
-from airflow_atlas.workload import _dead_writer, stage_writes
+from airflow_atlas.workload import dead_writer, stage_writes
 
 STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 
@@ -261,7 +261,7 @@ class WriterLoop:
         store = self.store
         try:
             if roll < self.dead_ratio:
-                _dead_writer(store, writes)
+                dead_writer(store, writes)
                 self.stats.dead_writers += 1
                 return
             txn = store.transactions.begin()

@@ -52,7 +52,7 @@ from airflow_atlas.sweep.queue.queue_tables import (
 from airflow_atlas.sweep.queue.shards import shard_for
 from airflow_atlas.sweep.queue.write_reference import encode_write_reference
 from airflow_atlas.transactions import encoding as txn_encoding
-from airflow_atlas.workload import _dead_writer
+from airflow_atlas.workload import dead_writer
 from tests.conftest import REPO_ROOT
 
 from .helpers import CONFIG, backlog_below, cell, leaked_queue_rows, open_store, progress_of, sweep_all
@@ -304,7 +304,7 @@ def test_garbage_in_the_transactions_table_is_named_and_other_shards_are_swept(s
     c0, c1 = _cells_in_shard(table, 0, 2), _cells_in_shard(table, 1, 2)
     for v in (b"a", b"b"):
         _commit(store, table, {c: v for c in c0 + c1})
-    dead = _dead_writer(store, {table: {c0[0]: b"dead"}})  # its fate is for sweep to decide...
+    dead = dead_writer(store, {table: {c0[0]: b"dead"}})  # its fate is for sweep to decide...
     service = store.transaction_service
     store.kvs.put_unless_exists(service.table, {txn_encoding.v2_cell(dead): b"\xff\xff\xff"})  # ...but garbage is there
     _commit(store, table, {c: b"c" for c in c0[1:] + c1})  # (a write to c0[0] would meet the garbage: see below)

@@ -137,7 +137,7 @@ def _commit(store, model, table, values) -> None:
 
 
 def _interleave(store, strategy: str, point: str, round_: int = 0):
-    from airflow_atlas.workload import _dead_writer
+    from airflow_atlas.workload import dead_writer
 
     table = f"fence_{strategy[0].lower()}_{point}_{round_}"
     store.create_table(table, strategy)
@@ -145,7 +145,7 @@ def _interleave(store, strategy: str, point: str, round_: int = 0):
     cells = [cell(i) for i in range(8)]
     for v in range(3):  # several versions per cell in one fine partition, a delete, a dead writer
         _commit(store, model, table, {c: b"" if (v == 2 and i == 0) else b"%d-%d" % (v, i) for i, c in enumerate(cells)})
-    _dead_writer(store, {table: {cells[1]: b"dead"}})
+    dead_writer(store, {table: {cells[1]: b"dead"}})
     store.timestamps.fresh_timestamps(FINE_PARTITION)  # the next writes land in the next fine partition
     for v in range(3, 5):
         _commit(store, model, table, {c: b"%d-%d" % (v, i) for i, c in enumerate(cells[:5])})

@@ -17,7 +17,7 @@ from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.results import default_holder, holder_process_gone
 from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.transactions import encoding as enc
-from airflow_atlas.workload import WorkloadSpec, _dead_writer, run_workload
+from airflow_atlas.workload import WorkloadSpec, dead_writer, run_workload
 from tests.conftest import REPO_ROOT
 
 from .conftest import cli_command
@@ -33,7 +33,7 @@ def _open(cli) -> AtlasStore:
 def corrupt_commit_entry(store, table: str) -> tuple[int, Cell]:
     """A dead writer of ``table`` whose ``_transactions2`` entry is garbage: what issue 16.9 describes."""
     cell = Cell(b"corrupt-row", b"c00")
-    start = _dead_writer(store, {table: {cell: b"value"}})
+    start = dead_writer(store, {table: {cell: b"value"}})
     service = store.transaction_service
     store.kvs.put_unless_exists(service.table, {enc.v2_cell(start): GARBAGE})
     return start, cell

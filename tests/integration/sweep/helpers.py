@@ -147,9 +147,9 @@ class Harness:
 
     def dead_writer(self, writes: Mapping[str, Mapping[Cell, bytes]]) -> int:
         """A writer that enqueued and wrote its cells, then died before committing (workload's own)."""
-        from airflow_atlas.workload import _dead_writer
+        from airflow_atlas.workload import dead_writer
 
-        return _dead_writer(self.store, {t: dict(v) for t, v in writes.items()})
+        return dead_writer(self.store, {t: dict(v) for t, v in writes.items()})
 
     def raw_write(self, table: str, values: Mapping[Cell, bytes], *, start: int | None = None) -> int:
         """The first half of a commit, in the protocol's order (enqueue, then write the cells at the start

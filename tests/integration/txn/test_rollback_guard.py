@@ -15,7 +15,7 @@ from airflow_atlas.oracle import Reader, observe
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.commits import RollbackGuard, resolve_commits
 from airflow_atlas.transactions.service import TransactionServiceV1, make_transaction_service
-from airflow_atlas.workload import _dead_writer
+from airflow_atlas.workload import dead_writer
 from tests.conftest import CASSANDRA_HOST, CASSANDRA_PORT
 
 THOROUGH = SweepStrategy.THOROUGH
@@ -42,7 +42,7 @@ def _committed(store, n: int, offset: int = 0) -> None:
 
 
 def _dead(store, n: int) -> list[int]:
-    return [_dead_writer(store, {"t": {Cell(b"d%d" % i, b"v"): b"dead"}}) for i in range(n)]
+    return [dead_writer(store, {"t": {Cell(b"d%d" % i, b"v"): b"dead"}}) for i in range(n)]
 
 
 def _visible(store) -> dict:
