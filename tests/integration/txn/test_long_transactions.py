@@ -8,6 +8,7 @@ import pytest
 
 from airflow_atlas.errors import TransactionLockExpiredError
 from airflow_atlas.kvs.api import Cell
+from tests.integration.txn.conftest import FakeClock
 
 LEASE = 2.0  # > 2 x the margin of 0.2 s; refreshed with 1.3 s to spare, so a loaded machine does not lose it
 
@@ -55,12 +56,12 @@ def test_an_open_transaction_idle_for_several_leases_stays_registered(make_manag
 def test_the_keeper_never_revives_an_expired_registration(make_manager, make_table):
     """A clock jump past the lease (the process was paused): the registry refuses the refresh, the
     transaction fails instead of committing after sweep may have passed it."""
-    now = [time.time()]
-    manager = make_manager(lease_seconds=LEASE, clock=lambda: now[0])
+    clock = FakeClock(time.time())
+    manager = make_manager(lease_seconds=LEASE, clock=clock)
     table = make_table()
     txn = manager.begin()
     txn.put(table, {Cell(b"r", b"c"): b"v"})
-    now[0] += 10 * LEASE
+    clock.now += 10 * LEASE
     time.sleep(LEASE / 2)  # a few keeper ticks
     with pytest.raises(TransactionLockExpiredError):
         txn.commit()
@@ -80,18 +81,6 @@ def test_a_dropped_transaction_is_no_longer_kept(make_manager):
     assert manager.registry.get(start) is not None  # expires on its own after the lease
 
 
-class _Clock:
-    """A clock the test moves; ``write_takes`` seconds pass during each registry write (the store's put is
-    wrapped on this kvs object only, and restored)."""
-
-    def __init__(self):
-        self.now = 1000.0
-        self.write_takes = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.mark.parametrize("write_takes, lost", [(2.0, False), (4.5, True)])
 def test_a_slow_refresh_counts_unless_it_ended_near_the_old_expiry(kvs, write_takes, lost):
     """Lease 10 s, margin 1 s, refreshed 5 s in: a 2 s write ends 3 s before the old expiry (fine, though
@@ -101,7 +90,7 @@ def test_a_slow_refresh_counts_unless_it_ended_near_the_old_expiry(kvs, write_ta
     from airflow_atlas.errors import LockNotHeldError
     from airflow_atlas.transactions.registry import OpenTransactionRegistry
 
-    clock = _Clock()
+    clock = FakeClock(1000.0)  # write_takes seconds pass during each registry write (this kvs object's put wrapped)
     registry = OpenTransactionRegistry(kvs, clock, margin_seconds=1.0, table=f"_open_{uuid.uuid4().hex[:12]}")
     registry.ensure_tables()
     registry.register(77, "w", 10)
