@@ -1,24 +1,29 @@
-"""Benchmark foreground_impact (issue 15 part 2, issue 24 item 2, issue 31 item 3): how much a sweep slows the
-application it cleans, under phases of foreground load, at fixed intensity limits and at each pace controller,
-and what it costs the sweep.
+"""Benchmark foreground_impact: how much a sweep slows the application it cleans, under phases of foreground
+load, at fixed intensity limits and at the shipped settings (the application pace), and what it costs the sweep.
 
 Per **placement** of the sweep process (bench/placement.py: ``confined`` - a CPU quota of half a core, as a
 sweeper on its own Airflow worker -, then ``shared``), per repetition, the **load phases** in order - ``idle``
 (no foreground), ``steady`` (in the full mode half the highest rate the node carries without sweep, by a
 capacity probe before the windows: :func:`probe_capacity`; quick: 10 transactions/s), ``burst``
-(:data:`BURST_FACTOR` x that), ``idle_again`` - and
-in each load phase one window per **variant**, in an order that rotates every repetition:
+(:data:`BURST_FACTOR` x that), ``arrival`` (the steady rate, starting :data:`ARRIVAL_DELAY_SECONDS` into the
+window), ``idle_again`` - and in each load phase one window per **variant** (bench/foreground_summary.py,
+:func:`~bench.foreground_summary.variants`), in an order that rotates every repetition:
 
 * ``no_sweep``: the foreground alone (the baseline of every latency ratio of the phase; busy phases only);
 * ``unthrottled``: ``sweep_max_entries_per_second`` 0 with ``sweep_latency_target`` 0 (no pacing at all: the
   baseline of every sweep-rate ratio of the phase);
-* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate; busy phases only, but for the
-  shipped default's, measured in every phase: since issue 31 item 4 the default is a fixed 250 entries/s);
-* ``adaptive``: the own-latency controller as the settings turn it on (``sweep_latency_target``
-  :data:`~airflow_atlas.sweep.pacing.adaptive.ADAPTIVE_LATENCY_TARGET`, no upper bound, ``sweep_pace_signal``
-  ``sweep``; the default until issue 31 item 4);
-* ``application``: the same with ``sweep_pace_signal`` ``application`` (steering on the application's
-  published latency and the node's pressure, its baseline from the quiet windows the other variants leave).
+* each fixed limit (``sweep_latency_target`` 0, so the limit is a fixed rate; steady and burst only);
+* ``default``: the shipped settings (``StoreConfig()`` untouched), i.e. the application pace: unthrottled while
+  the application rests (its clients publish that they are alive and run nothing), a safe pace adjusted to the
+  application's published p99 while it runs, the safe pace while no client publishes.
+
+The application is the benchmark's main process: its store (the foreground's) runs one transaction before the
+first window, so from then on it publishes into ``_app_latency`` once a second - alive but resting in the idle
+phases and before the arrival, running during the foreground. The backlog's loader and the capacity probe use a
+store that publishes nothing (their bulk transactions, seconds each, and the probe's rates up to saturation are
+not the application the benchmark protects). A window that opens without foreground (idle phases, arrival)
+opens at least :data:`REST_INTERVALS` publication intervals after the application's last transaction: the default
+sees it resting.
 
 A window:
 
@@ -27,9 +32,10 @@ A window:
   waits for a running writer: that contention is the application's, not the store's), issued **open-loop**
   at the phase's rate (each starts at its planned instant on a thread pool; its latency is measured from
   that instant, so queueing behind a slow store counts - no coordinated omission). Conflicts are counted,
-  not timed. The schedule runs for a moment before the window opens. The foreground's store publishes its
-  latency (``_app_latency``), which the ``application`` variant steers on. In the full mode a busy window lasts
-  long enough for :data:`~bench.foreground_summary.MIN_POOLED` transactions per variant over the repetitions
+  not timed. In steady and burst the schedule runs for a moment before the sweep starts; in the arrival it
+  starts :data:`ARRIVAL_DELAY_SECONDS` after the sweep (no sweep: after the window opens) and runs to the
+  window's end. In the full mode the foreground of a busy window lasts long enough for
+  :data:`~bench.foreground_summary.MIN_POOLED` transactions per variant over the repetitions
   (:func:`window_seconds`).
 * **sweep**: in a separate process (as an Airflow worker or a Spark executor is; placed, started while the
   backlog loads, connected before the window opens), one ``TargetedSweeper.sweep_shard`` run of a THOROUGH
@@ -37,14 +43,14 @@ A window:
   the run stops after the first iteration that ends past them (its ``on_iteration`` callback raises; the
   iteration's progress is persisted, the entries left over are swept by the next window) or when the backlog
   is gone. The backlog is topped up before each window to last it at the variant's expected rate (the limit,
-  or the unthrottled rate of a calibration sweep without foreground). Foreground latencies are counted only
-  while the sweep process sweeps (its own first and last instants).
+  or the unthrottled rate of a calibration sweep without foreground). Foreground latencies are counted while
+  the sweep process sweeps (its own first and last instants), in the arrival from the foreground's start.
 
 Reported per placement, load phase and variant (bench/foreground_summary.py): the pooled p50 and p99 ("too few
 samples" under 1,000 transactions), the p99 against the same placement and phase's ``no_sweep`` with a
 bootstrap 90% confidence interval, the sweep rate (pooled) and its share of ``unthrottled``, the seconds paced,
-the pace at the end of the window, its back-offs and reason, and the cores used (machine, node). The goals are
-judged at the default variant on the confined placement; both controllers are shown beside it.
+the pace at the end of the window, its back-offs and reason (and, for the default, its pace over the window),
+and the cores used (machine, node). The goals are judged at the default on the confined placement.
 """
 from __future__ import annotations
 
@@ -62,8 +68,7 @@ from . import common as C
 from . import foreground_summary as S
 from . import placement as P
 from .foreground_summary import (
-    ADAPTIVE,
-    APPLICATION,
+    DEFAULT,
     NO_SWEEP,
     PHASES,
     UNTHROTTLED,
@@ -81,8 +86,8 @@ READS = 4
 FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
 LIMITS_FULL = (2_000, 1_000, 250)
 """Fixed limits (entries/s, ``sweep_latency_target`` 0): 250 kept the steady phase at 1.32x on 2026-11-27, 1,000
-cost 2.9-3.5x; fewer than the issue-15 chart's six, so that every busy window holds enough transactions for a
-p99 (issue 31 item 3) within about half an hour per placement."""
+cost 2.9-3.5x; only three, so that every busy window holds enough transactions for a p99 within about half an
+hour per placement."""
 LIMITS_QUICK = (2_000,)
 BURST_FACTOR = 2
 """The burst's foreground rate over the steady one. 2, not 3 (as until 2026-11-26): the foreground alone at the
@@ -115,11 +120,22 @@ BACKLOG_MARGIN = 1.25
 SETTLE_PRESSURE_SECONDS = 60.0
 """Before a window the full mode waits, at most this long, until the node queues nothing (no pending compaction
 or request; :func:`bench.common.settle_pressure`), then until its CPU is quiet (``settle_seconds``): on
-2026-11-29 a window right after a fast sweep's inherited its compactions (the application pace's burst p99 1.1 s
-after the adaptive window, 102-139 ms in the other repetitions) while the CPU-only settle had waited 1 s."""
+2026-11-29 a window right after a fast sweep's inherited its compactions (a burst p99 of 1.1 s, 102-139 ms in the
+other repetitions) while the CPU-only settle had waited 1 s."""
 PHASE_SECONDS_FULL = 12.0
-"""A window's length in the idle phases, and the least in the busy ones (which are longer where their rate
-needs it: :func:`window_seconds`)."""
+"""A window's length in the idle phases, and the least foreground of the busy ones (which is longer where their
+rate needs it: :func:`window_seconds`)."""
+PREROLL_SECONDS_FULL = 2.0
+"""In steady and burst, the foreground runs this long before the sweep starts: two of the application's
+publications (``app_latency_interval_seconds`` 1) say it runs, so the default starts from a running application
+(the arrival measures the other start)."""
+REST_INTERVALS = 4
+"""Publication intervals (``app_latency_interval_seconds``) from the application's last transaction to a window
+that opens without foreground: its last transactions are published up to an interval later, and the application
+pace takes it as resting after two intervals without (one spare)."""
+ARRIVAL_DELAY_SECONDS = 3.0
+"""In the arrival, the foreground starts this long after the sweep: the default has been sweeping unthrottled for
+a resting application, and its change of pace when the application arrives is what the window measures."""
 
 
 def _shape(quick: bool) -> dict:
@@ -130,9 +146,10 @@ def _shape(quick: bool) -> dict:
                            "max_backlog": 25_000}, 10)
     # The busy phases' rates: 20/s until the capacity probe replaces them (:func:`run`); the busy windows as
     # long as 2,000 pooled transactions need.
-    return with_rates({"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED, "preroll_seconds": 1.0,
-                       "settle_seconds": 5.0, "settle_pressure_seconds": SETTLE_PRESSURE_SECONDS, "fg_cells": 10_000, "calibration_entries": 20_000, "limits": LIMITS_FULL,
-                       "max_backlog": 300_000}, 20)
+    return with_rates({"phase_seconds": PHASE_SECONDS_FULL, "min_pooled": S.MIN_POOLED,
+                       "preroll_seconds": PREROLL_SECONDS_FULL, "settle_seconds": 5.0,
+                       "settle_pressure_seconds": SETTLE_PRESSURE_SECONDS, "fg_cells": 10_000,
+                       "calibration_entries": 20_000, "limits": LIMITS_FULL, "max_backlog": 300_000}, 20)
 
 
 def highest_carried(probes: dict[int, float | None]) -> int | None:
@@ -183,17 +200,20 @@ def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECON
 
 
 def with_rates(shape: dict, steady: int) -> dict:
-    """``shape`` with its busy phases at ``steady`` and :data:`BURST_FACTOR` x it."""
-    return {**shape, "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "idle_again": 0}}
+    """``shape`` with steady and arrival at ``steady``, the burst at :data:`BURST_FACTOR` x it."""
+    return {**shape, "fg_rates": {"idle": 0, "steady": steady, "burst": BURST_FACTOR * steady, "arrival": steady,
+                                  "idle_again": 0}}
 
 
 def window_seconds(shape: dict, phase: str, reps: int) -> float:
-    """A window of ``phase``: long enough that the repetitions pool :data:`~bench.foreground_summary.MIN_POOLED`
-    transactions per variant in the full mode (10 % spare for the windows' edges)."""
+    """A window of ``phase``: its foreground long enough that the repetitions pool
+    :data:`~bench.foreground_summary.MIN_POOLED` transactions per variant in the full mode (10 % spare for the
+    windows' edges), after :data:`ARRIVAL_DELAY_SECONDS` in the arrival."""
     rate = shape["fg_rates"][phase]
-    if not shape.get("min_pooled") or not rate:
-        return shape["phase_seconds"]
-    return max(shape["phase_seconds"], math.ceil(shape["min_pooled"] * 1.1 / (rate * reps)))
+    seconds = shape["phase_seconds"]
+    if shape.get("min_pooled") and rate:
+        seconds = max(seconds, math.ceil(shape["min_pooled"] * 1.1 / (rate * reps)))
+    return seconds + (ARRIVAL_DELAY_SECONDS if phase == "arrival" else 0.0)
 
 
 # ----- the sweep process ----------------------------------------------------------------------------
@@ -207,15 +227,11 @@ def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | Non
     the setting's), print one JSON line (start-up stays out of the measured window)."""
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
-    from airflow_atlas.sweep.pacing.adaptive import ADAPTIVE_LATENCY_TARGET
 
-    config = StoreConfig()
-    if variant in (ADAPTIVE, APPLICATION):  # the adaptive pace as the settings turn it on, with no upper bound
-        pacing: dict = {"latency_target": ADAPTIVE_LATENCY_TARGET, "max_entries_per_second": 0}
-        config = StoreConfig(sweep_pace_signal="application" if variant == APPLICATION else "sweep")
-    else:  # a fixed rate (0: none at all), exactly as before adaptive intensity
+    pacing: dict = {}  # the default: the settings' pace
+    if variant != DEFAULT:  # a fixed rate (0: none at all)
         pacing = {"max_entries_per_second": 0 if variant == UNTHROTTLED else int(variant), "latency_target": 0.0}
-    store = AtlasStore.open(url, config)
+    store = AtlasStore.open(url, StoreConfig())
     timeline: list[tuple[float, int, float | None]] = []  # (seconds since go, entries so far, pace)
     try:
         store.number_of_shards()  # connected and the schema read
@@ -250,7 +266,7 @@ def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | Non
         "seconds_paced": run["seconds_paced"], "max_entries_per_second": run["max_entries_per_second"],
         "latency_target": run.get("latency_target"), "pace_entries_per_second": run.get("pace_entries_per_second"),
         "pace_reason": run.get("pace_reason"), "pace_backoffs": run.get("pace_backoffs", 0),
-        "pace_timeline": _thin(timeline) if variant in (ADAPTIVE, APPLICATION) else [],
+        "pace_timeline": _thin(timeline) if variant == DEFAULT else [],
     }), flush=True)
 
 
@@ -408,7 +424,7 @@ def _settle(store) -> None:
 
 
 def _expected_rate(variant, calibration_rate: float) -> float:
-    return calibration_rate if variant in (UNTHROTTLED, ADAPTIVE, APPLICATION) else min(float(variant), calibration_rate)
+    return calibration_rate if variant in (UNTHROTTLED, DEFAULT) else min(float(variant), calibration_rate)
 
 
 def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, phases: tuple[str, ...] = PHASES,
@@ -430,11 +446,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
     shape = _shape(quick)
     url = C.cassandra_url(C.new_keyspace_name("fg"))
     store = C.open_store(url, shards=sweep_tasks)  # the foreground's: the application, its latency published
-    # The backlog's and the base's loader, and the capacity probe's foreground: history and calibration, not the
-    # application the benchmark protects, so it publishes nothing (its bulk transactions of 500 writes, seconds
-    # each, would be the "application's" slowest; the probe's rates up to saturation, published, were the
-    # application pace's "quiet" baseline: 205-244 ms in the first repetition of 2026-11-30's full run, against
-    # the 25 ms of no sweep - a window of no sweep is quiet, however loaded, bench/ANALYSIS.md).
+    # The backlog's and the base's loader, and the capacity probe's foreground: not the application (module doc).
     loader = C.open_store(url, shards=sweep_tasks, app_latency_publish=False)
     runs: list[dict] = []
     rng = random.Random(11)
@@ -446,6 +458,9 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
         loader.create_table(BG_TABLE, SweepStrategy.THOROUGH)
         C.load_committed_base(loader, [FG_TABLE], shape["fg_cells"])
         fg_cells = [C.cell(i) for i in range(shape["fg_cells"])]
+        store.transactions.run(lambda txn: txn.get(FG_TABLE, fg_cells[:READS]))  # the application is alive
+        fg_stopped = time.time()  # when the application last ran a transaction
+        rest = REST_INTERVALS * store.config.app_latency_interval_seconds
 
         # Calibration: the unthrottled rate without foreground, to size each window's backlog.
         offset = _load_backlog(loader, shape["calibration_entries"], 0, rng, backlog_writes)
@@ -501,17 +516,25 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                                                       if shape["settle_pressure_seconds"] else 0.0)
                     rec["settle_seconds"] = C.settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
                     C.log(f"{NAME}: {placement} rep {rep} {phase} ({fg_rate}/s, {T:g} s) {variant}")
-                    fg = Foreground(store, fg_cells, fg_rate, seed=rep * 1000 + len(runs)).start() if fg_rate else None
-                    if fg is not None:
+                    fg = None
+                    seed = rep * 1000 + len(runs)
+                    if fg_rate and phase != "arrival":
+                        fg = Foreground(store, fg_cells, fg_rate, seed).start()
                         time.sleep(shape["preroll_seconds"])  # the schedule runs before the window opens
+                    else:  # the window opens with the application resting
+                        time.sleep(max(0.0, fg_stopped + rest - time.time()))
                     probe = C.CpuProbe().start()
+                    opened = time.time()
+                    for sweeper in sweepers:
+                        sweeper.go()
+                    if phase == "arrival":
+                        time.sleep(ARRIVAL_DELAY_SECONDS)
+                        arrived = time.time()
+                        fg = Foreground(store, fg_cells, fg_rate, seed).start()
                     if not sweepers:
-                        start = time.time()
-                        time.sleep(T)
-                        end = time.time()
+                        time.sleep(max(0.0, opened + T - time.time()))
+                        start, end = opened, time.time()
                     else:
-                        for sweeper in sweepers:
-                            sweeper.go()
                         children = [sweeper.result() for sweeper in sweepers]
                         child = combined(children)
                         start, end = child["started"], child["ended"]
@@ -522,9 +545,15 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                         rec["sweep_entries_per_second"] = child["entries_read"] / max(1e-6, end - start)
                         rec["sweep_check"] = child["status"] in ("caught_up", "window_over")
                     rec["cpu"] = probe.stop()
+                    lat: list[float] = []
                     if fg is not None:
                         fg.stop()
-                    lat = fg.window(start, end) if fg is not None else []
+                        fg_stopped = time.time()
+                        counted_from = start
+                        if phase == "arrival":
+                            rec["arrival_seconds"] = arrived - start  # from the sweep's start (no sweep: the window's)
+                            counted_from = arrived
+                        lat = fg.window(counted_from, end)
                     rec.update(window_seconds=end - start, foreground_transactions=len(lat),
                                conflicts=fg.conflicts if fg else 0, errors=fg.errors[:5] if fg else [],
                                error_count=len(fg.errors) if fg else 0,
@@ -542,20 +571,17 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
             C.drop_store(ballast)
     results: dict = {"calibration_entries_per_second": calibration_rate, "default_variant": default_variant(),
                      "placements": {}}
-    goals: list = []
     for placement in placements:
         summary = summarise([r for r in runs if r["placement"] == placement], shape["limits"], shape["fg_rates"])
         results["placements"][placement] = {"placement": placed.get(placement, {"placement": placement}),
                                             "phases": summary}
     judged = P.CONFINED if P.CONFINED in placements else placements[0]
-    for variant in (default_variant(), *(v for v in (ADAPTIVE, APPLICATION) if v != default_variant())):
-        goals += evaluate_goals(results["placements"][judged]["phases"], shape["limits"], variant=variant,
-                                placement=judged, binding=variant == default_variant())
+    goals = evaluate_goals(results["placements"][judged]["phases"], shape["limits"], placement=judged)
     for r in runs:
         r.pop("latencies_ms", None)  # pooled into the results; the JSON stays small
-    from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
-    from airflow_atlas.sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET
+    from airflow_atlas.config import StoreConfig
 
+    shipped = StoreConfig()
     return C.result_document(
         NAME, quick=quick, backend="cassandra", watch=watch, machine=machine,
         params={"phase_seconds": {ph: window_seconds(shape, ph, reps) for ph in phases}, "load_phases": list(phases),
@@ -565,8 +591,9 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                 "foreground_cells": shape["fg_cells"], "reads_per_transaction": READS, "writes_per_transaction": 1,
                 "backlog_transaction_writes": backlog_writes, "baseline_after_load": baseline_after_load,
                 "sweep_batch_limit": batch_limit, "limits": list(shape["limits"]),
-                "default_settings": {"sweep_latency_target": DEFAULT_SWEEP_LATENCY_TARGET,
-                                     "sweep_max_entries_per_second": DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND},
+                "default_settings": {"sweep_latency_target": shipped.sweep_latency_target,
+                                     "sweep_max_entries_per_second": shipped.sweep_max_entries_per_second},
+                "arrival_delay_seconds": ARRIVAL_DELAY_SECONDS, "rest_intervals": REST_INTERVALS,
                 "calibration_entries": shape["calibration_entries"], "calibration_entries_per_second": calibration_rate,
                 "preroll_seconds": shape["preroll_seconds"], "settle_seconds_max": shape["settle_seconds"],
                 "repetitions": reps, "shards": sweep_tasks, "sweep_tasks": sweep_tasks,

@@ -1,8 +1,9 @@
 """The RESULTS.md section and the chart of ``foreground_impact`` (called by bench/report.py).
 
-Three shapes of results: the per-placement document of issue 31 (``results.placements``: pooled p99s with
-confidence intervals), the per-load-phase document of issue 24 (``params.load_phases``) and the single-phase
-document of issue 15 (one steady foreground, fixed limits only), which a committed full-mode JSON may still be.
+Today's document is per placement (``results.placements``: pooled p99s with confidence intervals); older
+committed ones render too: per load phase (``params.load_phases``, issue 24) and single-phase (one steady
+foreground, fixed limits only, issue 15). Variants show under their names in the document (an older document's
+controllers under their keys).
 """
 from __future__ import annotations
 
@@ -17,11 +18,21 @@ def _fmt(value, digits=2) -> str:
     return f"{value:,}" if isinstance(value, int) else str(value)
 
 
+def _fixed(variant) -> bool:
+    return isinstance(variant, int) or str(variant).isdigit()
+
+
 def _label(variant) -> str:
-    if isinstance(variant, int) or str(variant).isdigit():
+    if _fixed(variant):
         return f"fixed {int(variant):,}/s"
-    return {"no_sweep": "no sweep", "unthrottled": "unthrottled", "adaptive": "adaptive (own latency)",
-            "application": "application latency"}.get(variant, str(variant))
+    return {"no_sweep": "no sweep", "default": "default (application pace)"}.get(variant, str(variant))
+
+
+def _pace(key, row: dict) -> str:
+    """A controller's pace at the end of the window and its back-offs ("-" for no sweep, unthrottled, a fixed limit)."""
+    if _fixed(key) or key in ("no_sweep", "unthrottled"):
+        return "-"
+    return f"{_fmt(row.get('pace_entries_per_second'))} ({_fmt(row.get('pace_backoffs'), 0)})"
 
 
 def _ratio_text(row: dict) -> str:
@@ -32,7 +43,7 @@ def _ratio_text(row: dict) -> str:
 
 
 def _placement_lines(doc: dict) -> list[str]:
-    """Issue 31's document: per placement, phase and variant, pooled figures with 90% intervals."""
+    """Per placement, phase and variant, pooled figures with 90% intervals; the judged variant in bold."""
     p, r = doc["params"], doc["results"]
     default = r.get("default_variant")
     header = ["placement", "load phase (fg/s)", "variant", "transactions", "p50 ms", "p99 ms",
@@ -42,20 +53,20 @@ def _placement_lines(doc: dict) -> list[str]:
     for name, placed in r["placements"].items():
         for phase, ph in placed["phases"].items():
             for key, row in ph["variants"].items():
-                label = _label(key) + (" **(default)**" if key == default else "")
-                pace = "-"
-                if key in ("adaptive", "application"):
-                    pace = f"{_fmt(row.get('pace_entries_per_second'))} ({_fmt(row.get('pace_backoffs'), 0)})"
+                label = f"**{_label(key)}**" if key == default else _label(key)
                 lines.append("| " + " | ".join([
                     name, f"{phase} ({ph['foreground_rate']})", label, _fmt(row["foreground_transactions"]),
                     _fmt(row["p50_ms"], 1), _fmt(row["p99_ms"], 1), _ratio_text(row) if key != "no_sweep" else "-",
-                    _fmt(row.get("sweep_entries_per_second")), _fmt(row.get("share_of_unthrottled")), pace,
+                    _fmt(row.get("sweep_entries_per_second")), _fmt(row.get("share_of_unthrottled")), _pace(key, row),
                     _fmt(row["machine_busy_cores"]), _fmt(row["cassandra_cores"])]) + " |")
     placements = "; ".join(f"{n}: {v['placement'].get('method', '-')}" for n, v in r["placements"].items())
     lines += [
         "",
-        f"- placements of the sweep process: {placements}",
-        f"- windows (s): {', '.join(f'{k} {v:g}' for k, v in p['phase_seconds'].items())}; p99s pooled over"
+        f"- in bold: the run's shipped settings, at which the goals are judged; placements of the sweep process:"
+        f" {placements}",
+        f"- windows (s): {', '.join(f'{k} {v:g}' for k, v in p['phase_seconds'].items())}"
+        + (f" (the arrival's foreground from {p['arrival_delay_seconds']:g} s in)" if "arrival_delay_seconds" in p else "")
+        + f"; p99s pooled over"
         f" {p['repetitions']} repetitions (none under {p['min_samples_for_p99']:,} transactions); intervals: bootstrap,"
         f" {p['bootstrap_resamples']:,} resamples",
         f"- calibration (unthrottled, no foreground): {_fmt(r['calibration_entries_per_second'])} entries/s; load averages"
@@ -91,13 +102,10 @@ def report_lines(doc: dict) -> list[str]:
     rows = []
     for phase, ph in r["phases"].items():
         for key, row in ph["variants"].items():
-            pace = "-"
-            if key == "adaptive":
-                pace = f"{_fmt(row.get('pace_entries_per_second'))} ({_fmt(row.get('pace_backoffs'), 0)})"
             rows.append([f"{phase} ({ph['foreground_rate']})", _label(key), _fmt(row["p50_ms"], 1), _fmt(row["p99_ms"], 1),
                          _fmt(row.get("p50_vs_no_sweep")), _fmt(row.get("p99_vs_no_sweep")), _fmt(row["pooled_p99_ms"], 1),
                          _fmt(row.get("sweep_entries_per_second")), _fmt(row.get("share_of_unthrottled")),
-                         _fmt(row.get("seconds_paced")), pace, _fmt(row["machine_busy_cores"]), _fmt(row["cassandra_cores"])])
+                         _fmt(row.get("seconds_paced")), _pace(key, row), _fmt(row["machine_busy_cores"]), _fmt(row["cassandra_cores"])])
     d = p["default_settings"]
     lines = [SECTION, ""]
     lines += ["| " + " | ".join(header) + " |", "|" + "|".join(" --- " for _ in header) + "|"]
@@ -158,7 +166,7 @@ def write_chart(doc: dict, path) -> None:
     if "load_phases" in doc["params"]:
         phases = _phases_of(r)
         keys = list(dict.fromkeys(k for ph in phases.values() for k in ph["variants"] if k != "no_sweep"))
-        names = [_label(k).strip("*").replace(" (default)", "") for k in keys]
+        names = [_label(k) for k in keys]
         width = 0.8 / max(1, len(phases))
         for i, (phase, ph) in enumerate(phases.items()):
             xs = [j + (i - (len(phases) - 1) / 2) * width for j in range(len(keys))]

@@ -1,5 +1,5 @@
-"""The statistics and goals of ``foreground_impact`` (issue 31 item 3: "a benchmark that can see 1.25x"), from
-the measured windows alone (pure: no store, no sweep; tests/bench/test_foreground_impact.py).
+"""The statistics and goals of ``foreground_impact``, from the measured windows alone (pure: no store, no sweep;
+tests/bench/test_foreground_impact.py).
 
 * Every figure of a (placement, load phase, variant) is computed on the application's latencies **pooled over
   the repetitions** (each repetition measures every variant once, in a rotated order, so slow minutes of the
@@ -9,9 +9,9 @@ the measured windows alone (pure: no store, no sweep; tests/bench/test_foregroun
 * ``p99_vs_no_sweep`` is the pooled p99 over the same placement and phase's ``no_sweep`` pooled p99, with a
   bootstrap :data:`CI_LEVEL` confidence interval (``p99_ratio_ci``: both pools resampled independently,
   :data:`RESAMPLES` times, seeded: the same data give the same interval).
-* The goals are judged at the default variant (:func:`default_variant`, the pace the shipped settings give) on
-  the ``confined`` placement (production's: the sweeper on its own worker); the other variants and the
-  ``shared`` placement are reported beside it.
+* The goals (:func:`evaluate_goals`) are judged at the ``default`` variant (the shipped settings) on the
+  ``confined`` placement (production's: the sweeper on its own worker); the other variants and the ``shared``
+  placement are reported beside it.
 """
 from __future__ import annotations
 
@@ -20,15 +20,16 @@ from collections.abc import Sequence
 
 from . import common as C
 
-NO_SWEEP, UNTHROTTLED, ADAPTIVE, APPLICATION = "no_sweep", "unthrottled", "adaptive", "application"
-"""Variants: no sweep; no pacing at all; the own-latency pace (``sweep_latency_target``
-:data:`~airflow_atlas.sweep.pacing.adaptive.ADAPTIVE_LATENCY_TARGET`, no upper bound, ``sweep_pace_signal``
-``sweep``); the application pace (the same with ``application``); besides them, fixed limits (an int: entries/s)."""
-PHASES = ("idle", "steady", "burst", "idle_again")
-BUSY = ("steady", "burst")
+NO_SWEEP, UNTHROTTLED, DEFAULT = "no_sweep", "unthrottled", "default"
+"""Variants: no sweep; no pacing at all (``sweep_latency_target`` 0, ``sweep_max_entries_per_second`` 0); the
+shipped settings (``StoreConfig()`` untouched: the application pace); besides them, fixed limits (an int: entries/s,
+``sweep_latency_target`` 0)."""
+PHASES = ("idle", "steady", "burst", "arrival", "idle_again")
+BUSY = ("steady", "burst", "arrival")
+"""The load phases with a foreground (in ``arrival`` it starts a few seconds into the window)."""
 P99_GOAL, P99_UPPER_GOAL, IDLE_SHARE_GOAL = 1.25, 1.5, 0.8
-"""Issue 31's goals: busy phases' p99 at the default <= 1.25x no sweep with the upper 90% bound <= 1.5x; idle
-phases' sweep rate at the default >= 0.8 of unthrottled."""
+"""The goals at the default: in the busy phases its p99 <= 1.25x no sweep's with the upper 90% bound <= 1.5x; in
+the idle phases its sweep rate >= 0.8 of unthrottled."""
 MIN_SAMPLES_FOR_P99 = 1_000
 MIN_POOLED = 2_000
 """What the full mode sizes its busy windows for: at least this many transactions per (phase, variant)."""
@@ -36,33 +37,18 @@ CI_LEVEL = 0.90
 RESAMPLES = 1_000
 
 
-def default_fixed_limit() -> int | None:
-    """The shipped settings' fixed rate (entries/s; 0: unthrottled) when their adaptive pace is off, else None."""
-    from airflow_atlas.config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
-    from airflow_atlas.sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET
-
-    return DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND if DEFAULT_SWEEP_LATENCY_TARGET == 0 else None
-
-
 def default_variant() -> str:
-    """The variant the shipped settings run: their fixed limit, or the controller of their pace signal."""
-    from airflow_atlas.sweep.pacing.application import DEFAULT_PACE_SIGNAL
-
-    fixed = default_fixed_limit()
-    if fixed is not None:
-        return str(fixed) if fixed else UNTHROTTLED
-    return APPLICATION if DEFAULT_PACE_SIGNAL == "application" else ADAPTIVE
+    """The variant the goals are judged at: the shipped settings."""
+    return DEFAULT
 
 
 def variants(phase: str, limits: Sequence[int]) -> list:
-    """The variants measured in a load phase. On an idle node a fixed limit sweeps at the limit and has no
-    foreground to hurt, so idle phases measure only the default's fixed limit (its share of unthrottled is a
-    goal), and a busy phase measures it also when the mode's ``limits`` lack it."""
-    fixed = default_fixed_limit()
-    default = [fixed] if fixed else []  # 0 is the unthrottled variant, measured anyway
-    if phase in BUSY:
-        return [NO_SWEEP, UNTHROTTLED, *limits, *(f for f in default if f not in limits), ADAPTIVE, APPLICATION]
-    return [UNTHROTTLED, *default, ADAPTIVE, APPLICATION]
+    """The variants measured in a load phase. An idle phase has no foreground to hurt: only unthrottled (the
+    baseline of its rates) and the default. The arrival measures no fixed limit: a fixed rate does not follow the
+    application, so its arrival is its steady window."""
+    if phase not in BUSY:
+        return [UNTHROTTLED, DEFAULT]
+    return [NO_SWEEP, UNTHROTTLED, *(limits if phase != "arrival" else ()), DEFAULT]
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float | None:
@@ -153,30 +139,27 @@ def summarise(runs: list[dict], limits: Sequence[int], fg_rates: dict) -> dict:
     return out
 
 
-def evaluate_goals(phases: dict, limits: Sequence[int], *, variant: str | None = None, placement: str = "",
-                   binding: bool = True) -> list:
-    """Issue 31's goals at ``variant`` (default: the shipped one) on one placement's summary (``binding``
-    False: a candidate shown beside the default)."""
-    variant = variant or default_variant()
-    at = f"{variant}{', ' + placement if placement else ''}"
+def evaluate_goals(phases: dict, limits: Sequence[int], *, placement: str = "") -> list:
+    """The goals (:data:`P99_GOAL`, :data:`IDLE_SHARE_GOAL`) at the default on one placement's summary, and in the
+    steady phase its sweep rate against that of the highest fixed limit meeting the p99 goal."""
+    at = f"{DEFAULT}{', ' + placement if placement else ''}"
     goals: list = []
 
     def goal(name: str, value: float | None, target: float, op: str, note: str = "") -> None:
-        goals.append(C.goal(name, value, target, op, note=note, binding=binding))
+        goals.append(C.goal(name, value, target, op, note=note))
 
-    for phase in BUSY:
-        row = phases[phase]["variants"].get(variant, {})
+    for phase in PHASES:
+        row = phases[phase]["variants"].get(DEFAULT, {})
+        if phase not in BUSY:
+            goal(f"{phase}: sweep rate / unthrottled ({at})", row.get("share_of_unthrottled"), IDLE_SHARE_GOAL, ">=")
+            continue
         note = row.get("p99_note", "")
         goal(f"{phase}: application p99 / no sweep ({at})", row.get("p99_vs_no_sweep"), P99_GOAL, "<=", note)
         upper = (row.get("p99_ratio_ci") or [None, None])[1]
         goal(f"{phase}: upper {CI_LEVEL:.0%} bound of that ratio ({at})", upper, P99_UPPER_GOAL, "<=", note)
-    for phase in PHASES:
-        if phase not in BUSY:
-            row = phases[phase]["variants"].get(variant, {})
-            goal(f"{phase}: sweep rate / unthrottled ({at})", row.get("share_of_unthrottled"), IDLE_SHARE_GOAL, ">=")
     steady = phases["steady"]["variants"]
     gentle = [lim for lim in limits if (steady.get(str(lim), {}).get("p99_vs_no_sweep") or float("inf")) <= P99_GOAL]
-    rate = steady.get(variant, {}).get("sweep_entries_per_second")
+    rate = steady.get(DEFAULT, {}).get("sweep_entries_per_second")
     name = f"steady: sweep rate / that of the highest fixed limit keeping p99 <= {P99_GOAL}x ({at})"
     if gentle and rate is not None:
         best = max(gentle)
@@ -187,6 +170,5 @@ def evaluate_goals(phases: dict, limits: Sequence[int], *, variant: str | None =
     return goals
 
 
-__all__ = ["ADAPTIVE", "APPLICATION", "BUSY", "MIN_POOLED", "MIN_SAMPLES_FOR_P99", "NO_SWEEP", "PHASES",
-           "UNTHROTTLED", "default_fixed_limit", "default_variant", "evaluate_goals", "p99", "p99_ratio_ci", "percentile", "summarise",
-           "variants"]
+__all__ = ["BUSY", "DEFAULT", "MIN_POOLED", "MIN_SAMPLES_FOR_P99", "NO_SWEEP", "PHASES", "UNTHROTTLED",
+           "default_variant", "evaluate_goals", "p99", "p99_ratio_ci", "percentile", "summarise", "variants"]

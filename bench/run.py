@@ -25,10 +25,10 @@ from pathlib import Path
 
 from . import common as C
 from .foreground_impact import LIMITS_FULL, LIMITS_QUICK, TXN_WRITES
-from .foreground_summary import ADAPTIVE, APPLICATION, NO_SWEEP, PHASES, UNTHROTTLED
+from .foreground_summary import DEFAULT, NO_SWEEP, PHASES, UNTHROTTLED
 from .placement import PLACEMENTS
 
-NAMED_VARIANTS = (NO_SWEEP, UNTHROTTLED, ADAPTIVE, APPLICATION)
+NAMED_VARIANTS = (NO_SWEEP, UNTHROTTLED, DEFAULT)
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
               "foreground_impact", "sustained", "orchestration", "timestamps", "transactions")
 NEEDS_CASSANDRA = {"targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "large_commit",
@@ -106,7 +106,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="foreground_impact only, a focused run (needs --out): measure this load phase (repeatable)")
     p.add_argument("--variant", action="append",
                    help=f"foreground_impact only, a focused run (needs --out): measure this variant (repeatable): "
-                        f"{', '.join(NAMED_VARIANTS)} or a fixed limit of the mode ({_limits_text()})")
+                        f"{', '.join(NAMED_VARIANTS)} (the application pace, as shipped) or a fixed limit of the "
+                        f"mode ({_limits_text()})")
     p.add_argument("--backlog-writes", type=int,
                    help=f"foreground_impact only, a focused run (needs --out): writes per backlog transaction "
                         f"(default {TXN_WRITES}; a sweep batch never splits one)")

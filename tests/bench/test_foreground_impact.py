@@ -17,19 +17,17 @@ from bench import foreground_summary as S
 from bench import placement as P
 
 LIMITS = (1_000, 250)
-RATES = {"idle": 0, "steady": 20, "burst": 40, "idle_again": 0}
+RATES = {"idle": 0, "steady": 20, "burst": 40, "arrival": 20, "idle_again": 0}
 #: (phase, variant) -> (p99 ms, sweep entries/s) of every repetition
 FIGURES = {
     ("steady", S.NO_SWEEP): (40.0, None), ("steady", S.UNTHROTTLED): (200.0, 15_000.0),
-    ("steady", 1_000): (60.0, 1_000.0), ("steady", 250): (44.0, 250.0),
-    ("steady", S.ADAPTIVE): (120.0, 5_000.0), ("steady", S.APPLICATION): (48.0, 600.0),
+    ("steady", 1_000): (60.0, 1_000.0), ("steady", 250): (44.0, 250.0), ("steady", S.DEFAULT): (48.0, 600.0),
     ("burst", S.NO_SWEEP): (80.0, None), ("burst", S.UNTHROTTLED): (400.0, 9_000.0),
-    ("burst", 1_000): (160.0, 1_000.0), ("burst", 250): (88.0, 250.0),
-    ("burst", S.ADAPTIVE): (300.0, 3_000.0), ("burst", S.APPLICATION): (96.0, 300.0),
-    ("idle", S.UNTHROTTLED): (None, 20_000.0), ("idle", S.ADAPTIVE): (None, 17_000.0),
-    ("idle", S.APPLICATION): (None, 18_000.0),
-    ("idle_again", S.UNTHROTTLED): (None, 20_000.0), ("idle_again", S.ADAPTIVE): (None, 12_000.0),
-    ("idle_again", S.APPLICATION): (None, 19_000.0),
+    ("burst", 1_000): (160.0, 1_000.0), ("burst", 250): (88.0, 250.0), ("burst", S.DEFAULT): (96.0, 300.0),
+    ("arrival", S.NO_SWEEP): (40.0, None), ("arrival", S.UNTHROTTLED): (220.0, 15_000.0),
+    ("arrival", S.DEFAULT): (56.0, 2_000.0),
+    ("idle", S.UNTHROTTLED): (None, 20_000.0), ("idle", S.DEFAULT): (None, 18_000.0),
+    ("idle_again", S.UNTHROTTLED): (None, 20_000.0), ("idle_again", S.DEFAULT): (None, 12_000.0),
 }
 
 
@@ -46,7 +44,7 @@ def _runs(reps: int = 3, per_window: int = 700, placement: str = P.CONFINED) -> 
             if rate is not None:
                 rec.update(sweep_entries_per_second=rate, sweep_check=True,
                            sweep={"entries_read": rate * 10.0, "seconds_paced": 1.0, "pace_entries_per_second": rate,
-                                  "pace_backoffs": 2, "pace_reason": "increasing: read p50 1.0 ms <= target 3.0 ms"})
+                                  "pace_backoffs": 2, "pace_reason": "running: p99 within target"})
             runs.append(rec)
     return runs
 
@@ -55,33 +53,53 @@ def test_busy_windows_are_as_long_as_2000_pooled_transactions_need():
     full, quick = F._shape(quick=False), F._shape(quick=True)
     assert F.window_seconds(full, "steady", 3) == 37  # 2,000 x 1.1 / (20/s x 3)
     assert F.window_seconds(full, "burst", 3) == 19
+    assert F.window_seconds(full, "arrival", 3) == 37 + F.ARRIVAL_DELAY_SECONDS  # counted after the arrival
     assert F.window_seconds(full, "idle", 3) == F.PHASE_SECONDS_FULL
     assert F.window_seconds(full, "steady", 10) == F.PHASE_SECONDS_FULL  # never shorter than the idle windows
     assert F.window_seconds(quick, "steady", 3) == quick["phase_seconds"]  # a smoke run, "too few samples"
+    assert F.window_seconds(quick, "arrival", 3) == quick["phase_seconds"] + F.ARRIVAL_DELAY_SECONDS
+
+
+def test_the_arrival_runs_the_steady_rate_between_the_burst_and_idle_again():
+    assert S.PHASES == ("idle", "steady", "burst", "arrival", "idle_again") and "arrival" in S.BUSY
+    assert F.with_rates({"phase_seconds": 12.0}, 10)["fg_rates"] == {
+        "idle": 0, "steady": 10, "burst": 20, "arrival": 10, "idle_again": 0}
+
+
+def test_each_phase_measures_its_variants_and_the_default_in_every_one():
+    assert S.default_variant() == S.DEFAULT == "default"
+    assert S.variants("steady", (2_000,)) == [S.NO_SWEEP, S.UNTHROTTLED, 2_000, S.DEFAULT]
+    assert S.variants("burst", LIMITS) == [S.NO_SWEEP, S.UNTHROTTLED, 1_000, 250, S.DEFAULT]
+    assert S.variants("arrival", LIMITS) == [S.NO_SWEEP, S.UNTHROTTLED, S.DEFAULT]  # a fixed rate has no arrival
+    assert S.variants("idle", LIMITS) == S.variants("idle_again", LIMITS) == [S.UNTHROTTLED, S.DEFAULT]
 
 
 def test_pooled_p99_ratios_have_a_confidence_interval_and_each_phase_its_own_baselines():
     phases = S.summarise(_runs(), LIMITS, RATES)
-    app = phases["steady"]["variants"]["application"]
-    assert app["foreground_transactions"] == 2_100 and app["p99_ms"] == 48.0
-    assert app["p99_vs_no_sweep"] == 48 / 40
-    lo, hi = app["p99_ratio_ci"]
+    default = phases["steady"]["variants"]["default"]
+    assert default["foreground_transactions"] == 2_100 and default["p99_ms"] == 48.0
+    assert default["p99_vs_no_sweep"] == 48 / 40
+    lo, hi = default["p99_ratio_ci"]
     assert lo <= 48 / 40 <= hi and hi < 1.5
     assert phases["burst"]["variants"]["1000"]["p99_vs_no_sweep"] == 160 / 80
-    assert app["sweep_entries_per_second"] == 600.0 and app["share_of_unthrottled"] == 600 / 15_000
+    assert default["sweep_entries_per_second"] == 600.0 and default["share_of_unthrottled"] == 600 / 15_000
+    arrival = phases["arrival"]["variants"]
+    assert set(arrival) == {"no_sweep", "unthrottled", "default"} and arrival["default"]["p99_vs_no_sweep"] == 56 / 40
+    assert arrival["default"]["share_of_unthrottled"] == 2_000 / 15_000  # against the arrival's own unthrottled
     idle = phases["idle"]["variants"]
-    assert set(idle) == {"unthrottled", "adaptive", "application"} and idle["adaptive"]["p99_ms"] is None
-    assert "p99_vs_no_sweep" not in idle["adaptive"] and idle["adaptive"]["share_of_unthrottled"] == 17_000 / 20_000
+    assert set(idle) == {"unthrottled", "default"} and idle["default"]["p99_ms"] is None
+    assert "p99_vs_no_sweep" not in idle["default"] and idle["default"]["share_of_unthrottled"] == 18_000 / 20_000
 
 
 def test_fewer_than_1000_transactions_give_no_p99_but_say_too_few_samples():
     phases = S.summarise(_runs(reps=1, per_window=900), LIMITS, RATES)
-    row = phases["steady"]["variants"]["application"]
+    row = phases["steady"]["variants"]["default"]
     assert row["p99_ms"] is None and row["p99_vs_no_sweep"] is None and row["p99_ratio_ci"] is None
     assert row["p99_note"] == "too few samples (900 < 1,000)"
     assert row["p50_ms"] == 24.0  # a median needs no thousand
-    goals = S.evaluate_goals(phases, LIMITS, variant="application")
-    assert goals[0]["met"] is None and goals[0]["note"] == "too few samples (900 < 1,000)"
+    goals = {g["name"]: g for g in S.evaluate_goals(phases, LIMITS)}
+    steady = goals["steady: application p99 / no sweep (default)"]
+    assert steady["met"] is None and steady["note"] == "too few samples (900 < 1,000)"
 
 
 def test_the_interval_is_wide_when_the_tail_is_a_few_transactions_and_narrow_when_it_is_many():
@@ -97,57 +115,47 @@ def test_the_interval_is_wide_when_the_tail_is_a_few_transactions_and_narrow_whe
         S.p99_ratio_ci([], base)
 
 
-def test_the_goals_of_issue_31_at_the_default_and_beside_it_the_other_controller():
+def test_the_goals_are_judged_at_the_default_in_every_phase():
     phases = S.summarise(_runs(), LIMITS, RATES)
-    goals = {g["name"]: g for v in (S.ADAPTIVE, S.APPLICATION)
-             for g in S.evaluate_goals(phases, LIMITS, variant=v, placement="confined", binding=v == S.default_variant())}
-    adaptive = {k: g for k, g in goals.items() if "(adaptive" in k}
-    app = {k: g for k, g in goals.items() if "(application" in k}
-    assert all(g["binding"] == (S.default_variant() == S.ADAPTIVE) for g in adaptive.values())
-    assert goals["steady: application p99 / no sweep (application, confined)"]["met"] is True  # 1.2x
-    assert goals["steady: upper 90% bound of that ratio (application, confined)"]["met"] is True
-    assert goals["steady: application p99 / no sweep (adaptive, confined)"]["met"] is False  # 3x
-    assert goals["idle_again: sweep rate / unthrottled (adaptive, confined)"]["met"] is False  # 0.6
-    assert goals["idle_again: sweep rate / unthrottled (application, confined)"]["met"] is True  # 0.95
-    best = next(g for k, g in app.items() if k.startswith("steady: sweep rate"))
-    assert "250/s, swept 250/s" in best["name"] and best["value"] == 600 / 250 and best["met"] is True
-    assert len(adaptive) == len(app) == 7
-
-
-def test_the_shipped_default_a_fixed_250_is_measured_in_every_phase_and_judged():
-    assert S.default_fixed_limit() == 250 and S.default_variant() == "250"
-    assert S.variants("steady", (2_000,)) == [S.NO_SWEEP, S.UNTHROTTLED, 2_000, 250, S.ADAPTIVE, S.APPLICATION]
-    assert S.variants("burst", LIMITS).count(250) == 1  # among the mode's limits already
-    assert S.variants("idle", LIMITS) == [S.UNTHROTTLED, 250, S.ADAPTIVE, S.APPLICATION]
-    runs = _runs()
-    for rec in [r for r in runs if r["phase"] in ("idle", "idle_again") and r["variant"] == S.UNTHROTTLED]:
-        runs.append({**rec, "variant": 250, "sweep_entries_per_second": 250.0,
-                     "sweep": {**rec["sweep"], "entries_read": 2_500.0, "pace_entries_per_second": 250.0}})
-    phases = S.summarise(runs, LIMITS, RATES)
     goals = {g["name"]: g for g in S.evaluate_goals(phases, LIMITS, placement="confined")}
-    assert all(g["binding"] for g in goals.values()) and len(goals) == 7
-    assert goals["steady: application p99 / no sweep (250, confined)"]["value"] == 44 / 40
-    assert goals["burst: application p99 / no sweep (250, confined)"]["met"] is True  # 1.1x
-    idle = goals["idle: sweep rate / unthrottled (250, confined)"]
-    assert idle["value"] == pytest.approx(250 / 20_000, abs=1e-3) and idle["met"] is False  # its idle cost
+    assert len(goals) == 2 + 3 * 2 + 1 and all(g["binding"] for g in goals.values())
+    assert goals["steady: application p99 / no sweep (default, confined)"]["met"] is True  # 1.2x
+    assert goals["steady: upper 90% bound of that ratio (default, confined)"]["met"] is True
+    assert goals["burst: application p99 / no sweep (default, confined)"]["met"] is True  # 1.2x
+    arrival = goals["arrival: application p99 / no sweep (default, confined)"]
+    assert arrival["value"] == 56 / 40 and arrival["met"] is False  # 1.4x: the arrival came late to the pace
+    assert goals["idle: sweep rate / unthrottled (default, confined)"]["met"] is True  # 0.9
+    assert goals["idle_again: sweep rate / unthrottled (default, confined)"]["met"] is False  # 0.6
+    best = next(g for k, g in goals.items() if k.startswith("steady: sweep rate"))
+    assert "250/s, swept 250/s" in best["name"] and best["value"] == 600 / 250 and best["met"] is True
+
+
+def test_with_no_fixed_limit_gentle_enough_the_rate_goal_says_so():
+    runs = [r for r in _runs() if r["variant"] != 250]  # 1,000/s costs 1.5x: no fixed limit meets the p99 goal
+    goals = S.evaluate_goals(S.summarise(runs, LIMITS, RATES), LIMITS)
+    rate = goals[-1]
+    assert rate["name"].startswith("steady: sweep rate") and rate["met"] is None
+    assert rate["note"] == "no fixed limit kept p99 within the goal"
 
 
 def test_the_report_shows_every_placement_phase_and_variant_with_intervals(tmp_path):
-    results = {"calibration_entries_per_second": 20_000.0, "default_variant": S.ADAPTIVE, "placements": {
+    results = {"calibration_entries_per_second": 20_000.0, "default_variant": S.DEFAULT, "placements": {
         P.CONFINED: {"placement": {"placement": P.CONFINED, "method": "cgroup v1 cpu.cfs_quota_us 50000"},
                      "phases": S.summarise(_runs(), LIMITS, RATES)},
         P.SHARED: {"placement": {"placement": P.SHARED, "method": "none"},
                    "phases": S.summarise(_runs(placement=P.SHARED), LIMITS, RATES)}}}
     doc = {"params": {"load_phases": list(S.PHASES), "phase_seconds": {"idle": 12, "steady": 37, "burst": 19,
-                                                                         "idle_again": 12},
-                      "repetitions": 3, "min_samples_for_p99": 1_000, "bootstrap_resamples": 1_000},
+                                                                         "arrival": 40, "idle_again": 12},
+                      "repetitions": 3, "min_samples_for_p99": 1_000, "bootstrap_resamples": 1_000,
+                      "arrival_delay_seconds": 3.0},
            "results": results, "load_before": {}, "load_after": {}, "duration_seconds": 60}
     lines = R.report_lines(doc)
+    assert any("arrival 40, idle_again 12 (the arrival's foreground from 3 s in)" in line for line in lines)
     table = [line for line in lines if line.startswith("| ") and "variant" not in line and "---" not in line]
-    assert len(table) == 2 * (2 * 3 + 2 * 6)  # per placement: idle phases 3 variants, busy 6
-    row = next(line for line in table if line.startswith("| confined | steady (20) | application latency |"))
-    assert "| 1.20 [" in row
-    assert any("adaptive (own latency) **(default)**" in line for line in table)
+    assert len(table) == 2 * (2 * 2 + 2 * 5 + 3)  # per placement: idle phases 2 variants, steady and burst 5, arrival 3
+    row = next(line for line in table if line.startswith("| confined | steady (20) | **default (application pace)** |"))
+    assert "| 1.20 [" in row and "| 600 (2) |" in row  # the ratio with its interval; the pace (back-offs)
+    assert any(line.startswith("| confined | arrival (20) | **default (application pace)** | 2,100 |") for line in table)
     assert "cgroup v1 cpu.cfs_quota_us 50000" in "\n".join(lines)
     R.write_chart(doc, tmp_path / "fg.png")
     assert (tmp_path / "fg.png").read_bytes()[:4] == b"\x89PNG"
@@ -220,7 +228,6 @@ def test_the_steady_rate_is_half_the_highest_rate_carried():
     assert F.steady_rate({10: 30 * ms, 20: 30 * ms, 40: 40 * ms, 80: 50 * ms}) == 40  # a fast machine
     assert F.steady_rate({10: None}) == F.MIN_STEADY == F.steady_rate({})
     assert F.highest_carried({10: 60 * ms, 20: None, 40: 61 * ms}) == 10  # a rate after one not carried never counts
-    assert F.with_rates({"phase_seconds": 12.0}, 10)["fg_rates"] == {"idle": 0, "steady": 10, "burst": 20, "idle_again": 0}
 
 
 def test_the_capacity_probe_runs_the_foreground_without_sweep_on_a_real_store(tmp_path):

@@ -25,9 +25,9 @@ def test_placement_without_foreground_impact_or_unknown_is_refused(capsys):
 
 def test_a_focused_run_becomes_foreground_impacts_keywords(tmp_path):
     args = parse_args(["--only", "foreground_impact", "--out", str(tmp_path), "--phase", "steady", "--variant",
-                       "no_sweep", "--variant", "250", "--variant", "application", "--backlog-writes", "5",
+                       "no_sweep", "--variant", "250", "--variant", "default", "--backlog-writes", "5",
                        "--baseline-after-load", "--batch-limit", "62", "--sweep-tasks", "2"])
-    assert args.focus == {"phases": ("steady",), "only_variants": ("no_sweep", 250, "application"),
+    assert args.focus == {"phases": ("steady",), "only_variants": ("no_sweep", 250, "default"),
                           "backlog_writes": 5, "baseline_after_load": True, "batch_limit": 62, "sweep_tasks": 2}
     assert parse_args(["--only", "foreground_impact"]).focus == {}  # the full run: everything
     phases = parse_args(["--only", "foreground_impact", "--out", str(tmp_path), "--phase", "burst", "--phase", "idle"])
