@@ -32,8 +32,7 @@ from .settings_model import (
     setting,
     validate_fields,
 )
-from .sweep.pacing.adaptive import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATENCY_TARGET
-from .sweep.pacing.application import DEFAULT_PACE_SIGNAL, PACE_SIGNALS
+from .sweep.pacing.application import DEFAULT_SWEEP_LATENCY_TARGET, MAX_SWEEP_LATENCY_TARGET
 from .sweep.pacing.intensity import MAX_SWEEP_ENTRIES_PER_SECOND
 from .sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT, MAX_SHARDS
 from .timestamps.addresses import DEFAULT_RETRY_SECONDS, parse_address
@@ -45,9 +44,9 @@ YEAR = 365 * DAY
 MAX_ITERATIONS_PER_SHARD = 1_000_000
 """Largest ``max_iterations_per_shard`` (and per-run iteration count a form or argument may ask for)."""
 DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND = 250
-"""Default of ``sweep_max_entries_per_second``: a fixed 250 entries/s per pair (the adaptive pace is off by
-default, ``sweep_latency_target`` 0): of the configurations measured side by side, the gentlest on a busy store
-(issue 31 item 4; the figures and the cost on an idle store: docs/INTENSITY.md, "Why the default is fixed")."""
+"""Default of ``sweep_max_entries_per_second``: the safe pace, 250 entries/s per pair - the application pace's
+rate while the application runs or is unseen (with ``sweep_latency_target`` 0, a fixed rate): of the fixed rates
+measured side by side, the one that keeps a busy application's p99 at that of no sweep (docs/INTENSITY.md)."""
 
 
 @dataclass(frozen=True)
@@ -139,8 +138,9 @@ class StoreConfig:
     app_latency_publish: bool = setting(
         True, Bool(),
         "a transaction manager records the application's latency (transaction start to commit or abort; "
-        "reads) and publishes a summary into the _app_latency table about every app_latency_interval_seconds "
-        "(a failed publication never fails a transaction)",
+        "reads) and, from its first transaction on, publishes a summary into the _app_latency table every "
+        "app_latency_interval_seconds, also when it ran nothing: the sweep runs free only while clients publish "
+        "and run nothing (false: this client is unseen; a failed publication never fails a transaction)",
         read="store.py -> transactions/manager.py (TransactionConfig.latency; transactions/latency_publisher.py)",
     )
     app_latency_interval_seconds: float = setting(
@@ -197,29 +197,21 @@ class StoreConfig:
     )
     sweep_max_entries_per_second: int = setting(
         DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND, Int(0, MAX_SWEEP_ENTRIES_PER_SECOND),
-        "intensity: sweep-queue entries one run of one (shard, strategy) pair takes per second at most (0: "
-        "unlimited); per task, so the total is this times the sweep tasks running at once (cap those with "
-        "the sweep_pool / max_parallel_groups settings; see docs/INTENSITY.md). With the adaptive pace "
-        "(sweep_latency_target > 0) the upper bound of the pace; with sweep_latency_target 0 the fixed rate",
+        "the safe pace: sweep-queue entries one run of one (shard, strategy) pair takes per second while the "
+        "application runs or is unseen (the application pace, sweep_latency_target > 0; raised from here while "
+        "the application's p99 allows), or always (sweep_latency_target 0: a fixed rate). 0: unlimited, never "
+        "paced. Per task, so the total is this times the sweep tasks running at once (cap those with the "
+        "sweep_pool / max_parallel_groups settings; see docs/INTENSITY.md)",
         read="sweep/targeted.py (sweep_shard -> sweep/pacing/intensity.py), so the CLI, operators and Spark executors",
     )
     sweep_latency_target: float = setting(
         DEFAULT_SWEEP_LATENCY_TARGET, OffOrAbove(1, MAX_SWEEP_LATENCY_TARGET),
-        "adaptive intensity: how far the sweep may raise the latency of its own store requests (progress "
-        "reads, chunks of 64 deletes) over their baseline in the run, as a ratio (1.5: to 1.5x, at least 2 ms "
-        "more); the pace halves above it and grows below it, up to sweep_max_entries_per_second when that "
-        "is not 0 (set that to 0 to let the pace grow freely). 0 (the default): off, sweep_max_entries_per_second "
-        "is a fixed rate. See docs/INTENSITY.md",
-        read="sweep/targeted.py (sweep_shard -> sweep/pacing/adaptive.py), so the CLI, operators and Spark executors",
-    )
-    sweep_pace_signal: str = setting(
-        DEFAULT_PACE_SIGNAL, Choice(PACE_SIGNALS),
-        "what the adaptive pace (sweep_latency_target > 0) steers on: `sweep` - the latency of the sweep's own "
-        "requests only; `application` - also the application's transaction latency, holding its p99 within "
-        "sweep_latency_target x its p99 without sweep (the pace is the lower of the two controllers'; a run "
-        "starts at the pace the store's previous run ended with). `application` needs a source of the "
-        "application's latency given to the sweeper; without one it is `sweep`. See docs/INTENSITY.md",
-        read="sweep/targeted.py (sweep_shard -> sweep/pacing/application.py)",
+        "the application pace: while the application's clients publish that they are alive and run nothing "
+        "the sweep runs unthrottled; while they run transactions it sweeps at sweep_max_entries_per_second, "
+        "raised while their p99 stays within this ratio of its baseline at that pace and halved when over; "
+        "with no client publishing, at sweep_max_entries_per_second. 0: off, sweep_max_entries_per_second is "
+        "a fixed rate. See docs/INTENSITY.md",
+        read="sweep/targeted.py (sweep_shard -> sweep/pacing/run_pace.py), so the CLI, operators and Spark executors",
     )
     initial_shards: int = setting(
         1, Int(1, MAX_SHARDS),

@@ -194,29 +194,11 @@ class AtlasStore:
         return SweepHistory(self.kvs)
 
     def application_latency(self):
-        """A fresh view of the application's published latency for one sweep run (the pace controller's
-        source when setting ``sweep_pace_signal`` is ``application``)."""
+        """A fresh view of the application's publications for one sweep run (the application pace's source,
+        transactions/latency_source.py)."""
         from .transactions.latency_source import StoreApplicationLatency
 
-        return StoreApplicationLatency(self.kvs, self.config.app_latency_interval_seconds,
-                                       self.config.app_latency_ttl_seconds)
-
-    def sweep_activity(self, holder: str, *, enabled: bool = True):
-        """The marks of one sweep run (sweep/pacing/activity.py): when it swept, so that the application's
-        latency without sweep can be told apart (``enabled`` False: a dry run, which marks nothing)."""
-        from functools import partial
-
-        from .sweep.pacing.activity import SweepActivity
-        from .transactions.latency_table import write_sweep_mark
-
-        return SweepActivity(partial(write_sweep_mark, self.kvs), holder, self.config.app_latency_ttl_seconds,
-                             enabled=enabled)
-
-    @cached_property
-    def pace_profiles(self):
-        from .sweep.pacing.pace_profile import PaceProfiles
-
-        return PaceProfiles(self.kvs)
+        return StoreApplicationLatency(self.kvs, self.config.app_latency_interval_seconds)
 
     # ----- schema ----------------------------------------------------------------------------------
     def initialize(self, shards: int | None = None) -> None:

@@ -213,8 +213,8 @@ def open_store(url: str, shards: int = 1, **config):
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
 
-    # Throughput benchmarks measure the unthrottled engine: no intensity limit and no adaptive pace (its slow
-    # start) unless one is asked for.
+    # Throughput benchmarks measure the unthrottled engine: no intensity limit and no application pace unless
+    # one is asked for.
     config = {"sweep_max_entries_per_second": 0, "sweep_latency_target": 0, **config}
     store = AtlasStore.open(url, StoreConfig(**config))
     store.initialize(shards)

@@ -62,7 +62,7 @@ from .spark_summary import FIXED_COST_TASKS, SHARDS, summarize, summarize_fixed
 NAME = "spark_scaleout"
 TXN_WRITES = 50
 SETTINGS = {"unreadable_window_seconds": 0, "sweep_max_entries_per_second": 0, "sweep_latency_target": 0}
-"""Unthrottled and without the adaptive pace (docs/INTENSITY.md): the jobs are compared at full speed."""
+"""Unthrottled and without the application pace (docs/INTENSITY.md): the jobs are compared at full speed."""
 
 
 def _backlogs(quick: bool) -> list[int]:

@@ -102,7 +102,7 @@ PAIR_GAUGES: tuple[PairGauge, ...] = (
     PairGauge("atlas_sweep_last_run_entries", "Queue entries the pair's newest run swept.",
               lambda r: r.last_run.entries_read if r.last_run is not None else None),
     PairGauge("atlas_sweep_last_run_pace_entries_per_second",
-              "The pace the adaptive intensity had reached at the end of the pair's newest run (unlimited: none).",
+              "The pace at the end of the pair's newest run (0: unthrottled while the application rested; unpaced: none).",
               lambda r: r.last_run.pace_entries_per_second if r.last_run is not None else None),
     PairGauge("atlas_sweep_rate_entries_per_second",
               "Sweep pace: queue entries swept per second over the rate window.",

@@ -3,31 +3,39 @@ directly, the newest sweepable write of each cell tombstoned by :class:`~airflow
 with its table's strategy now; and, in a paced run, spread over the batch's time at the pace.
 
 :func:`plan_deletes` decides what to delete (pure but for the table checks); :func:`run_deletes` sends it,
-per table first the aborted versions, then the cells. Unpaced (``spread`` None), each group is one call, as
+per table first the aborted versions, then the cells. Unpaced (``pacing`` None), each group is one call, as
 the store's own concurrency runs it. Paced, the groups go in chunks
-(:func:`~airflow_atlas.sweep.pacing.intensity.delete_chunks`: the first of 64, the others about an eighth of the
-batch) and ``spread(share)`` runs before each chunk after the first with its predecessor's share of the batch
-(the pacer's wait; sweep/pacing/intensity.py), and the time of every chunk of exactly
-:data:`~airflow_atlas.sweep.pacing.intensity.DELETE_CHUNK_REQUESTS` goes to ``observe`` (the adaptive pace's
-``delete`` sample). Any failure raises: the caller must
-not advance progress past an unswept entry (a chunk that was sent is idempotent when redone).
+(:func:`~airflow_atlas.sweep.pacing.intensity.delete_chunks`: the first of 64, each later one as long as
+``pacing.step(entries)`` says when it is cut - about an eighth of the batch at the pace now) and
+``pacing.spread(share)`` runs before each chunk after the first with its predecessor's share of the batch's
+entries (in proportion to its requests: the pacer's wait, sweep/pacing/intensity.py). Any failure raises: the
+caller must not advance progress past an unswept entry (a chunk that was sent is idempotent when redone).
 """
 from __future__ import annotations
 
-import time
 from collections import defaultdict
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from ..errors import TableNotFoundError
 from ..kvs.api import Cell
 from ..kvs.consistency import Operation
 from ..kvs.tables import SweepStrategy
 from .deleter import SweepDeleter
-from .pacing.intensity import DELETE_CHUNK_REQUESTS, chunk_shares, delete_chunks
+from .pacing.intensity import delete_chunks
 from .results import SweepResult
 
 ABORTED = -1
+
+
+class ChunkPacing(Protocol):
+    """How a paced run sends one batch's deletes (:class:`~airflow_atlas.sweep.pacing.run_pace.RunPace`)."""
+
+    def step(self, batch_entries: int) -> int:
+        """The length of the next chunk after the first, for a batch of ``batch_entries`` requests."""
+
+    def spread(self, entries: float) -> None:
+        """The wait before the next chunk, paying the previous chunk's share of the batch's entries."""
 
 
 @dataclass
@@ -89,30 +97,26 @@ def run_deletes(
     *,
     dry_run: bool = False,
     entries: int = 0,
-    spread: Callable[[float], None] | None = None,
-    observe: Callable[[float], None] | None = None,
+    pacing: ChunkPacing | None = None,
 ) -> None:
-    """Sends ``plans`` (counts in ``result``). ``spread``: paced - chunks, and ``spread(share)`` before each
-    chunk after the first (``entries``: the batch's entries, shared over the chunks); ``observe(seconds)``: the
-    time of each chunk of exactly DELETE_CHUNK_REQUESTS."""
+    """Sends ``plans`` (counts in ``result``). ``pacing``: paced - chunks, and ``pacing.spread(share)`` before
+    each chunk after the first (``entries``: the batch's entries, shared over the chunks by their requests)."""
     groups: list[tuple[TableDeletes, list]] = []
     for plan in plans:
         groups.append((plan, plan.versions))
         groups.append((plan, list(plan.cells)))
-    if spread is None:
-        chunks = [(g, 0, len(items)) for g, (_, items) in enumerate(groups) if items]
+    sizes = [len(items) for _, items in groups]
+    total = sum(sizes)
+    if pacing is None:
+        chunks = iter([(g, 0, size) for g, size in enumerate(sizes) if size])
     else:
-        chunks = delete_chunks([len(items) for _, items in groups])
-    shares = chunk_shares([stop - start for _, start, stop in chunks], entries)
+        chunks = delete_chunks(sizes, lambda: pacing.step(total))
     gone: set[str] = set()  # tables found dropped while deleting: their remaining chunks are skipped
-    for i, (g, start, stop) in enumerate(chunks):
+    for g, start, stop in _paid(chunks, pacing, entries, total):
         plan, items = groups[g]
-        if spread is not None and i > 0:
-            spread(shares[i - 1])
         if plan.table in gone:
             result.entries_skipped_dropped_tables += stop - start
             continue
-        sent = time.monotonic()
         try:
             if items is plan.versions:
                 versions = items[start:stop]
@@ -130,8 +134,20 @@ def run_deletes(
             gone.add(plan.table)
             result.entries_skipped_dropped_tables += stop - start
             continue
-        if observe is not None and stop - start == DELETE_CHUNK_REQUESTS:
-            observe(time.monotonic() - sent)
 
 
-__all__ = ["TableDeletes", "plan_deletes", "run_deletes"]
+def _paid(chunks, pacing: ChunkPacing | None, entries: int, total: int):
+    """The chunks (``total`` requests in all), each after the first preceded by the wait that pays its
+    predecessor's share of the batch's ``entries`` - before the next chunk is cut (the wait may change the pace,
+    and with it the next chunk's length); nothing after the last (the rest is paid between iterations)."""
+    sent = previous = 0
+    while sent < total:
+        if previous and pacing is not None:
+            pacing.spread(entries * previous / total)
+        group, start, stop = next(chunks)
+        previous = stop - start
+        sent += previous
+        yield group, start, stop
+
+
+__all__ = ["ChunkPacing", "TableDeletes", "plan_deletes", "run_deletes"]

@@ -54,8 +54,8 @@ class _SweepFigures:
     duration_seconds: float = 0.0
     tables: dict = field(default_factory=dict)  # table -> cells tombstoned
     pace_entries_per_second: float | None = None
-    """The pace: of an iteration, the adaptive pace it ran under (None: not adaptive); of a run, the pace at
-    its end (None: unlimited)."""
+    """The pace: of an iteration, the pace at its end; of a run, the pace at its end (0: unthrottled by the
+    application pace; None: not paced)."""
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -83,12 +83,12 @@ class ShardSweepResult(_SweepFigures):
     ``lock_expires_at`` (Unix seconds) and ``lock_holder_process_gone`` (True / False when the holder runs
     on this host, None when that cannot be known). For ``failed``: ``error`` (exception class and message:
     the reason the status and dashboard show). ``max_entries_per_second``: the intensity limit the run used
-    (0 = unlimited; with the adaptive pace its upper bound); ``lag``, ``backlog``, ``lag_seconds``: the pair
+    (0 = unlimited; with the application pace its safe pace); ``lag``, ``backlog``, ``lag_seconds``: the pair
 after the run, filled by the sweeper from what it read (the metrics read no store); ``seconds_paced``: how long it waited between
-    iterations to keep to it (:mod:`~airflow_atlas.sweep.pacing.intensity`). ``latency_target``: the adaptive
+    iterations to keep to it (:mod:`~airflow_atlas.sweep.pacing.intensity`). ``latency_target``: the application
     pace's target (0 = off, a fixed rate); ``pace_entries_per_second`` and ``pace_reason``: the pace at the
-    end of the run and why (e.g. ``"backed off: delete p50 38 ms > target 25 ms"``; None when not paced),
-    ``pace_backoffs``: how often it backed off (:mod:`~airflow_atlas.sweep.pacing.adaptive`)."""
+    end of the run and why (e.g. ``"resting: clients alive, no transaction for 4.1 s: unthrottled"``; None when
+    not paced), ``pace_backoffs``: how often it halved (:mod:`~airflow_atlas.sweep.pacing.application`)."""
 
     iterations: int = 0
     error: str | None = None

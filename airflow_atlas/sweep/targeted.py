@@ -38,9 +38,7 @@ from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
-from .pacing.adaptive import AdaptiveController
-from .pacing.application import ApplicationLatencySource
-from .pacing.run_pace import RunPace
+from .pacing.run_pace import ApplicationSource, ChunkPacing, RunPace
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
 from .queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
@@ -110,7 +108,7 @@ class TargetedSweeper(SweepPairs):
         on_iteration=None,
         max_entries_per_second: int | None = None,
         latency_target: float | None = None,
-        application_latency: ApplicationLatencySource | None = None,
+        application_latency: ApplicationSource | None = None,
     ) -> ShardSweepResult:
         """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
 
@@ -133,20 +131,13 @@ class TargetedSweeper(SweepPairs):
         The waits are the lease keeper's
         :meth:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper.pause`: a lost lease cuts them short.
 
-        Adaptive pace (default: setting ``sweep_latency_target``; 0 = off, the rate above is fixed): an
-        :class:`~airflow_atlas.sweep.pacing.adaptive.AdaptiveController` sets the pacer's rate from the latency of
-        this run's progress reads and deletes against their baselines at the same pace, from the store's pace
-        profile (sweep/pacing/pace_profile.py, updated after the run) or measured by the run (never above
-        ``max_entries_per_second`` when that is not 0);
-        the result reports the pace and why (``pace_entries_per_second``, ``pace_reason``).
-
-        Application pace (setting ``sweep_pace_signal`` ``application``; the source is ``application_latency``,
-        by default the store's published ``_app_latency`` table, transactions/latency_source.py): an
-        :class:`~airflow_atlas.sweep.pacing.application.ApplicationPaceController` fed between the chunks of a
-        batch's deletes and after each iteration with the application's transactions since the previous feed
-        holds its p99 within ``latency_target`` x its p99 without sweep; the pace is the lower of the two
-        controllers'. (Fed between chunks, a back-off slows the rest of the batch at once: a batch of a second's
-        pace does not delay it by up to that second.)"""
+        Application pace (the default; ``latency_target``, default setting ``sweep_latency_target``; 0 = off, the
+        rate above is fixed): :class:`~airflow_atlas.sweep.pacing.application.ApplicationPace` sets the pacer's
+        rate from the application's publications (``application_latency``, by default the store's
+        ``_app_latency`` table, transactions/latency_source.py): unthrottled while the application rests, the
+        rate above (the safe pace) when it starts or is unseen, steered on its p99 while it runs
+        (sweep/pacing/run_pace.py). The result reports the pace and why (``pace_entries_per_second``,
+        ``pace_reason``)."""
         shard, strategy = self._check(shard, strategy)
         self.check_sweep_ts(sweep_ts)
         if max_iterations is None:
@@ -162,15 +153,11 @@ class TargetedSweeper(SweepPairs):
         own = lease is None
         lease_seconds = self._store.config.lock_lease_seconds
         limit = self._store.config.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
-        steered = self._store.config.sweep_pace_signal == "application"
-        # the caller's source, else the store's published table (transactions/latency_source.py)
         run_pace = RunPace(max_entries_per_second=max_entries_per_second, latency_target=latency_target,
                            dry_run=dry_run, max_wait_seconds=lease_seconds / 3.0,
-                           profiles=self._store.pace_profiles,
-                           application=(lambda: application_latency or self._store.application_latency())
-                           if steered else None)
-        if run_pace.adaptive is not None:
-            summary.latency_target = run_pace.adaptive.latency_target
+                           # the caller's source, else the store's published table (transactions/latency_source.py)
+                           source=lambda: application_latency or self._store.application_latency(),
+                           interval_seconds=self._store.config.app_latency_interval_seconds)
         try:
             if sweep_ts is None:
                 sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
@@ -186,22 +173,14 @@ class TargetedSweeper(SweepPairs):
                     return summary
             summary.lock_holder = lease.holder
             keeper_cm: LeaseKeeper | FixedLease | None = None
-            activity = self._store.sweep_activity(lease.holder, enabled=not dry_run)  # when this run swept
             try:
                 keeper_cm = LeaseKeeper(self._store.locks, lease, lease_seconds) if own else FixedLease(self._store.locks, lease)
                 with keeper_cm as keeper:
-
-                    def spread(entries: float) -> None:
-                        run_pace.pay_chunk(entries, keeper.pause)
-                        keeper.raise_if_lost()  # a lost lease stops the run before its next chunk
-                        activity.touch()
-
+                    chunks = ChunkPacing(run_pace, keeper) if run_pace.paced else None
                     for n in range(max_iterations):
                         cap = run_pace.start_iteration(limit, batch_limit)
-                        activity.touch()
-                        it = self._iterate(shard, strategy, sweep_ts, keeper, cap, dry_run, probe=run_pace.adaptive,
-                                           spread=spread if run_pace.paced else None,
-                                           pace=None if run_pace.adaptive is None else run_pace.current)
+                        it = self._iterate(shard, strategy, sweep_ts, keeper, cap, dry_run, pacing=chunks,
+                                           pace=run_pace.current)
                         summary.add(it)
                         if on_iteration is not None:
                             on_iteration(it)
@@ -214,7 +193,6 @@ class TargetedSweeper(SweepPairs):
                     else:
                         summary.status = "iteration_limit"
             finally:
-                activity.close()
                 self._drop_read_ahead(shard, strategy, keeper_cm)
                 if own:
                     self._release(lease)
@@ -225,7 +203,7 @@ class TargetedSweeper(SweepPairs):
             summary.error = f"{type(exc).__name__}: {exc}"
             raise
         finally:
-            run_pace.finish(summary, max_entries_per_second)
+            run_pace.finish(summary)
             summary.duration_seconds = round(time.monotonic() - started, 6)
             if not dry_run:
                 self._record_run(summary)
@@ -282,24 +260,20 @@ class TargetedSweeper(SweepPairs):
 
     def _iterate(
         self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True,
-        probe: AdaptiveController | None = None, spread=None, pace: Callable[[], float] | None = None,
+        pacing: ChunkPacing | None = None, pace: Callable[[], float | None] | None = None,
     ) -> SweepResult:
         """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
-        iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``probe``: the
-        adaptive pace, given the latency of the progress read and of each full chunk of the batch's deletes.
-        ``spread(entries)``: a paced run's wait between two chunks of the deletes (sweep/batch_deletes.py).
-        ``pace()``: the run's effective pace, asked when the iteration ends and reported as the iteration's (a
-        back-off of the application pace between its chunks shows in this iteration, not the next)."""
+        iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``pacing``: a paced
+        run's chunks of the deletes and the waits between them (sweep/batch_deletes.py). ``pace()``: the run's
+        pace, asked when the iteration ends and reported as the iteration's (a change between its chunks shows
+        in this iteration, not the next)."""
         started = time.monotonic()
         cfg = self._store.config
         limit = cfg.batch_limit if batch_limit is None else _check_batch_limit(batch_limit)
         if sweep_ts is None:
             sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
         progress = self._queue.progress
-        asked = time.monotonic()
         old = progress.get_progress(shard, strategy)
-        if probe is not None:
-            probe.observe("read", time.monotonic() - asked)
         with self._blocked_lock:
             ahead = self._read_ahead.pop((shard, strategy.value), None)
         if ahead is not None:  # ended before it is used or dropped: no read outlives the iteration
@@ -312,7 +286,6 @@ class TargetedSweeper(SweepPairs):
             old_progress=old,
             new_progress=old,
             lock_holder=keeper.lease.holder,
-            pace_entries_per_second=None if probe is None else round(probe.rate, 1),
         )
         if old >= sweep_ts - 1:
             result.status = "caught_up"
@@ -403,7 +376,7 @@ class TargetedSweeper(SweepPairs):
                     )
             plans = plan_deletes(self._store, strategy, entries, commits, result, current)
             run_deletes(self._kvs, self._deleter, plans, result, dry_run=dry_run, entries=batch.entries_read,
-                        spread=spread, observe=None if probe is None else probe.observe_delete)
+                        pacing=pacing)
         new = max(new, old)
         if max_exclusive < sweep_ts and new >= max_exclusive - 1:
             blocked_at = max_exclusive
@@ -429,10 +402,12 @@ class TargetedSweeper(SweepPairs):
             result.status = "blocked"
         return self._finish(result, started, pace)
 
-    def _finish(self, result: SweepResult, started: float, pace: Callable[[], float] | None = None) -> SweepResult:
+    def _finish(self, result: SweepResult, started: float,
+                pace: Callable[[], float | None] | None = None) -> SweepResult:
         result.duration_seconds = round(time.monotonic() - started, 6)
-        if pace is not None:
-            result.pace_entries_per_second = round(pace(), 1)
+        rate = None if pace is None else pace()
+        if rate is not None:
+            result.pace_entries_per_second = round(rate, 1)
         if result.status != "dry_run":
             try:
                 self._store.history.record(result.to_json())

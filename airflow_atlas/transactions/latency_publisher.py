@@ -1,12 +1,16 @@
 """LatencyPublisher: publishes this process's application latency (a
 :class:`~airflow_atlas.transactions.latency_recorder.LatencyRecorder`) into the application-latency table
-(:mod:`airflow_atlas.transactions.latency_table`) about once per ``interval_seconds``.
+(:mod:`airflow_atlas.transactions.latency_table`) once per ``interval_seconds`` - also when nothing was
+recorded, so that the sweep can tell a resting application (clients alive, no transactions) from one it cannot
+see (sweep/pacing/application.py).
 
-Off the commit path: a transaction only records into the recorder; one daemon thread per publisher drains
-it and writes one store request per interval (every kind in one ``put_wallclock``). The thread starts with
-the first recording and exits after an interval in which nothing was recorded (the next recording starts
-it again), so an idle manager holds no thread. :meth:`LatencyPublisher.close` stops it and publishes what
-is left (best-effort), called by ``TransactionManager.close`` (and so by ``AtlasStore.close``).
+Off the commit path: a transaction only records into the recorder; one daemon thread per publisher drains it
+and writes one store request per interval (every kind in one ``put_wallclock``). The thread starts with the
+first recording (a manager that never ran a transaction - a sweeper's - publishes nothing) and runs until
+:meth:`LatencyPublisher.close`, which stops it and publishes what is left (best-effort), called by
+``TransactionManager.close`` (and so by ``AtlasStore.close``). The first recording after an interval in which
+no transaction ended wakes the thread to publish at once when a transaction ends: a sweep running free while
+the application rests hears of its first transaction without waiting for the interval to end.
 
 A publication that fails never fails a transaction: its summary is dropped, :attr:`LatencyPublisher.failures`
 counts it, and a warning is logged at most once per :data:`FAILURE_LOG_INTERVAL_SECONDS` (with the number of
@@ -25,7 +29,7 @@ from dataclasses import dataclass
 from ..errors import InvalidInputError
 from ..kvs.api import KeyValueService
 from .latency_recorder import LatencyRecorder
-from .latency_table import write_summaries
+from .latency_table import TRANSACTION_KINDS, write_summaries
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +73,8 @@ class LatencyPublisher:
         """Publications that failed (their summaries were dropped)."""
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._resting = True  # the last interval ran no transaction: the next one's end wakes the thread
         self._thread: threading.Thread | None = None
         self._closed = False
         self._last_failure_log: float | None = None
@@ -76,7 +82,7 @@ class LatencyPublisher:
 
     @property
     def running(self) -> bool:
-        """Whether the publishing thread is alive (it exits when idle and at close)."""
+        """Whether the publishing thread is alive (from the first recording to close)."""
         thread = self._thread
         return thread is not None and thread.is_alive()
 
@@ -84,6 +90,9 @@ class LatencyPublisher:
         self.recorder.record(kind, seconds)
         if self._thread is None:
             self._start()
+        if self._resting and kind in TRANSACTION_KINDS:  # a read inside a transaction is not its end
+            self._resting = False
+            self._wake.set()
 
     def _start(self) -> None:
         with self._lock:
@@ -93,25 +102,24 @@ class LatencyPublisher:
             self._thread.start()
 
     def _run(self) -> None:
-        while not self._stop.wait(self._publication.interval_seconds):
-            if self.publish():
-                continue
-            with self._lock:
-                if self.recorder.empty:  # idle: the next record() starts a new thread
-                    self._thread = None
-                    return
+        while not self._stop.is_set():
+            self._wake.wait(self._publication.interval_seconds)
+            self._wake.clear()
+            if not self._stop.is_set():
+                self.publish()
 
     def publish(self) -> bool:
-        """Drain the recorder and write its summaries now; False when nothing was recorded. Never raises."""
+        """Drain the recorder and write its summaries now (an empty one when nothing was recorded: alive);
+        returns whether anything had been recorded. Never raises."""
         histograms = self.recorder.drain()
-        if not histograms:
-            return False
+        # after an interval without a transaction, the next transaction is published at once
+        self._resting = not any(kind in histograms for kind in TRANSACTION_KINDS)
         try:
             write_summaries(self._kvs, self.client, self._clock(), histograms, self._publication.ttl_seconds)
             self.published += 1
         except Exception as exc:  # never fails a transaction: count, log now and then, drop the summary
             self._failed(exc)
-        return True
+        return bool(histograms)
 
     def _failed(self, exc: Exception) -> None:
         self.failures += 1
@@ -134,8 +142,10 @@ class LatencyPublisher:
             self._closed = True
             thread = self._thread
         self._stop.set()
-        if thread is not None:
-            thread.join(timeout=self._publication.interval_seconds + 30)
+        self._wake.set()
+        if thread is None:
+            return  # never recorded anything: nothing to publish, no client to announce
+        thread.join(timeout=self._publication.interval_seconds + 30)
         self.publish()
 
 

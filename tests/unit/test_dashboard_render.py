@@ -172,16 +172,17 @@ def test_effective_settings_show_their_source_and_settings_warnings_are_on_top()
     assert 'id="settings-warnings"' not in render_page(status)
 
 
-def test_the_adaptive_target_and_each_runs_pace_and_reason_are_shown():
+def test_the_application_pace_target_and_each_runs_pace_and_reason_are_shown():
     last = {"at": NOW - 30, "age_seconds": 30.0, "status": "caught_up", "outcome": "ok", "entries_read": 5,
-            "pace_entries_per_second": 4500.0, "pace_reason": "backed off: delete p50 38 ms > target 25 ms <x>"}
+            "pace_entries_per_second": 4500.0, "pace_reason": "running: halved to 4,500 entries/s: p99 38 ms > target 25 ms <x>"}
     status = _status([_row(0, "THOROUGH", last=last), _row(1, "THOROUGH", last={**last, "pace_reason": None})])
     status["settings"].update(sweep_max_entries_per_second=0, sweep_latency_target=1.5)
     page = render_page(status)
-    assert 'data-field="sweep_latency_target" data-value="1.5">request latency up to 1.5x its baseline<' in page
+    assert ('data-field="sweep_latency_target" data-value="1.5">unthrottled while the application rests, the limit '
+            'while it runs, raised while its p99 stays within 1.5x its baseline<') in page
     assert page.count('data-field="pace"') == 1  # a run without a pace (an older record) shows none
-    assert ('data-field="pace" data-value="4500.0">pace 4,500 entries/s: backed off: delete p50 38 ms &gt; target '
-            "25 ms &lt;x&gt;<") in page
+    assert ('data-field="pace" data-value="4500.0">pace 4,500 entries/s: running: halved to 4,500 entries/s: p99 38 '
+            "ms &gt; target 25 ms &lt;x&gt;<") in page
     status["settings"]["sweep_latency_target"] = 0.0
     assert 'data-value="0.0">off (the limit is a fixed rate)<' in render_page(status)
 

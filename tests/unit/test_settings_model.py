@@ -46,7 +46,6 @@ BAD = {
     "initial_shards": [0, MAX_SHARDS + 1, True, 1.0],
     "sweep_max_entries_per_second": [-1, 10_000_001, True, 1.5, "100", None],
     "sweep_latency_target": [-1, 0.5, 1, 1.0, 100.5, True, "1.5", None, float("nan")],
-    "sweep_pace_signal": ["", "Application", "both", 1, True, None],
     "rollback_guard_min_transactions": [0, -1, True, 1.5, "20"],
     "rollback_guard_max_fraction": [-0.1, 1.1, math.nan, math.inf, True, "0.9"],
     **{

@@ -175,9 +175,11 @@ def render_shard_table(status: dict) -> str:
                     f'&rarr; {fmt_int(last.get("new_progress"))}</div>'
                 )
                 if last.get("pace_reason"):
+                    rate = last.get("pace_entries_per_second")
+                    shown = "unthrottled" if rate == 0 else f"pace {fmt_int(rate)} entries/s"
                     detail += (
-                        f'<div class="sub" data-field="pace" data-value="{esc(last.get("pace_entries_per_second"))}">pace '
-                        f'{fmt_int(last.get("pace_entries_per_second"))} entries/s: {esc(last.get("pace_reason"))}</div>'
+                        f'<div class="sub" data-field="pace" data-value="{esc(rate)}">{shown}: '
+                        f'{esc(last.get("pace_reason"))}</div>'
                     )
             failing = r.get("failing")
             if failing and failing.get("runs", 0) > 1:

@@ -1,6 +1,6 @@
 """The dashboard's backlog drain forecast section (pure, from the status document's JSON): per pair the rates,
 the time to drain and the state - and, when the forecast cannot tell, what it does not know (``unknown``) -
-then the intensity limit and the adaptive pace's target."""
+then the safe pace and the application pace's target."""
 from __future__ import annotations
 
 from airflow_atlas.status import format_duration
@@ -62,20 +62,22 @@ def render_forecast(status: dict) -> str:
 
 
 def render_intensity(limit, target=None) -> str:
-    """The intensity limit the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited) and the
-    adaptive pace's latency target (setting ``sweep_latency_target``; 0 = off: the limit is a fixed rate)."""
+    """The safe pace the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited) and the
+    application pace's latency target (setting ``sweep_latency_target``; 0 = off: the limit is a fixed rate)."""
     if limit is None:
         return ""
     shown = "unlimited" if limit == 0 else f"{fmt_int(limit)} entries/s per sweep task and pair"
-    adaptive = ""
+    application = ""
     if target is not None:
-        adaptive = (
-            f' Adaptive pace: <b data-field="sweep_latency_target" data-value="{esc(target)}">'
-            + ("off (the limit is a fixed rate)" if not target else f"request latency up to {esc(target)}x its baseline")
+        application = (
+            f' Application pace: <b data-field="sweep_latency_target" data-value="{esc(target)}">'
+            + ("off (the limit is a fixed rate)" if not target else
+               f"unthrottled while the application rests, the limit while it runs, raised while its p99 stays "
+               f"within {esc(target)}x its baseline")
             + "</b> (setting sweep_latency_target; each run's pace and why: Last run)."
         )
     return (
         f'<div class="sub" id="intensity">Sweep intensity limit: <b data-field="sweep_max_entries_per_second" '
         f'data-value="{esc(limit)}">{shown}</b> (setting sweep_max_entries_per_second; the total is this times the '
-        f"sweep tasks running at once).{adaptive}</div>"
+        f"sweep tasks running at once).{application}</div>"
     )

@@ -22,8 +22,9 @@ Invariants:
   :meth:`batch_cap` keeps one batch within what one wait can pay, so the debt cannot grow without bound.
 * Smoothness: :meth:`batch_cap` also keeps one batch to :data:`PACING_INTERVAL_SECONDS` worth of entries,
   and a paced run spreads the batch's deletes over that time: they go in about :data:`SPREAD_CHUNKS`
-  chunks, the first of :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`), and before each chunk after
-  the first the pacer is paid that chunk's predecessor's share of the batch (:func:`chunk_shares`), so the
+  chunks, the first of :data:`DELETE_CHUNK_REQUESTS` (:func:`delete_chunks`, :func:`chunk_step`), and before
+  each chunk after the first the pacer is paid that chunk's predecessor's share of the batch (the batch's
+  entries in proportion to the chunk's requests, sweep/batch_deletes.py), so the
   store sees an eighth of the batch every ~31 ms instead of a quarter second's worth at once (a batch never splits
   a start timestamp, so a batch can still be one transaction's writes). The waits inside a batch add up to
   at most the batch's cost (at most ``interval_seconds``, itself at most ``max_wait_seconds``); each is cut
@@ -35,7 +36,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from ...errors import InvalidInputError
 from ...validation import check_float, check_int
@@ -65,18 +66,14 @@ iteration every 2 s) 0.95x - the same entries and tombstones. The deletes of the
 PACED_BATCH_MAX_SECONDS = 1.0
 """A paced batch never holds more than this many seconds of the pace to reach :data:`PACED_BATCH_MIN_ENTRIES`:
 its waits are at most this long apart from the next iteration's fencing check, and a bigger batch is a longer
-burst of reads (the queue, the commit timestamps) before its deletes are spread. The application pace is fed
-between the chunks of a batch's deletes (sweep/pacing/run_pace.py), so a second's batch does not delay its
-back-off (fed only between iterations, it did: 3.5 s in the real-node acceptance test, whose bound is 3 s)."""
+burst of reads (the queue, the commit timestamps) before its deletes are spread."""
 
 DELETE_CHUNK_REQUESTS = 64
-"""The first chunk of a paced batch's deletes holds this many (aborted versions, or cells to tombstone) of one
-table, and each chunk at least this many: each chunk of exactly this size is one ``delete`` sample of the
-adaptive pace (sweep/pacing/adaptive.py) - one size at every pace, so samples taken at 1,000 and at 16,000
-entries/s compare. 64 fit in one round of the driver's in-flight requests (the Cassandra store's
-``concurrency``, 100), so such a chunk's time is the time the store takes for a burst of 64 deletes."""
+"""The first chunk of a batch's deletes holds this many (aborted versions, or cells to tombstone) of one table,
+and each chunk at least this many: 64 fit in one round of the driver's in-flight requests (the Cassandra store's
+``concurrency``, 100), so a chunk is one burst the store serves at once."""
 SPREAD_CHUNKS = 8
-"""A paced batch's deletes after the first chunk go in chunks of at least 1/8 of the batch: about 8 per
+"""A batch's deletes after the first chunk go in chunks of at least 1/8 of the batch at its pace: about 8 per
 batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throughout: every chunk waits
 for its slowest request before the next is sent, so chunks of 64 capped the sweeper at 64 requests per
 round trip - on a loaded machine (load 20 on 2 cores, ~27 ms per chunk) about 2,400 entries/s, a sixth
@@ -88,43 +85,42 @@ def paced_batch_cap(rate: float, batch_limit: int, *, interval_seconds: float = 
     """The batch limit of a run paced at ``rate`` entries/s: ``interval_seconds`` of the pace, raised to
     :data:`PACED_BATCH_MIN_ENTRIES` or :data:`PACED_BATCH_MAX_SECONDS` of the pace (the fewer of the two) where
     that is more; never more than ``max_seconds`` of the pace (what one bounded wait pays for) nor
-    ``batch_limit``; never below 1. Pure: the one rule of a paced batch's size, for a fixed and an adaptive pace."""
+    ``batch_limit``; never below 1. Pure: the one rule of a paced batch's size."""
     check_float(rate, "rate", 0)
     check_int(batch_limit, "batch_limit", 1)
     seconds = max(interval_seconds, min(PACED_BATCH_MIN_ENTRIES / rate, PACED_BATCH_MAX_SECONDS)) if rate > 0 else 0.0
     return max(1, min(batch_limit, int(rate * min(seconds, max_seconds))))
 
 
-def delete_chunks(group_sizes: list[int], chunk: int = DELETE_CHUNK_REQUESTS,
-                  spread: int = SPREAD_CHUNKS) -> list[tuple[int, int, int]]:
+def chunk_step(batch_entries: int, rate: float, batch_limit: int) -> int:
+    """The size of a delete chunk after the first, for a batch of ``batch_entries`` swept at ``rate`` entries/s
+    (0: unlimited): an eighth of the batch (:data:`SPREAD_CHUNKS`), at least :data:`DELETE_CHUNK_REQUESTS`, and
+    at a limited pace no more than an eighth of a batch at that pace (:func:`paced_batch_cap`), so a batch read
+    at a higher pace - an unthrottled one when the application starts - is sent in the chunks of the new pace.
+    Pure."""
+    check_int(batch_entries, "batch_entries", 0)
+    step = -(-batch_entries // SPREAD_CHUNKS)
+    if rate > 0:
+        step = min(step, -(-paced_batch_cap(rate, batch_limit) // SPREAD_CHUNKS))
+    return max(DELETE_CHUNK_REQUESTS, step)
+
+
+def delete_chunks(group_sizes: list[int], step: Callable[[], int]) -> Iterator[tuple[int, int, int]]:
     """The chunks of one batch's deletes: ``(group, start, stop)`` slices of the groups (a table's aborted
-    versions, a table's cells), in order, never spanning two groups: the first ``chunk`` long (the adaptive
-    pace's sample), the others ``max(chunk, ceil(total / spread))`` (a group's last one shorter). Pure."""
-    check_int(chunk, "chunk", 1)
-    check_int(spread, "spread", 1)
+    versions, a table's cells), in order, never spanning two groups: the first :data:`DELETE_CHUNK_REQUESTS`
+    long, each later one ``step()`` long (asked when the chunk is cut, after the wait before it: a change of
+    pace applies to the rest of the batch; a group's last chunk shorter)."""
     for size in group_sizes:
         check_int(size, "group size", 0)
-    step = max(chunk, -(-sum(group_sizes) // spread))
-    out: list[tuple[int, int, int]] = []
+    first = True
     for group, size in enumerate(group_sizes):
         start = 0
         while start < size:
-            stop = min(start + (step if out else chunk), size)
-            out.append((group, start, stop))
+            length = DELETE_CHUNK_REQUESTS if first else check_int(step(), "chunk step", 1)
+            stop = min(start + length, size)
+            first = False
+            yield group, start, stop
             start = stop
-    return out
-
-
-def chunk_shares(chunk_sizes: list[int], entries: int) -> list[float]:
-    """Each chunk's share of the batch's ``entries`` (what the pacer is paid for it): proportional to its
-    requests, adding up to ``entries``. A batch's entries that need no request (cells collapsed into one
-    tombstone, entries of dropped tables, the entries after a blocking transaction) are spread with the rest,
-    so the batch costs what it cost unspread. Pure."""
-    check_int(entries, "entries", 0)
-    total = sum(chunk_sizes)
-    if total <= 0:
-        return [0.0 for _ in chunk_sizes]
-    return [entries * size / total for size in chunk_sizes]
 
 
 class SweepPacer:
@@ -163,10 +159,14 @@ class SweepPacer:
         """Each wait, in order (what a run reports and tests check)."""
 
     def set_rate(self, entries_per_second: float) -> None:
-        """Change the limit from now on (the adaptive controller's pace, sweep/pacing/adaptive.py): entries taken
-        from now cost ``entries / entries_per_second``; what earlier entries cost stays owed. Not 0 (a
-        pacer that was limited stays limited)."""
-        self.max_entries_per_second = check_float(entries_per_second, "entries_per_second", 0, MAX_SWEEP_ENTRIES_PER_SECOND)
+        """Change the limit from now on (the application pace, sweep/pacing/application.py): entries taken from
+        now cost ``entries / entries_per_second``; what earlier entries cost stays owed; 0 = unlimited from now
+        (a later limit starts owing from the moment it is set)."""
+        unlimited = not isinstance(entries_per_second, bool) and entries_per_second == 0
+        rate = 0.0 if unlimited else check_float(entries_per_second, "entries_per_second", 0, MAX_SWEEP_ENTRIES_PER_SECOND)
+        if self.unlimited and rate > 0:
+            self._due = self._clock()
+        self.max_entries_per_second = rate
 
     @property
     def unlimited(self) -> bool:
@@ -183,7 +183,7 @@ class SweepPacer:
     def wait_for(self, entries: float) -> float:
         """Record ``entries`` as taken and return how long to wait now (bounded; no side effect but the
         bookkeeping). Pure arithmetic over the injected clock: :meth:`pace` is this plus the sleep. (A float:
-        a chunk's share of a batch, :func:`chunk_shares`.)"""
+        a chunk's share of a batch.)"""
         if isinstance(entries, bool) or not isinstance(entries, (int, float)) or not 0 <= entries < math.inf:
             raise InvalidInputError(f"entries must be a finite number >= 0, got {entries!r}")
         if self.unlimited:
@@ -207,6 +207,6 @@ class SweepPacer:
 
 
 __all__ = [
-    "DELETE_CHUNK_REQUESTS", "PACED_BATCH_MAX_SECONDS", "PACED_BATCH_MIN_ENTRIES", "SPREAD_CHUNKS", "SweepPacer",
-    "chunk_shares", "delete_chunks", "paced_batch_cap",
+    "DELETE_CHUNK_REQUESTS", "MAX_SWEEP_ENTRIES_PER_SECOND", "PACED_BATCH_MAX_SECONDS", "PACED_BATCH_MIN_ENTRIES",
+    "PACING_INTERVAL_SECONDS", "SPREAD_CHUNKS", "SweepPacer", "chunk_step", "delete_chunks", "paced_batch_cap",
 ]

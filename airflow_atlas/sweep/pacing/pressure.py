@@ -1,27 +1,26 @@
-"""The node-pressure guard (issue 31 item 2: "on Cassandra, add the node's own pressure where cheap ... as
-Reaper does"): a second ceiling over the pace, beside the application's latency, from the store's nodes' own
+"""The node-pressure guard: a ceiling over the application pace (:mod:`.application`) from the store's nodes' own
 account of how busy they are (:mod:`airflow_atlas.kvs.pressure`: a request stage queueing more tasks than it
 has threads, blocked native-transport tasks, more than 20 pending compactions). Pure logic: the readings and
 the times come in as arguments (the sweeper reads them through the application's latency source,
 ``pressure()``, at most once per publication interval); unit-tested in tests/unit/sweep/pacing/test_pressure.py.
 
-Why beside the application's latency: a node can fall behind before any transaction is slower (compactions
-pile up behind sweep's tombstones; a request stage's queue grows), and an application without traffic gives no
-latency to steer on, while the node still serves others (repairs, other keyspaces' clients). Without readings
-(the embedded store; a role that may not read the virtual table) the guard never holds the pace.
+Why beside the application's publications: a node can fall behind before any transaction is slower
+(compactions pile up behind sweep's tombstones; a request stage's queue grows), and a resting application -
+when the sweep runs unthrottled - gives no latency to steer on, while the node still serves others (repairs,
+other keyspaces' clients). Without readings (the embedded store; a role that may not read the virtual table) the guard never holds the pace.
 
 A reading under pressure, outside the settle time of the previous back-off, sets the ceiling to
 :data:`DECREASE_FACTOR` x the rate the sweeper reached since the previous reading (never above the current
-ceiling, never below the own controller's minimum); a reading without pressure grows it by
+ceiling, never below :data:`MIN_ENTRIES_PER_SECOND`); a reading without pressure grows it by
 :data:`GROWTH_FACTOR`, and drops it once it is over twice the rate reached (it no longer binds: the next
-pressure halves what the sweeper really does). The same shape as the application's ceiling, on a signal that
-needs no baseline: a node's queue longer than its threads is pressure whatever it was yesterday.
+pressure halves what the sweeper really does). A signal that needs no baseline: a node's queue longer than its threads is pressure whatever it was yesterday.
 """
 from __future__ import annotations
 
 from ...kvs.pressure import NodePressure, pressure_problem
-from .adaptive import MIN_ENTRIES_PER_SECOND
 
+MIN_ENTRIES_PER_SECOND = 50.0
+"""The lowest ceiling the guard sets: a pair is never starved."""
 DECREASE_FACTOR = 0.5
 """Under pressure, the ceiling becomes this times the rate the sweeper reached."""
 GROWTH_FACTOR = 1.5
@@ -72,4 +71,4 @@ class PressureGuard:
         return self.ceiling
 
 
-__all__ = ["DECREASE_FACTOR", "GROWTH_FACTOR", "SETTLE_SECONDS", "PressureGuard"]
+__all__ = ["MIN_ENTRIES_PER_SECOND", "DECREASE_FACTOR", "GROWTH_FACTOR", "SETTLE_SECONDS", "PressureGuard"]

@@ -43,7 +43,7 @@ STORE_CONFIG = {
     "unreadable_window_seconds": 1.0,
     "punch_interval_seconds": 0.1,
     "transaction_lease_seconds": 600.0,
-    # A fixed pace (no adaptive intensity): test 2's job sweeps long enough to be caught by the restart.
+    # A fixed pace (no application pace): test 2's job sweeps long enough to be caught by the restart.
     "sweep_latency_target": 0,
     "sweep_max_entries_per_second": 4,
     # The killed job's Spark tasks hold their pairs' locks until the leases expire: well within the outage.

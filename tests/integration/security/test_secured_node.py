@@ -194,14 +194,15 @@ def _self_signed_pem(tmp_path) -> str:
                            "changeit"], check=True, capture_output=True, text=True, timeout=60).stdout
 
 
-def test_the_sweeper_role_reads_the_nodes_pressure_and_marks_its_sweeps(secure_node, secure_keyspace, roles):
-    """Issue 31 item 2 under least privilege: with exactly the grants `grants` prints, the sweeper reads the
-    node's thread pools (system_views, for the node-pressure guard) and writes its sweep marks into
-    atlas_app_latency (the quiet windows)."""
+def test_the_sweeper_role_reads_the_nodes_pressure_and_the_applications_publications(secure_node, secure_keyspace,
+                                                                                    roles):
+    """Under least privilege: with exactly the grants `grants` prints, the sweeper role reads the node's thread
+    pools (system_views, for the node-pressure guard), and publishes and reads the application's publications
+    in atlas_app_latency (its transactions are an application's too)."""
     import time
 
     from airflow_atlas.store import AtlasStore
-    from airflow_atlas.transactions.latency_table import read_sweep_marks
+    from airflow_atlas.transactions.latency_table import read_publications
 
     _, sweeper, *_ = roles
     url = secure_node.url(sweeper, SWEEPER_PASSWORD, secure_keyspace, create_keyspace="false")
@@ -209,8 +210,8 @@ def test_the_sweeper_role_reads_the_nodes_pressure_and_marks_its_sweeps(secure_n
         (node,) = store.kvs.node_pressure()
         assert {p.name for p in node.pools} >= {"MutationStage", "ReadStage", "CompactionExecutor"}, node
         before = time.time()
-        activity = store.sweep_activity("least-privilege")
-        activity.touch()
-        activity.close()
-        assert [start for start, _ in read_sweep_marks(store.kvs, before - 1, time.time() + 1)
-                if start >= before - 0.01], "the sweeper role could not mark its sweep"
+        store.transactions.run_read_only(lambda txn: None)
+        store.transactions.close()  # publishes what is left
+        assert store.transactions.latency is not None and store.transactions.latency.failures == 0
+        assert [p for p in read_publications(store.kvs, before - 1, time.time() + 1)
+                if p.client == store.transactions.latency.client], "the sweeper role could not publish"

@@ -1,192 +1,220 @@
-"""The application-latency pace (sweep/pacing/application.py) wired into the sweeper (sweep/targeted.py), on the
-embedded store: a run fed "slow" histograms of the application's transactions ends slower than one fed "fast"
-ones, keeps its end pace in the store's pace profile for the next run to start from, and without a source (or
-with the setting at its default) is today's run.
+"""The application pace end to end (issue 46 acceptance), on the embedded store and the real local node, with
+the store's own publications (transactions/latency_publisher.py -> ``_app_latency`` ->
+transactions/latency_source.py) and the shipped pace settings:
 
-The application here is a fake source (the publication of the real one is issue 31 item 1); the runs use
-``latency_target`` 100 so that the own-latency controller (the same target) never backs off on a busy shared
-machine: only the application's latency moves the pace. Directions only, no speeds."""
+* an application client that ran a transaction and rests: the sweep runs unthrottled; the application starts
+  during that sweep, and within half a second of its first transaction the sweep deletes at the safe pace;
+* the application stops: after the rest interval the sweep runs free again;
+* no client publishes at all: the sweep keeps the safe pace, and its result says why.
+
+What the sweep does is seen through the real store it writes to: :class:`CountingDeletes` delegates every
+call to the harness's key-value service and records when each batch of tombstones was sent and how many.
+"""
 from __future__ import annotations
 
 import dataclasses
-import itertools
+import threading
 import time
 
-import pytest
+from airflow_atlas.store import AtlasStore
+from airflow_atlas.sweep.pacing.application import REST_INTERVALS
+from airflow_atlas.transactions.latency_table import TABLE as APP_LATENCY_TABLE
 
-from airflow_atlas.sweep.pacing.application import MIN_TRANSACTIONS, ApplicationPace
-from airflow_atlas.transactions.histogram import LatencyHistogram
+from .helpers import THOR, Harness
 
-from .helpers import CONFIG, THOR, Harness, open_store
-
-QUIET_SECONDS = 0.010
-"""The application's latency without sweep."""
-TARGET = 100.0
-"""``latency_target`` of the runs: the application may be 100x slower than without sweep (1.1 s)."""
-
-
-def hist(n: int, seconds: float) -> LatencyHistogram:
-    out = LatencyHistogram()
-    for _ in range(n):
-        out.record(seconds)
-    return out
-
-
-class FakeApplication:
-    """A source of the application's latency: every call, ``MIN_TRANSACTIONS`` transactions of ``seconds``."""
-
-    def __init__(self, seconds: float) -> None:
-        self.seconds = seconds
-        self.calls = 0
-
-    def since_last_call(self) -> LatencyHistogram:
-        self.calls += 1
-        return hist(MIN_TRANSACTIONS, self.seconds)
-
-    def quiet(self) -> list[LatencyHistogram]:
-        return [hist(MIN_TRANSACTIONS, QUIET_SECONDS)]
-
-    def recent(self) -> LatencyHistogram:
-        return hist(MIN_TRANSACTIONS, self.seconds)  # busy before the run too
-
-    def pressure(self):
-        return None  # not read: the embedded store has no nodes
+SAFE = 250
+ARRIVAL_SECONDS = 0.5
+"""The issue's bound: from the application's first transaction to the sweep at the safe pace."""
+CELLS = 200
+VERSIONS = {"sqlite": 250, "cassandra": 50}
+"""The backlog per backend: more than the unthrottled phases sweep in their half seconds (the embedded store
+sweeps ~10,000 entries a second in batches of 100, the local node ~2,000)."""
+BATCH = 100
+MEASURE_SECONDS = 0.5
+"""How long each unthrottled rate is measured."""
+APP_RATE = 20.0
+"""The application's transactions a second (one reader thread)."""
+PHASE_TIMEOUT = 30.0
 
 
-class PressedNodes(FakeApplication):
-    """A fast application on nodes that report a request stage queueing beyond its threads on every call."""
+class CountingDeletes:
+    """The harness's key-value service, recording ``(monotonic time, cells)`` of every ranged tombstone call."""
 
-    def pressure(self):
-        from airflow_atlas.kvs.pressure import NodePressure
+    def __init__(self, kvs) -> None:
+        self._kvs = kvs
+        self.sent: list[tuple[float, int]] = []
 
-        return [NodePressure.from_rows("127.0.0.9", [
-            {"name": "MutationStage", "pending_tasks": 64, "active_tasks_limit": 16, "blocked_tasks": 0}])]
+    def __getattr__(self, name):
+        return getattr(self._kvs, name)
 
+    def delete_all_timestamps(self, table, ranges, *args, **kwargs):
+        self.sent.append((time.monotonic(), len(ranges)))
+        return self._kvs.delete_all_timestamps(table, ranges, *args, **kwargs)
 
-class Unreadable(FakeApplication):
-    def since_last_call(self) -> LatencyHistogram:
-        self.calls += 1
-        raise ConnectionError("the latency table cannot be read")
-
-
-@pytest.fixture
-def new_store(tmp_path):
-    made: list[Harness] = []
-
-    def make(signal: str = "application") -> Harness:
-        store, clock = open_store(f"sqlite:///{tmp_path / f'{len(made)}.db'}",
-                                  dataclasses.replace(CONFIG, sweep_pace_signal=signal))
-        h = Harness(store, clock, "sqlite")
-        made.append(h)
-        return h
-
-    yield make
-    for h in made:
-        h.close_all()
-        h.store.close()
+    def deleted_between(self, start: float, end: float) -> int:
+        return sum(n for at, n in self.sent if start <= at < end)
 
 
-def _sweep(h: Harness, source, transactions: int = 60, **kw):
-    """A backlog of ``transactions`` x 25 entries in shard 0, swept by one run of at most 30 iterations of one
-    transaction (at 500 entries/s, 20 a second: the run lasts beyond the settle time after a first back-off);
-    returns the run and each iteration's pace."""
-    t = h.table(THOR)
-    cells = h.cells_in_shard(t, 0, 25)
-    for i in range(transactions):
-        h.write(t, {c: b"v%d" % i for c in cells})
+class Application:
+    """One client reading a cell ``APP_RATE`` times a second through its own store (which publishes)."""
+
+    def __init__(self, store: AtlasStore, table: str, cell) -> None:
+        self.store, self.table, self.cell = store, table, cell
+        self.stop = threading.Event()
+        self.first_began: float | None = None
+        self.errors: list[BaseException] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def one(self) -> None:
+        self.store.transactions.run(lambda txn: txn.get(self.table, [self.cell]))
+
+    def _run(self) -> None:
+        while not self.stop.wait(1 / APP_RATE):
+            if self.first_began is None:
+                self.first_began = time.monotonic()
+            try:
+                self.one()
+            except Exception as exc:  # reported by the test
+                self.errors.append(exc)
+                return
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def finish(self) -> None:
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=30)
+
+
+class _Stop(Exception):
+    """Ends the sweep run from its progress callback (between iterations: nothing is left half done)."""
+
+
+def _stores(h: Harness, publish_app: bool):
+    """The sweeper's store (shipped pace settings, the deletes counted) and the application's (publishing)."""
+    counting = CountingDeletes(h.store.kvs)
+    sweeper = AtlasStore(counting, dataclasses.replace(h.store.config, app_latency_publish=True))
+    sweeper.__dict__["punch"] = h.store.punch  # the harness's clock (helpers.open_store)
+    app = AtlasStore(h.store.kvs, dataclasses.replace(h.store.config, app_latency_publish=publish_app))
+    app.__dict__["punch"] = h.store.punch
+    assert sweeper.config.sweep_latency_target > 0 and sweeper.config.sweep_max_entries_per_second == SAFE
+    return sweeper, counting, app
+
+
+def _backlog(h: Harness, versions: int) -> tuple[int, str, object]:
+    t, app_table = h.table(THOR), h.table(THOR, prefix="app")
+    cells = h.cells_in_shard(t, 0, CELLS)
+    for i in range(versions):
+        h.write(t, {c: b"%d" % i for c in cells})
+    app_cell = h.cells_in_shard(app_table, 0, 1)[0]
+    h.write(app_table, {app_cell: b"v"})
     h.settle()
-    paces: list[float] = []
-    run = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=h.sweep_timestamps()[THOR.value], max_iterations=30,
-                                      batch_limit=25, latency_target=TARGET, application_latency=source,
-                                      on_iteration=lambda it: paces.append(it.pace_entries_per_second), **kw)
-    return run, paces
+    return h.sweep_timestamps()[THOR.value], app_table, app_cell
 
 
-def test_a_sweep_fed_slow_application_latency_ends_slower_than_one_fed_fast(new_store):
-    slow_app, fast_app = FakeApplication(5.0), FakeApplication(QUIET_SECONDS)  # 5 s: over 100 x 10.8 ms
-    slow, slow_paces = _sweep(new_store(), slow_app)
-    fast, fast_paces = _sweep(new_store(), fast_app)
-    assert slow_app.calls > 0 and fast_app.calls > 0
-    assert slow.pace_backoffs >= 2, slow  # halved at least twice (the settle time between the decisions)
-    assert slow.pace_reason.startswith("application: backed off to"), slow.pace_reason
-    assert "[application: free: application p99" in fast.pace_reason, fast.pace_reason
-    assert slow.pace_entries_per_second * 4 <= fast.pace_entries_per_second, (slow_paces, fast_paces)
-    assert slow.pace_entries_per_second <= slow_paces[0] / 4, slow_paces  # two halvings of at most the pace
+class Run:
+    """One sweep run in a thread, stopped from its progress callback; every iteration's (time, pace)."""
+
+    def __init__(self, store: AtlasStore, sweep_ts: int) -> None:
+        self.paces: list[tuple[float, float | None]] = []
+        self.stop = threading.Event()
+        self.result = None
+        self.error: BaseException | None = None
+        self._store, self._ts = store, sweep_ts
+        self.thread = threading.Thread(target=self._sweep, daemon=True)
+
+    def _on_iteration(self, it) -> None:
+        self.paces.append((time.monotonic(), it.pace_entries_per_second))
+        if self.stop.is_set():
+            raise _Stop()
+
+    def _sweep(self) -> None:
+        try:
+            self.result = self._store.sweeper.sweep_shard(0, THOR, sweep_ts=self._ts, max_iterations=100_000,
+                                                          batch_limit=BATCH, on_iteration=self._on_iteration)
+        except _Stop:
+            pass
+        except BaseException as exc:  # reported by the test
+            self.error = exc
+
+    def wait_for(self, condition, timeout: float = PHASE_TIMEOUT) -> bool:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.thread.is_alive():
+            if condition():
+                return True
+            time.sleep(0.02)
+        return condition()
+
+    def __enter__(self) -> Run:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join(timeout=120)
 
 
-def test_a_run_starts_at_the_pace_the_previous_run_ended_with(new_store):
-    h = new_store()
-    first, _ = _sweep(h, FakeApplication(5.0))
-    kept = h.store.pace_profiles.load_application()
-    assert kept.end_entries_per_second == pytest.approx(first.pace_entries_per_second, abs=0.1)
-    assert kept.baseline_p99_seconds == hist(MIN_TRANSACTIONS, QUIET_SECONDS).quantile(0.99)  # the quiet windows
-    assert h.store.pace_profiles.load()  # the own-latency controller's profile is kept beside it
-    _, paces = _sweep(h, FakeApplication(QUIET_SECONDS), transactions=4)
-    assert paces[0] == pytest.approx(kept.end_entries_per_second, abs=0.1)  # not the own controller's 1,000
+def test_the_sweep_runs_free_while_the_application_rests_and_keeps_the_safe_pace_while_it_runs(harness: Harness):
+    h = harness
+    h.store.kvs.truncate_table(APP_LATENCY_TABLE)  # only this test's clients count
+    sweep_ts, app_table, app_cell = _backlog(h, VERSIONS[h.backend])
+    sweeper, counting, app_store = _stores(h, publish_app=True)
+    app = Application(app_store, app_table, app_cell)
+    try:
+        app.one()  # the client is alive from now on, publishing every interval
+        time.sleep(REST_INTERVALS * app_store.config.app_latency_interval_seconds + 0.5)  # ... and rests
+        with Run(sweeper, sweep_ts) as run:
+            assert run.wait_for(lambda: len(run.paces) >= 3 and run.paces[-1][1] == 0.0), run.paces
+            free_from = time.monotonic()
+            assert run.wait_for(lambda: time.monotonic() - free_from >= MEASURE_SECONDS)
+            free_rate = counting.deleted_between(free_from, free_from + MEASURE_SECONDS) / MEASURE_SECONDS
+            app.start()
+            assert run.wait_for(lambda: app.first_began is not None)
+            arrived = app.first_began
+            assert arrived is not None
+            assert run.wait_for(lambda: time.monotonic() >= arrived + ARRIVAL_SECONDS + 3.0)
+            paced = counting.deleted_between(arrived + ARRIVAL_SECONDS, arrived + ARRIVAL_SECONDS + 3.0) / 3.0
+            app.finish()
+            stopped = time.monotonic()
+            assert run.wait_for(lambda: any(p == 0.0 for at, p in run.paces if at > stopped + 1.0)), run.paces
+            free_again = min(at for at, p in run.paces if at > stopped + 1.0 and p == 0.0)
+            assert run.wait_for(lambda: time.monotonic() >= free_again + MEASURE_SECONDS)
+            free_rate_again = counting.deleted_between(free_again, free_again + MEASURE_SECONDS) / MEASURE_SECONDS
+    finally:
+        app.finish()
+        app_store.transactions.close()
+        sweeper.transactions.close()
+    trace = [(round(at - free_from, 2), p) for at, p in run.paces]
+    print(f"free {free_rate:,.0f}/s, after arrival {paced:,.0f}/s, free again {free_rate_again:,.0f}/s "
+          f"{free_again - stopped:.1f} s after the application stopped")
+    assert run.error is None, run.error
+    assert run.result is None, f"the backlog ran out before the test ended: {run.result}"
+    assert not app.errors, app.errors[:3]
+    assert free_rate > 4 * SAFE, f"the resting application's sweep was not free: {free_rate:,.0f}/s"
+    # From half a second after the first transaction, the safe pace (its chunks of 64 may run one chunk ahead).
+    assert paced <= SAFE * 1.25 + 64 / 3.0, f"{paced:,.0f} entries/s after the application started: {trace}"
+    assert free_again - stopped <= REST_INTERVALS + 2.0, trace
+    assert free_rate_again > 4 * SAFE, f"not free again after the application stopped: {free_rate_again:,.0f}/s"
 
 
-def test_with_the_default_setting_the_run_is_todays(new_store):
-    h = new_store(signal="sweep")
-    ignored = FakeApplication(5.0)
-    run, _ = _sweep(h, ignored, transactions=20)
-    assert ignored.calls == 0 and run.status == "caught_up"
-    assert "application" not in (run.pace_reason or "")
-    assert h.store.pace_profiles.load_application() == ApplicationPace()
-
-
-def test_without_a_source_the_store_s_published_latency_is_the_source(new_store):
-    """No transaction runs during the sweep (the backlog's were published before it): the application is
-    idle, the run is free (the end-to-end case with traffic: test_application_pace_published.py)."""
-    h = new_store()
-    run, _ = _sweep(h, None, transactions=20)
-    assert run.status == "caught_up"
-    assert "[application: free: no application transaction seen yet]" in (run.pace_reason or ""), run.pace_reason
-
-
-def test_an_unreadable_source_never_fails_the_run(new_store, caplog):
-    source = Unreadable(5.0)
-    run, _ = _sweep(new_store(), source, transactions=20)
-    assert run.status == "caught_up" and source.calls > 0 and run.pace_backoffs == 0
-    assert "could not read the application's latency (transactions)" in caplog.text
-
-
-def test_a_run_marks_when_it_swept_and_takes_its_baseline_from_the_quiet_windows_before_it(new_store):
-    """Issue 31 item 2: the baseline "learned where no sweep ran". The application's transactions published
-    before the run (no sweep claim over them) give the run its baseline, which the pace profile keeps; the run
-    claims the time it swept (sweep/pacing/activity.py), so what the application published meanwhile is not
-    quiet for the next run; a dry run claims nothing."""
-    from airflow_atlas.transactions.latency_source import StoreApplicationLatency
-    from airflow_atlas.transactions.latency_table import read_sweep_marks, write_summaries
-
-    h = new_store()
-    kvs = h.store.kvs
-    quiet = hist(MIN_TRANSACTIONS + 50, 0.020)
-    write_summaries(kvs, "quiet-app", time.time() - 2.0, {"commit": quiet}, 600)
-    before = time.time()
-    run, _ = _sweep(h, None, transactions=20)  # the store's own table is the source
-    after = time.time()
-    assert run.status == "caught_up"
-    assert h.store.pace_profiles.load_application().baseline_p99_seconds == quiet.quantile(0.99)
-
-    claims = read_sweep_marks(kvs, before - 1, after + 1)
-    assert claims and before <= claims[0][0] and claims[-1][1] <= after, claims
-    for (_, end), (start, _) in itertools.pairwise(claims):
-        assert start <= end, claims  # renewed before the previous claim ran out: no gap
-    write_summaries(kvs, "during-the-run", (claims[0][0] + claims[-1][1]) / 2, {"commit": hist(500, 1.0)}, 600)
-    later = StoreApplicationLatency(kvs, 1.0, 600, clock=lambda: after + 1.0)
-    assert [h.count for h in later.quiet()] == [quiet.count]  # the run's own time is not quiet
-
-    dry = h.store.sweeper.sweep_shard(0, THOR, dry_run=True)
-    assert dry.status == "dry_run" and read_sweep_marks(kvs, before - 1, time.time()) == claims
-
-
-def test_a_sweep_on_nodes_under_pressure_backs_off_with_a_fast_application(new_store):
-    """The node-pressure guard (sweep/pacing/pressure.py) in the run: the application is as fast as without
-    sweep, but the nodes report a queue longer than their threads: the run backs off and says why."""
-    pressed, calm = _sweep(new_store(), PressedNodes(QUIET_SECONDS)), _sweep(new_store(), FakeApplication(QUIET_SECONDS))
-    (run, paces), (free, free_paces) = pressed, calm
-    assert run.pace_backoffs >= 1, run  # (the run lasts about one settle time of the guard)
-    assert run.pace_reason.startswith("node pressure, backed off to"), run.pace_reason
-    assert "127.0.0.9: MutationStage 64 pending > 16 threads" in run.pace_reason
-    assert free.pace_backoffs == 0 and "node pressure" not in free.pace_reason
-    assert run.pace_entries_per_second * 2 <= free.pace_entries_per_second, (paces, free_paces)
+def test_with_no_client_publishing_the_sweep_keeps_the_safe_pace_and_says_why(harness: Harness):
+    h = harness
+    h.store.kvs.truncate_table(APP_LATENCY_TABLE)
+    sweep_ts, _app_table, _cell = _backlog(h, 10)  # 2,000 entries: more than 3 s at the safe pace
+    sweeper, counting, app_store = _stores(h, publish_app=False)
+    try:
+        with Run(sweeper, sweep_ts) as run:
+            assert run.wait_for(lambda: len(run.paces) >= 3), run.paces
+            began = run.paces[0][0]
+            assert run.wait_for(lambda: time.monotonic() >= began + 3.0)
+            rate = counting.deleted_between(began, began + 3.0) / 3.0
+    finally:
+        app_store.transactions.close()
+        sweeper.transactions.close()
+    assert run.error is None, run.error
+    assert {p for _, p in run.paces} == {float(SAFE)}, run.paces
+    assert rate <= SAFE * 1.25 + 64 / 3.0, rate
+    last = h.store.history.runs(0, THOR.value, limit=1)[0]  # the run as status shows it
+    assert last["pace_entries_per_second"] == SAFE and last["pace_reason"].startswith(
+        "unseen: no transaction client published"), last

@@ -1,6 +1,7 @@
-"""The application's latency, published (issue 31 item 1): transaction managers record and publish, a
-reader pools every client's summaries of a window, summaries expire, and a client whose publication fails
-still commits. Both backends (the ``kvs`` fixture: SQLite file, real Cassandra node)."""
+"""The application's latency, published: transaction managers record and publish - every interval, also when
+they ran nothing, and at once for the first transaction after a rest -, a reader pools every client's summaries
+of a window, the sweep's source turns them into observations, summaries expire, and a client whose publication
+fails still commits. Both backends (the ``kvs`` fixture: SQLite file, real Cassandra node)."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,10 +9,18 @@ import logging
 import time
 import uuid
 
+import pytest
+
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.transactions.histogram import LatencyHistogram
 from airflow_atlas.transactions.latency_publisher import LatencyPublication
-from airflow_atlas.transactions.latency_table import TABLE, ensure_table, read_application_latency, write_summaries
+from airflow_atlas.transactions.latency_table import (
+    TABLE,
+    ensure_table,
+    read_application_latency,
+    read_publications,
+    write_summaries,
+)
 from airflow_atlas.transactions.manager import TransactionManager
 from tests.faults import DeniedTableKvs
 from tests.integration.txn.conftest import FAST
@@ -60,8 +69,9 @@ def test_clients_publish_in_the_background_and_a_reader_pools_them(kvs, make_tab
         assert a.latency.client != b.latency.client
         assert a.latency.published >= 1 and b.latency.published >= 1
         assert a.latency.failures == b.latency.failures == 0
-        # idle: the publishing thread exits; the next transaction starts it again
-        assert _wait_for(lambda: not a.latency.running, 3.0)
+        # idle, the client stays alive: its thread publishes an empty summary every interval
+        published = a.latency.published
+        assert _wait_for(lambda: a.latency.published >= published + 2, 3.0) and a.latency.running
         a.run(_put(table))
         assert a.latency.running
     finally:
@@ -142,99 +152,62 @@ def test_without_a_publication_nothing_is_recorded(kvs, make_table, make_manager
     manager.close()
 
 
-def test_the_pace_controllers_source_reads_once_per_interval_and_only_what_is_new(kvs):
-    """transactions/latency_source.py on a clock of its own: nothing before the run, an empty histogram
-    between reads, then the transactions (commit and abort, not reads) published since the previous read."""
-    from airflow_atlas.transactions.latency_source import READ_LAG_SECONDS, StoreApplicationLatency
+def test_an_idle_client_publishes_that_it_is_alive_and_its_first_transaction_at_once(kvs, make_table, make_manager):
+    """The heartbeat (an empty ``commit`` summary) and the wake: with a 5 s interval, the first transaction after
+    a rest is readable within a second, not five."""
+    table = make_table()
+    slow = LatencyPublication(interval_seconds=5.0, ttl_seconds=600)
+    manager = make_manager(latency=slow, holder="alive")
+    since = time.time()
+    try:
+        manager.run(_put(table))  # the first transaction starts the thread and is published at once
+        assert _wait_for(lambda: read_application_latency(kvs, since, time.time() + 1)["commit"].count == 1, 2.0)
+        assert manager.latency is not None
+        assert _wait_for(lambda: manager.latency.published >= 2, 7.0)  # 5 s later: the empty one (alive)
+        alive = [p for p in read_publications(kvs, since, time.time() + 1) if p.client == manager.latency.client]
+        assert [p.histogram.count for p in alive] == [1, 0]
+        rested = time.time()
+        manager.run(_put(table))  # the first after an empty interval: at once again
+        assert _wait_for(lambda: read_application_latency(kvs, rested, time.time() + 1)["commit"].count == 1, 2.0)
+    finally:
+        manager.close()
 
-    ensure_table(kvs)
-    now = [time.time() + 3600.0]  # an hour ahead: no other client of a shared keyspace publishes there
-    hist = LatencyHistogram()
-    hist.record(0.004)
-    write_summaries(kvs, "before-the-run", now[0] - 5.0, {"commit": hist, "read": hist}, ttl_seconds=600)
-    source = StoreApplicationLatency(kvs, 1.0, clock=lambda: now[0])
-    now[0] += 0.5
-    assert source.since_last_call().count == 0  # within the interval: not read
-    write_summaries(kvs, "c1", now[0], {"commit": hist, "abort": hist, "read": hist}, ttl_seconds=600)
-    now[0] += 1.0 + READ_LAG_SECONDS
-    seen = source.since_last_call()
-    assert seen.count == 2  # commit + abort of c1; its reads and the summary before the run are left out
-    now[0] += 1.0
-    assert source.since_last_call().count == 0  # read once
-    assert [h.count for h in source.quiet()] == [1]  # before the run, no sweep claim: the commit of "before-the-run"
+
+def test_a_manager_that_never_ran_a_transaction_publishes_nothing(kvs, make_manager):
+    since = time.time()
+    manager = make_manager(latency=FAST_PUBLICATION, holder="never")
+    time.sleep(0.5)
+    manager.close()
+    assert manager.latency is not None and manager.latency.published == 0 and not manager.latency.running
+    assert not [p for p in read_publications(kvs, since, time.time() + 1) if p.client == manager.latency.client]
 
 
-def test_the_source_tells_whether_the_application_was_busy_just_before_the_run(kvs):
-    """``recent()``: the transactions (not reads) of the summaries that ended in the 2 s (two publication
-    intervals at least) before the run; none, and the run starts free (sweep/pacing/application.py)."""
+def test_the_sweeps_source_hears_each_publication_once_and_tells_busy_from_alive(kvs):
+    """transactions/latency_source.py on a clock of its own (an hour ahead: no other client of a shared keyspace
+    publishes there): the first poll reads the last intervals at their stamps, later ones hear what is new."""
     from airflow_atlas.transactions.latency_source import StoreApplicationLatency
 
     ensure_table(kvs)
-    start = time.time() + 7200.0  # two hours ahead: no other client of a shared keyspace publishes there
+    now = [time.time() + 3600.0]
     hist = LatencyHistogram()
     hist.record(0.004)
-    write_summaries(kvs, "long-ago", start - 10.0, {"commit": hist}, ttl_seconds=600)
-    write_summaries(kvs, "reads-only", start - 1.0, {"read": hist}, ttl_seconds=600)
-    assert StoreApplicationLatency(kvs, 1.0, clock=lambda: start).recent().count == 0  # idle before the run
-    assert StoreApplicationLatency(kvs, 5.0, clock=lambda: start).recent().count == 1  # 10 s: two intervals of 5
-    write_summaries(kvs, "busy", start - 1.5, {"commit": hist, "abort": hist}, ttl_seconds=600)
-    assert StoreApplicationLatency(kvs, 1.0, clock=lambda: start).recent().count == 2
-
-
-def test_quiet_windows_leave_out_the_summaries_a_sweep_claim_overlaps(kvs):
-    """Issue 31 item 2, the baseline "learned where no sweep ran": summaries whose period (2 publication
-    intervals before their end) overlaps a sweep's claim are not quiet; a claim re-ended by its run shrinks."""
-    from airflow_atlas.transactions.latency_source import READ_LAG_SECONDS, StoreApplicationLatency
-    from airflow_atlas.transactions.latency_table import read_quiet_latency, read_sweep_marks, write_sweep_mark
-
-    ensure_table(kvs)
-    base = (int(time.time()) // 60 + 90) * 60 + 20.0  # 90 minutes ahead: nobody else publishes or sweeps there
-
-    def hist(n):
-        h = LatencyHistogram()
-        for _ in range(n):
-            h.record(0.004)
-        return h
-
-    for ago, n in ((100, 1), (64, 2), (34, 4), (31, 8), (10, 16), (2, 32)):
-        write_summaries(kvs, f"app-{ago}", base - ago, {"commit": hist(n), "read": hist(1000)}, 600)
-    write_sweep_mark(kvs, "sweeper-x", base - 65, base - 5, 600)  # a claim, then its run ends earlier:
-    write_sweep_mark(kvs, "sweeper-x", base - 65, base - 35, 600)  # the same start and holder: replaced
-    assert read_sweep_marks(kvs, base - 200, base) == [(base - 65, base - 35)]
-    assert read_sweep_marks(kvs, base - 34, base) == []  # a claim that ended before the window
-    # (-64: inside; -34: its period (-36, -34] reaches the claim's end; -31 and earlier/later: quiet; reads never)
-    def counts(found: list[LatencyHistogram]) -> list[int]:
-        return [h.count for h in found]  # a summary each, in the order they ended
-
-    assert counts(read_quiet_latency(kvs, base - 200, base, 2.0)) == [1, 8, 16, 32]
-    assert counts(read_quiet_latency(kvs, base - 50, base, 2.0)) == [8, 16, 32]  # the claim began before the window
-    assert counts(read_quiet_latency(kvs, base - 200, base, 10.0)) == [1, 16, 32]  # longer periods: -31 overlaps too
-    # the claim's aftermath of 30 s reaches -5: -31 and -10 are not quiet, -2 (period (-4, -2]) is
-    assert counts(read_quiet_latency(kvs, base - 200, base, 2.0, aftermath_seconds=30.0)) == [1, 32]
-    source = StoreApplicationLatency(kvs, 1.0, 600, clock=lambda: base + READ_LAG_SECONDS)
-    assert counts(source.quiet()) == [1, 32]  # the source: the lookback before the run, 2 intervals a period, 30 s after
-    short = StoreApplicationLatency(kvs, 1.0, 50, clock=lambda: base + READ_LAG_SECONDS)
-    assert counts(short.quiet()) == [32]  # the lookback is at most the summaries' TTL: -100 is left out
-
-
-def test_a_slow_transaction_ended_after_a_claim_is_not_quiet(kvs):
-    """A transaction is recorded when it ends: one that ended 10 s after a sweep's claim but took 20 s waited
-    through that sweep (an open-loop application's queue drains after the sweep stops; counted as quiet it
-    raised a benchmark's baseline to 15 s). A summary reaches back over its period plus its slowest
-    transaction; a fast one published at the same moment stays quiet."""
-    from airflow_atlas.transactions.latency_table import read_quiet_latency, write_sweep_mark
-
-    ensure_table(kvs)
-    base = (int(time.time()) // 60 + 100) * 60 + 20.0  # 100 minutes ahead: nobody else publishes or sweeps there
-
-    def hist(seconds: float, n: int = 1) -> LatencyHistogram:
-        h = LatencyHistogram()
-        for _ in range(n):
-            h.record(seconds)
-        return h
-
-    write_sweep_mark(kvs, "sweeper-y", base - 60, base - 30, 600)
-    write_summaries(kvs, "slow", base - 20, {"commit": hist(20.0)}, 600)  # began at -40: inside the claim
-    write_summaries(kvs, "fast", base - 20, {"commit": hist(0.004, 3)}, 600)  # (-22, -20]: after it
-    write_summaries(kvs, "late", base - 1, {"commit": hist(20.0, 5)}, 600)  # began at -21: after it
-    assert [h.count for h in read_quiet_latency(kvs, base - 25, base, 2.0)] == [3, 5]  # in the order they ended
+    write_summaries(kvs, "long-ago", now[0] - 10.0, {"commit": hist}, ttl_seconds=600)
+    write_summaries(kvs, "busy-before", now[0] - 1.5, {"commit": hist, "read": hist}, ttl_seconds=600)
+    write_summaries(kvs, "alive", now[0] - 0.5, {}, ttl_seconds=600)
+    source = StoreApplicationLatency(kvs, 1.0, clock=lambda: now[0])
+    first = source.poll()
+    assert first.heard_at == pytest.approx(now[0] - 0.5, abs=0.01)
+    assert first.busy_at == pytest.approx(now[0] - 1.5, abs=0.01)
+    assert first.transactions is not None and first.transactions.count == 1  # commits, not reads nor "long-ago"
+    assert first.pressure is not None  # read once per interval ([] on the embedded store)
+    now[0] += 0.1
+    again = source.poll()
+    assert again.heard_at is None and again.transactions is not None and again.transactions.count == 0
+    assert again.pressure is None
+    write_summaries(kvs, "c1", now[0] - 0.3, {"commit": hist, "abort": hist}, ttl_seconds=600)  # landed late
+    now[0] += 0.1
+    seen = source.poll()
+    assert seen.heard_at == seen.busy_at == now[0]  # heard when first read
+    assert seen.transactions is not None and seen.transactions.count == 2
+    now[0] += 0.1
+    assert source.poll().heard_at is None  # heard once

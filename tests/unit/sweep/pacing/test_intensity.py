@@ -1,4 +1,5 @@
-"""SweepPacer (sweep/pacing/intensity.py): the pacing arithmetic, on an injected clock and sleep (no sleeping)."""
+"""SweepPacer and the chunks of a batch (sweep/pacing/intensity.py): the pacing arithmetic, on an injected clock
+and sleep (no sleeping)."""
 from __future__ import annotations
 
 import itertools
@@ -13,7 +14,7 @@ from airflow_atlas.sweep.pacing.intensity import (
     PACING_INTERVAL_SECONDS,
     SPREAD_CHUNKS,
     SweepPacer,
-    chunk_shares,
+    chunk_step,
     delete_chunks,
     paced_batch_cap,
 )
@@ -147,50 +148,65 @@ def test_entry_counts_that_are_not_finite_numbers_are_refused(entries):
         pacer(10, FakeTime()).pace(entries)
 
 
-# ----- the schedule of one batch's deletes (delete_chunks, chunk_shares): pure ------------------------------
+# ----- the schedule of one batch's deletes (delete_chunks, chunk_step): pure ---------------------------------
+
+def chunks_of(sizes, step):
+    return list(delete_chunks(sizes, lambda: step))
+
 
 def test_delete_chunks_come_in_order_and_never_span_two_groups():
-    assert delete_chunks([130, 0, 64, 5], chunk=64) == [
+    assert chunks_of([130, 0, 64, 5], 64) == [
         (0, 0, 64), (0, 64, 128), (0, 128, 130), (2, 0, 64), (3, 0, 5),
     ]
-    assert delete_chunks([]) == [] and delete_chunks([0, 0]) == []
-    assert delete_chunks([DELETE_CHUNK_REQUESTS + 1]) == [(0, 0, DELETE_CHUNK_REQUESTS),
-                                                         (0, DELETE_CHUNK_REQUESTS, DELETE_CHUNK_REQUESTS + 1)]
-    with pytest.raises(InvalidInputError, match="chunk"):
-        delete_chunks([3], chunk=0)
+    assert chunks_of([], 64) == [] and chunks_of([0, 0], 64) == []
+    assert chunks_of([DELETE_CHUNK_REQUESTS + 1], 500) == [(0, 0, DELETE_CHUNK_REQUESTS),
+                                                          (0, DELETE_CHUNK_REQUESTS, DELETE_CHUNK_REQUESTS + 1)]
+    with pytest.raises(InvalidInputError, match="chunk step"):
+        chunks_of([100], 0)
     with pytest.raises(InvalidInputError, match="group size"):
-        delete_chunks([-1])
+        chunks_of([-1], 64)
+
+
+def test_each_chunk_after_the_first_is_as_long_as_the_step_says_when_it_is_cut():
+    """The step is asked once per chunk, after the wait before it: a pace that drops between two chunks cuts
+    the rest of the batch in the new pace's chunks."""
+    steps = iter([250, 250, 64, 64, 64])
+    assert [stop - start for _, start, stop in delete_chunks([700], lambda: next(steps))] == [64, 250, 250, 64, 64, 8]
 
 
 def test_a_large_batch_goes_in_a_first_chunk_of_64_and_then_eighths_of_the_batch():
     """A chunk waits for its slowest request: 64-request chunks throughout would cap the sweeper at 64
-    requests per round trip. The first chunk (the adaptive pace's sample) stays 64 at every size."""
-    chunks = delete_chunks([2000])
-    sizes = [stop - start for _, start, stop in chunks]
-    assert sizes == [64] + [250] * 7 + [186] and len(chunks) <= SPREAD_CHUNKS + 1
-    assert delete_chunks([1000, 1000])[:3] == [(0, 0, 64), (0, 64, 314), (0, 314, 564)]
-    assert [stop - start for _, start, stop in delete_chunks([250])] == [64, 64, 64, 58]  # 1,000/s: 64 a chunk
+    requests per round trip."""
+    assert chunk_step(2000, 0, 10_000) == 250  # unthrottled: an eighth of the batch
+    sizes = [stop - start for _, start, stop in chunks_of([2000], chunk_step(2000, 0, 10_000))]
+    assert sizes == [64] + [250] * 7 + [186] and len(sizes) <= SPREAD_CHUNKS + 1
+    assert chunk_step(250, 1000, 10_000) == DELETE_CHUNK_REQUESTS  # 1,000/s: 64 a chunk
 
 
-def test_chunk_shares_are_proportional_and_add_up_to_the_batch():
-    assert chunk_shares([64, 64, 32], 160) == [64.0, 64.0, 32.0]
-    shares = chunk_shares([64, 64, 2], 500)  # 500 entries collapsed into 130 requests (cells written twice, ...)
-    assert sum(shares) == pytest.approx(500) and shares[0] == shares[1] == pytest.approx(500 * 64 / 130)
-    assert chunk_shares([], 10) == [] and chunk_shares([0], 10) == [0.0]
+def test_a_batch_read_unthrottled_goes_in_the_chunks_of_the_pace_it_is_sent_at():
+    """A 10,000-entry batch read while the application rested, sent once it runs at the safe 250 entries/s:
+    chunks of 64 (an eighth of a 250-entry batch, at least 64), not 1,250."""
+    assert chunk_step(10_000, 0, 10_000) == 1250
+    assert chunk_step(10_000, 250, 10_000) == DELETE_CHUNK_REQUESTS
+    assert chunk_step(10_000, 8000, 10_000) == 250  # a quarter second of 8,000/s, in eighths
+    with pytest.raises(InvalidInputError, match="batch_entries"):
+        chunk_step(-1, 0, 10)
 
 
 def _spread_batch(p: SweepPacer, t: FakeTime, requests: int, entries: int, work_per_chunk: float) -> list[float]:
     """What sweep_shard and batch_deletes do with one batch: a chunk's work, then before each next chunk the
-    pacer is paid its predecessor's share; after the batch, the rest. Returns the instants the chunks start."""
-    chunks = delete_chunks([requests])
-    shares = chunk_shares([stop - start for _, start, stop in chunks], entries)
-    starts = []
-    for i in range(len(chunks)):
-        if i:
-            p.pace(shares[i - 1])
+    pacer is paid its predecessor's share (entries in proportion to its requests); after the batch, the rest.
+    Returns the instants the chunks start."""
+    chunks = chunks_of([requests], chunk_step(requests, p.max_entries_per_second, 10_000))
+    starts, paid, previous = [], 0.0, 0
+    for _, start, stop in chunks:
+        if previous:
+            p.pace(entries * previous / requests)
+            paid += entries * previous / requests
         starts.append(t.now)
         t.now += work_per_chunk
-    p.pace(entries - sum(shares[:-1]))
+        previous = stop - start
+    p.pace(entries - paid)
     return starts
 
 
@@ -211,5 +227,15 @@ def test_a_batch_s_deletes_are_spread_evenly_over_its_cost_at_the_pace():
 def test_a_sweeper_slower_than_its_pace_is_never_held_by_the_spread():
     t = FakeTime()
     p = pacer(32_000, t)
-    _spread_batch(p, t, 8000, 8000, 0.3)  # 9 chunks of 0.3 s: far below 32,000 entries/s
-    assert p.waits == [] and t.now - 100.0 == pytest.approx(9 * 0.3)
+    _spread_batch(p, t, 8000, 8000, 0.3)  # chunks of 0.3 s: far below 32,000 entries/s
+    assert p.waits == []
+
+
+def test_a_rate_set_to_unlimited_and_back_owes_nothing_for_the_time_it_ran_free():
+    t = FakeTime()
+    p = pacer(250, t)
+    p.set_rate(0)
+    assert p.unlimited and p.pace(10_000) == 0.0
+    t.now += 5.0
+    p.set_rate(250)
+    assert p.pace(250) == pytest.approx(1.0)  # a second of the new pace, not the 40 s the free entries cost

@@ -6,10 +6,13 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.kvs.pressure import MAX_PENDING_COMPACTIONS, NodePressure, PoolState, pressure_problem
-from airflow_atlas.sweep.pacing.adaptive import MIN_ENTRIES_PER_SECOND
-from airflow_atlas.sweep.pacing.application import ApplicationPaceController
-from airflow_atlas.sweep.pacing.pressure import DECREASE_FACTOR, GROWTH_FACTOR, SETTLE_SECONDS, PressureGuard
-from airflow_atlas.transactions.histogram import LatencyHistogram
+from airflow_atlas.sweep.pacing.pressure import (
+    DECREASE_FACTOR,
+    GROWTH_FACTOR,
+    MIN_ENTRIES_PER_SECOND,
+    SETTLE_SECONDS,
+    PressureGuard,
+)
 
 
 def node(name: str = "127.0.0.2", *, mutation: int = 0, blocked: int = 0, compactions: int = 0) -> NodePressure:
@@ -74,20 +77,3 @@ def test_the_guard_never_goes_below_the_minimum_pace_nor_raises_its_ceiling_unde
     guard = PressureGuard(now=0.0)
     assert guard.feed(BUSY, 10, 10.0, 1.0) == MIN_ENTRIES_PER_SECOND
     assert guard.feed(BUSY, 100_000, 100_000.0, 1.0 + SETTLE_SECONDS) == MIN_ENTRIES_PER_SECOND  # min(held, half)
-
-
-def test_in_the_application_pace_the_lowest_ceiling_governs_and_an_idle_application_keeps_the_nodes_guard():
-    c = ApplicationPaceController(1.5, now=0.0)
-    empty = LatencyHistogram()
-    assert c.pace(20_000.0) == 20_000.0  # free: no traffic, no pressure
-    c.feed(empty, 4_000, 1.0, nodes=CALM)
-    c.feed(empty, 4_000, 2.0, nodes=BUSY)  # no application traffic at all: the nodes still count
-    assert c.guard.ceiling == 2_000.0 and c.ceiling is None
-    assert c.pace(20_000.0) == 2_000.0 and c.backoffs == 1 and not c.governs(20_000.0)
-    reason = c.reason_with(20_000.0, "increasing: delete p50 10 ms <= target 16 ms")
-    assert reason.startswith("node pressure, backed off to 2,000 entries/s"), reason
-    assert "[own latency: 20,000 entries/s, increasing" in reason and "application: free" in reason
-    c.feed(empty, 2_000, 2.0 + 3 * 1.0, nodes=None)  # idle for 3 s: the application's ceiling stays none
-    assert c.pace(20_000.0) == 2_000.0  # ... and the nodes' guard holds
-    assert c.pace(1_000.0) == 1_000.0  # the own-latency pace below it governs
-    assert c.reason_with(1_000.0, "backed off: delete p90 38 ms > target 25 ms").startswith("backed off: delete")
