@@ -54,7 +54,7 @@ SWEEPER_MODIFY: dict[str, str] = {
     SWEEP_PROGRESS: "shard progress, persisted by sweep with check-and-set",
     SWEEP_HISTORY_TABLE: "the record of every sweep run and iteration (status, dashboard, compaction)",
     SCRUB_TABLE: "the scrub queue (hard deletes) and its processing",
-    APP_LATENCY_TABLE: "every transaction client publishes its application latency, every sweep run marks when it swept (the sweep paces by both)",
+    APP_LATENCY_TABLE: "every transaction client publishes that it is alive and its latency (the sweep's application pace reads it)",
 }
 """The engine's tables the sweeper writes, and why."""
 
