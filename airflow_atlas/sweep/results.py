@@ -108,6 +108,9 @@ after the run, filled by the sweeper from what it read (the metrics read no stor
     lag_seconds: float | None = None
     """After the run: 0.0 when nothing sweepable is left (caught up); None when the sweeper cannot know the
     age of the oldest sweepable entry (that needs the status's timestamp clock, :mod:`airflow_atlas.status.lag`)."""
+    queue_rows_reconciled: int | None = None
+    """Queue rows wholly below the run's final progress that the run's reconcile deleted (leftovers of an
+    interrupted clean; 0 when none were left); None when it did not reconcile (skipped, failed, a dry run)."""
 
     def add(self, it: SweepResult) -> None:
         self.iterations += 1

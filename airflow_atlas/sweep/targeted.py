@@ -33,7 +33,7 @@ from collections.abc import Callable
 
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.tables import SweepStrategy
-from ..validation import check_int
+from ..validation import check_float, check_int
 from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .deleter import SweepDeleter
@@ -47,12 +47,21 @@ from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_hold
 
 log = logging.getLogger(__name__)
 
+MAX_LOCK_WAIT_SECONDS = 86_400.0
+"""The longest a run waits for a pair's lease another holder has (``lock_wait_seconds``; a day)."""
 
 
 def _check_batch_limit(batch_limit: object) -> int:
     """A ``batch_limit`` given to the engine directly (the setting's own values are checked by their
     declaration, StoreConfig; the engine does not import the settings)."""
     return check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
+
+
+def _check_lock_wait(seconds: object) -> float:
+    """How long a run waits for a lease another holder has: 0 (one try) up to a day."""
+    if type(seconds) in (int, float) and seconds == 0:
+        return 0.0
+    return check_float(seconds, "lock_wait_seconds", 0, MAX_LOCK_WAIT_SECONDS)
 
 class TargetedSweeper(SweepPairs):
     def __init__(self, store) -> None:
@@ -109,18 +118,24 @@ class TargetedSweeper(SweepPairs):
         max_entries_per_second: int | None = None,
         latency_target: float | None = None,
         application_latency: ApplicationSource | None = None,
+        lock_wait_seconds: float = 0.0,
     ) -> ShardSweepResult:
         """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
 
-        Takes the pair's lease once for the whole run (or uses the caller's ``lease``, checked, never
-        refreshed here), keeps it alive in the background (:class:`LeaseKeeper`) and runs iterations
-        until the pair is caught up to the sweep timestamp, blocked by a transaction that committed too
-        late, or ``max_iterations`` is reached (``iteration_limit``: a partial run). A pair whose lease
-        another holder has is ``skipped_locked`` (with the holder, when its lease expires and whether its
-        process is gone). Every run that is not a dry run is recorded in the sweep history
-        (:meth:`SweepHistory.record_run`) - completed, partial, skipped and failed; a failure is recorded
-        with its reason and then raised. ``on_iteration(result)`` is called after each iteration (e.g. a
-        progress bar).
+        Takes the pair's lease once for the whole run as ``holder`` (or uses the caller's ``lease``,
+        checked, never refreshed here), keeps it alive in the background (:class:`LeaseKeeper`) and runs
+        iterations until the pair is caught up to the sweep timestamp, blocked by a transaction that
+        committed too late, or ``max_iterations`` is reached (``iteration_limit``: a partial run); then,
+        still under the lease, it reconciles the pair's queue: the rows wholly below the progress the run
+        ends with (what an interrupted clean leaves behind; each iteration cleans as it goes) are deleted,
+        counted in ``queue_rows_reconciled``. It releases the lease it took, whatever happened (an
+        interruption too). A pair whose lease another holder has after ``lock_wait_seconds`` (0: one try)
+        is ``skipped_locked`` (with the holder, when its lease expires and whether its process is gone).
+        The same ``holder`` takes over its own lease (a larger fencing token): a retry of a run that died
+        fences it off instead of waiting for its lease to expire. Every run that is not a dry run is
+        recorded in the sweep history (:meth:`SweepHistory.record_run`) - completed, partial, skipped and
+        failed; a failure (an interruption too: a task's timeout) is recorded with its reason and then
+        raised. ``on_iteration(result)`` is called after each iteration (e.g. a progress bar).
 
         Intensity: at most ``max_entries_per_second`` queue entries per second (default: setting
         ``sweep_max_entries_per_second``; 0 = unlimited), paced between iterations by a
@@ -143,6 +158,7 @@ class TargetedSweeper(SweepPairs):
         if max_iterations is None:
             max_iterations = self._store.config.max_iterations_per_shard
         check_int(max_iterations, "max_iterations", 1)
+        lock_wait_seconds = _check_lock_wait(lock_wait_seconds)
         if max_entries_per_second is None:
             max_entries_per_second = self._store.config.sweep_max_entries_per_second
         if latency_target is None:
@@ -163,7 +179,8 @@ class TargetedSweeper(SweepPairs):
                 sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)
                 summary.sweep_ts = sweep_ts
             if own:
-                lease = self._store.locks.acquire(self.lock_name(shard, strategy), holder or default_holder(), lease_seconds)
+                lease = self._store.locks.acquire_waiting(self.lock_name(shard, strategy), holder or default_holder(),
+                                                          lease_seconds, lock_wait_seconds)
                 if lease is None:
                     info = self.lock_holder(shard, strategy)
                     summary.status = "skipped_locked"
@@ -192,13 +209,15 @@ class TargetedSweeper(SweepPairs):
                             run_pace.end_iteration(it.entries_read, keeper.pause)
                     else:
                         summary.status = "iteration_limit"
+                    if not dry_run:
+                        self._reconcile(summary)
             finally:
                 self._drop_read_ahead(shard, strategy, keeper_cm)
                 if own:
                     self._release(lease)
             if not dry_run:
                 self._measure_after(summary)
-        except Exception as exc:
+        except BaseException as exc:  # an interruption (a task's timeout, a signal) is a failed run too
             summary.status = "failed"
             summary.error = f"{type(exc).__name__}: {exc}"
             raise
@@ -208,6 +227,15 @@ class TargetedSweeper(SweepPairs):
             if not dry_run:
                 self._record_run(summary)
         return summary
+
+    def _reconcile(self, summary: ShardSweepResult) -> None:
+        """The queue rows of the pair wholly below the progress the run ends with, deleted (idempotent; the
+        sweep queue cleaner's ``reconcile``): leftovers of an interrupted clean. Under the run's lease, after
+        its last iteration; a failure fails the run (the next run reconciles again)."""
+        if summary.new_progress is None:
+            return
+        cleaned = self._queue.cleaner.reconcile(summary.shard, summary.strategy, summary.new_progress)
+        summary.queue_rows_reconciled = cleaned.rows_deleted
 
     def _measure_after(self, summary: ShardSweepResult) -> None:
         """The pair's lag and backlog after the run, from what the run read (its sweep timestamp and last
