@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 
 from .errors import InvalidInputError
 from .kvs import consistency as _replica
+from .locks import MAX_LOCK_WAIT_SECONDS
 from .settings_model import (
     Bool,
     Choice,
@@ -188,7 +189,13 @@ class StoreConfig:
         "lease of a (shard, strategy) lock; refreshed every third of it while a sweep runs, so a dead "
         "sweeper's lock is free again at most this long after it died (at least 1 s: a shorter lease "
         "expires between refreshes)",
-        read="sweep/targeted.py (sweep_shard); Airflow operators/locks.py and operators/sweep.py",
+        read="sweep/targeted.py (sweep_shard); Airflow operators/sweep.py (on_kill)",
+    )
+    lock_wait_seconds: float = setting(
+        0.0, Float(0, MAX_LOCK_WAIT_SECONDS),
+        "how long a run of a (shard, strategy) pair waits for its lock when another holder has it, before the "
+        "pair is skipped (`skipped_locked`); 0: one try",
+        read="sweep/targeted.py (sweep_shard: in the task, on Spark executors, the CLI)",
     )
     max_iterations_per_shard: int = setting(
         100, Int(1, MAX_ITERATIONS_PER_SHARD),

@@ -28,6 +28,8 @@ from .kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .validation import check_float
 
 LOCKS_TABLE = "_locks"
+MAX_LOCK_WAIT_SECONDS = 86_400.0
+"""The longest :meth:`LockService.acquire_waiting` is asked to wait by a sweep (setting ``lock_wait_seconds``; a day)."""
 LOCKS_TABLE_METADATA = TableMetadata(strategy=SweepStrategy.NOTHING, write_mode=WriteMode.LWT)
 _LOCK_ROW_PREFIX = b"lock:"
 _LEASE_COLUMN = b"lease"

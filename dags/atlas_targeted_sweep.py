@@ -5,10 +5,11 @@ Scheduled targeted sweep of every (shard, strategy) pair with sweepable work (se
 `targeted_sweep_schedule`, default every 5 minutes; one run at a time).
 
 `compute_sweep_timestamps` fixes the sweep timestamps once for the run (and logs what holds them back),
-`plan` lists the pairs with work and groups them, then a task group mapped over the groups runs
-`acquire_lock -> sweep -> reconcile_queue -> release_lock` per group (release also after a failure; one
-pair failing never stops the others). `publish_swept_tables` emits one asset event per table that got
-tombstones (this schedules `atlas_compaction`), `summary` totals the run and fails it if a pair failed.
+`plan` lists the pairs with work and groups them, then `sweep`, mapped over the groups, is ONE task per
+group: for each of its pairs it takes the pair's lock, sweeps, reconciles the pair's queue and releases the
+lock (also after a failure or a timeout; one pair failing never stops the others; its XCom and log have every
+pair's result). `publish_swept_tables` emits one asset event per table that got tombstones (this schedules
+`atlas_compaction`), `summary` totals the run and fails it if a pair failed.
 
 Settings (docs/SETTINGS.md): the DAG-shaping ones (schedule, retries, parallel groups, pool, timeouts) from
 the environment variable `ATLAS_DAG_SETTINGS` when this file is parsed; the tasks read the rest (batch sizes,

@@ -1,28 +1,28 @@
 """The targeted-sweep pipeline shared by ``atlas_targeted_sweep`` and ``atlas_manual_sweep``::
 
-    compute_sweep_timestamps -> plan -> shard[i]: acquire_lock -> sweep -> reconcile_queue -> release_lock
-                                                  (a task group mapped over the planned groups of pairs)
+    compute_sweep_timestamps -> plan -> sweep[i]  (one task per planned group of pairs, mapped over the groups)
                              -> publish_swept_tables (asset events) -> summary (fails if a pair failed)
 
 * The sweep timestamps are computed once per run; every pair of the run uses them.
 * Where each group is swept (in the task or as one Spark application; ``auto`` by its backlog) is
   decided once, by ``plan``, and recorded in the targets; the sweep task follows it.
-* ``release_lock`` runs with ``trigger_rule="all_done"``: after a failed sweep too.
-* A failing pair fails only its own group; the others sweep on. ``publish_swept_tables`` and ``summary``
-  run whatever happened (``all_done``); ``summary`` fails the run when a pair did not finish.
+* A group is ONE task: per pair, the engine's ``sweep_shard`` takes the pair's lock, sweeps, reconciles the
+  pair's queue and releases the lock (in the task, or in a Spark task), so nothing of a lease outlives the
+  task and no task runs only to take or free a lock. Its XCom, task log and metrics have every pair's result.
+* A failing pair fails only its own group's task; the other groups sweep on. ``publish_swept_tables`` and
+  ``summary`` run whatever happened (``all_done``); ``summary`` fails the run when a pair did not finish.
 * Retries with exponential backoff come from the DAG's default_args (settings). A sweep task running
-  longer than ``sweep_timeout_seconds`` is stopped; its ``on_kill`` releases the leases it holds.
+  longer than ``sweep_timeout_seconds`` is stopped; the engine releases the lease it held as it unwinds.
 """
 from __future__ import annotations
 
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import TriggerRule, task_group
+from airflow.sdk import TriggerRule
 
 from airflow_atlas.airflow.assets import EmitSweptTablesOperator
-from airflow_atlas.airflow.operators.locks import AcquireSweepLockOperator, ReleaseSweepLockOperator
-from airflow_atlas.airflow.operators.sweep import ReconcileSweepQueueOperator, SweepShardOperator, SweepSummaryOperator
+from airflow_atlas.airflow.operators.sweep import SweepShardOperator, SweepSummaryOperator
 from airflow_atlas.airflow.operators.sweep_timestamps import ComputeSweepTimestampsOperator, PlanTargetedSweepOperator
 from airflow_atlas.airflow.settings import AtlasSettings
 
@@ -55,41 +55,26 @@ def targeted_sweep_pipeline(
         max_groups=settings.max_parallel_groups,
         **common,
     )
-    tasks: dict[str, Any] = {"compute_sweep_timestamps": timestamps, "plan": plan}
     pool: dict[str, Any] = {"pool": settings.sweep_pool} if settings.sweep_pool else {}
-
-    @task_group(group_id="shard", tooltip="one group of (shard, strategy) pairs: lock, sweep, reconcile, unlock")
-    def shard(targets):
-        acquire = AcquireSweepLockOperator(task_id="acquire_lock", targets=targets, map_index_template=_LABEL, **common)
-        sweep = SweepShardOperator(
-            task_id="sweep",
-            targets=acquire.output,
-            dry_run=dry_run,
-            max_iterations=max_iterations,
-            max_entries_per_second=max_entries_per_second,
-            store_config=store_config,
-            max_active_tis_per_dagrun=settings.max_parallel_groups,
-            **pool,
-            execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
-            map_index_template=_LABEL,
-            **common,
-        )
-        reconcile = ReconcileSweepQueueOperator(
-            task_id="reconcile_queue", targets=sweep.output, map_index_template=_LABEL, **common
-        )
-        release = ReleaseSweepLockOperator(
-            task_id="release_lock", targets=targets, trigger_rule=TriggerRule.ALL_DONE, map_index_template=_LABEL, **common
-        )
-        acquire >> sweep >> reconcile >> release
-        tasks.update(acquire_lock=acquire, sweep=sweep, reconcile_queue=reconcile, release_lock=release)
-
-    shard.expand(targets=plan.output)
+    sweep = SweepShardOperator.partial(
+        task_id="sweep",
+        doc_md="one group of (shard, strategy) pairs: per pair lock, sweep, reconcile, unlock",
+        dry_run=dry_run,
+        max_iterations=max_iterations,
+        max_entries_per_second=max_entries_per_second,
+        store_config=store_config,
+        max_active_tis_per_dagrun=settings.max_parallel_groups,
+        **pool,
+        execution_timeout=None if settings.sweep_timeout_seconds is None else timedelta(seconds=settings.sweep_timeout_seconds),
+        map_index_template=_LABEL,
+        **common,
+    ).expand(targets=plan.output)
     publish = EmitSweptTablesOperator(
-        task_id="publish_swept_tables", reports=tasks["sweep"].output, trigger_rule=TriggerRule.ALL_DONE, **common
+        task_id="publish_swept_tables", reports=sweep.output, trigger_rule=TriggerRule.ALL_DONE, **common
     )
     summary = SweepSummaryOperator(
-        task_id="summary", planned=plan.output, finished=tasks["reconcile_queue"].output, trigger_rule=TriggerRule.ALL_DONE
+        task_id="summary", planned=plan.output, finished=sweep.output, trigger_rule=TriggerRule.ALL_DONE
     )
-    [publish, tasks["release_lock"]] >> summary
-    tasks.update(publish_swept_tables=publish, summary=summary)
-    return tasks
+    publish >> summary
+    return {"compute_sweep_timestamps": timestamps, "plan": plan, "sweep": sweep, "publish_swept_tables": publish,
+            "summary": summary}

@@ -4,7 +4,6 @@ the XCom JSON once, in ``execute``. (The targeted sweep's results travel inside
 :class:`~airflow_atlas.compaction.CompactionResult`.)
 
 * :class:`SweepTimestamps` - ``ComputeSweepTimestampsOperator``: ``{strategy: ts}``;
-* :class:`LockRelease` - ``ReleaseSweepLockOperator``, one per target;
 * :class:`FullSweepPart` - ``PlanFullSweepOperator``, one per mapped full-sweep task (its JSON is the
   task's keyword arguments: ``expand_kwargs``);
 * :class:`FullSweepResult` - ``FullTableSweepOperator``;
@@ -40,17 +39,6 @@ class SweepTimestamps:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> SweepTimestamps:
         return cls({str(k): int(v) for k, v in data.items()})
-
-
-@dataclass(frozen=True)
-class LockRelease:
-    shard: int
-    strategy: str
-    lock: str
-    released: bool
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -108,8 +96,9 @@ class ScrubReport:
 
 @dataclass
 class SweepSummary:
-    """Totals of a targeted-sweep run over every pair that finished; ``failed_pairs``: planned pairs with
-    no outcome (``STRATEGY/shard``)."""
+    """Totals of a targeted-sweep run over every pair that finished; ``reclaimed_queue_rows``: the queue rows
+    the pairs' runs reconciled (``queue_rows_reconciled``); ``failed_pairs``: planned pairs with no outcome
+    (``STRATEGY/shard``)."""
 
     pairs: int
     by_status: dict[str, int] = field(default_factory=dict)
@@ -122,8 +111,8 @@ class SweepSummary:
     """The pairs' sweep time in the engine (the sum of their ``duration_seconds``): a run's wall time less
     this, over its worker slots, is what orchestration cost (bench/orchestration.py)."""
 
-    def add(self, result: Mapping[str, Any], reconciled: Mapping[str, Any] | None) -> None:
-        """Count one finished pair: its sweep ``result`` and its ``reconciled`` report."""
+    def add(self, result: Mapping[str, Any]) -> None:
+        """Count one finished pair: its sweep ``result`` (the engine's ``ShardSweepResult`` JSON)."""
         status = str(result.get("status", "unknown"))
         self.by_status[status] = self.by_status.get(status, 0) + 1
         self.engine_seconds += float(result.get("duration_seconds") or 0.0)
@@ -131,7 +120,7 @@ class SweepSummary:
             self.totals[key] += int(result.get(key) or 0)
         for table, n in (result.get("tables") or {}).items():
             self.tables[table] = self.tables.get(table, 0) + int(n)
-        self.reclaimed_queue_rows += int((reconciled or {}).get("rows_deleted") or 0)
+        self.reclaimed_queue_rows += int(result.get("queue_rows_reconciled") or 0)
 
     def to_json(self) -> dict:
         out = asdict(self)
@@ -142,7 +131,6 @@ __all__ = [
     "FULL_SWEEP_SUMMED",
     "FullSweepPart",
     "FullSweepResult",
-    "LockRelease",
     "ScrubReport",
     "SweepSummary",
     "SweepTimestamps",

@@ -217,15 +217,10 @@ class AtlasSettings:
         "plan only pairs with sweepable work",
         read="operators/sweep_timestamps.py",
     )
-    lock_wait_seconds: float = setting(
-        0.0, Float(0, DAY),
-        "how long lock acquisition waits for a lock held by someone else before skipping the pair",
-        read="operators/locks.py",
-    )
     sweep_timeout_seconds: float | None = dag_setting(
         3600.0, Nullable(Float(0, 7 * DAY, lo_open=True)),
-        "execution_timeout of a sweep task: a stuck sweep is stopped, its leases released (`on_kill`), and "
-        "the task retried (`null`: no timeout)",
+        "execution_timeout of a sweep task: a stuck sweep is stopped (the engine releases the lease it holds as it "
+        "unwinds), and the task retried (`null`: no timeout)",
         read="groups.py",
     )
     retries: int = dag_setting(

@@ -1,18 +1,16 @@
-"""Sweep *targets*: one (shard, strategy) pair as it flows between the tasks of one shard group.
+"""Sweep *targets*: one (shard, strategy) pair as it flows from the plan to the group's sweep task.
 
-A :class:`SweepTarget` picks up fields as it goes through the group::
+A :class:`SweepTarget` picks up fields as it goes::
 
-    plan      -> shard, strategy, sweep_ts, execution_mode ("in_task" | "spark": chosen once, by the plan)
-    acquire   -> + lock, holder, acquired, token, expires_at (or held_by when someone else holds the lock)
-    sweep     -> + result (the engine's ShardSweepResult.to_json(), plus the Spark task's fields in spark mode),
-                 swept_tables (the tombstones per table, for the asset events); in the task, token and
-                 expires_at of the lease it swept under (a larger token if the acquire's lease had expired)
-    reconcile -> + reconciled
+    plan  -> shard, strategy, sweep_ts, execution_mode ("in_task" | "spark": chosen once, by the plan)
+    sweep -> + result (the engine's ShardSweepResult.to_json() - lease holder, reconciled queue rows, lag and
+             backlog included -, plus the Spark task's fields in spark mode), swept_tables (the tombstones per
+             table, for the asset events)
 
 It crosses XCom as JSON exactly once per task: ``SweepTarget.from_json`` on the way in (validating: bad
 input fails the task without retries), ``to_json`` on the way out (every field, None stays None).
-Operators accept a list of targets (``targets=``) or one pair (``shard=``, ``strategy=``). Lease tokens are
-fencing tokens, not credentials; nothing secret ever goes into a target.
+Operators accept a list of targets (``targets=``) or one pair (``shard=``, ``strategy=``). Nothing secret
+ever goes into a target.
 """
 from __future__ import annotations
 
@@ -22,9 +20,7 @@ from typing import Any
 
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.tables import SweepStrategy
-from airflow_atlas.locks import Lease
 from airflow_atlas.sweep.queue.constants import MAX_SHARDS
-from airflow_atlas.sweep.results import ShardSweepResult
 from airflow_atlas.sweep.targeted import TargetedSweeper
 from airflow_atlas.validation import check_int
 
@@ -50,15 +46,8 @@ class SweepTarget:
     strategy: str
     sweep_ts: int | None = None
     execution_mode: str | None = None
-    lock: str | None = None
-    holder: str | None = None
-    acquired: bool | None = None
-    token: int | None = None
-    expires_at: float | None = None
-    held_by: str | None = None
     result: dict | None = None
     swept_tables: list | None = None  # assets.TableTombstones JSON, from the result (none for a dry run)
-    reconciled: dict | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "shard", _shard(self.shard))
@@ -98,26 +87,6 @@ class SweepTarget:
     def status(self) -> str | None:
         return (self.result or {}).get("status")
 
-    def lease(self) -> Lease | None:
-        """The lease an acquire task recorded (None if it holds none)."""
-        if not self.acquired or self.token is None or self.lock is None or self.holder is None or self.expires_at is None:
-            return None
-        return Lease(name=self.lock, holder=self.holder, token=int(self.token), expires_at=float(self.expires_at))
-
-    def skipped_result(self, held_by: str | None) -> ShardSweepResult:
-        """The result of this target when it is not swept because ``held_by`` holds its lock: the engine's
-        ``ShardSweepResult`` with status ``skipped_locked``."""
-        return ShardSweepResult(shard=self.shard, strategy=self.strategy, status=SKIPPED, sweep_ts=self.sweep_ts,
-                                lock_holder=held_by)
-
-    def skipped(self, held_by: str | None) -> SweepTarget:
-        """This target with its :meth:`skipped_result`."""
-        return replace(self, result=self.skipped_result(held_by).to_json())
-
-    def with_lease(self, lease: Lease) -> SweepTarget:
-        return replace(self, lock=lease.name, holder=lease.holder, token=lease.token, expires_at=lease.expires_at,
-                       acquired=True, held_by=None)
-
 
 def normalize_targets(targets: Any = None, shard: Any = None, strategy: Any = None) -> list[SweepTarget]:
     """Validated targets from ``targets`` (a list of dicts, or one dict) or from ``shard`` + ``strategy``."""
@@ -147,8 +116,9 @@ def flat_targets(groups: Any) -> list[SweepTarget]:
 
 
 def holder_for(context: Mapping, target: SweepTarget) -> str:
-    """The lock holder of a pair within one DAG run: stable across the group's tasks and their retries,
-    distinct between runs, DAGs and pairs."""
+    """The lock holder of a pair within one DAG run, ``airflow:<dag_id>:<run_id>:<strategy>:<shard>``: the
+    same for every try of the pair's sweep task (a retry takes over the lease a dead try left), distinct
+    between runs, DAGs and pairs."""
     ti = context["ti"]
     return f"airflow:{ti.dag_id}:{ti.run_id}:{target.strategy}:{target.shard}"
 

@@ -54,10 +54,6 @@ TEMPLATED_KINDS: Mapping[str, str] = {
     "max_entries_per_second": INT,
     "planned": AS_IS,
     "finished": AS_IS,
-    # locks
-    "holder": AS_IS,
-    "lease_seconds": FLOAT,
-    "wait_seconds": FLOAT,
     # timestamps and the plan
     "explain": BOOL,
     "sweep_timestamps": AS_IS,

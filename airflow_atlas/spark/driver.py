@@ -12,14 +12,13 @@ from collections.abc import Callable, Sequence
 
 from ..errors import is_retriable
 from ..kvs.address import StoreAddress
-from ..kvs.scrub import redact_url, scrub
 from .args import effective_max_failures, settings_from_spark_conf, spark_parallelism
 from .ca import job_ca
 from .connect import is_connect, run_items, server_facts
 from .document import JobDocument, summarize
 from .executor import TaskSpec, classify_job_error, run_partition
 from .executor import open_store as default_open_store
-from .jobs import FullSweepJob, TargetedSweepJob
+from .jobs import FullSweepJob, SparkJob, TargetedSweepJob
 
 SETTING_SOURCE = "--setting"
 CONF_SOURCE = "spark.atlas.store.* conf"
@@ -48,9 +47,9 @@ def job_config(conf_items, settings: dict | None):
 
 def run_job(
     spark,
-    job,
+    job: SparkJob,
     *,
-    store_url: str,
+    address: StoreAddress,
     settings: dict | None = None,
     engine_zip: str | None = None,
     open_store: Callable = default_open_store,
@@ -64,11 +63,10 @@ def run_job(
     ``engine_zip`` is added with addPyFile on a classic session (spark-submit passes it with ``--py-files``
     instead; a Connect session holds it as an artifact already).
     ``open_store(address, settings)`` opens the store on the driver (if the job plans with it) and in every
-    task. ``store_url`` is parsed here, once (:class:`~airflow_atlas.kvs.address.StoreAddress`): the driver,
-    the pinned CA and every task use that object.
+    task. ``address`` is the store's (:class:`~airflow_atlas.kvs.address.StoreAddress`, parsed once by the
+    caller): the driver, the pinned CA and every task use that object.
     """
     started = time.time()
-    address = StoreAddress.from_url(store_url)
     if is_connect(spark):  # a long-lived application reached through Spark Connect (see .connect)
         master, app_id, max_failures, conf_items = server_facts(spark)
         parallelism = spark_parallelism(master, dict(conf_items))
@@ -121,17 +119,18 @@ def run_job(
     )
 
 
-def failure_document(job_name: str, store_url: str | None, exc: BaseException, started: float) -> JobDocument:
-    """The document of a job that failed as a whole (classified: see ``classify_job_error``)."""
+def failure_document(job_name: str, address: StoreAddress | None, exc: BaseException, started: float) -> JobDocument:
+    """The document of a job that failed as a whole (classified: see ``classify_job_error``), scrubbed of
+    ``address`` (its URL and secrets)."""
     exc = classify_job_error(exc)
     text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     return JobDocument(
         job=job_name,
         ok=False,
-        store=redact_url(store_url) if store_url else None,
+        store=address.redacted() if address is not None else None,
         retriable=is_retriable(exc),
         error_type=type(exc).__name__,
-        error=scrub(text, url=store_url)[-4000:],
+        error=(address.scrub(text) if address is not None else text)[-4000:],
         started_at=round(started, 3),
         duration_seconds=round(time.time() - started, 3),
     )
@@ -150,10 +149,12 @@ def run_targeted_sweep(
     sweep_timestamps: dict | None = None,
     open_store: Callable = default_open_store,
 ) -> JobDocument:
-    """Sweep ``pairs`` in groups, at most two Spark tasks per core (:class:`TargetedSweepJob`)."""
+    """Sweep ``pairs`` in groups, at most two Spark tasks per core (:class:`TargetedSweepJob`), on the store
+    of ``store_url`` (parsed here, once)."""
     job = TargetedSweepJob(pairs=pairs, batch_limit=batch_limit, max_iterations=max_iterations,
                            dry_run=bool(dry_run), sweep_timestamps=sweep_timestamps)
-    return run_job(spark, job, store_url=store_url, settings=settings, engine_zip=engine_zip, open_store=open_store)
+    return run_job(spark, job, address=StoreAddress.from_url(store_url), settings=settings, engine_zip=engine_zip,
+                   open_store=open_store)
 
 
 def run_full_sweep(
@@ -168,6 +169,8 @@ def run_full_sweep(
     engine_zip: str | None = None,
     open_store: Callable = default_open_store,
 ) -> JobDocument:
-    """Legacy-sweep ``table`` split into about ``parts`` ranges, one Spark task each (:class:`FullSweepJob`)."""
+    """Legacy-sweep ``table`` split into about ``parts`` ranges, one Spark task each (:class:`FullSweepJob`), on
+    the store of ``store_url`` (parsed here, once)."""
     job = FullSweepJob(table=table, parts=int(parts), batch_size=int(batch_size), dry_run=bool(dry_run))
-    return run_job(spark, job, store_url=store_url, settings=settings, engine_zip=engine_zip, open_store=open_store)
+    return run_job(spark, job, address=StoreAddress.from_url(store_url), settings=settings, engine_zip=engine_zip,
+                   open_store=open_store)

@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ..errors import InvalidInputError
-from ..kvs.scrub import redact_url
+from ..kvs.address import StoreAddress
 from .args import STORE_SETTING_CONF_PREFIX, parse_settings
 from .document import EXIT_JOB_FAILED, EXIT_OK, EXIT_PAIRS_FAILED, EXIT_USAGE, emit_document
 from .driver import check_setting_values, failure_document, run_job
@@ -37,8 +37,8 @@ def build_parser(job_class) -> argparse.ArgumentParser:
 
 
 def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable = default_open_store) -> int:
-    """Entry point of a job script. Returns the process exit code. ``open_store(url, settings)`` opens the
-    store in the driver and the tasks (default: the URL's store)."""
+    """Entry point of a job script. Returns the process exit code. ``open_store(address, settings)`` opens
+    the store in the driver and the tasks (default: the address's store, ``AtlasStore.open``)."""
     parser = build_parser(job_class)
     args = parser.parse_args(argv)
     started = time.time()
@@ -46,8 +46,8 @@ def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable =
         settings = parse_settings(args.setting)
         check_setting_values(settings)  # bad values: exit 2 naming the setting, before Spark starts
         job = job_class.from_args(args, parser)
-        store_url = read_store_url(args.store_url_file)
-    except ValueError as exc:
+        address = StoreAddress.from_url(read_store_url(args.store_url_file))  # parsed once, here
+    except ValueError as exc:  # InvalidInputError too; never holds the URL's password
         print(f"{parser.prog}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
 
@@ -61,11 +61,11 @@ def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable =
     try:
         sc = spark.sparkContext
         sc.setLogLevel(sc.getConf().get("spark.atlas.logLevel", "WARN"))
-        print(f"[atlas] {job.name} on {sc.master} app {sc.applicationId}, store {redact_url(store_url)}", flush=True)
+        print(f"[atlas] {job.name} on {sc.master} app {sc.applicationId}, store {address.redacted()}", flush=True)
         try:
-            doc = run_job(spark, job, store_url=store_url, settings=settings, open_store=open_store)
+            doc = run_job(spark, job, address=address, settings=settings, open_store=open_store)
         except Exception as exc:
-            doc = failure_document(job.name, store_url, exc, started)
+            doc = failure_document(job.name, address, exc, started)
             emit_document(doc, args.output)
             print(f"[atlas] {job.name} failed: {doc.error}", file=sys.stderr, flush=True)
             # Bad input the driver found before any task ran (e.g. a spark.atlas.store.* conf value): exit 2.

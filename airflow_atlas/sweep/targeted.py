@@ -33,6 +33,7 @@ from collections.abc import Callable
 
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.tables import SweepStrategy
+from ..locks import MAX_LOCK_WAIT_SECONDS
 from ..validation import check_float, check_int
 from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
@@ -47,8 +48,6 @@ from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_hold
 
 log = logging.getLogger(__name__)
 
-MAX_LOCK_WAIT_SECONDS = 86_400.0
-"""The longest a run waits for a pair's lease another holder has (``lock_wait_seconds``; a day)."""
 
 
 def _check_batch_limit(batch_limit: object) -> int:
@@ -57,8 +56,9 @@ def _check_batch_limit(batch_limit: object) -> int:
     return check_int(batch_limit, "batch_limit", 1, MAX_BATCH_LIMIT)
 
 
-def _check_lock_wait(seconds: object) -> float:
-    """How long a run waits for a lease another holder has: 0 (one try) up to a day."""
+def check_lock_wait_seconds(seconds: object) -> float:
+    """A ``lock_wait_seconds`` given to the engine directly (the setting's values are checked by their
+    declaration): 0 (one try) up to :data:`MAX_LOCK_WAIT_SECONDS`; InvalidInputError otherwise."""
     if type(seconds) in (int, float) and seconds == 0:
         return 0.0
     return check_float(seconds, "lock_wait_seconds", 0, MAX_LOCK_WAIT_SECONDS)
@@ -118,7 +118,7 @@ class TargetedSweeper(SweepPairs):
         max_entries_per_second: int | None = None,
         latency_target: float | None = None,
         application_latency: ApplicationSource | None = None,
-        lock_wait_seconds: float = 0.0,
+        lock_wait_seconds: float | None = None,
     ) -> ShardSweepResult:
         """THE way to sweep one pair, for the CLI, the operators and the Spark executors alike.
 
@@ -129,8 +129,8 @@ class TargetedSweeper(SweepPairs):
         still under the lease, it reconciles the pair's queue: the rows wholly below the progress the run
         ends with (what an interrupted clean leaves behind; each iteration cleans as it goes) are deleted,
         counted in ``queue_rows_reconciled``. It releases the lease it took, whatever happened (an
-        interruption too). A pair whose lease another holder has after ``lock_wait_seconds`` (0: one try)
-        is ``skipped_locked`` (with the holder, when its lease expires and whether its process is gone).
+        interruption too). A pair whose lease another holder has after ``lock_wait_seconds`` (default:
+        setting ``lock_wait_seconds``; 0: one try) is ``skipped_locked`` (with the holder, when its lease expires and whether its process is gone).
         The same ``holder`` takes over its own lease (a larger fencing token): a retry of a run that died
         fences it off instead of waiting for its lease to expire. Every run that is not a dry run is
         recorded in the sweep history (:meth:`SweepHistory.record_run`) - completed, partial, skipped and
@@ -158,7 +158,9 @@ class TargetedSweeper(SweepPairs):
         if max_iterations is None:
             max_iterations = self._store.config.max_iterations_per_shard
         check_int(max_iterations, "max_iterations", 1)
-        lock_wait_seconds = _check_lock_wait(lock_wait_seconds)
+        if lock_wait_seconds is None:
+            lock_wait_seconds = self._store.config.lock_wait_seconds
+        lock_wait_seconds = check_lock_wait_seconds(lock_wait_seconds)
         if max_entries_per_second is None:
             max_entries_per_second = self._store.config.sweep_max_entries_per_second
         if latency_target is None:

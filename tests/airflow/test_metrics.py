@@ -71,7 +71,7 @@ def test_a_manual_sweep_sends_per_pair_metrics_to_statsd(embedded_store, statsd)
     dag = load_dag("atlas_manual_sweep")
     run = dag.test(run_conf={"shards": [0], "strategy": "THOROUGH"})
     assert str(run.state) == "success", task_states(run)
-    (swept,) = xcom(run, "shard.sweep", map_index=0)
+    (swept,) = xcom(run, "sweep", map_index=0)
     result = swept["result"]
     assert result["status"] == "caught_up" and result["entries_read"] > 0 and result["cells_tombstoned"] > 0
 
@@ -169,7 +169,7 @@ def test_a_task_stopped_mid_run_has_sent_the_finished_pairs_metrics(embedded_sto
                  sweep_max_entries_per_second=20)
     run = load_dag("atlas_manual_sweep").test(run_conf={"shards": [0, 1], "strategy": "THOROUGH"})
     states = task_states(run)
-    assert states[("shard.sweep", 0)] == "failed", states  # stopped by its timeout in the second pair, both tries
+    assert states[("sweep", 0)] == "failed", states  # stopped by its timeout in the second pair, both tries
     sent = _metrics(statsd(), "airflow.atlas.sweep.thorough.")
     assert sent["airflow.atlas.sweep.thorough.0.shard_runs.caught_up"] == (1, "c"), sent
     assert sent["airflow.atlas.sweep.thorough.0.backlog"] == (0, "g"), sent

@@ -90,7 +90,7 @@ def test_every_airflow_key_is_validated():
 def test_values_are_normalised():
     s = AtlasSettings.from_mapping({"strategies": ["thorough", "THOROUGH"], "lock_wait_seconds": 2, "nodetool_command": ["a", "b"]})
     assert s.strategies == ("THOROUGH",)
-    assert s.lock_wait_seconds == 2.0 and isinstance(s.lock_wait_seconds, float)
+    assert s.engine.lock_wait_seconds == 2.0 and isinstance(s.engine.lock_wait_seconds, float)  # an engine setting
     assert s.nodetool_command == ("a", "b")
 
 

@@ -4,7 +4,6 @@ import pytest
 
 from airflow_atlas.airflow.targets import SweepTarget, batches, normalize_targets
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.locks import Lease
 
 
 def test_targets_from_a_list_or_one_pair():
@@ -16,7 +15,7 @@ def test_targets_from_a_list_or_one_pair():
 def test_a_target_round_trips_through_json_with_none_kept():
     target = SweepTarget(2, "CONSERVATIVE", sweep_ts=40, execution_mode="spark")
     data = target.to_json()
-    assert data["token"] is None and data["result"] is None and data["execution_mode"] == "spark"
+    assert data["result"] is None and data["swept_tables"] is None and data["execution_mode"] == "spark"
     assert SweepTarget.from_json(data) == target
 
 
@@ -33,6 +32,7 @@ def test_a_target_round_trips_through_json_with_none_kept():
         {"targets": [{"shard": 1, "strategy": "THOROUGH", "sweep_ts": "12"}]},
         {"targets": [{"shard": 1, "strategy": "THOROUGH", "execution_mode": "auto"}]},
         {"targets": [{"shard": 1, "strategy": "THOROUGH", "tabels": ["x"]}]},
+        {"targets": [{"shard": 1, "strategy": "THOROUGH", "token": 3}]},  # no lease travels in a target (issue 47)
     ],
 )
 def test_bad_targets(kwargs):
@@ -40,11 +40,8 @@ def test_bad_targets(kwargs):
         normalize_targets(**kwargs)
 
 
-def test_leases_round_trip_through_json():
-    lease = Lease("sweep/thorough/1", "me", 7, 123.5)
-    target = SweepTarget.from_json(SweepTarget(1, "THOROUGH").with_lease(lease).to_json())
-    assert target.lease() == lease and target.lock_name == "sweep/thorough/1"
-    assert target.with_(acquired=False).lease() is None
+def test_a_target_names_its_lock():
+    assert SweepTarget(1, "THOROUGH").lock_name == "sweep/thorough/1"
 
 
 def test_batches():

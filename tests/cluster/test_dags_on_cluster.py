@@ -80,7 +80,7 @@ def _run_and_check(store, readers, *, mode: str = "in_task"):
     assert obsolete_versions(store, sweep_ts) == []
     summary = xcom(run, "summary")
     assert summary["failed_pairs"] == []
-    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "sweep", map_index=i)]
     assert swept and {t["execution_mode"] for t in swept} == {mode}, swept
     return summary
 

@@ -1,5 +1,5 @@
 """The targeted-sweep Spark job on the standalone master (127.0.0.5:7077) with two workers, sweeping an RF 3
-store on the 3-node cluster, submitted by the Airflow glue (``submit_targeted_sweep``, the real
+store on the 3-node cluster, submitted by the Airflow glue (``execution.spark.submit``, the real
 spark-submit through the Spark provider's hook). The executors run in the workers' JVMs' Python workers,
 with the interpreter named by ``spark.pyspark.python`` (the venv's); the driver advertises 127.0.0.1.
 The oracle holds afterwards and nothing sweepable is left."""
@@ -18,7 +18,9 @@ STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 def test_targeted_sweep_job_on_the_standalone_master_sweeps_the_rf3_store(
     spark_master, cluster_stores, monkeypatch, tmp_path, airflow_home
 ):
-    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.kvs.address import StoreAddress
     from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
@@ -38,19 +40,17 @@ def test_targeted_sweep_job_on_the_standalone_master_sweeps_the_rf3_store(
     monkeypatch.setenv("SPARK_LOCAL_IP", spark_master["spark.driver.host"])  # the submitting side's address
     cluster_conf = {k: v for k, v in spark_master.items() if k != "spark.master"}
     pairs = [(shard, s) for shard in range(SHARDS) for s in STRATEGIES]
-    doc = submit_targeted_sweep(
-        {},
-        spark_conn_id="spark_cluster",
-        store_url=url,
-        pairs=pairs,
-        batch_limit=100,
-        max_iterations=50,
-        dry_run=False,
-        extra_conf={
+    from airflow_atlas.spark import TargetedSweepJob
+
+    doc = submit(
+        TargetedSweepJob(pairs=pairs, batch_limit=100, max_iterations=50),
+        RunSettings(spark_conn_id="spark_cluster", extra_conf={
             **cluster_conf,
             "spark.atlas.store.unreadable_window_seconds": "0",
             "spark.ui.enabled": "false",
-        },
+        }),
+        StoreAddress.from_url(url),
+        {},
     ).to_json()
     assert doc["ok"], doc
     assert doc["master"] == master

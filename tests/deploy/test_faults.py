@@ -49,7 +49,7 @@ from .test_deployment import _assert_success, _settle, _trigger_rest
 pytestmark = [pytest.mark.deploy, pytest.mark.cassandra, pytest.mark.timeout(900)]
 
 DAG = "atlas_targeted_sweep"
-SWEEP_TASK = "shard.sweep"  # targeted_sweep_pipeline's task group "shard", its sweep task
+SWEEP_TASK = "sweep"  # targeted_sweep_pipeline's sweep task, one per group of pairs
 PACE = 20
 """sweep_max_entries_per_second of the fault runs: the workload's ~450 queue entries take a sweep task
 about 20 s (4 pairs, one after the other); the fault hits 3 s in."""

@@ -87,12 +87,6 @@ def _plan(**kw):
     return PlanTargetedSweepOperator(task_id=f"plan_{uuid.uuid4().hex[:6]}", **kw)
 
 
-def _acquire(**kw):
-    from airflow_atlas.airflow.operators.locks import AcquireSweepLockOperator
-
-    return AcquireSweepLockOperator(task_id=f"acquire_{uuid.uuid4().hex[:6]}", **kw)
-
-
 BAD_OPERATOR_ARGS = [
     (lambda: _sweep(shard=300, strategy="THOROUGH"), "shard must be an integer in 0..255, got 300"),
     (lambda: _sweep(shard=-1, strategy="THOROUGH"), "got -1"),
@@ -106,7 +100,7 @@ BAD_OPERATOR_ARGS = [
     (lambda: _sweep(shard=0, strategy="THOROUGH", execution_mode="warp"), "execution_mode must be one of"),
     (lambda: _sweep(shard=0, strategy="THOROUGH", store_config={"batch_limit": 0}), "batch_limit must be between"),
     (lambda: _sweep(shard=0, strategy="THOROUGH", store_config={"no_such_setting": 1}), "unknown setting(s): no_such_setting"),
-    (lambda: _acquire(shard=999, strategy="THOROUGH"), "shard must be an integer in 0..255"),
+    (lambda: _sweep(shard=999, strategy="THOROUGH"), "shard must be an integer in 0..255"),
     (lambda: _plan(shards=[7]), "shard(s) [7] out of range: the store has 2 shard(s)"),
     (lambda: _plan(strategies=["SIDEWAYS"]), "SIDEWAYS"),
 ]

@@ -156,7 +156,9 @@ def test_auth_and_tls_reach_the_driver_from_the_connection(monkeypatch, tmp_path
 # ----- credentials on the success path: XCom values, results, history, status ----------------------------------
 def test_a_sweep_with_credentials_leaks_them_nowhere(shared_stores, cassandra_node, monkeypatch, caplog, capfd,
                                                      tmp_path, airflow_home):
-    from airflow_atlas.airflow.operators.sweep import ReconcileSweepQueueOperator
+    from types import SimpleNamespace
+
+    from airflow_atlas.airflow.operators.sweep import SweepShardOperator
     from airflow_atlas.airflow.operators.sweep_timestamps import PlanTargetedSweepOperator
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
@@ -172,7 +174,8 @@ def test_a_sweep_with_credentials_leaks_them_nowhere(shared_stores, cassandra_no
     xcoms = [PlanTargetedSweepOperator(task_id="plan", skip_idle=False).execute({})]
     _, results = sweep_all(store)
     xcoms.append([r.to_json() for r in results])
-    xcoms.append(ReconcileSweepQueueOperator(task_id="reconcile", shard=0, strategy="THOROUGH").execute({}))
+    sweep = SweepShardOperator(task_id="sweep", shard=0, strategy="THOROUGH", execution_mode="in_task")
+    xcoms.append(sweep.execute({"ti": SimpleNamespace(dag_id="d", run_id="r")}))  # lock, sweep, reconcile, release
     history = [store.history.recent(s, "THOROUGH") for s in (0, 1)]
     status = _cli("status", "--json", env={"ATLAS_STORE_URL": url}, cwd=tmp_path)
     assert status.returncode == 0, status.stderr

@@ -4,8 +4,8 @@ Load: writer threads in this process and a writer in its own process commit tran
 (1..5, 10..40, and 55..90 writes into one shard: dedicated queue rows), plus dead writers (enqueued and
 written, never committed) and explicit aborts, across two CONSERVATIVE tables, a THOROUGH table and a
 NOTHING table (4 shards). Two sweeper threads play the scheduled sweep: each round computes the sweep
-timestamps once, sweeps every (shard, strategy) pair (contending for the shard locks), and every few
-rounds reconciles the queue, as the DAG does. A reader thread keeps opening a read-write transaction,
+timestamps once and sweeps every (shard, strategy) pair (contending for the shard locks; each pair's run
+reconciles its queue under its lease, as in the DAG's sweep task). A reader thread keeps opening a read-write transaction,
 reading every cell twice a few seconds apart while everything runs: both reads must be identical (sweep
 never changes what an open transaction sees).
 
@@ -125,9 +125,6 @@ class Sweeper:
                             continue
                         self.entries_swept += r.entries_read
                         self.cells_tombstoned += r.cells_tombstoned
-                    if self.rounds % 5 == 4:  # the DAG's reconcile_queue step
-                        for (shard, s), p in progress_of(store).items():
-                            store.queue.cleaner.reconcile(shard, s, p)
                     self.rounds += 1
                     self._lag(ts)
                 except StoreUnavailableError as exc:  # a retried task: the next round takes over

@@ -13,24 +13,20 @@ pytestmark = [pytest.mark.spark, pytest.mark.airflow]
 
 
 def test_bad_store_setting_in_spark_conf_fails_the_job_naming_the_key(make_store, monkeypatch, tmp_path):
-    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
-    from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings, SparkSweepFailed
+    from airflow_atlas.kvs.address import StoreAddress
+    from airflow_atlas.spark import TargetedSweepJob
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[1]"}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
     handle = make_store("sqlite", seed=5, transactions=20)
     before = cell_versions(handle.store)
     with pytest.raises(SparkSweepFailed) as err:
-        submit_targeted_sweep(
-            {},
-            spark_conn_id="spark_default",
-            store_url=handle.url,
-            pairs=[(0, "THOROUGH")],
-            batch_limit=None,
-            max_iterations=None,
-            dry_run=False,
-            extra_conf={"spark.atlas.store.lock_lease_seconds": "NaN", "spark.ui.enabled": "false"},
-        )
+        submit(TargetedSweepJob(pairs=[(0, "THOROUGH")]),
+               RunSettings(spark_conn_id="spark_default",
+                           extra_conf={"spark.atlas.store.lock_lease_seconds": "NaN", "spark.ui.enabled": "false"}),
+               StoreAddress.from_url(handle.url))
     doc = err.value.document.to_json()
     assert doc["error_type"] == "InvalidInputError" and doc["results"] == []
     assert "setting lock_lease_seconds must be a finite number" in doc["error"]

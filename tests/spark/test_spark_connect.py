@@ -44,14 +44,17 @@ def _sessions(tmp_path) -> dict:
 def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store, tmp_path):
     from airflow_atlas.airflow.execution.spark import spark_runner
     from airflow_atlas.airflow.execution.spark_connect import SparkConnectRunner
-    from airflow_atlas.airflow.execution.spark_types import RunSettings, SparkJob
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.kvs.address import StoreAddress
+    from airflow_atlas.spark import TargetedSweepJob
 
     runner = spark_runner(connect_conn)
     assert isinstance(runner, SparkConnectRunner)  # chosen by the connection's type
 
     def submit(context, *, spark_conn_id, store_url, pairs, batch_limit, max_iterations, dry_run, settings):
-        job = SparkJob.targeted_sweep(pairs, batch_limit, max_iterations, dry_run)
-        return runner.run(job, RunSettings(spark_conn_id=spark_conn_id, settings=settings), store_url, context)
+        job = TargetedSweepJob(pairs=pairs, batch_limit=batch_limit, max_iterations=max_iterations, dry_run=dry_run)
+        return runner.run(job, RunSettings(spark_conn_id=spark_conn_id, settings=settings),
+                          StoreAddress.from_url(store_url), context)
     spark_side = make_store("cassandra", seed=7, transactions=60)
     task_side = make_store("cassandra", seed=7, transactions=60)
     assert cell_versions(spark_side.store) == cell_versions(task_side.store)
@@ -89,15 +92,22 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
     assert first["app_id"] != doc["app_id"] and first["app_id"].split("/")[0] == doc["app_id"].split("/")[0]
 
 
+def _submit(connect_conn, url, pairs, **settings):
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.kvs.address import StoreAddress
+    from airflow_atlas.spark import TargetedSweepJob
+
+    return submit(TargetedSweepJob(pairs=pairs), RunSettings(spark_conn_id=connect_conn, **settings),
+                  StoreAddress.from_url(url), {})
+
+
 def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store):
-    from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
     from airflow_atlas.airflow.execution.spark_types import SparkSweepRefused
 
     handle = make_store("sqlite", seed=5, transactions=30)
     with pytest.raises(SparkSweepRefused) as raised:
-        submit_targeted_sweep({}, spark_conn_id=connect_conn, store_url=handle.url,
-                              pairs="0:THOROUGH,9:CONSERVATIVE", batch_limit=None, max_iterations=None,
-                              dry_run=False, settings=SETTINGS)
+        _submit(connect_conn, handle.url, "0:THOROUGH,9:CONSERVATIVE", settings=SETTINGS)
     doc = raised.value.document.to_json()
     results = {(r["shard"], r["strategy"]): r for r in doc["results"]}
     assert results[(0, "THOROUGH")]["status"] == "caught_up"
@@ -108,12 +118,8 @@ def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store)
 def test_connect_refuses_per_job_spark_conf(connect_conn, make_store):
     from airflow.sdk.exceptions import AirflowException
 
-    from airflow_atlas.airflow.execution.spark_connect import submit_targeted_sweep
-
     with pytest.raises(AirflowException, match="spark.task.maxFailures"):
-        submit_targeted_sweep({}, spark_conn_id=connect_conn, store_url="sqlite:////nonexistent.db", pairs="0:THOROUGH",
-                              batch_limit=None, max_iterations=None, dry_run=False,
-                              extra_conf={"spark.task.maxFailures": "4"})
+        _submit(connect_conn, "sqlite:////nonexistent.db", "0:THOROUGH", extra_conf={"spark.task.maxFailures": "4"})
 
 
 def test_closed_session_is_replaced(connect_server, engine_zip, tmp_path):
@@ -151,7 +157,7 @@ def test_targeted_sweep_dag_on_spark_connect(connect_conn, embedded_store, monke
     assert str(run.state) == "success", task_states(run)
     groups = xcom(run, "plan")
     assert len(groups) == 1 and len(groups[0]) == 4  # one Spark job for the 4 pairs
-    swept = xcom(run, "shard.sweep", map_index=0)
+    swept = xcom(run, "sweep", map_index=0)
     assert {t["result"]["status"] for t in swept} == {"caught_up"}
     assert all(t["result"]["executor"]["airflow_imported"] is False for t in swept)
     sweep_ts = xcom(run, "compute_sweep_timestamps")

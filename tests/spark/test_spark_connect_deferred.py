@@ -58,10 +58,11 @@ def conns(own_server, monkeypatch, tmp_path):
 
 def job_trigger(pairs, store_conn_id: str, **settings):
     from airflow_atlas.airflow.execution.spark_connect import connect_request
-    from airflow_atlas.airflow.execution.spark_types import RunSettings, SparkJob
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
     from airflow_atlas.airflow.triggers.spark_connect import SparkConnectJobTrigger
+    from airflow_atlas.spark import TargetedSweepJob
 
-    request = connect_request(SparkJob.targeted_sweep(pairs, None, None, False),
+    request = connect_request(TargetedSweepJob(pairs=pairs),
                               RunSettings(spark_conn_id=SPARK_CONN, settings={**SETTINGS, **settings}))
     classpath, kwargs = SparkConnectJobTrigger(request=request.to_json(), store_conn_id=store_conn_id).serialize()
     return SparkConnectJobTrigger(**json.loads(json.dumps(kwargs)))  # as the triggerer gets it: from JSON
@@ -228,7 +229,7 @@ def test_targeted_sweep_dag_defers_to_the_trigger(conns, embedded_store, monkeyp
     run = load_dag("atlas_targeted_sweep").test()
     assert str(run.state) == "success", task_states(run)
     assert "running trigger in line" in caplog.text  # the sweep task deferred; Airflow ran the trigger
-    swept = xcom(run, "shard.sweep", map_index=0)
+    swept = xcom(run, "sweep", map_index=0)
     assert {t["result"]["status"] for t in swept} == {"caught_up"} and {t["execution_mode"] for t in swept} == {"spark"}
     assert all(t["result"]["executor"]["airflow_imported"] is False for t in swept)
     assert obsolete_versions(store, xcom(run, "compute_sweep_timestamps")) == []

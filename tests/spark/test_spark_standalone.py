@@ -44,12 +44,13 @@ def standalone(monkeypatch, tmp_path):
 
 
 def _submit(handle, standalone, **options):
-    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.kvs.address import StoreAddress
+    from airflow_atlas.spark import TargetedSweepJob
 
-    return submit_targeted_sweep(
-        None, spark_conn_id="atlas_standalone", store_url=handle.url, pairs=PAIRS, batch_limit=50,
-        max_iterations=None, dry_run=False, settings=SETTINGS, **standalone, **options,
-    )
+    settings = RunSettings(spark_conn_id="atlas_standalone", settings=dict(SETTINGS), **{**standalone, **options})
+    return submit(TargetedSweepJob(pairs=PAIRS, batch_limit=50), settings, StoreAddress.from_url(handle.url))
 
 
 def _other_minor_python() -> str | None:

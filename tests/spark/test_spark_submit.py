@@ -70,7 +70,10 @@ exit "${{PIPESTATUS[0]}}"
 
 @pytest.mark.cassandra
 def test_spark_submit_through_hook_returns_document_without_secrets(make_store, captured, monkeypatch, capfd, tmp_path):
-    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.kvs.address import StoreAddress
+    from airflow_atlas.spark import TargetedSweepJob
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps({"conn_type": "spark", "host": "local[2]"}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
@@ -78,15 +81,12 @@ def test_spark_submit_through_hook_returns_document_without_secrets(make_store, 
     assert PASSWORD in handle.url
     before = cell_versions(handle.store)
 
-    doc = submit_targeted_sweep(
+    doc = submit(
+        TargetedSweepJob(pairs=ALL_PAIRS, batch_limit=50, max_iterations=20),
+        RunSettings(spark_conn_id="spark_default",
+                    extra_conf={"spark.atlas.store.unreadable_window_seconds": "0", "spark.ui.enabled": "false"}),
+        StoreAddress.from_url(handle.url),
         {},
-        spark_conn_id="spark_default",
-        store_url=handle.url,
-        pairs=ALL_PAIRS,
-        batch_limit=50,
-        max_iterations=20,
-        dry_run=False,
-        extra_conf={"spark.atlas.store.unreadable_window_seconds": "0", "spark.ui.enabled": "false"},
     ).to_json()
 
     # The document (what goes to XCom): JSON, complete, every shard swept, the store redacted.

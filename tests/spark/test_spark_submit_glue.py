@@ -1,6 +1,7 @@
 """The Airflow glue's connection handling, without starting a JVM: spark_default falls back to local[*]
 (never the provider's silent YARN), other missing connections and cluster deploy mode are refused
-before anything runs, and nothing is left behind."""
+before anything runs, and nothing is left behind. (A bad job is refused when it is built, before any runner:
+tests/unit/spark/test_jobs.py.)"""
 from __future__ import annotations
 
 import json
@@ -54,14 +55,25 @@ def test_missing_spark_default_means_local_not_yarn(glue, submitted_master):
     assert submitted_master(hook) == "local[*]"
 
 
+def _address(url: str):
+    from airflow_atlas.kvs.address import StoreAddress
+
+    return StoreAddress.from_url(url)
+
+
 def test_missing_other_connection_is_an_error(glue, tmp_path):
     from airflow.sdk.exceptions import AirflowException
 
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.spark import TargetedSweepJob
+
+    job = TargetedSweepJob(pairs="0:THOROUGH")
     with pytest.raises(AirflowException, match="atlas_nowhere.*YARN"):
-        glue.submit_targeted_sweep(
-            {}, spark_conn_id="atlas_nowhere", store_url="sqlite:////tmp/never-opened.db",
-            pairs="0:THOROUGH", batch_limit=None, max_iterations=None, dry_run=False,
-        )
+        submit(job, RunSettings(spark_conn_id="atlas_nowhere"), _address("sqlite:////tmp/never-opened.db"))
+    with pytest.raises(AirflowException, match="atlas_nowhere.*YARN"):  # the runner itself refuses it too
+        glue.SparkSubmitRunner().run(job, RunSettings(spark_conn_id="atlas_nowhere"),
+                                     _address("sqlite:////tmp/never-opened.db"))
     assert list((tmp_path / "tmp").iterdir()) == []  # the private work directory was removed
 
 
@@ -72,11 +84,13 @@ def test_cluster_deploy_mode_is_refused(glue, monkeypatch, tmp_path):
         "AIRFLOW_CONN_ATLAS_YARN_CLUSTER",
         json.dumps({"conn_type": "spark", "host": "yarn", "extra": {"deploy-mode": "cluster"}}),
     )
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.spark import FullSweepJob
+
     with pytest.raises(AirflowException, match="client mode"):
-        glue.submit_full_sweep(
-            {}, spark_conn_id="atlas_yarn_cluster", store_url="cassandra://u:secret@h/ks",
-            table="orders", parts=2, batch_size=100, dry_run=True,
-        )
+        glue.SparkSubmitRunner().run(FullSweepJob(table="orders", parts=2, batch_size=100, dry_run=True),
+                                     RunSettings(spark_conn_id="atlas_yarn_cluster"),
+                                     _address("cassandra://u:secret@h/ks"))
     assert list((tmp_path / "tmp").iterdir()) == []
 
 
@@ -95,15 +109,6 @@ def test_master_matches_the_provider(glue, monkeypatch, submitted_master, conn, 
     assert glue.master_of(connection) == master
     if not master.startswith("k8s"):  # the k8s client library is not installed here
         assert submitted_master(glue._make_hook("atlas_m", connection)) == master
-
-
-def test_bad_arguments_fail_before_submitting(glue):
-    with pytest.raises(ValueError):
-        glue.submit_targeted_sweep({}, store_url="sqlite:////tmp/x.db", pairs="0:NOTHING",
-                                   batch_limit=None, max_iterations=None, dry_run=False)
-    with pytest.raises(ValueError):
-        glue.submit_full_sweep({}, store_url="sqlite:////tmp/x.db", table="t", parts=0, batch_size=1, dry_run=False)
-    assert not os.path.exists("/tmp/x.db")
 
 
 def test_spark_conf_precedence_and_executor_python_for_every_master(glue):

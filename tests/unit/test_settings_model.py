@@ -42,6 +42,7 @@ BAD = {
     "unreadable_window_seconds": [-1, math.nan, math.inf, 365 * 86_400 + 1, True, "0"],
     "batch_limit": [0, -1, MAX_BATCH_LIMIT + 1, True, 10.0, "10", None],
     "lock_lease_seconds": [0, 0.5, -1, math.nan, math.inf, 86_401, True, "120"],
+    "lock_wait_seconds": [-1, -0.5, math.nan, math.inf, 86_401, True, "5"],
     "max_iterations_per_shard": [0, 1_000_001, True, 1.5],
     "initial_shards": [0, MAX_SHARDS + 1, True, 1.0],
     "sweep_max_entries_per_second": [-1, 10_000_001, True, 1.5, "100", None],

@@ -4,24 +4,26 @@
 :mod:`.spark_types`; a connection of type ``spark_connect`` (e.g. host ``sc://127.0.0.1``, port ``15002``;
 ``scripts/spark.sh connect-start``) selects it (:func:`airflow_atlas.airflow.execution.spark.runner_for`).
 
-A submission is a :class:`ConnectRequest` (the job, the engine settings, the Spark connection and the job's
-tag: JSON, no secret; :func:`connect_request` checks it before anything runs) and ONE blocking function
-that runs it, :func:`run_request`. Two callers:
+A submission is a :class:`ConnectRequest` (the job - the engine's one job type,
+:class:`airflow_atlas.spark.SparkJob` -, the engine settings, the Spark connection and the job's tag: JSON,
+no secret; :func:`connect_request` checks it before anything runs) and ONE blocking function that runs it on
+a store address, :func:`run_request`. Two callers:
 
 * **deferred** (the targeted sweep operator's default, ``deferrable=True``; :mod:`.deferred`): the task
   defers to :class:`~airflow_atlas.airflow.triggers.spark_connect.SparkConnectJobTrigger`, which runs
   :func:`run_request` in the triggerer, a long-lived process where pyspark's Connect client (pandas,
-  pyarrow, grpc: ~2.9 s to import) is imported once; the store URL (it holds the password) is read from
-  the store connection there, never written into the trigger's kwargs;
-* **in the task** (:meth:`SparkConnectRunner.run`; the functions :func:`submit_targeted_sweep`,
-  :func:`submit_full_sweep` for callers without an operator): the task process runs it and pays the
-  client's import.
+  pyarrow, grpc: ~2.9 s to import) is imported once; the store address (it holds the password) is read
+  from the store connection there, never written into the trigger's kwargs;
+* **in the task** (:meth:`SparkConnectRunner.run`; for callers without an operator
+  :func:`airflow_atlas.airflow.execution.spark.submit`): the task process runs it and pays the client's
+  import.
 
 What :func:`run_request` does: opens the engine's Connect session (:func:`airflow_atlas.spark.connect.open_session`:
 one server-side session per engine version, reused by every later submission, its id kept in
 ``$ATLAS_SPARK_ARTIFACT_DIR/connect-sessions``; the engine zip is a session artifact, shipped once), runs
-the job with the engine's :func:`~airflow_atlas.spark.run_job` (one Spark task per pair / range; the job
-runs under its tag, so :meth:`ConnectRun.on_kill` interrupts this job only), and returns its
+the job with the engine's :func:`~airflow_atlas.spark.run_job` (the pairs in groups, one Spark task per
+range; the store address goes pickled into the tasks as it is - no URL is written -; the job runs under its
+tag, so :meth:`ConnectRun.on_kill` interrupts this job only), and returns its
 :class:`~airflow_atlas.spark.JobDocument` with a ``spark_submit`` section (``conn_id``, ``master``,
 ``engine_zip``, ``submit_seconds``, ``connect: true``). A failed pair or range raises
 :class:`SparkSweepFailed`, what retrying cannot fix :class:`SparkSweepRefused`, an unreachable server
@@ -39,27 +41,22 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any, Unpack
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_atlas.airflow.execution.spark_types import (
     CONNECT_CONN_TYPE,
-    JOB_KINDS,
     RunSettings,
-    SparkJob,
     SparkSweepFailed,
-    StoreUrl,
-    SubmitOptions,
     artifact_dir,
-    check_store_url,
     raise_for_document,
     resolve_connection,
 )
-from airflow_atlas.kvs.scrub import redact_url, scrub
-from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
+from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, SparkJob, job_from_json
 from airflow_atlas.spark.args import settings_from_spark_conf
 from airflow_atlas.spark.artifact import build_engine_zip
 
@@ -68,47 +65,34 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class ConnectRequest:
-    """One job for a Connect server, as JSON goes (trigger kwargs): no store URL, no secret.
+    """One job for a Connect server, as JSON goes (trigger kwargs): no store address, no secret.
 
-    ``job``: the job's own arguments (``pairs``, ``batch_limit``... or ``table``, ``parts``...);
-    ``settings``: the engine settings the job runs with; ``tag``: the Spark job tag it runs under."""
+    ``job``: the job (checked when it was built); ``settings``: the engine settings it runs with; ``tag``: the
+    Spark job tag it runs under. JSON: ``{"kind", "job"`` (the job's arguments, ``job.to_json()``)``,
+    "spark_conn_id", "settings", "tag"}``."""
 
-    kind: str
+    job: SparkJob
     spark_conn_id: str
-    job: dict
     settings: dict = field(default_factory=dict)
     tag: str = ""
 
     def __post_init__(self):
-        if self.kind not in JOB_KINDS:
-            raise ValueError(f"Connect job kind must be one of {', '.join(JOB_KINDS)}, got {self.kind!r}")
         if not isinstance(self.spark_conn_id, str) or not self.spark_conn_id:
             raise ValueError("spark_conn_id is required")
         if not self.tag:
             object.__setattr__(self, "tag", f"atlas-{uuid.uuid4().hex}")
-        self.engine_job()  # bad job arguments fail here, before anything is deferred or submitted
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return {"kind": self.job.kind, "job": self.job.to_json(), "spark_conn_id": self.spark_conn_id,
+                "settings": dict(self.settings), "tag": self.tag}
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> ConnectRequest:
-        return cls(**{k: data[k] for k in ("kind", "spark_conn_id", "job", "settings", "tag") if k in data})
-
-    def engine_job(self):
-        """The engine's job object (``TargetedSweepJob`` / ``FullSweepJob``; they check their arguments)."""
-        from airflow_atlas.spark import FullSweepJob, TargetedSweepJob
-
-        a = self.job
-        if self.kind == "targeted-sweep":
-            timestamps = a.get("sweep_timestamps")
-            return TargetedSweepJob(
-                pairs=parse_pairs(a["pairs"]),
-                batch_limit=None if a.get("batch_limit") is None else int(a["batch_limit"]),
-                max_iterations=None if a.get("max_iterations") is None else int(a["max_iterations"]),
-                dry_run=bool(a.get("dry_run")), sweep_timestamps=dict(timestamps) if timestamps else None)
-        return FullSweepJob(table=str(a["table"]), parts=int(a["parts"]), batch_size=int(a["batch_size"]),
-                            dry_run=bool(a.get("dry_run")))
+        """The request of :meth:`to_json`; bad job arguments fail here (ValueError / InvalidInputError), before
+        anything is deferred or submitted."""
+        job = job_from_json(data.get("kind", ""), data.get("job") or {})
+        return cls(job=job, spark_conn_id=data.get("spark_conn_id", ""), settings=dict(data.get("settings") or {}),
+                   tag=data.get("tag", ""))
 
 
 class ConnectRun:
@@ -191,27 +175,26 @@ def connect_request(job: SparkJob, settings: RunSettings) -> ConnectRequest:
     if ignored:
         log.info("Spark Connect: %s apply to spark-submit only; the server's own conf is used", ", ".join(ignored))
     job_settings = {**settings.settings, **settings_from_spark_conf((k, str(v)) for k, v in extra.items())}
-    return ConnectRequest(kind=job.kind, spark_conn_id=settings.spark_conn_id, job=dict(job.args),
-                          settings=job_settings)
+    return ConnectRequest(job=job, spark_conn_id=settings.spark_conn_id, settings=job_settings)
 
 
-def run_request(request: ConnectRequest, store_url: StoreUrl, run: ConnectRun | None = None) -> JobDocument:
-    """Run ``request`` on its Connect server and return the job's document (blocking; the ONE runner of
-    both callers, module doc). A job that failed as a whole comes back as a failure document; a server that
-    refuses the session raises :class:`SparkSweepFailed`. ``run`` (default: one of its own) is what a kill
-    from another thread interrupts. The caller raises for the document (:func:`raise_for_document`)."""
+def run_request(request: ConnectRequest, address: StoreAddress, run: ConnectRun | None = None) -> JobDocument:
+    """Run ``request`` on its Connect server against the store at ``address`` and return the job's document
+    (blocking; the ONE runner of both callers, module doc). A job that failed as a whole comes back as a
+    failure document; a server that refuses the session raises :class:`SparkSweepFailed`. ``run`` (default:
+    one of its own) is what a kill from another thread interrupts. The caller raises for the document
+    (:func:`raise_for_document`)."""
     from airflow_atlas.spark import run_job
     from airflow_atlas.spark.connect import connect_client_mode, open_session
     from airflow_atlas.spark.driver import failure_document
 
-    store_url = check_store_url(store_url)
     started = time.monotonic()
     run = run or ConnectRun(request.tag)
-    job = request.engine_job()
+    job = request.job
     remote = connect_url(_connect_connection(request.spark_conn_id))
     zip_path = build_engine_zip(artifact_dir())
-    log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s", request.kind,
-             remote.split(";")[0], request.spark_conn_id, redact_url(store_url), zip_path.rsplit("/", 1)[-1])
+    log.info("Running %s on Spark Connect server %s (connection %s), store %s, engine %s", job.kind,
+             remote.split(";")[0], request.spark_conn_id, address.redacted(), zip_path.rsplit("/", 1)[-1])
     with connect_client_mode():  # the Connect client mode must not leak into later spark-submits
         session_file = _session_file(remote, zip_path)
         try:
@@ -220,17 +203,17 @@ def run_request(request: ConnectRequest, store_url: StoreUrl, run: ConnectRun | 
         except Exception as exc:
             raise SparkSweepFailed(
                 f"Spark Connect server {remote.split(';')[0]} (connection {request.spark_conn_id!r}) refused the "
-                f"session: {scrub(str(exc), url=store_url)[:1500]} (is it running? scripts/spark.sh connect-status)"
+                f"session: {address.scrub(str(exc))[:1500]} (is it running? scripts/spark.sh connect-status)"
             ) from None
         wall = time.time()
         spark.addTag(request.tag)
         try:
             if not run.started(spark):
-                raise SparkSweepFailed(f"the {request.kind} job was killed before it started")
+                raise SparkSweepFailed(f"the {job.kind} job was killed before it started")
             try:
-                document = run_job(spark, job, store_url=store_url, settings=dict(request.settings))
+                document = run_job(spark, job, address=address, settings=dict(request.settings))
             except Exception as exc:  # the job failed as a whole: classified like the job scripts do
-                document = failure_document(job.name, store_url, exc, wall)
+                document = failure_document(job.name, address, exc, wall)
         finally:
             spark.removeTag(request.tag)
             # Close this client's channel (the server-side session stays, for the next submission): an open
@@ -266,58 +249,20 @@ class SparkConnectRunner:
         run.on_kill()
         return True
 
-    def run(self, job: SparkJob, settings: RunSettings, store_url: StoreUrl, context: Mapping | None = None
+    def run(self, job: SparkJob, settings: RunSettings, address: StoreAddress, context: Mapping | None = None
             ) -> JobDocument:
-        store_url = check_store_url(store_url)
         request = connect_request(job, settings)
         run = ConnectRun(request.tag)
         # Known to kill() while it runs; left set when a timeout or termination (BaseException) interrupts
         # it, because Airflow calls on_kill after this frame has unwound.
         with self._lock:
             self._run = run
-        document = run_request(request, store_url, run)
+        document = run_request(request, address, run)
         with self._lock:
             self._run = None
-        raise_for_document(request.kind, document, store_url)
+        raise_for_document(job.kind, document, address)
         return document
 
 
-def submit_targeted_sweep(
-    context: Mapping | None,
-    *,
-    spark_conn_id: str,
-    store_url: StoreUrl,
-    pairs: Sequence,
-    batch_limit: int | None,
-    max_iterations: int | None,
-    dry_run: bool,
-    sweep_timestamps: Mapping[str, int] | None = None,
-    **options: Unpack[SubmitOptions],
-) -> JobDocument:
-    """The targeted sweep of ``pairs`` on the Connect server of ``spark_conn_id``, in this process
-    (arguments as :func:`airflow_atlas.airflow.execution.spark_submit.submit_targeted_sweep`)."""
-    check_store_url(store_url)
-    job = SparkJob.targeted_sweep(pairs, batch_limit, max_iterations, dry_run, sweep_timestamps)
-    return SparkConnectRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
-
-
-def submit_full_sweep(
-    context: Mapping | None,
-    *,
-    spark_conn_id: str,
-    store_url: StoreUrl,
-    table: str,
-    parts: int,
-    batch_size: int,
-    dry_run: bool,
-    **options: Unpack[SubmitOptions],
-) -> JobDocument:
-    """The legacy sweep of ``table`` in ``parts`` ranges on the Connect server of ``spark_conn_id``."""
-    check_store_url(store_url)
-    # FullSweepJob checks table, parts and batch_size (ValueError / InvalidInputError) before anything runs.
-    job = SparkJob.full_sweep(table, parts, batch_size, dry_run)
-    return SparkConnectRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
-
-
-__all__ = ["ConnectRequest", "ConnectRun", "SparkConnectRunner", "connect_request", "run_request",
-           "submit_targeted_sweep", "submit_full_sweep", "connect_url", "CONNECT_CONN_TYPE"]
+__all__ = ["ConnectRequest", "ConnectRun", "SparkConnectRunner", "connect_request", "run_request", "connect_url",
+           "CONNECT_CONN_TYPE"]

@@ -3,17 +3,14 @@ implementation of :class:`~.spark_types.SparkRunner`; the other is :mod:`.spark_
 is in the leaf :mod:`.spark_types`, and which one runs is chosen from the Spark connection's type
 (:func:`airflow_atlas.airflow.execution.spark.runner_for`).
 
-The operators call the runner (``runner.run(job, settings, store_url)``). Two functions run ONE job each
-the same way for callers without an operator (CLI-like callers, tests) and return its result document
-(a :class:`~airflow_atlas.spark.JobDocument`)::
+The operators call the runner (``runner.run(job, settings, address)``); callers without an operator use
+:func:`airflow_atlas.airflow.execution.spark.submit` (the runner of the settings' Spark connection). It
+returns the job's result document (a :class:`~airflow_atlas.spark.JobDocument`)::
 
-    doc = submit_targeted_sweep(context, spark_conn_id="spark_default", store_url=url,
-                                pairs=[(0, "CONSERVATIVE"), (1, "THOROUGH")], batch_limit=10_000,
-                                max_iterations=100, dry_run=False)
-    doc = submit_full_sweep(context, spark_conn_id="spark_default", store_url=url, table="orders",
-                            parts=8, batch_size=1000, dry_run=False)
+    doc = submit(TargetedSweepJob(pairs=[(0, "CONSERVATIVE"), (1, "THOROUGH")], batch_limit=10_000),
+                 RunSettings(spark_conn_id="spark_default"), StoreAddress.from_url(url))
 
-What they do:
+What a run does:
 
 * the provider's hook is built inside the call (it reads its connection in ``__init__``). A missing
   ``spark_default`` connection means ``local[*]`` (:data:`.spark_types.DEFAULT_LOCAL_MASTER`) - never the provider's
@@ -21,9 +18,10 @@ What they do:
 * the engine reaches the driver and executors as the zip from
   :func:`airflow_atlas.spark.artifact.build_engine_zip` (``--py-files``), cached by content hash in
   ``$ATLAS_SPARK_ARTIFACT_DIR`` (default ``<tmp>/airflow-atlas-spark``);
-* the store URL goes through a 0600 file in a private temporary directory (``--store-url-file``),
-  deleted afterwards: it is never on the command line, in the logs or in the returned document
-  (which names the store redacted);
+* the job's command line is the job's own (``job.to_argv()``, its script ``job.prog``); the store address
+  becomes a URL only here, where it enters the Spark process: a 0600 file in a private temporary directory
+  (``--store-url-file``), deleted afterwards; it is never on the command line, in the logs or in the returned
+  document (which names the store redacted);
 * the result is read from the ``--output`` file the driver writes. Therefore the driver must run on this
   worker: client deploy mode (the default) for every master; ``deploy-mode cluster`` is refused;
 * exit code 3 (some pair/range failed) raises :class:`SparkSweepFailed` with the document attached, so
@@ -52,26 +50,22 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Unpack
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException
 
 from airflow_atlas.airflow.execution.spark_types import (
     DEFAULT_SPARK_CONN_ID,
     RunSettings,
-    SparkJob,
     SparkSweepFailed,
-    StoreUrl,
-    SubmitOptions,
     artifact_dir,
-    check_store_url,
     raise_for_document,
     resolve_connection,
 )
-from airflow_atlas.kvs.scrub import redact_url, scrub
-from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, parse_pairs
+from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, SparkJob
 from airflow_atlas.spark.artifact import build_engine_zip
 
 log = logging.getLogger(__name__)
@@ -187,13 +181,11 @@ class SparkSubmitRunner:
         hook.on_kill()
         return True
 
-    def run(self, job: SparkJob, settings: RunSettings, store_url: StoreUrl, context: Mapping | None = None
+    def run(self, job: SparkJob, settings: RunSettings, address: StoreAddress, context: Mapping | None = None
             ) -> JobDocument:
-        store_url = check_store_url(store_url)
         kind = job.kind
         started = time.monotonic()
         spark_conn_id = settings.spark_conn_id or DEFAULT_SPARK_CONN_ID
-        script, job_args = _script_and_args(job)
         # Everything that can be refused is checked before anything is built or written.
         connection = resolve_connection(spark_conn_id)
         master = master_of(connection)
@@ -205,24 +197,24 @@ class SparkSubmitRunner:
         conf = submit_conf(spark_conf=settings.spark_conf, executor_python=settings.executor_python,
                            driver_host=settings.driver_host,
                            extra_conf={**_setting_conf(settings.settings), **settings.extra_conf})
-        application = job_script(script)
+        application = job_script(job.prog)
         zip_path = build_engine_zip(artifact_dir())
         workdir = Path(tempfile.mkdtemp(prefix="atlas-spark-"))  # 0700
         url_file = workdir / "store-url"
         output = workdir / "result.json"
         try:
-            _write_private(url_file, store_url)
+            _write_private(url_file, address.to_url())  # where the address enters the Spark process
             hook = _make_hook(
                 spark_conn_id,
                 connection,
                 conf=conf,
                 py_files=zip_path,
-                application_args=["--store-url-file", str(url_file), "--output", str(output), *job_args],
+                application_args=["--store-url-file", str(url_file), "--output", str(output), *job.to_argv()],
                 name=_app_name(kind, context),
             )
             log.info(
                 "Submitting %s Spark application to %s (connection %s), store %s, engine %s",
-                kind, master, spark_conn_id, redact_url(store_url), os.path.basename(zip_path),
+                kind, master, spark_conn_id, address.redacted(), os.path.basename(zip_path),
             )
             submit_error: Exception | None = None
             popen_kwargs: dict[str, Any] = {"cwd": str(workdir)}  # Spark's scratch files land in our temp dir
@@ -240,7 +232,7 @@ class SparkSubmitRunner:
             with self._lock:
                 self._hook = None
             if not output.exists():
-                message = scrub(str(submit_error) if submit_error else "no result document", url=store_url)
+                message = address.scrub(str(submit_error) if submit_error else "no result document")
                 raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
             document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
             document.spark_submit = {
@@ -249,36 +241,10 @@ class SparkSubmitRunner:
                 "engine_zip": os.path.basename(zip_path),
                 "submit_seconds": round(time.monotonic() - started, 3),
             }
-            raise_for_document(kind, document, store_url, failed=submit_error is not None)
+            raise_for_document(job.kind, document, address, failed=submit_error is not None)
             return document
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-
-
-def _script_and_args(job: SparkJob) -> tuple[str, list[str]]:
-    """The job script and its command-line arguments."""
-    a = job.args
-    if job.kind == "full-sweep":
-        if int(a["parts"]) < 1:
-            raise ValueError("parts must be at least 1")
-        if int(a["batch_size"]) < 1:
-            raise ValueError("batch_size must be at least 1")
-        args = ["--table", str(a["table"]), "--parts", str(int(a["parts"])), "--batch-size", str(int(a["batch_size"]))]
-        return "full_sweep_job.py", args + (["--dry-run"] if a.get("dry_run") else [])
-    args = ["--pairs", _pairs_text(a["pairs"])]
-    if a.get("batch_limit") is not None:
-        args += ["--batch-limit", str(int(a["batch_limit"]))]
-    if a.get("max_iterations") is not None:
-        args += ["--max-iterations", str(int(a["max_iterations"]))]
-    if a.get("dry_run"):
-        args.append("--dry-run")
-    if a.get("sweep_timestamps"):
-        args += ["--sweep-ts", ",".join(f"{k}={int(v)}" for k, v in sorted(a["sweep_timestamps"].items()))]
-    return "targeted_sweep_job.py", args
-
-
-def _pairs_text(pairs: Sequence) -> str:
-    return ",".join(f"{s}:{t}" for s, t in parse_pairs(pairs))
 
 
 def _setting_conf(settings: Mapping[str, Any] | None) -> dict:
@@ -286,54 +252,8 @@ def _setting_conf(settings: Mapping[str, Any] | None) -> dict:
     return {f"{STORE_SETTING_CONF_PREFIX}{k}": json.dumps(v) for k, v in (settings or {}).items()}
 
 
-# ----- the two entry points -------------------------------------------------------------------------
-def submit_targeted_sweep(
-    context: Mapping | None,
-    *,
-    spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
-    store_url: str,
-    pairs: Sequence,
-    batch_limit: int | None,
-    max_iterations: int | None,
-    dry_run: bool,
-    sweep_timestamps: Mapping[str, int] | None = None,
-    **options: Unpack[SubmitOptions],
-) -> JobDocument:
-    """Run ``spark_jobs/targeted_sweep_job.py`` for ``pairs`` and return its result document.
-
-    ``sweep_timestamps`` ({"CONSERVATIVE": ts, "THOROUGH": ts}) keeps the run's sweep timestamps (computed
-    once per Airflow run) in the Spark tasks; without it each task computes its own.
-
-    ``pairs``: ``[(shard, "CONSERVATIVE"|"THOROUGH"), ...]``, ``"0:CONSERVATIVE,1:THOROUGH"``, or dicts
-    with ``shard``/``strategy``. ``extra_conf``: extra Spark conf (``spark.atlas.store.<setting>`` entries
-    override store settings; ``settings`` is a shorthand for those). Shards whose lock is held elsewhere
-    come back with status ``skipped_locked`` (not a failure).
-    """
-    job = SparkJob.targeted_sweep(pairs, batch_limit, max_iterations, dry_run, sweep_timestamps)
-    return SparkSubmitRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
-
-
-def submit_full_sweep(
-    context: Mapping | None,
-    *,
-    spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
-    store_url: str,
-    table: str,
-    parts: int,
-    batch_size: int,
-    dry_run: bool,
-    **options: Unpack[SubmitOptions],
-) -> JobDocument:
-    """Run ``spark_jobs/full_sweep_job.py`` (legacy sweep of ``table`` in ``parts`` ranges) and return
-    its result document."""
-    job = SparkJob.full_sweep(table, parts, batch_size, dry_run)
-    return SparkSubmitRunner().run(job, RunSettings.from_options(spark_conn_id, options), store_url, context)
-
-
 __all__ = [
     "SparkSubmitRunner",
-    "submit_targeted_sweep",
-    "submit_full_sweep",
     "submit_conf",
     "master_of",
     "job_script",

@@ -1,13 +1,15 @@
 """What the two Spark runners share, a leaf (it imports no other execution module): the runner interface
-(:class:`SparkRunner`), what a runner gets (:class:`SparkJob`, :class:`RunSettings`, the store address
-:data:`StoreUrl`), the errors of a finished application (:class:`SparkSweepFailed`,
-:class:`SparkSweepRefused`, :func:`raise_for_document`), the Spark connection (:func:`resolve_connection`)
-and the artifact directory.
+(:class:`SparkRunner`), what a runner gets besides the job (:class:`RunSettings`), the errors of a finished
+application (:class:`SparkSweepFailed`, :class:`SparkSweepRefused`, :func:`raise_for_document`), the Spark
+connection (:func:`resolve_connection`) and the artifact directory.
 
-A runner gets ``(job, resolved settings, store address)`` and never the store: the operator that calls it
-owns the store, its hook and the group's leases (it hands them over before the run, see
-:mod:`airflow_atlas.airflow.execution.spark`). Which runner runs a job is chosen once, from the Spark
-connection's type (:func:`airflow_atlas.airflow.execution.spark.runner_for`).
+A runner gets ``(job, resolved settings, store address)`` and never the store: the job is the engine's one
+job type (:class:`airflow_atlas.spark.SparkJob`: ``TargetedSweepJob`` / ``FullSweepJob``), the address a
+:class:`~airflow_atlas.kvs.address.StoreAddress` (without its settings: they travel resolved in the
+settings), which a runner turns into a URL only where it enters the Spark process (spark-submit's private
+URL file; a Connect job pickles the address itself into its tasks). The leases are the Spark tasks' own
+(each ``sweep_shard`` takes its pair's). Which runner runs a job is chosen once, from the Spark connection's
+type (:func:`airflow_atlas.airflow.execution.spark.runner_for`).
 """
 from __future__ import annotations
 
@@ -15,15 +17,15 @@ import json
 import logging
 import os
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypedDict
+from typing import Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from airflow_atlas.kvs.scrub import scrub
-from airflow_atlas.spark import JobDocument, parse_pairs
+from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.spark import JobDocument, SparkJob
 
 log = logging.getLogger(__name__)
 
@@ -32,53 +34,6 @@ DEFAULT_LOCAL_MASTER = "local[*]"
 ARTIFACT_DIR_ENV = "ATLAS_SPARK_ARTIFACT_DIR"
 CONNECT_CONN_TYPE = "spark_connect"
 """The connection type that selects the Spark Connect runner; any other selects spark-submit."""
-JOB_KINDS = ("targeted-sweep", "full-sweep")
-
-StoreUrl = str
-"""The store's address as a Spark job gets it: the engine URL the store hook produces (``get_store_url``;
-it HOLDS THE PASSWORD: never logged, never in XCom or trigger kwargs)."""
-
-
-class SubmitOptions(TypedDict, total=False):
-    """The keyword arguments of the functional entry points (``submit_targeted_sweep`` /
-    ``submit_full_sweep`` of both runners) besides the job's own: ``extra_conf`` (Spark conf;
-    ``spark.atlas.store.<setting>`` entries override store settings), ``settings`` (engine settings, a
-    shorthand for those), and the Spark-on-a-cluster settings (:func:`cluster_options`; spark-submit only)."""
-
-    extra_conf: Mapping[str, Any] | None
-    settings: Mapping[str, Any] | None
-    spark_conf: Mapping[str, Any] | None
-    executor_python: str | None
-    driver_host: str | None
-
-
-@dataclass(frozen=True)
-class SparkJob:
-    """One Spark job, as JSON goes (no secret): ``kind`` (:data:`JOB_KINDS`) and the job's own arguments
-    (``pairs``, ``batch_limit``, ``max_iterations``, ``dry_run``, ``sweep_timestamps`` / ``table``,
-    ``parts``, ``batch_size``, ``dry_run``). Build it with :meth:`targeted_sweep` / :meth:`full_sweep`."""
-
-    kind: str
-    args: dict
-
-    def __post_init__(self):
-        if self.kind not in JOB_KINDS:
-            raise ValueError(f"Spark job kind must be one of {', '.join(JOB_KINDS)}, got {self.kind!r}")
-
-    @classmethod
-    def targeted_sweep(cls, pairs: Sequence, batch_limit: int | None, max_iterations: int | None, dry_run: bool,
-                       sweep_timestamps: Mapping[str, int] | None = None) -> SparkJob:
-        """``pairs``: ``[(shard, "CONSERVATIVE"|"THOROUGH"), ...]``, ``"0:CONSERVATIVE,1:THOROUGH"`` or dicts
-        with ``shard``/``strategy``; ``sweep_timestamps`` ({"CONSERVATIVE": ts, ...}) keeps the run's sweep
-        timestamps in the Spark tasks (without it each task computes its own)."""
-        return cls("targeted-sweep", {
-            "pairs": [list(p) for p in parse_pairs(pairs)], "batch_limit": batch_limit,
-            "max_iterations": max_iterations, "dry_run": bool(dry_run),
-            "sweep_timestamps": dict(sweep_timestamps) if sweep_timestamps else None})
-
-    @classmethod
-    def full_sweep(cls, table: str, parts: int, batch_size: int, dry_run: bool) -> SparkJob:
-        return cls("full-sweep", {"table": table, "parts": parts, "batch_size": batch_size, "dry_run": bool(dry_run)})
 
 
 @dataclass(frozen=True)
@@ -101,14 +56,6 @@ class RunSettings:
         return cls(spark_conn_id=spark_conn_id or DEFAULT_SPARK_CONN_ID, settings=dict(engine_settings),
                    **cluster_options(atlas_settings))
 
-    @classmethod
-    def from_options(cls, spark_conn_id: str | None, options: Mapping[str, Any]) -> RunSettings:
-        """From the keyword arguments of the functional entry points (:class:`SubmitOptions`)."""
-        return cls(spark_conn_id=spark_conn_id or DEFAULT_SPARK_CONN_ID,
-                   settings=dict(options.get("settings") or {}), extra_conf=dict(options.get("extra_conf") or {}),
-                   spark_conf=dict(options.get("spark_conf") or {}), executor_python=options.get("executor_python"),
-                   driver_host=options.get("driver_host"))
-
     def to_json(self) -> dict:
         return asdict(self)
 
@@ -118,10 +65,10 @@ class SparkRunner(Protocol):
     Implementations: :class:`~airflow_atlas.airflow.execution.spark_submit.SparkSubmitRunner` and
     :class:`~airflow_atlas.airflow.execution.spark_connect.SparkConnectRunner`."""
 
-    def run(self, job: SparkJob, settings: RunSettings, store_url: StoreUrl, context: Mapping | None = None
+    def run(self, job: SparkJob, settings: RunSettings, address: StoreAddress, context: Mapping | None = None
             ) -> JobDocument:
-        """Run ``job`` and return its document; raises :class:`SparkSweepFailed` / :class:`SparkSweepRefused`
-        as :func:`raise_for_document` does."""
+        """Run ``job`` on the store at ``address`` and return its document; raises :class:`SparkSweepFailed` /
+        :class:`SparkSweepRefused` as :func:`raise_for_document` does."""
         ...
 
     def kill(self) -> bool:
@@ -145,22 +92,25 @@ class SparkSweepRefused(SparkSweepFailed, AirflowFailException):
     ``document`` as in :class:`SparkSweepFailed`."""
 
 
-def raise_for_document(kind: str, document: JobDocument, store_url: StoreUrl, *, failed: bool = False) -> None:
+def raise_for_document(kind: str, document: JobDocument, address: StoreAddress | None, *, failed: bool = False
+                       ) -> None:
     """The error taxonomy of a finished application (both runners): :class:`SparkSweepRefused` when nothing
     that failed is retriable, :class:`SparkSweepFailed` when something failed (or ``failed``: the submission
-    itself reported an error), else nothing."""
+    itself reported an error), else nothing. ``kind``: the job's (``SparkJob.kind``); the message is scrubbed
+    of ``address`` (None: scrubbed already)."""
     if not failed and document.ok:
         return
     reason = document.error or f"{len(document.failed)} task(s) failed: {json.dumps(document.failed)[:1500]}"
-    message = scrub(f"Spark {kind} application failed: {reason}", url=store_url)
+    message = f"Spark {kind} application failed: {reason}"
+    if address is not None:
+        message = address.scrub(message)
     if document.retriable is False:
         raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)", document)
     raise SparkSweepFailed(message, document)
 
 
 def cluster_options(settings) -> dict:
-    """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments (:class:`RunSettings`,
-    :class:`SubmitOptions`)."""
+    """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments of :class:`RunSettings`."""
     return {
         "spark_conf": dict(settings.spark_conf),
         "executor_python": settings.spark_executor_python,
@@ -172,13 +122,6 @@ def artifact_dir() -> Path:
     """Where the engine zip (and the Connect session ids) are kept: ``$ATLAS_SPARK_ARTIFACT_DIR``, default
     ``<tmp>/airflow-atlas-spark``."""
     return Path(os.environ.get(ARTIFACT_DIR_ENV) or Path(tempfile.gettempdir()) / "airflow-atlas-spark")
-
-
-def check_store_url(store_url: StoreUrl) -> str:
-    """The stripped store URL; ValueError when there is none."""
-    if not isinstance(store_url, str) or not store_url.strip():
-        raise ValueError("store_url is required")
-    return store_url.strip()
 
 
 def resolve_connection(spark_conn_id: str):

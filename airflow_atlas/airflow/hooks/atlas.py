@@ -155,15 +155,20 @@ class AtlasHook(BaseHook):
 
         return with_address(self.config, self.address())
 
+    def job_address(self) -> StoreAddress:
+        """The store's address as a Spark job gets it: the connection's address without its replica-safety
+        extras, which are settings - they reach Spark with the resolved settings (:meth:`resolved_config`),
+        never a second copy in the address. It HOLDS THE PASSWORD (``repr`` never shows it): it goes to a
+        Spark runner only, which writes it as a URL only where it enters the Spark process."""
+        return self.address().without_settings()
+
     def get_store_url(self) -> str:
-        """The store as an engine URL (``sqlite:///...`` / ``cassandra://...``) for processes without
-        Airflow, e.g. Spark executors. It CONTAINS THE PASSWORD: never log it or put it in XCom (the Spark
-        helper passes it through a private file). Only what the URL form supports is carried over:
-        hosts, port, keyspace, credentials, ``protocol_version``, TLS (``ssl*`` / ``ssl_options``), the
-        local datacenter (``datacenter`` or ``load_balancing_policy_args.local_dc``), and our ``create_keyspace`` /
-        ``replication_factor`` extras. The replica-safety extras are settings: they reach Spark with the
-        resolved settings (``store.config``), not in the URL."""
-        return self.address().without_settings().to_url()
+        """:meth:`job_address` as an engine URL (``sqlite:///...`` / ``cassandra://...``) for processes
+        without Airflow. It CONTAINS THE PASSWORD: never log it or put it in XCom. Only what the URL form
+        supports is carried over: hosts, port, keyspace, credentials, ``protocol_version``, TLS (``ssl*`` /
+        ``ssl_options``), the local datacenter (``datacenter`` or ``load_balancing_policy_args.local_dc``),
+        and our ``create_keyspace`` / ``replication_factor`` extras."""
+        return self.job_address().to_url()
 
     # ----- lifecycle -------------------------------------------------------------------------------
     def close(self) -> None:

@@ -2,25 +2,26 @@
 small JSON result (XCom). Import them from here::
 
     from airflow_atlas.airflow.operators import SweepShardOperator
+
+There is no lock operator: ``SweepShardOperator`` takes, keeps and releases each pair's lock itself (the
+engine's ``sweep_shard`` owns the lease for the whole run). To wait for a pair's lock to be free, use the
+deferrable ``LockFreeSensor`` (:mod:`airflow_atlas.airflow.sensors`).
 """
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.compaction import CompactionOperator
 from airflow_atlas.airflow.operators.full_sweep import FullTableSweepOperator, PlanFullSweepOperator
-from airflow_atlas.airflow.operators.locks import AcquireSweepLockOperator, ReleaseSweepLockOperator
 from airflow_atlas.airflow.operators.scrub import ScrubOperator
-from airflow_atlas.airflow.operators.sweep import ReconcileSweepQueueOperator, SweepShardOperator
+from airflow_atlas.airflow.operators.sweep import SweepShardOperator, SweepSummaryOperator
 from airflow_atlas.airflow.operators.sweep_timestamps import ComputeSweepTimestampsOperator, PlanTargetedSweepOperator
 
 __all__ = [
     "AtlasBaseOperator",
-    "AcquireSweepLockOperator",
     "CompactionOperator",
     "ComputeSweepTimestampsOperator",
     "FullTableSweepOperator",
     "PlanFullSweepOperator",
     "PlanTargetedSweepOperator",
-    "ReconcileSweepQueueOperator",
-    "ReleaseSweepLockOperator",
     "ScrubOperator",
     "SweepShardOperator",
+    "SweepSummaryOperator",
 ]

@@ -25,13 +25,14 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_atlas.airflow.execution.spark_types import RunSettings, StoreUrl
+from airflow_atlas.airflow.execution.spark_types import RunSettings
 from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget, normalize_targets
 from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.errors import TableNotFoundError
+from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.timestamps import TIMESTAMP_TABLE
 
 
@@ -55,7 +56,7 @@ class AtlasBaseOperator(BaseOperator):
 
     @contextmanager
     def open_hook(self, settings: AtlasSettings) -> Iterator[AtlasHook]:
-        """THE store hook of the task (one per task): kept while it is open, for :meth:`store_url` and
+        """THE store hook of the task (one per task): kept while it is open, for :meth:`store_address` and
         :meth:`store_settings`; it opens the store when asked (``get_store``) and closes it on the way out."""
         with AtlasHook(self.resolved_conn_id(settings), config=self.engine_config(settings)) as hook:
             self._hook = hook
@@ -74,10 +75,11 @@ class AtlasBaseOperator(BaseOperator):
             raise RuntimeError("the task's store hook is only known while it is open (open_hook)")
         return self._hook
 
-    def store_url(self) -> StoreUrl:
-        """The store's address for a Spark job, from the task's own hook. It holds the password: it goes to
-        a Spark runner only."""
-        return self._open_hook().get_store_url()
+    def store_address(self) -> StoreAddress:
+        """The store's address for a Spark job, from the task's own hook (``AtlasHook.job_address``: without
+        its settings, which travel resolved in :meth:`store_settings`). It holds the password: it goes to a
+        Spark runner only."""
+        return self._open_hook().job_address()
 
     def store_settings(self) -> dict:
         """The store's resolved engine settings (the task's, with the connection's extras), as JSON: the
@@ -108,7 +110,7 @@ class AtlasBaseOperator(BaseOperator):
 
 class AtlasTargetsOperator(AtlasBaseOperator):
     """An operator that works on (shard, strategy) targets: ``targets`` (a list of target dicts, e.g. a
-    planning task's output) or one pair given as ``shard`` + ``strategy`` (all three templated)."""
+    planning task's group) or one pair given as ``shard`` + ``strategy`` (all three templated)."""
 
     template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy")
 

@@ -8,7 +8,6 @@ from airflow.sdk import XComArg
 
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.spark import spark_runner
-from airflow_atlas.airflow.execution.spark_types import SparkJob
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator, AtlasSweepRunOperator
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
@@ -16,6 +15,7 @@ from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import ScanRange
+from airflow_atlas.spark import FullSweepJob
 
 
 def scan_range_to_json(scan_range: ScanRange) -> dict:
@@ -168,8 +168,9 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
     def _sweep_spark(self, context, settings, strategy, batch_size: int, dry_run: bool) -> FullSweepResult:
         run_settings = self.run_settings(settings)
         runner = self.killing(spark_runner(run_settings.spark_conn_id))
-        job = SparkJob.full_sweep(self.table, self.parts or settings.full_sweep_parts, batch_size, dry_run)
-        document = runner.run(job, run_settings, self.store_url(), context)
+        job = FullSweepJob(table=self.table, parts=self.parts or settings.full_sweep_parts, batch_size=batch_size,
+                           dry_run=dry_run)
+        document = runner.run(job, run_settings, self.store_address(), context)
         self.log.info("Spark job %s: %s", document.app_id, document.summary)
         counts = {k: int(document.summary.get(k) or 0) for k in FULL_SWEEP_SUMMED if k != "duration_seconds"}
         return FullSweepResult(

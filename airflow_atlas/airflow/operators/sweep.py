@@ -1,8 +1,7 @@
-"""Sweep shards (targeted sweep) - in the task or as a Spark job, see :mod:`airflow_atlas.airflow.execution` -
-reconcile the sweep queue, and summarise a run."""
+"""Sweep a group of (shard, strategy) pairs (targeted sweep) - in the task or as a Spark job, see
+:mod:`airflow_atlas.airflow.execution` - and summarise a run."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -11,7 +10,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.deferred import DeferredMode
 from airflow_atlas.airflow.execution.in_task import InTaskMode
-from airflow_atlas.airflow.execution.outcome import SweepMode, SweepOptions, split_targets
+from airflow_atlas.airflow.execution.outcome import SweepMode, SweepOptions
 from airflow_atlas.airflow.execution.spark import SparkMode, is_connect, runner_for
 from airflow_atlas.airflow.execution.spark_types import resolve_connection
 from airflow_atlas.airflow.failures import airflow_failures
@@ -20,13 +19,7 @@ from airflow_atlas.airflow.operators.base import SWEEP_RUN_FIELDS, AtlasSweepRun
 from airflow_atlas.airflow.reports import swept_tables
 from airflow_atlas.airflow.results import SweepSummary
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.airflow.targets import (
-    SKIPPED,
-    SWEEP_MODES,
-    SweepTarget,
-    flat_targets,
-    holder_for,
-)
+from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, SweepTarget, flat_targets, holder_for
 from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
@@ -35,36 +28,43 @@ from airflow_atlas.settings_resolver import Layer, Rank
 
 
 class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
-    """Run targeted sweep on (shard, strategy) pairs until each is caught up to its sweep timestamp,
-    blocked by a transaction that committed too late, or ``max_iterations`` is reached.
+    """Sweep a group of (shard, strategy) pairs, each until it is caught up to its sweep timestamp, blocked by
+    a transaction that committed too late, or ``max_iterations`` is reached: the whole of a group's work in
+    ONE task - lock, sweep, reconcile, release per pair.
 
     The operator resolves its arguments and runs one execution mode, three interchangeable objects
     (:class:`~airflow_atlas.airflow.execution.outcome.SweepMode`): in the task
     (:class:`~airflow_atlas.airflow.execution.in_task.InTaskMode`), as one Spark application for all its
     targets (:class:`~airflow_atlas.airflow.execution.spark.SparkMode`, its runner chosen by the Spark
     connection), or that application run from the triggerer (:class:`~airflow_atlas.airflow.execution.deferred.DeferredMode`).
-    All end in the engine entry point ``TargetedSweeper.sweep_shard``.
+    All end in the engine entry point ``TargetedSweeper.sweep_shard``, which owns each pair's lease for the
+    whole run: it takes the lock (waiting up to the setting ``lock_wait_seconds`` for another holder's; a
+    task's ``store_config`` may set it), keeps it
+    refreshed, sweeps, reconciles the pair's queue below the progress it ends with (the rows an interrupted
+    clean left: ``queue_rows_reconciled``) and releases the lock, whatever happened.
 
     Returns the targets (:class:`~airflow_atlas.airflow.targets.SweepTarget` JSON), each with ``result``:
     the engine's ``ShardSweepResult.to_json()`` (status ``caught_up | blocked | iteration_limit |
     skipped_locked | dry_run``, iterations, progress before and after, cells tombstoned, aborted writes
-    deleted, per-table counts, duration) and ``execution_mode``; swept in the task, a target carries the
-    lease it was swept under (``token``: the acquire task's, or a larger one if that lease had expired).
+    deleted, queue rows reconciled, per-table counts, duration, the lease's holder - for ``skipped_locked``
+    the other holder, its lease's expiry and whether its process is gone), ``execution_mode`` and
+    ``swept_tables``. The task log has one line per pair; each pair's metrics are sent as soon as it is done.
 
-    Locks: in the task, a target's lease from
-    :class:`~airflow_atlas.airflow.operators.locks.AcquireSweepLockOperator` is kept refreshed while it is
-    swept and re-acquired if it expired (see :mod:`~airflow_atlas.airflow.execution.in_task`); ``on_kill``
-    releases the leases in use; if the process dies outright, a lease expires after
-    ``lock_lease_seconds``. In Spark mode the leases are **handed over**: released right before the
-    submission, each Spark task then holds its pair's lock itself (see
-    :mod:`~airflow_atlas.airflow.execution.spark`); ``on_kill`` stops the submission.
+    Locks: in the task, each pair's holder is ``airflow:<dag_id>:<run_id>:<strategy>:<shard>`` (the same for
+    every try: a retry takes over the lease a dead try left, a larger fencing token that fences it off); the
+    task holds a lease only while it sweeps that pair. A timeout interrupts the engine, which releases the
+    lease as it unwinds; ``on_kill`` (the task killed) lets no further pair start and releases, with a
+    connection of its own (the task's may be mid-request), any lease this run's holders hold for the task's
+    pairs; if the process dies outright, a lease expires after ``lock_lease_seconds`` (or is taken over by
+    the retry). In Spark mode each Spark task takes its pairs' locks (holder ``spark:<app id>:<shard>:<strategy>``,
+    :mod:`~airflow_atlas.airflow.execution.spark`); ``on_kill`` stops the application.
 
     Isolation (in the task): a failing pair does not stop the others; the task fails at the end naming
     every failed pair (so its retry re-runs them; pairs already caught up cost one read). Bad input (shard
     out of range, strategy NOTHING, unknown table) fails without retries.
 
-    :param targets: list of targets (templated), e.g. a planning or acquire task's output; or one pair with
-        ``shard`` and ``strategy``.
+    :param targets: list of targets (templated), e.g. a planning task's group; or one pair with ``shard``
+        and ``strategy``.
     :param shard: shard of a single pair (templated).
     :param strategy: ``"CONSERVATIVE"`` or ``"THOROUGH"`` of a single pair (templated).
     :param sweep_ts: sweep timestamp for targets that carry none (templated); default computed per pair.
@@ -74,16 +74,15 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         default setting ``sweep_max_entries_per_second``. Applied as that engine setting of this task (in the
         task and on Spark executors alike; see docs/INTENSITY.md) (templated).
     :param dry_run: read and decide, but write nothing to tables, queue or progress (templated; kept as
-        ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``).
+        ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``). The locks are still taken and released.
     :param execution_mode: ``"in_task"`` or ``"spark"``; default: what the plan task recorded in the
         targets (it resolves the setting's ``"auto"`` once, per group), else the setting
         ``execution_mode``, where ``"auto"`` without a plan means ``"in_task"`` (templated).
     :param spark_conn_id: Spark connection for ``"spark"`` mode; default setting ``spark_conn_id``.
     :param deferrable: on a Spark Connect connection, run the job from the triggerer (default True): the
-        task defers after the lease hand-over and resumes with the job's document in ``execute_complete``;
-        the task process never imports pyspark's Connect client (see
-        :mod:`airflow_atlas.airflow.triggers.spark_connect`). False: the task submits it itself. Ignored
-        in the task and on a ``spark-submit`` connection.
+        task defers and resumes with the job's document in ``execute_complete``; the task process never
+        imports pyspark's Connect client (see :mod:`airflow_atlas.airflow.triggers.spark_connect`). False:
+        the task submits it itself. Ignored in the task and on a ``spark-submit`` connection.
     :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
     """
 
@@ -105,8 +104,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         self.batch_limit = batch_limit
         self.max_iterations = max_iterations
         self.max_entries_per_second = max_entries_per_second
-        self._in_use: dict[str, Any] = {}
-        self._kill_conn: tuple[str, Any] | None = None
+        self._kill_release: tuple[str, Any, list[tuple[str, str]]] | None = None
 
     def _targets(self) -> list[SweepTarget]:
         targets = self.sweep_targets()
@@ -118,10 +116,11 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         targets = self._targets()
         for target in targets:
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
-        options = self._options(settings)  # bad arguments fail before any lease is handed over
+        options = self._options(settings)  # bad arguments fail before anything is swept
         mode = self.killing(self.sweep_mode(context, store, settings, self._mode(targets, settings)))
-        if mode.hands_over:
-            self._hand_over(store, targets)
+        if mode.name == "in_task":  # what on_kill releases: this run's holders' leases of the task's pairs
+            self._kill_release = (self.resolved_conn_id(settings), self.engine_config(settings),
+                                  [(t.lock_name, holder_for(context, t)) for t in targets])
         outcome = mode.sweep(context, targets, options)
         if outcome.trigger is not None:  # resumes in execute_complete; the store closes on the way out
             self.defer(trigger=outcome.trigger, method_name="execute_complete", timeout=self.execution_timeout)
@@ -133,28 +132,16 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         """THE execution mode object of this task: in the task; else the Spark connection decides, once,
         between the deferred Connect job and a runner (spark-submit or Connect, in the task process)."""
         if mode != "spark":
-            self._kill_conn = (self.resolved_conn_id(settings), self.engine_config(settings))
-            in_task = InTaskMode(
-                store, lease_seconds=float(settings.engine.lock_lease_seconds),
-                holder_of=lambda target: holder_for(context, target),
+            return InTaskMode(
+                store, holder_of=lambda target: holder_for(context, target),
                 # each pair's metrics as soon as it is done (a task stopped later has sent the finished pairs')
                 on_pair=lambda target: emit_shard_metrics(target.to_json(), target.result),
             )
-            self._in_use = in_task.in_use  # a new dict per run: a retry in the same process starts empty
-            return in_task
         run_settings = self.run_settings(settings)
         connection = resolve_connection(run_settings.spark_conn_id)
         if self.deferrable and is_connect(connection):
             return DeferredMode(run_settings, self.resolved_conn_id(settings))
-        return SparkMode(runner_for(connection), run_settings, self.store_url())
-
-    @staticmethod
-    def _hand_over(store, targets: list[SweepTarget]) -> None:
-        """Release the leases of the pairs a Spark job sweeps, for their Spark tasks to take (the hand-over,
-        :mod:`airflow_atlas.airflow.execution.spark`): the operator owns the leases, never the runner."""
-        for target in split_targets(targets)[1]:
-            if target.lease() is not None:
-                store.locks.release_held_by(target.lock_name, target.holder)
+        return SparkMode(runner_for(connection), run_settings, self.store_address())
 
     def execute_complete(self, context, event: dict | None = None) -> Any:
         """Resume after the Spark Connect job ran from the triggerer (``deferrable``): the job's document
@@ -211,23 +198,23 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         return SweepOptions(batch_limit=batch_limit, max_iterations=max_iterations, dry_run=self.sweep_dry_run is True)
 
     def on_kill(self) -> None:
-        """Stop the Spark submission if one runs; release the leases in use (with a fresh connection:
-        the task's own may be mid-request)."""
+        """Stop what runs (the Spark application; in the task: no further pair starts) and release, with a
+        connection of its own (the task's may be mid-request), the leases this run's holders hold for the
+        task's pairs (by holder: idempotent, another holder's lease is left alone)."""
         super().on_kill()
-        leases = list(self._in_use.values())
-        if not leases or self._kill_conn is None:
+        if self._kill_release is None:
             return
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
-        conn_id, config = self._kill_conn
+        conn_id, config, locks = self._kill_release
         try:
             with AtlasHook(conn_id, config=config) as hook:
                 store = hook.get_store()
-                for lease in leases:
-                    released = store.locks.release_held_by(lease.name, lease.holder)
-                    self.log.warning("task killed: released %s (%s)", lease.name, released)
+                for name, holder in locks:
+                    if store.locks.release_held_by(name, holder):
+                        self.log.warning("task killed: released %s", name)
         except Exception as exc:  # the leases expire on their own
-            self.log.warning("task killed: could not release %d lease(s), they expire on their own: %s", len(leases), exc)
+            self.log.warning("task killed: could not release the leases, they expire on their own: %s", exc)
 
 
 def _swept_tables(result: dict | None) -> list[dict]:
@@ -236,45 +223,20 @@ def _swept_tables(result: dict | None) -> list[dict]:
     return swept_tables(cells=result.get("tables"))
 
 
-class ReconcileSweepQueueOperator(AtlasTargetsOperator):
-    """Remove sweep-queue rows wholly below each pair's persisted progress (what an interrupted run can
-    leave behind; the sweep iteration itself cleans as it goes). Idempotent; reads the progress itself.
-
-    Returns the targets with ``"reconciled"``: rows deleted by kind. Pairs whose sweep was skipped (lock
-    held elsewhere) or a dry run are left alone.
-
-    :param targets: the group's targets, e.g. the sweep task's output (templated); or ``shard`` + ``strategy``.
-    :param store_conn_id: see :class:`~airflow_atlas.airflow.operators.base.AtlasBaseOperator`.
-    """
-
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
-        out = []
-        for target in self.sweep_targets():
-            if target.status in (SKIPPED, "dry_run"):
-                out.append(target.with_(reconciled=None))
-                continue
-            progress = store.queue.progress.get_progress(target.shard, target.strategy)
-            cleaned = store.queue.cleaner.reconcile(target.shard, target.strategy, progress)
-            report = {**asdict(cleaned), "rows_deleted": cleaned.rows_deleted, "progress": progress}
-            self.log.info("%s: reconciled below progress %d: %s", target.label, progress, report)
-            out.append(target.with_(reconciled=report))
-        return to_xcom(out)
-
-
 class SweepSummaryOperator(BaseOperator):
     """Last task of a sweep run: totals over every pair, and the run's verdict.
 
-    Compares the planned groups with the groups that finished (e.g. the reconcile task's mapped output);
-    a planned pair with no outcome (its sweep or reconcile failed for good) fails this task, naming the
-    pairs, so the DAG run shows failed while every other pair was swept and released. Does not open the
-    store.
+    Compares the planned groups with the groups that finished (the sweep task's mapped output); a planned
+    pair with no outcome (its group's sweep task failed for good) fails this task, naming the pairs, so the
+    DAG run shows failed while every other pair was swept and released. Does not open the store.
 
     :param planned: the planning task's output: a list of groups of targets (templated).
     :param finished: the outputs of the groups that finished: a list of lists of targets with
         ``"result"`` (templated).
 
     Returns :class:`~airflow_atlas.airflow.results.SweepSummary` JSON: ``{"pairs", "by_status", "tables",
-    "reclaimed_queue_rows", "cells_tombstoned", "aborted_writes_deleted", ..., "failed_pairs"}``.
+    "reclaimed_queue_rows"`` (the pairs' ``queue_rows_reconciled``)``, "cells_tombstoned",
+    "aborted_writes_deleted", ..., "failed_pairs"}``.
     """
 
     template_fields = ("planned", "finished")
@@ -291,7 +253,7 @@ class SweepSummaryOperator(BaseOperator):
         done = {(t.shard, t.strategy): t for t in flat_targets(self.finished)}
         summary = SweepSummary(pairs=len(planned))
         for target in done.values():
-            summary.add(target.result or {}, target.reconciled)
+            summary.add(target.result or {})
         missing = sorted(planned - set(done))
         summary.failed_pairs = [f"{strategy}/{shard}" for shard, strategy in missing]
         self.log.info("sweep summary: %s", summary)

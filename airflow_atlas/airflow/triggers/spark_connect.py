@@ -2,9 +2,10 @@
 Connect client is imported once for every job, instead of in each task process (~2.9 s per task).
 
 :class:`SparkConnectJobTrigger` holds a :class:`~airflow_atlas.airflow.execution.spark_connect.ConnectRequest`
-(JSON: the job's arguments, the engine settings, the Spark connection, the job's tag) and the store's
-connection id. Trigger kwargs are stored in the metadata database, so the store URL - it holds the password -
-is not among them: the trigger reads it from the store connection in the triggerer, right before the job.
+(JSON: the job's kind and arguments, the engine settings, the Spark connection, the job's tag) and the store's
+connection id. Trigger kwargs are stored in the metadata database, so the store's address - it holds the
+password - is not among them: the trigger reads it from the store connection in the triggerer, right before
+the job (:meth:`~airflow_atlas.airflow.hooks.atlas.AtlasHook.job_address`).
 
 ``run()`` runs the ONE blocking runner of Connect jobs,
 :func:`~airflow_atlas.airflow.execution.spark_connect.run_request`, in a thread of its own pool
@@ -16,7 +17,7 @@ ONE event, whose payload is what the task's ``execute_complete`` turns back into
     {"status": "done", "document": <JobDocument JSON>}              # the job ran (ok or with failed pairs)
     {"status": "error", "message": "...", "retriable": true|false}  # no document: e.g. the server is down
 
-The error message is scrubbed of the store URL and its secrets; so is the document (the engine scrubs what it
+The error message is scrubbed of the store's address (its URL and secrets); so is the document (the engine scrubs what it
 writes; the event is scrubbed once more as a whole). A Connect server that restarts under a running job
 fails that job's operations: the job ends with a retriable error (its task is retried by Airflow, and the
 retry opens a session on the new server); the other triggers go on. When the trigger is cancelled (the task
@@ -35,7 +36,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_atlas.airflow.execution.spark_connect import ConnectRequest, ConnectRun, run_request
 from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed, SparkSweepRefused
-from airflow_atlas.kvs.scrub import scrub
+from airflow_atlas.kvs.address import StoreAddress
 
 MAX_JOBS = 64
 """Connect jobs one triggerer runs at once (threads of the trigger's own pool); more wait for a thread."""
@@ -51,9 +52,10 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL[0]
 
 
-def job_event(run: Callable[[], Any], store_url: Callable[[], str]) -> dict:
+def job_event(run: Callable[[], Any], address: Callable[[], StoreAddress | None]) -> dict:
     """The event payload of a job: ``run()`` returns its JobDocument, or raises (see the module doc for the
-    two shapes). ``store_url()`` gives the URL the payload is scrubbed of (None when it could not be read)."""
+    two shapes). ``address()`` gives the store address the payload is scrubbed of (None when it could not be
+    read)."""
     from airflow_atlas.errors import is_retriable
 
     try:
@@ -64,10 +66,10 @@ def job_event(run: Callable[[], Any], store_url: Callable[[], str]) -> dict:
         retriable = not isinstance(exc, AirflowFailException | ValueError) and is_retriable(exc)
         payload = {"status": "error", "message": f"{type(exc).__name__}: {exc}"[-4000:], "retriable": retriable}
     try:
-        url = store_url()
-    except Exception:  # noqa: BLE001 - nothing to scrub of: the URL was never read
-        url = None
-    return json.loads(scrub(json.dumps(payload), url=url)) if url else payload
+        scrub_of = address()
+    except Exception:  # noqa: BLE001 - nothing to scrub of: the address was never read
+        scrub_of = None
+    return json.loads(scrub_of.scrub(json.dumps(payload))) if scrub_of is not None else payload
 
 
 def describe_event(payload: Mapping[str, Any]) -> str:
@@ -102,7 +104,7 @@ class SparkConnectJobTrigger(BaseTrigger):
     """Run one Connect job from the triggerer and fire with its outcome (module doc).
 
     :param request: the job, :meth:`ConnectRequest.to_json` (checked again here).
-    :param store_conn_id: the store's connection: its URL is read in the triggerer.
+    :param store_conn_id: the store's connection: its address is read in the triggerer.
     """
 
     def __init__(self, request: dict, store_conn_id: str):
@@ -111,24 +113,24 @@ class SparkConnectJobTrigger(BaseTrigger):
         if not isinstance(store_conn_id, str) or not store_conn_id:
             raise ValueError("store_conn_id is required")
         self.store_conn_id = store_conn_id
-        self._url: str | None = None
+        self._address: StoreAddress | None = None
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"request": self.request.to_json(), "store_conn_id": self.store_conn_id})
 
-    def _store_url(self) -> str:
-        if self._url is None:
+    def _store_address(self) -> StoreAddress:
+        if self._address is None:
             from airflow_atlas.airflow.hooks.atlas import AtlasHook
 
-            self._url = AtlasHook(self.store_conn_id).get_store_url()
-        return self._url
+            self._address = AtlasHook(self.store_conn_id).job_address()
+        return self._address
 
     def _job(self, handle):
-        return run_request(self.request, self._store_url(), handle)
+        return run_request(self.request, self._store_address(), handle)
 
     def _event(self, handle) -> dict:
-        return job_event(lambda: self._job(handle), lambda: self._url or "")
+        return job_event(lambda: self._job(handle), lambda: self._address)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         handle = ConnectRun(self.request.tag)

@@ -98,8 +98,9 @@ def test_a_chosen_pair_is_swept_alone_and_reconcile_removes_queue_leftovers(embe
 
     sweep_ts = xcom(run, "compute_sweep_timestamps")["THOROUGH"]
     assert xcom(run, "plan") == [[SweepTarget(shard, "THOROUGH", sweep_ts=sweep_ts, execution_mode="in_task").to_json()]]
-    (reconciled,) = xcom(run, "shard.reconcile_queue", map_index=0)
-    assert reconciled["reconciled"]["rows_deleted"] > 0
+    (swept,) = xcom(run, "sweep", map_index=0)  # the pair's run reconciled its queue, in the sweep task
+    assert swept["result"]["queue_rows_reconciled"] > 0
+    assert xcom(run, "summary")["reclaimed_queue_rows"] == swept["result"]["queue_rows_reconciled"]
     progress = store.queue.progress.get_progress(shard, "THOROUGH")
     assert not store.queue.cleaner.queue_rows_below(shard, "THOROUGH", progress)
     assert store.queue.progress.get_progress(1, "THOROUGH") == progress_other  # not chosen: untouched

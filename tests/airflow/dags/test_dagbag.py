@@ -54,10 +54,12 @@ def test_dagbag_owners_retries_and_shape(airflow_home):
     sweep = bag.dags["atlas_targeted_sweep"]
     assert sweep.max_active_runs == 1
     assert sweep.timetable.expression == "*/5 * * * *"
-    group = ["shard.acquire_lock", "shard.sweep", "shard.reconcile_queue", "shard.release_lock"]
-    for upstream, downstream in pairwise(group):
+    # a group of pairs is ONE mapped task (lock, sweep, reconcile and release inside it)
+    assert set(sweep.task_dict) == {"compute_sweep_timestamps", "plan", "sweep", "publish_swept_tables", "summary"}
+    for upstream, downstream in pairwise(["compute_sweep_timestamps", "plan", "sweep", "publish_swept_tables", "summary"]):
         assert downstream in sweep.task_dict[upstream].downstream_task_ids
-    assert sweep.task_dict["shard.release_lock"].trigger_rule == "all_done"
+    assert type(sweep.task_dict["sweep"]).__name__ == "MappedOperator"
+    assert sweep.task_dict["publish_swept_tables"].trigger_rule == "all_done"
     assert sweep.task_dict["summary"].trigger_rule == "all_done"
 
     from airflow.sdk import AssetAlias

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.airflow
 
 def _sweep_results(run) -> list[dict]:
     out, i = [], 0
-    while (swept := xcom(run, "shard.sweep", map_index=i)) is not None:
+    while (swept := xcom(run, "sweep", map_index=i)) is not None:
         out += [t["result"] for t in swept]
         i += 1
     return out

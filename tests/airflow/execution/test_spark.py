@@ -1,6 +1,7 @@
 """The Spark runner interface (issue 34 item 2), without a JVM: the runner is chosen once from the Spark
-connection's type; the spark mode hands a runner (job, resolved settings, store address) and never the
-store; the operator picks its execution-mode object from the connection, through its one hook."""
+connection's type; the spark mode hands a runner (the job, resolved settings, the store's address) and never
+the store, nor a lease (the Spark tasks take their pairs' locks); ``submit`` is the one entry point without an
+operator; the operator picks its execution-mode object from the connection, through its one hook."""
 from __future__ import annotations
 
 import json
@@ -11,17 +12,18 @@ from airflow.sdk import Connection
 from airflow_atlas.airflow.execution.deferred import DeferredMode
 from airflow_atlas.airflow.execution.in_task import InTaskMode
 from airflow_atlas.airflow.execution.outcome import SweepOptions
-from airflow_atlas.airflow.execution.spark import SparkMode, runner_for, spark_runner
+from airflow_atlas.airflow.execution.spark import SparkMode, runner_for, spark_runner, submit
 from airflow_atlas.airflow.execution.spark_connect import SparkConnectRunner
 from airflow_atlas.airflow.execution.spark_submit import SparkSubmitRunner
-from airflow_atlas.airflow.execution.spark_types import RunSettings, SparkJob
+from airflow_atlas.airflow.execution.spark_types import RunSettings
 from airflow_atlas.airflow.targets import SweepTarget
-from airflow_atlas.spark import JobDocument
+from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.spark import JobDocument, TargetedSweepJob
 from airflow_atlas.spark.document import ItemResult
 
 pytestmark = pytest.mark.airflow
 
-URL = "cassandra://sweeper:pw@127.0.0.1:9042/ks"
+ADDRESS = StoreAddress.from_url("cassandra://sweeper:pw@127.0.0.1:9042/ks")
 
 
 @pytest.mark.parametrize(("conn_type", "runner"), [
@@ -48,8 +50,8 @@ class RecordingRunner:
         self.calls: list[tuple] = []
         self.killed = False
 
-    def run(self, job, settings, store_url, context=None):
-        self.calls.append((job, settings, store_url))
+    def run(self, job, settings, address, context=None):
+        self.calls.append((job, settings, address))
         return self.document
 
     def kill(self) -> bool:
@@ -64,15 +66,19 @@ def _document(*results: ItemResult) -> JobDocument:
 def test_the_spark_mode_gives_a_runner_the_job_settings_and_address_and_maps_the_results():
     done = ItemResult(item={"shard": 0, "strategy": "THOROUGH"}, status="caught_up",
                       engine={"shard": 0, "strategy": "THOROUGH", "status": "caught_up", "lag": 0, "backlog": 3})
-    runner = RecordingRunner(_document(done))
+    held = ItemResult(item={"shard": 1, "strategy": "THOROUGH"}, status="skipped_locked",
+                      engine={"shard": 1, "strategy": "THOROUGH", "status": "skipped_locked", "lock_holder": "other"})
+    runner = RecordingRunner(_document(done, held))
     settings = RunSettings(spark_conn_id="spark_test", settings={"batch_limit": 7})
-    mode = SparkMode(runner, settings, URL)
-    targets = [SweepTarget(0, "THOROUGH", sweep_ts=41), SweepTarget(1, "THOROUGH", acquired=False, held_by="other")]
+    mode = SparkMode(runner, settings, ADDRESS)
+    targets = [SweepTarget(0, "THOROUGH", sweep_ts=41), SweepTarget(1, "THOROUGH", sweep_ts=41)]
     outcome = mode.sweep({}, targets, SweepOptions(batch_limit=5, max_iterations=2))
 
-    ((job, got_settings, store_url),) = runner.calls
-    assert job == SparkJob.targeted_sweep([(0, "THOROUGH")], 5, 2, False, {"THOROUGH": 41})  # the locked pair only
-    assert got_settings is settings and store_url == URL
+    ((job, got_settings, address),) = runner.calls
+    # every pair of the task, in one job: each Spark task takes its pairs' locks (no lease handed over)
+    assert job == TargetedSweepJob(pairs=[(0, "THOROUGH"), (1, "THOROUGH")], batch_limit=5, max_iterations=2,
+                                   sweep_timestamps={"THOROUGH": 41})
+    assert got_settings is settings and address is ADDRESS
     swept = {t.shard: t for t in outcome.swept}
     assert swept[0].result is not None and swept[0].result["backlog"] == 3
     assert swept[1].result is not None and swept[1].result["status"] == "skipped_locked"
@@ -80,16 +86,16 @@ def test_the_spark_mode_gives_a_runner_the_job_settings_and_address_and_maps_the
     assert mode.kill() is True and runner.killed  # on_kill reaches the runner
 
 
-def test_a_spark_mode_with_every_pair_skipped_runs_nothing():
+def test_submit_runs_a_job_with_the_runner_of_its_spark_connection(monkeypatch):
+    from airflow_atlas.airflow.execution import spark
+
     runner = RecordingRunner(_document())
-    outcome = SparkMode(runner, RunSettings(), URL).sweep({}, [SweepTarget(0, "THOROUGH", acquired=False)],
-                                                          SweepOptions(batch_limit=5, max_iterations=2))
-    assert runner.calls == [] and [t.result["status"] for t in outcome.swept if t.result] == ["skipped_locked"]
-
-
-def test_a_job_of_an_unknown_kind_is_refused():
-    with pytest.raises(ValueError, match="Spark job kind"):
-        SparkJob("compaction", {})
+    chosen = []
+    monkeypatch.setattr(spark, "spark_runner", lambda conn_id: chosen.append(conn_id) or runner)
+    job = TargetedSweepJob(pairs="0:THOROUGH")
+    settings = RunSettings(spark_conn_id="spark_test")
+    assert submit(job, settings, ADDRESS) is runner.document
+    assert chosen == ["spark_test"] and runner.calls == [(job, settings, ADDRESS)]
 
 
 @pytest.fixture
@@ -121,6 +127,8 @@ def test_the_operator_chooses_its_mode_object_once_through_its_one_hook(store_co
     assert type(chosen) is expected
     if runner is not None:
         assert isinstance(chosen, SparkMode) and type(chosen.runner) is runner
-        assert chosen.store_url.startswith("cassandra://") and chosen.settings.spark_conn_id == spark_conn_id
+        address = chosen.address  # the connection's, as an address (a URL only where it enters Spark)
+        assert (address.hosts, address.port, address.keyspace, address.password) == (("127.0.0.1",), 1, "ks", "pw")
+        assert address.settings == () and chosen.settings.spark_conn_id == spark_conn_id
     if isinstance(chosen, DeferredMode):
         assert chosen.store_conn_id == "atlas_runner"  # the triggerer reads the URL itself: none in the kwargs

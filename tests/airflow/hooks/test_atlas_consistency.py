@@ -84,9 +84,9 @@ def test_hook_layers_extras_over_atlas_settings(monkeypatch, cassandra_node, fre
 
 
 def test_a_spark_job_gets_the_resolved_settings_once(monkeypatch):
-    """The Spark path (the operator's ``run_settings`` and ``store_url``, from the task's one hook) sends the
-    task's settings resolved with the connection's extras as Spark conf (``settings``), and a store URL
-    without replica-safety options: one copy, one meaning. Nothing connects to the store for it."""
+    """The Spark path (the operator's ``run_settings`` and ``store_address``, from the task's one hook) sends
+    the task's settings resolved with the connection's extras as Spark conf (``settings``), and a store address
+    without replica-safety options (nor its URL): one copy, one meaning. Nothing connects to the store for it."""
     from airflow_atlas.airflow.operators.sweep import SweepShardOperator
     from airflow_atlas.airflow.settings import AtlasSettings
 
@@ -98,11 +98,13 @@ def test_a_spark_job_gets_the_resolved_settings_once(monkeypatch):
                                   store_config={"consistency_queue_cleanup": "TWO"}, shard=0, strategy="THOROUGH")
     with operator.open_hook(settings):
         run_settings = operator.run_settings(settings)
-        seen = {"store_url": operator.store_url(), "settings": run_settings.settings}
+        seen = {"address": operator.store_address(), "settings": run_settings.settings}
     assert run_settings.spark_conn_id == "spark_cl"
     sent = seen["settings"]
     assert sent == StoreConfig(**sent).to_json()  # a whole, valid settings object
     assert (sent["consistency_sweep_delete"], sent["allow_weak_sweep_consistency"]) == ("QUORUM", True)  # extras
     assert sent["consistency_queue_cleanup"] == "ONE"  # the connection over the task's store_config
     assert (sent["consistency_data_read"], sent["batch_limit"]) == ("ONE", 77)  # the Variable
-    assert "consistency" not in seen["store_url"] and "allow_weak" not in seen["store_url"]
+    assert seen["address"].settings == ()
+    url = seen["address"].to_url()  # what spark-submit writes into its private URL file
+    assert "consistency" not in url and "allow_weak" not in url

@@ -1,5 +1,7 @@
 """SweepShardOperator and the in-task execution mode on their own (no DAG run): where a group is swept,
-argument checks, and sweep_in_task on a real embedded store (skips, lost leases, standalone pairs)."""
+argument checks, and sweep_in_task on a real embedded store (each pair's lock taken and released by the
+engine, foreign locks skipped, failures isolated, a killed task starting no further pair, on_kill releasing
+this run's leases)."""
 from __future__ import annotations
 
 import pytest
@@ -60,7 +62,8 @@ def test_options_default_to_the_settings_and_refuse_bad_values():
         _converted(max_iterations="many")
 
 
-def test_sweep_in_task_skips_unacquired_and_foreign_locks_and_sweeps_the_rest(tmp_path):
+@pytest.fixture
+def store(tmp_path):
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.store import AtlasStore
     from airflow_atlas.workload import WorkloadSpec, run_workload
@@ -68,52 +71,97 @@ def test_sweep_in_task_skips_unacquired_and_foreign_locks_and_sweeps_the_rest(tm
     store = AtlasStore.open(f"sqlite:///{tmp_path / 'atlas.db'}", config=StoreConfig(unreadable_window_seconds=0))
     store.initialize(shards=2)
     run_workload(store, WorkloadSpec(transactions=30, rows=10, seed=4))
-    lease_seconds = 30.0
-    mine = store.locks.acquire(SweepTarget(0, "THOROUGH").lock_name, "me", lease_seconds)
-    store.locks.release(mine)  # lost meanwhile (e.g. released by on_kill): re-acquired by the same holder
-    other = store.locks.acquire(SweepTarget(1, "THOROUGH").lock_name, "someone-else", lease_seconds)
-    targets = [
-        SweepTarget(0, "THOROUGH").with_lease(mine),
-        SweepTarget(1, "THOROUGH").with_lease(other).with_(holder="me", token=other.token),  # taken by another
-        SweepTarget(0, "CONSERVATIVE", acquired=False, held_by="x"),
-        SweepTarget(1, "CONSERVATIVE"),  # standalone: the engine locks it itself
-    ]
-    in_use = {}
-    swept, failed = sweep_in_task(store, targets, SweepOptions(batch_limit=50, max_iterations=10),
-                                  lease_seconds=lease_seconds, holder_of=lambda t: f"standalone-{t.shard}", in_use=in_use)
+    yield store
+    store.close()
+
+
+def _holder(target: SweepTarget) -> str:
+    return f"airflow:dag:run:{target.strategy}:{target.shard}"
+
+
+def test_sweep_in_task_takes_and_releases_each_pairs_lock_and_skips_a_foreign_one(store):
+    dead = store.locks.acquire(SweepTarget(0, "THOROUGH").lock_name, _holder(SweepTarget(0, "THOROUGH")), 60.0)
+    other = store.locks.acquire(SweepTarget(1, "THOROUGH").lock_name, "someone-else", 60.0)
+    targets = [SweepTarget(0, "THOROUGH"), SweepTarget(1, "THOROUGH"), SweepTarget(0, "CONSERVATIVE"),
+               SweepTarget(1, "CONSERVATIVE")]
+    reported = []
+    swept, failed = sweep_in_task(store, targets, SweepOptions(batch_limit=50, max_iterations=10), holder_of=_holder,
+                                  on_pair=reported.append)
     statuses = {(t.shard, t.strategy): t.status for t in swept}
-    assert failed == [] and in_use == {}
-    assert statuses[(0, "THOROUGH")] == "caught_up" and statuses[(1, "CONSERVATIVE")] == "caught_up"
-    assert statuses[(1, "THOROUGH")] == "skipped_locked" and statuses[(0, "CONSERVATIVE")] == "skipped_locked"
-    assert swept[2].result["lock_holder"] == "x"
-    assert store.locks.describe(SweepTarget(1, "THOROUGH").lock_name).holder == "someone-else"  # untouched
-    store.close()
+    assert failed == [] and [t.label for t in reported] == [t.label for t in targets]  # each pair as it is done
+    assert statuses == {(0, "THOROUGH"): "caught_up", (1, "THOROUGH"): "skipped_locked",
+                        (0, "CONSERVATIVE"): "caught_up", (1, "CONSERVATIVE"): "caught_up"}
+    assert swept[1].result["lock_holder"] == "someone-else"
+    assert swept[0].result["lock_holder"] == _holder(targets[0])
+    # the same holder (a retry of the task) took over the lease its dead try left, then released it
+    state = store.locks.describe(targets[0].lock_name)
+    assert state.holder is None and state.token == dead.token + 1
+    assert store.locks.describe(targets[1].lock_name).holder == "someone-else" == other.holder  # untouched
+    assert [lock.name for lock in store.locks.list_locks("sweep/") if lock.held] == [targets[1].lock_name]
 
 
-def test_a_lease_that_expired_before_the_sweep_is_re_acquired_and_the_swept_target_carries_the_new_token(tmp_path):
-    """Nobody refreshes the acquire task's lease until the sweep task starts: when the gap is longer than
-    the lease, the sweep re-acquires the lock as the same holder (a larger token) and reports that lease;
-    a lease still valid is swept under as it is (same token)."""
-    import time
+def test_a_failing_pair_does_not_stop_the_others_and_bad_input_stops_at_once(store, monkeypatch):
+    from airflow_atlas.errors import StoreUnavailableError, TableNotFoundError
 
-    from airflow_atlas.config import StoreConfig
-    from airflow_atlas.store import AtlasStore
+    real = store.sweeper.sweep_shard
+
+    def flaky(shard, strategy, **kw):
+        if (shard, strategy) == (0, "THOROUGH"):
+            raise StoreUnavailableError("node down")
+        return real(shard, strategy, **kw)
+
+    monkeypatch.setattr(store.sweeper, "sweep_shard", flaky)
+    targets = [SweepTarget(0, "THOROUGH"), SweepTarget(1, "THOROUGH")]
+    swept, failed = sweep_in_task(store, targets, SweepOptions(batch_limit=50, max_iterations=10), holder_of=_holder)
+    assert [t.label for t in swept] == ["THOROUGH/1"]
+    assert failed[0].result == {"status": "failed", "error": "StoreUnavailableError: node down"}
+
+    def missing(shard, strategy, **kw):
+        raise TableNotFoundError("no table t")
+
+    monkeypatch.setattr(store.sweeper, "sweep_shard", missing)
+    with pytest.raises(TableNotFoundError):
+        sweep_in_task(store, targets, SweepOptions(batch_limit=50, max_iterations=10), holder_of=_holder)
+
+
+def test_a_killed_task_starts_no_further_pair(store):
+    from airflow_atlas.airflow.execution.in_task import KILLED, InTaskMode
+
+    mode = InTaskMode(store, holder_of=_holder, on_pair=lambda target: mode.kill())  # killed after the first pair
+    outcome = mode.sweep({}, [SweepTarget(0, "THOROUGH"), SweepTarget(1, "THOROUGH")],
+                         SweepOptions(batch_limit=50, max_iterations=10))
+    assert [t.status for t in outcome.swept] == ["caught_up"] and outcome.reported
+    assert [(t.label, t.result) for t in outcome.failed] == [("THOROUGH/1", {"status": "failed", "error": KILLED})]
+    assert store.locks.describe(SweepTarget(1, "THOROUGH").lock_name) is None  # never taken
+
+
+def test_on_kill_mid_pair_releases_this_runs_lease_and_no_further_pair_starts(embedded_store, monkeypatch, tmp_path):
+    """On SIGTERM Airflow calls on_kill in the task's main thread, mid-sweep. It releases this run's leases of
+    the task's pairs with a connection of its own (the task's may be mid-request), by holder: the pair being
+    swept loses its lease (the engine's fencing stops it) and no further pair starts; another holder's lock
+    is left alone. Here on_kill is called where the signal would land: right after a ranged delete."""
+    from airflow.sdk.exceptions import AirflowException
+
+    from airflow_atlas.kvs import opening
     from airflow_atlas.workload import WorkloadSpec, run_workload
+    from tests.airflow.conftest import settle
+    from tests.faults import FaultyKvs
 
-    store = AtlasStore.open(f"sqlite:///{tmp_path / 'atlas.db'}", config=StoreConfig(unreadable_window_seconds=0))
-    store.initialize(shards=2)
-    run_workload(store, WorkloadSpec(transactions=30, rows=10, seed=4))
-    expired = store.locks.acquire(SweepTarget(0, "THOROUGH").lock_name, "me", 0.2)
-    valid = store.locks.acquire(SweepTarget(1, "THOROUGH").lock_name, "me", 60.0)
-    time.sleep(0.5)
-    assert store.locks.describe(expired.name).expired and not store.locks.describe(valid.name).expired
-    targets = [SweepTarget(0, "THOROUGH").with_lease(expired), SweepTarget(1, "THOROUGH").with_lease(valid)]
-    swept, failed = sweep_in_task(store, targets, SweepOptions(batch_limit=50, max_iterations=10), lease_seconds=60.0,
-                                  holder_of=lambda t: "unused", in_use={})
-    assert failed == [] and [t.status for t in swept] == ["caught_up", "caught_up"]
-    assert swept[0].holder == "me" and swept[0].token == expired.token + 1 and swept[0].expires_at > expired.expires_at
-    assert swept[1].holder == "me" and swept[1].token == valid.token
-    for target in swept:  # the lock still held (the group's release task frees it) with the token reported
-        state = store.locks.describe(target.lock_name)
-        assert state.holder == "me" and state.token == target.token
-    store.close()
+    from .conftest import run_operator
+
+    store, _ = embedded_store
+    run_workload(store, WorkloadSpec(transactions=40, rows=10, seed=5, dead_writer_ratio=0, abort_ratio=0))
+    settle(store)
+    pairs = [SweepTarget(s, t) for t in ("THOROUGH", "CONSERVATIVE") for s in range(store.number_of_shards())]
+    foreign = store.locks.acquire(pairs[-1].lock_name, "someone-else", 60.0)
+    operator = _operator(targets=[t.to_json() for t in pairs], execution_mode="in_task")
+    open_kvs = opening.open_kvs
+    monkeypatch.setattr(opening, "open_kvs", lambda address, **kw: FaultyKvs(
+        open_kvs(address, **kw), str(tmp_path / "kill.marker"), lambda marker, what: operator.on_kill(),
+        after_progress=False))
+    with pytest.raises(AirflowException, match="pair\\(s\\) failed") as raised:
+        run_operator(operator)
+    assert "the task was killed before this pair was swept" in str(raised.value)
+    assert (tmp_path / "kill.marker").exists(), "on_kill was called mid-sweep"
+    held = {lock.name: lock.holder for lock in store.locks.list_locks("sweep/") if lock.held}
+    assert held == {foreign.name: "someone-else"}  # this run holds nothing; the other holder keeps its lock

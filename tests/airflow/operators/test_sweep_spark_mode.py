@@ -30,7 +30,7 @@ def test_targeted_sweep_dag_in_spark_mode(embedded_store, monkeypatch):
     print(f"spark-mode run: {time.monotonic() - started:.1f}s")
     groups = xcom(run, "plan")
     assert len(groups) == 1 and len(groups[0]) == 4  # one Spark application for the 4 pairs
-    swept = xcom(run, "shard.sweep", map_index=0)
+    swept = xcom(run, "sweep", map_index=0)
     assert {t["result"]["status"] for t in swept} == {"caught_up"}
     # each pair's lag and backlog after the run come from the executors' engine (the metrics read no store)
     assert all(t["result"]["lag"] == 0 and isinstance(t["result"]["backlog"], int) for t in swept), swept
@@ -84,7 +84,7 @@ def test_auto_mode_sweeps_in_the_task_below_the_threshold_and_in_spark_at_it(emb
     run = load_dag("atlas_targeted_sweep").test()
     assert str(run.state) == "success", task_states(run)
     assert {t["execution_mode"] for g in xcom(run, "plan") for t in g} == {"in_task"}  # decided by the plan
-    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "sweep", map_index=i)]
     assert swept and {t["execution_mode"] for t in swept} == {"in_task"}
     assert obsolete_versions(store, xcom(run, "compute_sweep_timestamps")) == []
 
@@ -94,7 +94,7 @@ def test_auto_mode_sweeps_in_the_task_below_the_threshold_and_in_spark_at_it(emb
                  in_task_group_size=4)
     run = load_dag("atlas_targeted_sweep").test()
     assert str(run.state) == "success", task_states(run)
-    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "sweep", map_index=i)]
     assert swept and {t["execution_mode"] for t in swept} == {"spark"}
     assert {t["result"]["status"] for t in swept} == {"caught_up"}
     assert obsolete_versions(store, xcom(run, "compute_sweep_timestamps")) == []

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from airflow_atlas.airflow.execution.spark_connect import ConnectRequest
-from airflow_atlas.airflow.execution.spark_types import SparkJob, SparkSweepFailed, SparkSweepRefused
+from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed, SparkSweepRefused
 from airflow_atlas.airflow.triggers.spark_connect import (
     SparkConnectJobTrigger,
     describe_event,
@@ -16,18 +16,18 @@ from airflow_atlas.airflow.triggers.spark_connect import (
     job_event,
 )
 from airflow_atlas.errors import InvalidInputError
-from airflow_atlas.spark import JobDocument
+from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.spark import JobDocument, TargetedSweepJob
 from tests.airflow.conftest import import_string
 
 PASSWORD = "s3cr%t/pw"
 URL = f"cassandra://sweeper:{PASSWORD.replace('%', '%25').replace('/', '%2F')}@127.0.0.1:9042/ks"
+ADDRESS = StoreAddress.from_url(URL)
 
 
-def request(**job) -> dict:
-    args = SparkJob.targeted_sweep(job.pop("pairs", [(0, "THOROUGH"), (1, "CONSERVATIVE")]), 10, None, False,
-                                   {"THOROUGH": 99}).args
-    return ConnectRequest(kind="targeted-sweep", spark_conn_id="spark_connect_test", job={**args, **job},
-                          settings={"batch_limit": 10}).to_json()
+def request() -> dict:
+    job = TargetedSweepJob(pairs=[(0, "THOROUGH"), (1, "CONSERVATIVE")], batch_limit=10, sweep_timestamps={"THOROUGH": 99})
+    return ConnectRequest(job=job, spark_conn_id="spark_connect_test", settings={"batch_limit": 10}).to_json()
 
 
 def test_serialize_round_trips_without_the_store_url():
@@ -39,7 +39,9 @@ def test_serialize_round_trips_without_the_store_url():
     clone = import_string(classpath)(**json.loads(text))
     assert clone.serialize() == (classpath, kwargs)
     assert kwargs["request"]["tag"].startswith("atlas-")  # fixed when the task deferred: on_kill finds the job
+    assert kwargs["request"]["kind"] == "targeted-sweep"
     assert kwargs["request"]["job"]["pairs"] == [[0, "THOROUGH"], [1, "CONSERVATIVE"]]
+    assert clone.request == trigger.request  # the same job object, parsed once on each side
 
 
 def test_each_request_gets_its_own_tag():
@@ -51,6 +53,7 @@ def test_each_request_gets_its_own_tag():
     ({"spark_conn_id": ""}, ValueError, "spark_conn_id is required"),
     ({"job": {"pairs": "0:NOTHING"}}, (ValueError, InvalidInputError), "NOTHING"),
     ({"job": {"pairs": "x:THOROUGH"}}, (ValueError, InvalidInputError), None),
+    ({"job": {"pairs": "0:THOROUGH", "tables": ["t"]}}, ValueError, "unknown targeted-sweep job argument"),
 ])
 def test_bad_requests_fail_before_anything_is_deferred(change, error, match):
     with pytest.raises(error, match=match):
@@ -69,7 +72,7 @@ def document(**changes) -> JobDocument:
 
 
 def test_a_finished_job_becomes_a_done_event_and_back():
-    event = job_event(lambda: document(app_id="app-1/abc"), lambda: URL)
+    event = job_event(lambda: document(app_id="app-1/abc"), lambda: ADDRESS)
     assert event["status"] == "done"
     back = document_from_event(json.loads(json.dumps(event)))
     assert back.to_json() == document(app_id="app-1/abc").to_json()
@@ -79,7 +82,7 @@ def test_failures_become_error_events_scrubbed_of_the_url_and_its_password():
     def fails():
         raise SparkSweepFailed(f"the server dropped {URL} (password {PASSWORD})")
 
-    event = job_event(fails, lambda: URL)
+    event = job_event(fails, lambda: ADDRESS)
     assert event["status"] == "error" and event["retriable"] is True
     assert PASSWORD not in json.dumps(event) and "sweeper:***@" in event["message"]
     with pytest.raises(SparkSweepFailed, match="failed in the triggerer: SparkSweepFailed") as raised:
@@ -88,7 +91,7 @@ def test_failures_become_error_events_scrubbed_of_the_url_and_its_password():
 
 
 def test_a_finished_document_is_scrubbed_too():
-    event = job_event(lambda: document(ok=False, error=f"boom at {URL}"), lambda: URL)
+    event = job_event(lambda: document(ok=False, error=f"boom at {URL}"), lambda: ADDRESS)
     assert PASSWORD not in json.dumps(event) and document_from_event(event).error == "boom at cassandra://sweeper:***@127.0.0.1:9042/ks"
 
 
@@ -98,7 +101,7 @@ def test_what_retrying_cannot_fix_is_refused(exc):
     def fails():
         raise exc
 
-    event = job_event(fails, lambda: URL)
+    event = job_event(fails, lambda: ADDRESS)
     assert event["retriable"] is False
     with pytest.raises(SparkSweepRefused, match="not retried"):
         document_from_event(event)
@@ -121,14 +124,14 @@ def test_no_event_or_a_strange_one_fails_retriably(event):
 
 def test_the_log_line_says_what_happened():
     """A job that ran and failed logged its empty summary ("{}") until 2026-11-27."""
-    assert describe_event(job_event(lambda: document(), lambda: URL)) == "done: {'entries_read': 3}"
+    assert describe_event(job_event(lambda: document(), lambda: ADDRESS)) == "done: {'entries_read': 3}"
     failed = document(ok=False, summary={}, error_type="SparkSweepFailed", error=f"2 pairs failed at {URL}",
                       failed=[{"shard": 0, "strategy": "THOROUGH"}])
-    line = describe_event(job_event(lambda: failed, lambda: URL))
+    line = describe_event(job_event(lambda: failed, lambda: ADDRESS))
     assert line == ("failed: SparkSweepFailed: 2 pairs failed at cassandra://sweeper:***@127.0.0.1:9042/ks "
                     "(1 failed: [{'shard': 0, 'strategy': 'THOROUGH'}])"), line
 
     def raises():
         raise SparkSweepFailed("the server went away")
 
-    assert describe_event(job_event(raises, lambda: URL)) == "failed: SparkSweepFailed: the server went away"
+    assert describe_event(job_event(raises, lambda: ADDRESS)) == "failed: SparkSweepFailed: the server went away"

@@ -135,7 +135,7 @@ def test_rotation_between_runs_and_during_a_run(secure_node, secure_keyspace, mo
         tis = task_instances(failed)
         assert str(tis[("plan", -1)].state) == "success", task_states(failed)
         refused = {key: ti for key, ti in tis.items() if str(ti.state) == "failed"}
-        assert ("shard.acquire_lock", 0) in refused, task_states(failed)
+        assert ("sweep", 0) in refused, task_states(failed)
         assert all(ti.try_number == 1 for ti in refused.values()), {k: ti.try_number for k, ti in refused.items()}
         out, err = capfd.readouterr()
         text = caplog.text + out + err

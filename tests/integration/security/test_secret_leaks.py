@@ -269,7 +269,7 @@ def test_the_password_leaks_nowhere_over_spark_connect(sweeper_store, secure_nod
     run = sampler.sweep()
     from tests.airflow.conftest import xcom
 
-    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "sweep", map_index=i)]
     assert swept and {t["execution_mode"] for t in swept} == {"spark"}, swept
     assert all(t["result"]["status"] in ("caught_up", "skipped_locked") for t in swept), swept
     assert xcom(run, "summary")["cells_tombstoned"] > 0

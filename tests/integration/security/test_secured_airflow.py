@@ -83,7 +83,7 @@ def sweep_and_check(store, secure_node, keyspace: str, role: str, tmp_path, *, m
     sweep_ts = xcom(run, "compute_sweep_timestamps")
     summary = xcom(run, "summary")
     assert summary["failed_pairs"] == [] and summary["cells_tombstoned"] > 0, summary
-    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "shard.sweep", map_index=i)]
+    swept = [t for i in range(len(xcom(run, "plan"))) for t in xcom(run, "sweep", map_index=i)]
     assert swept and {t["execution_mode"] for t in swept} == {mode}, swept
     assert compare(before, observe(store, readers), sweep_ts) == []
     assert obsolete_versions(store, sweep_ts) == []
@@ -162,7 +162,7 @@ def test_targeted_sweep_in_spark_mode_on_the_standalone_master(sweeper_store, se
     set_settings(monkeypatch, **FAST, execution_mode="spark", spark_conn_id=standalone, spark_group_size=SHARDS * 2,
                  spark_driver_host="127.0.0.5", spark_conf=STANDALONE_CONF)
     run = sweep_and_check(sweeper_store, secure_node, secure_keyspace, sweeper, tmp_path, mode="spark")
-    swept = xcom(run, "shard.sweep", map_index=0)
+    swept = xcom(run, "sweep", map_index=0)
     assert {t["result"]["status"] for t in swept} == {"caught_up"}, swept
 
 
@@ -174,7 +174,10 @@ def test_the_pinned_ca_travels_with_the_job(sweeper_store, secure_node, secure_k
     import tempfile
     from pathlib import Path
 
-    from airflow_atlas.airflow.execution.spark_submit import submit_targeted_sweep
+    from airflow_atlas.airflow.execution.spark import submit
+    from airflow_atlas.airflow.execution.spark_types import RunSettings
+    from airflow_atlas.kvs.address import StoreAddress
+    from airflow_atlas.spark import TargetedSweepJob
 
     directory = Path(tempfile.gettempdir()) / f"atlas-ca-only-here-{uuid.uuid4().hex[:8]}"
     directory.mkdir()
@@ -183,9 +186,10 @@ def test_the_pinned_ca_travels_with_the_job(sweeper_store, secure_node, secure_k
         url = secure_node.url(sweeper, PASSWORD, secure_keyspace, create_keyspace="false")
         url = url.replace(f"ssl_ca={secure_node.ca}", f"ssl_ca=../{directory.name}/ca.pem")
         pairs = [(shard, strategy) for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")]
-        doc = submit_targeted_sweep(None, spark_conn_id=standalone, store_url=url, pairs=pairs, batch_limit=50,
-                                    max_iterations=None, dry_run=False, settings={"unreadable_window_seconds": 0},
-                                    driver_host="127.0.0.5", spark_conf=STANDALONE_CONF).to_json()
+        doc = submit(TargetedSweepJob(pairs=pairs, batch_limit=50),
+                     RunSettings(spark_conn_id=standalone, settings={"unreadable_window_seconds": 0},
+                                 driver_host="127.0.0.5", spark_conf=dict(STANDALONE_CONF)),
+                     StoreAddress.from_url(url)).to_json()
     finally:
         shutil.rmtree(directory)
     assert doc["ok"] and doc["master"] == MASTER, doc

@@ -31,15 +31,19 @@ def _lock(store):
     return store.locks.describe(store.sweeper.lock_name(0, "THOROUGH"))
 
 
-def test_a_run_waits_for_a_lease_another_holder_lets_expire(store):
+def test_a_run_waits_for_a_lease_another_holder_lets_expire(store, tmp_path):
     other = store.locks.acquire(store.sweeper.lock_name(0, "THOROUGH"), "someone-else", 0.5)
-    skipped = store.sweeper.sweep_shard(0, "THOROUGH", holder="me")  # one try: held
+    skipped = store.sweeper.sweep_shard(0, "THOROUGH", holder="me")  # the setting's default, 0: one try
     assert skipped.status == "skipped_locked" and skipped.lock_holder == "someone-else"
     assert skipped.queue_rows_reconciled is None
     result = store.sweeper.sweep_shard(0, "THOROUGH", holder="me", lock_wait_seconds=10)
     assert result.status == "caught_up" and result.lock_holder == "me"
     state = _lock(store)
     assert state.holder is None and state.token == other.token + 1  # taken over once, released at the end
+    waiting = StoreConfig(unreadable_window_seconds=0, lock_wait_seconds=10)  # the setting, as every process reads it
+    with AtlasStore.open(f"sqlite:///{tmp_path / 'run.db'}", waiting) as again:
+        store.locks.acquire(store.sweeper.lock_name(0, "THOROUGH"), "someone-else", 0.5)
+        assert again.sweeper.sweep_shard(0, "THOROUGH", holder="me").status == "caught_up"
 
 
 def test_the_same_holder_takes_over_its_own_lease(store):
