@@ -1,4 +1,5 @@
-"""The key-value layer: one contract (:mod:`.api`), two backends (Cassandra, embedded SQLite).
+"""The key-value layer: one contract (:mod:`.api`, on the cells of :mod:`.cells`), two backends (Cassandra,
+embedded SQLite), each composed of parts on one session.
 
 Backends are imported lazily so that using the SQLite store does not need cassandra-driver loaded.
 Nothing here imports Airflow.
@@ -8,14 +9,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from .address import StoreAddress
-from .api import (
+from .api import KeyValueService
+from .cells import (
     LWT_TIMESTAMP,
     MAX_CELL_NAME_BYTES,
     MAX_TIMESTAMP,
     MAX_VALUE_BYTES,
     SENTINEL_TIMESTAMP,
     Cell,
-    KeyValueService,
     ScanRange,
     Value,
     validate_cell,

@@ -1,17 +1,20 @@
-"""Validation shared by the key-value backends (never imports a backend driver).
+"""The checks of every argument the key-value contract's methods take, shared by both backends (never
+imports a backend driver); private to ``kvs/`` (code outside it uses :mod:`airflow_atlas.validation`).
 
 Everything a caller passes is checked here before it reaches SQL or CQL: table names, cells, values,
-timestamps, ranges and the Cassandra table-option allow-list. Both backends apply the same checks so a
-program that runs on the embedded store runs unchanged on Cassandra.
+timestamps, ranges, TTLs and the Cassandra table-option allow-list. The public methods of
+:class:`~airflow_atlas.kvs.api.KeyValueService` run these checks once, for both backends, before a backend's
+part sees the arguments, so a program that runs on the embedded store runs unchanged on Cassandra.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
+from ..encoding import LONG_MAX, LONG_MIN
 from ..errors import InvalidInputError
 from ..validation import check_float, check_int
-from .api import LWT_TIMESTAMP, MAX_TIMESTAMP, Cell, check_mapping, check_read_timestamp, validate_cell, validate_value
+from .cells import LWT_TIMESTAMP, MAX_CELL_NAME_BYTES, MAX_TIMESTAMP, Cell, validate_cell, validate_value
 from .tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 
 RESERVED_PREFIX = "atlas_"
@@ -26,6 +29,7 @@ MAX_TTL_SECONDS = 630_720_000  # Cassandra's limit: 20 years
 MAX_SPLIT_PARTS = 1 << 16
 
 
+# ----- tables --------------------------------------------------------------------------------------
 def check_table(table: str) -> str:
     """validate_table_name plus the names the store reserves for itself."""
     validate_table_name(table)
@@ -36,57 +40,6 @@ def check_table(table: str) -> str:
     if table == METADATA_TABLE:
         raise InvalidInputError(f"invalid table name {table!r}: reserved for the store's metadata registry")
     return table
-
-
-def check_write_timestamp(ts: object) -> int:
-    """Atlas start timestamps of written versions: 0 <= ts < MAX_TIMESTAMP (readers use ``ts < bound``)."""
-    return check_int(ts, "write timestamp", 0, MAX_TIMESTAMP - 1)
-
-
-def check_version_timestamp(ts: object) -> int:
-    """A stored version's timestamp: a sentinel (-1) or a start timestamp."""
-    return check_int(ts, "version timestamp", LWT_TIMESTAMP, MAX_TIMESTAMP)
-
-
-def check_ttl(ttl: object) -> int | None:
-    if ttl is None:
-        return None
-    return check_int(ttl, "ttl_seconds", 1, MAX_TTL_SECONDS)
-
-
-def check_parts(parts: object) -> int:
-    return check_int(parts, "parts", 1, MAX_SPLIT_PARTS)
-
-
-
-def check_values(values: object) -> dict[Cell, bytes]:
-    """Mapping[Cell, bytes] -> a validated dict."""
-    values = check_mapping(values, "values")
-    return {validate_cell(cell): validate_value(value) for cell, value in values.items()}
-
-
-
-def check_cell_timestamps(cells: object) -> dict[Cell, int]:
-    cells = check_mapping(cells, "cells")
-    return {validate_cell(cell): check_read_timestamp(ts) for cell, ts in cells.items()}
-
-
-def check_versions(versions: object) -> list[tuple[Cell, int]]:
-    if isinstance(versions, (bytes, str)) or not isinstance(versions, Iterable):
-        raise InvalidInputError("versions must be an iterable of (cell, timestamp) pairs")
-    items: Iterable[object]
-    if isinstance(versions, Mapping):
-        items = versions.items()
-    else:
-        items = versions
-    out: dict[tuple[Cell, int], None] = {}
-    for item in items:
-        if not isinstance(item, tuple) or len(item) != 2:
-            raise InvalidInputError(f"a version is a (cell, timestamp) pair, got {item!r}")
-        out[(validate_cell(item[0]), check_version_timestamp(item[1]))] = None
-    return list(out)
-
-
 
 
 def check_metadata(metadata: object) -> TableMetadata:
@@ -112,6 +65,147 @@ def check_write_mode(meta: TableMetadata, table: str, op: str, modes: tuple[Writ
     return meta
 
 
+def check_fresh_timestamp_supplier(supplier: object) -> None:
+    if not callable(supplier):
+        raise InvalidInputError("the fresh timestamp supplier must be callable")
+
+
+# ----- reads ---------------------------------------------------------------------------------------
+def check_read_timestamp(ts: object) -> int:
+    return check_int(ts, "read timestamp")
+
+
+def check_optional_bytes(value: object, what: str) -> bytes | None:
+    if value is None:
+        return None
+    if not isinstance(value, (bytes, bytearray)):
+        raise InvalidInputError(f"{what} must be bytes or None, got {type(value).__name__}")
+    return bytes(value)
+
+
+def check_page_size(page_size: object) -> int:
+    return check_int(page_size, "page_size", 1, 1_000_000)
+
+
+def check_limit(limit: object) -> int | None:
+    if limit is None:
+        return None
+    return check_int(limit, "limit", 0, LONG_MAX)
+
+
+def check_parts(parts: object) -> int:
+    return check_int(parts, "parts", 1, MAX_SPLIT_PARTS)
+
+
+def check_row(row: object) -> bytes:
+    if not isinstance(row, (bytes, bytearray)):
+        raise InvalidInputError(f"a row name must be bytes, got {type(row).__name__}")
+    if not row:
+        raise InvalidInputError("a row name must not be empty")
+    if len(row) > MAX_CELL_NAME_BYTES:
+        raise InvalidInputError(f"row names are limited to {MAX_CELL_NAME_BYTES} bytes")
+    return bytes(row)
+
+
+def check_rows(rows: object) -> list[bytes]:
+    if isinstance(rows, (bytes, bytearray, str)) or not isinstance(rows, Iterable):
+        raise InvalidInputError(f"rows must be an iterable of bytes, got {type(rows).__name__}")
+    out: dict[bytes, None] = {}
+    for row in rows:
+        out[check_row(row)] = None
+    return list(out)
+
+
+def check_cell_timestamps(cells: object) -> dict[Cell, int]:
+    cells = check_mapping(cells, "cells")
+    return {validate_cell(cell): check_read_timestamp(ts) for cell, ts in cells.items()}
+
+
+# ----- writes --------------------------------------------------------------------------------------
+def check_write_timestamp(ts: object) -> int:
+    """Atlas start timestamps of written versions: 0 <= ts < MAX_TIMESTAMP (readers use ``ts < bound``)."""
+    return check_int(ts, "write timestamp", 0, MAX_TIMESTAMP - 1)
+
+
+def check_version_timestamp(ts: object) -> int:
+    """A stored version's timestamp: a sentinel (-1) or a start timestamp."""
+    return check_int(ts, "version timestamp", LWT_TIMESTAMP, MAX_TIMESTAMP)
+
+
+def check_ttl(ttl: object) -> int | None:
+    if ttl is None:
+        return None
+    return check_int(ttl, "ttl_seconds", 1, MAX_TTL_SECONDS)
+
+
+def check_mapping(values: object, what: str) -> Mapping:
+    if not isinstance(values, Mapping):
+        raise InvalidInputError(f"{what} must be a mapping, got {type(values).__name__}")
+    return values
+
+
+def check_values(values: object) -> dict[Cell, bytes]:
+    """Mapping[Cell, bytes] -> a validated dict."""
+    values = check_mapping(values, "values")
+    return {validate_cell(cell): validate_value(value) for cell, value in values.items()}
+
+
+def check_cells(cells: object) -> list[Cell]:
+    if isinstance(cells, (bytes, str)) or not isinstance(cells, Iterable):
+        raise InvalidInputError(f"cells must be an iterable of (row, column) pairs, got {type(cells).__name__}")
+    out: dict[Cell, None] = {}
+    for cell in cells:
+        out[validate_cell(cell)] = None
+    return list(out)
+
+
+def check_versions(versions: object) -> list[tuple[Cell, int]]:
+    if isinstance(versions, (bytes, str)) or not isinstance(versions, Iterable):
+        raise InvalidInputError("versions must be an iterable of (cell, timestamp) pairs")
+    items: Iterable[object]
+    if isinstance(versions, Mapping):
+        items = versions.items()
+    else:
+        items = versions
+    out: dict[tuple[Cell, int], None] = {}
+    for item in items:
+        if not isinstance(item, tuple) or len(item) != 2:
+            raise InvalidInputError(f"a version is a (cell, timestamp) pair, got {item!r}")
+        out[(validate_cell(item[0]), check_version_timestamp(item[1]))] = None
+    return list(out)
+
+
+def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
+    ranges = check_mapping(ranges, "ranges")
+    out: dict[Cell, tuple[int, int]] = {}
+    for cell, bounds in ranges.items():
+        cell = validate_cell(cell)
+        if type(bounds) is tuple and len(bounds) == 2:  # fast path (sweep): two plain ints in order
+            lo, hi = bounds
+            if type(lo) is int and type(hi) is int and LONG_MIN <= lo <= hi <= LONG_MAX:
+                out[cell] = bounds
+                continue
+        if not isinstance(bounds, tuple) or len(bounds) != 2:
+            raise InvalidInputError(f"a timestamp range is a (lo, hi) pair, got {bounds!r}")
+        lo = check_int(bounds[0], "range start")
+        hi = check_int(bounds[1], "range end")
+        if lo > hi:
+            raise InvalidInputError(f"empty timestamp range [{lo}, {hi}] for cell {cell!r}")
+        out[cell] = (lo, hi)
+    return out
+
+
+def check_ranges_within(ranges: Mapping[Cell, tuple[int, int]], cells: list[Cell]) -> None:
+    """Every cell given a ranged tombstone must also be given a sentinel (CONSERVATIVE sweep)."""
+    unknown = ranges.keys() - set(cells)
+    if unknown:
+        raise InvalidInputError(
+            f"every cell with a ranged tombstone must also get a sentinel; {len(unknown)} do not, e.g. "
+            f"{next(iter(unknown))!r}"
+        )
+
+
+# ----- what the backends' parts share ----------------------------------------------------------------
 def group_by_row(cells: Iterable[Cell]) -> dict[bytes, list[Cell]]:
     groups: dict[bytes, list[Cell]] = defaultdict(list)
     for cell in cells:

@@ -1,8 +1,7 @@
 """The key-value layer's contract: one interface, implemented by Cassandra and the embedded SQLite store.
 
-An *Atlas table* holds versioned cells: ``(row bytes, column bytes, timestamp int, value bytes)``. The
-timestamp is the Atlas (logical) timestamp: the start timestamp of the transaction that wrote the cell,
-or -1 for a garbage-collection sentinel. On Cassandra an Atlas table is the CQL table
+An *Atlas table* holds versioned cells (:mod:`.cells`, whose names this module re-exports):
+``(row bytes, column bytes, timestamp int, value bytes)``. On Cassandra an Atlas table is the CQL table
 ``(key blob, column1 blob, column2 bigint, value blob, PRIMARY KEY (key, column1, column2))``.
 
 Every table has exactly one :class:`WriteMode`:
@@ -19,183 +18,221 @@ Every table has exactly one :class:`WriteMode`:
 Bad input raises :class:`~airflow_atlas.errors.InvalidInputError`; unknown tables raise
 :class:`~airflow_atlas.errors.TableNotFoundError`; an unreachable store raises
 :class:`~airflow_atlas.errors.StoreUnavailableError`.
+
+A backend is composed, not inherited: :class:`KeyValueService` is the public interface and checks every
+argument of every public method here, once for both backends (the table, its write mode, the operation, the
+cells and values - :mod:`._common`), returns early when there is nothing to do, and hands the checked
+arguments to one of the backend's *parts*: :class:`Tables` (tables and the metadata registry),
+:class:`Reads`, :class:`LogicalWrites`, :class:`LwtTables` and :class:`WallclockTables`. A part never sees
+unchecked input; a backend's service builds its parts around one object that executes statements and
+translates its driver's errors (``CqlSession`` on Cassandra, ``SqliteDatabase`` on the embedded store).
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import NamedTuple
 
-from ..encoding import LONG_MAX, LONG_MIN
-from ..errors import InvalidInputError
-from ..validation import check_int
-from .consistency import LWT_OPERATIONS, Operation, resolve_operation
+from . import _common as C
+from .cells import (
+    LWT_TIMESTAMP,
+    MAX_CELL_NAME_BYTES,
+    MAX_TIMESTAMP,
+    MAX_VALUE_BYTES,
+    SENTINEL_TIMESTAMP,
+    Cell,
+    ScanRange,
+    Value,
+    validate_cell,
+    validate_value,
+)
+from .consistency import LWT_OPERATIONS, WRITE_OPERATIONS, Operation, resolve_operation
 from .pressure import NodePressure
 from .tables import SweepStrategy, TableMetadata, WriteMode
 
-SENTINEL_TIMESTAMP = -1
-"""Atlas timestamp of a garbage-collection sentinel (an empty value)."""
-
-LWT_TIMESTAMP = -1
-"""``column2`` of every cell of an LWT table (as the spec's ``_transactions`` table does)."""
-
-MAX_TIMESTAMP = (1 << 63) - 1
-MAX_CELL_NAME_BYTES = 1500
-"""Row and column names are each limited; a Cell persists in at most ~3,000 bytes (spec 000)."""
-MAX_VALUE_BYTES = 8 * 1024 * 1024
-"""Largest single value; Cassandra rejects mutations over half a 32 MiB commitlog segment."""
-
-class Cell(NamedTuple):
-    row: bytes
-    col: bytes
-
-
-class Value(NamedTuple):
-    timestamp: int
-    contents: bytes
+__all__ = [
+    "LWT_TIMESTAMP",
+    "MAX_CELL_NAME_BYTES",
+    "MAX_TIMESTAMP",
+    "MAX_VALUE_BYTES",
+    "SENTINEL_TIMESTAMP",
+    "Cell",
+    "KeyValueService",
+    "LogicalWrites",
+    "LwtTables",
+    "Reads",
+    "ScanRange",
+    "Tables",
+    "Value",
+    "WallclockTables",
+    "validate_cell",
+    "validate_value",
+]
 
 
-class ScanRange(NamedTuple):
-    """An opaque slice of a table's rows for scans and parallel legacy sweep.
+# ----- the parts a backend is composed of: each method takes checked arguments ----------------------------
+class Tables(ABC):
+    """A backend's tables and their metadata registry (table names checked, metadata canonical)."""
 
-    Cassandra: ``kind == "token"``, ``start`` exclusive and ``end`` inclusive Murmur3 tokens (ints).
-    Embedded: ``kind == "key"``, ``start`` inclusive and ``end`` exclusive row keys (bytes, ``None`` = open).
-    """
+    @abstractmethod
+    def meta(self, table: str, op: str) -> TableMetadata:
+        """The table's metadata for the write-mode checks, cached (a table's write mode never changes);
+        TableNotFoundError for an unknown table (``op`` names the operation in errors). ``table`` unchecked."""
 
-    kind: str
-    start: object
-    end: object
+    @abstractmethod
+    def create(self, table: str, metadata: TableMetadata) -> None: ...
 
+    @abstractmethod
+    def drop(self, table: str) -> None: ...
 
-def validate_cell(cell: Cell) -> Cell:
-    # Fast path for the hot loops (sweep, commits): an exact Cell of valid bytes is returned as it is.
-    if type(cell) is Cell:
-        row, col = cell
-        if (
-            type(row) is bytes
-            and type(col) is bytes
-            and 0 < len(row) <= MAX_CELL_NAME_BYTES
-            and 0 < len(col) <= MAX_CELL_NAME_BYTES
-        ):
-            return cell
-    if not isinstance(cell, tuple) or len(cell) != 2:
-        raise InvalidInputError(f"a cell is a (row, column) pair of bytes, got {cell!r}")
-    row, col = cell
-    if not isinstance(row, (bytes, bytearray)) or not isinstance(col, (bytes, bytearray)):
-        raise InvalidInputError(f"cell row and column must be bytes, got {type(row).__name__}/{type(col).__name__}")
-    if not row or not col:
-        raise InvalidInputError("cell row and column must not be empty")
-    if len(row) > MAX_CELL_NAME_BYTES or len(col) > MAX_CELL_NAME_BYTES:
-        raise InvalidInputError(f"cell names are limited to {MAX_CELL_NAME_BYTES} bytes each")
-    return Cell(bytes(row), bytes(col))
+    @abstractmethod
+    def truncate(self, table: str) -> None:
+        """Of an existing table."""
 
+    @abstractmethod
+    def exists(self, table: str) -> bool: ...
 
-def validate_value(value: bytes, *, what: str = "value") -> bytes:
-    if not isinstance(value, (bytes, bytearray)):
-        raise InvalidInputError(f"{what} must be bytes, got {type(value).__name__}")
-    if len(value) > MAX_VALUE_BYTES:
-        raise InvalidInputError(f"{what} of {len(value)} bytes exceeds the limit of {MAX_VALUE_BYTES} bytes")
-    return bytes(value)
+    @abstractmethod
+    def metadata(self, table: str) -> TableMetadata:
+        """What :meth:`KeyValueService.get_metadata` returns."""
 
+    @abstractmethod
+    def set_strategy(self, table: str, strategy: SweepStrategy) -> None: ...
 
-# ----- the checks of the read arguments the interface's own methods take (also used by the backends) -----
-def check_read_timestamp(ts: object) -> int:
-    return check_int(ts, "read timestamp")
+    @abstractmethod
+    def names(self) -> list[str]: ...
 
-
-def check_optional_bytes(value: object, what: str) -> bytes | None:
-    if value is None:
+    def space_used_bytes(self, table: str) -> int | None:
+        """Of an existing table; None when unknown."""
         return None
-    if not isinstance(value, (bytes, bytearray)):
-        raise InvalidInputError(f"{what} must be bytes or None, got {type(value).__name__}")
-    return bytes(value)
 
-
-def check_page_size(page_size: object) -> int:
-    return check_int(page_size, "page_size", 1, 1_000_000)
-
-
-def check_limit(limit: object) -> int | None:
-    if limit is None:
+    def gc_grace_seconds(self, table: str) -> int | None:
+        """``table`` unchecked (a backend without the notion answers None for any name)."""
         return None
-    return check_int(limit, "limit", 0, LONG_MAX)
 
 
-def check_row(row: object) -> bytes:
-    if not isinstance(row, (bytes, bytearray)):
-        raise InvalidInputError(f"a row name must be bytes, got {type(row).__name__}")
-    if not row:
-        raise InvalidInputError("a row name must not be empty")
-    if len(row) > MAX_CELL_NAME_BYTES:
-        raise InvalidInputError(f"row names are limited to {MAX_CELL_NAME_BYTES} bytes")
-    return bytes(row)
+class Reads(ABC):
+    """A backend's reads of LOGICAL data (the table exists; cells, rows, bounds and limits checked; something
+    to read)."""
+
+    @abstractmethod
+    def get(self, table: str, cells: dict[Cell, int]) -> dict[Cell, Value]: ...
+
+    @abstractmethod
+    def all_timestamps(self, table: str, cells: list[Cell], timestamp: int) -> dict[Cell, list[int]]: ...
+
+    @abstractmethod
+    def row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None,
+                    limit: int | None, timestamp: int) -> list[tuple[bytes, Value]]:
+        """A column range that is not empty, ``limit`` None or > 0."""
+
+    @abstractmethod
+    def rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
+                     timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
+        """Some rows, a column range that is not empty."""
+
+    @abstractmethod
+    def full_range(self) -> ScanRange: ...
+
+    @abstractmethod
+    def split(self, table: str, parts: int) -> list[ScanRange]: ...
+
+    @abstractmethod
+    def scan_bounds(self, scan_range: ScanRange | None, start_after_row: bytes | None) -> tuple:
+        """The checked bounds (the backend's own) of a scan of ``scan_range`` (None: the whole table)
+        resuming after ``start_after_row``; InvalidInputError for a range of the other backend's kind."""
+
+    @abstractmethod
+    def scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
+        """Within ``bounds`` (from :meth:`scan_bounds`)."""
 
 
-def check_rows(rows: object) -> list[bytes]:
-    if isinstance(rows, (bytes, bytearray, str)) or not isinstance(rows, Iterable):
-        raise InvalidInputError(f"rows must be an iterable of bytes, got {type(rows).__name__}")
-    out: dict[bytes, None] = {}
-    for row in rows:
-        out[check_row(row)] = None
-    return list(out)
+class LogicalWrites(ABC):
+    """A backend's writes of LOGICAL tables (the table's write mode checked, the operation resolved, something
+    to write)."""
+
+    @abstractmethod
+    def use_fresh_timestamps(self, supplier: Callable[[], int]) -> None:
+        """Keep the (callable) supplier of fresh write times, or not: a store without write times needs none."""
+
+    @abstractmethod
+    def put(self, puts: dict[str, dict[Cell, bytes]], timestamp: int, op: str, operation: Operation) -> None:
+        """Some values in some of the tables (a table may have none)."""
+
+    @abstractmethod
+    def delete(self, table: str, versions: list[tuple[Cell, int]], operation: Operation) -> None: ...
+
+    @abstractmethod
+    def delete_ranges(self, table: str, ranges: dict[Cell, tuple[int, int]], operation: Operation) -> None: ...
+
+    @abstractmethod
+    def sentinels(self, table: str, cells: list[Cell], operation: Operation) -> None: ...
+
+    def sentinels_and_tombstones(self, table: str, cells: list[Cell], ranges: dict[Cell, tuple[int, int]]) -> None:
+        """The CONSERVATIVE sweep write (``ranges``' keys among ``cells``). This default makes the two separate
+        writes, sentinels first (at SENTINEL, one fresh timestamp), then the tombstones (at SWEEP_DELETE,
+        another): a backend may do better as long as no reader ever sees a cell's tombstone without its
+        sentinel."""
+        self.sentinels(table, cells, Operation.SENTINEL)
+        if ranges:
+            self.delete_ranges(table, ranges, Operation.SWEEP_DELETE)
+
+    @abstractmethod
+    def delete_rows(self, table: str, rows: list[bytes], operation: Operation) -> None: ...
 
 
-# ----- the checks of the write arguments the interface's own methods take (also used by the backends) -----
-def check_mapping(values: object, what: str) -> Mapping:
-    if not isinstance(values, Mapping):
-        raise InvalidInputError(f"{what} must be a mapping, got {type(values).__name__}")
-    return values
+class LwtTables(ABC):
+    """A backend's LWT tables (the table's write mode checked; cells and values checked; something to do)."""
+
+    @abstractmethod
+    def put_unless_exists(self, table: str, values: dict[Cell, bytes]) -> None: ...
+
+    @abstractmethod
+    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool: ...
+
+    @abstractmethod
+    def get(self, table: str, cells: list[Cell], serial: bool) -> dict[Cell, bytes]:
+        """Of an LWT or WALLCLOCK table."""
+
+    @abstractmethod
+    def row(self, table: str, row: bytes, serial: bool) -> dict[bytes, bytes]:
+        """Of an LWT or WALLCLOCK table."""
 
 
-def check_cells(cells: object) -> list[Cell]:
-    if isinstance(cells, (bytes, str)) or not isinstance(cells, Iterable):
-        raise InvalidInputError(f"cells must be an iterable of (row, column) pairs, got {type(cells).__name__}")
-    out: dict[Cell, None] = {}
-    for cell in cells:
-        out[validate_cell(cell)] = None
-    return list(out)
+class WallclockTables(ABC):
+    """A backend's WALLCLOCK tables (the table's write mode checked; arguments checked; something to do)."""
+
+    @abstractmethod
+    def put(self, table: str, values: dict[Cell, bytes], ttl_seconds: int | None) -> None: ...
+
+    @abstractmethod
+    def delete(self, table: str, cells: list[Cell]) -> None: ...
+
+    @abstractmethod
+    def row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+        """Of a WALLCLOCK or LWT table; ``limit`` None or > 0."""
 
 
-def check_ranges(ranges: object) -> dict[Cell, tuple[int, int]]:
-    ranges = check_mapping(ranges, "ranges")
-    out: dict[Cell, tuple[int, int]] = {}
-    for cell, bounds in ranges.items():
-        cell = validate_cell(cell)
-        if type(bounds) is tuple and len(bounds) == 2:  # fast path (sweep): two plain ints in order
-            lo, hi = bounds
-            if type(lo) is int and type(hi) is int and LONG_MIN <= lo <= hi <= LONG_MAX:
-                out[cell] = bounds
-                continue
-        if not isinstance(bounds, tuple) or len(bounds) != 2:
-            raise InvalidInputError(f"a timestamp range is a (lo, hi) pair, got {bounds!r}")
-        lo = check_int(bounds[0], "range start")
-        hi = check_int(bounds[1], "range end")
-        if lo > hi:
-            raise InvalidInputError(f"empty timestamp range [{lo}, {hi}] for cell {cell!r}")
-        out[cell] = (lo, hi)
-    return out
-
-
-def check_ranges_within(ranges: Mapping[Cell, tuple[int, int]], cells: list[Cell]) -> None:
-    """Every cell given a ranged tombstone must also be given a sentinel (CONSERVATIVE sweep)."""
-    unknown = ranges.keys() - set(cells)
-    if unknown:
-        raise InvalidInputError(
-            f"every cell with a ranged tombstone must also get a sentinel; {len(unknown)} do not, e.g. "
-            f"{next(iter(unknown))!r}"
-        )
-
-
+# ----- the interface -------------------------------------------------------------------------------------
 class KeyValueService(ABC):
-    """Backend-agnostic versioned key-value store. Implementations are thread-safe."""
+    """Backend-agnostic versioned key-value store. Implementations are thread-safe.
+
+    A backend sets its parts in its constructor (see the module docstring); every public method below checks
+    its arguments and calls one of them."""
 
     #: ``"cassandra"`` or ``"sqlite"``
     backend: str = "abstract"
 
+    _tables: Tables
+    _reads: Reads
+    _writes: LogicalWrites
+    _lwt: LwtTables
+    _wallclock: WallclockTables
+
     # ----- lifecycle -------------------------------------------------------------------------------
-    @abstractmethod
     def set_fresh_timestamp_supplier(self, supplier: Callable[[], int]) -> None:
         """The supplier of fresh timestamps for sentinels and deletes (spec 002). Called once per batch call."""
+        C.check_fresh_timestamp_supplier(supplier)
+        self._writes.use_fresh_timestamps(supplier)
 
     @abstractmethod
     def close(self) -> None: ...
@@ -204,52 +241,78 @@ class KeyValueService(ABC):
         """Human-readable location of the store, without secrets."""
         return self.backend
 
+    # ----- what every method checks first ----------------------------------------------------------
+    def _meta(self, table: str, op: str) -> TableMetadata:
+        """The table's metadata (``op`` names the operation in errors); TableNotFoundError for an unknown table."""
+        return self._tables.meta(table, op)
+
+    def _require(self, table: str, op: str, *modes: WriteMode) -> TableMetadata:
+        """The table's metadata when its write mode is one of ``modes``, else InvalidInputError."""
+        return C.check_write_mode(self._meta(table, op), table, op, modes)
+
     # ----- tables ----------------------------------------------------------------------------------
-    @abstractmethod
     def create_table(self, table: str, metadata: TableMetadata = TableMetadata()) -> None:
         """Create the table if absent and record its metadata. Idempotent; re-creating with different
         metadata updates the strategy (the write mode of an existing table cannot change)."""
+        C.check_table(table)
+        self._tables.create(table, C.check_metadata(metadata))
 
-    @abstractmethod
     def drop_table(self, table: str) -> None:
         """Drop the table and its metadata. Dropping a missing table is a no-op."""
+        self._tables.drop(C.check_table(table))
 
-    @abstractmethod
-    def truncate_table(self, table: str) -> None: ...
+    def truncate_table(self, table: str) -> None:
+        self._meta(table, "truncate_table")
+        self._tables.truncate(table)
 
-    @abstractmethod
-    def table_exists(self, table: str) -> bool: ...
+    def table_exists(self, table: str) -> bool:
+        return self._tables.exists(C.check_table(table))
 
-    @abstractmethod
     def get_metadata(self, table: str) -> TableMetadata:
         """Raises TableNotFoundError for an unknown table."""
+        return self._tables.metadata(C.check_table(table))
 
-    @abstractmethod
-    def set_sweep_strategy(self, table: str, strategy: SweepStrategy) -> None: ...
+    def set_sweep_strategy(self, table: str, strategy: SweepStrategy) -> None:
+        C.check_table(table)
+        self._tables.set_strategy(table, SweepStrategy.parse(strategy))
 
-    @abstractmethod
-    def list_tables(self) -> list[str]: ...
+    def list_tables(self) -> list[str]:
+        return self._tables.names()
 
     # ----- LOGICAL writes --------------------------------------------------------------------------
-    @abstractmethod
     def put(
         self, table: str, values: Mapping[Cell, bytes], timestamp: int, *, operation: Operation | None = None
     ) -> None:
         """Write each cell at Atlas timestamp ``timestamp`` (Cassandra write time = timestamp).
         ``operation``: DATA_WRITE (default) or QUEUE_WRITE (the sweep queue) - see :mod:`.consistency`."""
+        operation = resolve_operation(operation, Operation.DATA_WRITE, WRITE_OPERATIONS, "put")
+        self._put({table: values}, timestamp, "put", operation)
 
-    @abstractmethod
     def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
         """``put`` into several tables at once, executed concurrently."""
+        self._put(puts, timestamp, "multi_put", Operation.DATA_WRITE)
 
-    @abstractmethod
+    def _put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str, operation: Operation) -> None:
+        C.check_mapping(puts, "puts")
+        timestamp = C.check_write_timestamp(timestamp)
+        checked: dict[str, dict[Cell, bytes]] = {}
+        for table, values in puts.items():  # every table checked before anything is written
+            self._require(table, op, WriteMode.LOGICAL)
+            checked[table] = C.check_values(values)
+        if any(checked.values()):
+            self._writes.put(checked, timestamp, op, operation)
+
     def delete(
         self, table: str, versions: Iterable[tuple[Cell, int]], *, operation: Operation | None = None
     ) -> None:
         """Delete exact versions (cell, Atlas timestamp). One fresh timestamp for the whole call.
         ``operation``: ABORT_DELETE (default: aborted writes), SWEEP_DELETE, QUEUE_CLEANUP..."""
+        operation = resolve_operation(operation, Operation.ABORT_DELETE, WRITE_OPERATIONS, "delete")
+        self._require(table, "delete", WriteMode.LOGICAL)
+        checked = C.check_versions(versions)
+        if checked:
+            self._writes.delete(table, checked, operation)
 
-    @abstractmethod
     def delete_all_timestamps(
         self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None
     ) -> None:
@@ -258,11 +321,20 @@ class KeyValueService(ABC):
 
         One CQL range delete per cell, never read-before-delete; one fresh timestamp for the call;
         executed concurrently. Any failure raises (the caller must not advance past it)."""
+        operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
+        self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
+        checked = C.check_ranges(ranges)
+        if checked:
+            self._writes.delete_ranges(table, checked, operation)
 
-    @abstractmethod
     def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
         """Write an empty value at Atlas timestamp -1 for each cell, at one fresh write time
         (``operation`` default SENTINEL)."""
+        operation = resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
+        self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
+        checked = C.check_cells(cells)
+        if checked:
+            self._writes.sentinels(table, checked, operation)
 
     def add_gc_sentinels_and_delete_all_timestamps(
         self, table: str, cells: Iterable[Cell], ranges: Mapping[Cell, tuple[int, int]]
@@ -272,37 +344,48 @@ class KeyValueService(ABC):
         tombstone (spec 000 step 5: "write a garbage deletion sentinel, then put a ranged tombstone").
 
         Fresh timestamps as the two separate calls take them: one for the sentinels, then one for the
-        tombstones. This default makes exactly those two calls, in that order; a backend may do better
-        as long as no reader can ever see a cell's tombstone without its sentinel (Cassandra sends each
+        tombstones. No reader may ever see a cell's tombstone without its sentinel (Cassandra sends each
         cell's sentinel and tombstone as one single-partition mutation, which applies atomically, at the
-        SWEEP_DELETE consistency level; a sentinel with no tombstone goes at the SENTINEL level)."""
-        cells = check_cells(cells)
-        check_ranges_within(check_ranges(ranges), cells)
-        self.add_gc_sentinels(table, cells, operation=Operation.SENTINEL)
-        if ranges:
-            self.delete_all_timestamps(table, ranges, operation=Operation.SWEEP_DELETE)
+        SWEEP_DELETE consistency level; a sentinel with no tombstone goes at the SENTINEL level; the embedded
+        store writes both in one transaction; :meth:`LogicalWrites.sentinels_and_tombstones` has the two
+        separate writes as its default)."""
+        self._require(table, "add_gc_sentinels_and_delete_all_timestamps", WriteMode.LOGICAL)
+        checked_cells = C.check_cells(cells)
+        checked_ranges = C.check_ranges(ranges)
+        C.check_ranges_within(checked_ranges, checked_cells)
+        if checked_cells:
+            self._writes.sentinels_and_tombstones(table, checked_cells, checked_ranges)
 
-    @abstractmethod
     def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
         """Delete whole rows (one partition tombstone each on Cassandra) at one fresh timestamp.
         ``operation``: SWEEP_DELETE (default, the strict level) or QUEUE_CLEANUP (the sweep queue's rows)."""
+        operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
+        self._require(table, "delete_rows", WriteMode.LOGICAL)
+        checked = C.check_rows(rows)
+        if checked:
+            self._writes.delete_rows(table, checked, operation)
 
     # ----- reads -----------------------------------------------------------------------------------
-    @abstractmethod
     def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
         """For each cell the latest version with timestamp strictly below the given one.
 
         Sentinels (timestamp -1, empty value) are returned like any other version; absent cells are
         omitted. Batched and concurrent on Cassandra."""
+        self._meta(table, "get")
+        checked = C.check_cell_timestamps(cells)
+        return self._reads.get(table, checked) if checked else {}
 
     def get_latest(self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP) -> dict[Cell, Value]:
         return self.get(table, {c: timestamp for c in cells})
 
-    @abstractmethod
     def get_all_timestamps(
         self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP
     ) -> dict[Cell, list[int]]:
         """Every version's timestamp strictly below ``timestamp``, ascending, per cell (absent cells omitted)."""
+        self._meta(table, "get_all_timestamps")
+        checked = C.check_cells(cells)
+        timestamp = C.check_read_timestamp(timestamp)
+        return self._reads.all_timestamps(table, checked, timestamp) if checked else {}
 
     def get_row_columns(
         self,
@@ -317,14 +400,14 @@ class KeyValueService(ABC):
         ``start_col <= col < end_col`` (None = open), ordered by column bytes, at most ``limit`` columns.
         Pages through wide rows on Cassandra."""
         self._meta(table, "get_row_columns")
-        row = check_row(row)
-        start_col = check_optional_bytes(start_col, "start_col")
-        end_col = check_optional_bytes(end_col, "end_col")
-        limit = check_limit(limit)
-        timestamp = check_read_timestamp(timestamp)
+        row = C.check_row(row)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        end_col = C.check_optional_bytes(end_col, "end_col")
+        limit = C.check_limit(limit)
+        timestamp = C.check_read_timestamp(timestamp)
         if limit == 0 or (start_col is not None and end_col is not None and start_col >= end_col):
             return []
-        return self._row_columns(table, row, start_col, end_col, limit, timestamp)
+        return self._reads.row_columns(table, row, start_col, end_col, limit, timestamp)
 
     def get_rows_columns(
         self,
@@ -336,34 +419,22 @@ class KeyValueService(ABC):
     ) -> dict[bytes, list[tuple[bytes, Value]]]:
         """``get_row_columns`` for many rows, executed concurrently (empty rows omitted)."""
         self._meta(table, "get_rows_columns")
-        rows = check_rows(rows)
-        start_col = check_optional_bytes(start_col, "start_col")
-        end_col = check_optional_bytes(end_col, "end_col")
-        timestamp = check_read_timestamp(timestamp)
-        if not rows or (start_col is not None and end_col is not None and start_col >= end_col):
+        checked = C.check_rows(rows)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        end_col = C.check_optional_bytes(end_col, "end_col")
+        timestamp = C.check_read_timestamp(timestamp)
+        if not checked or (start_col is not None and end_col is not None and start_col >= end_col):
             return {}
-        return self._rows_columns(table, rows, start_col, end_col, timestamp)
+        return self._reads.rows_columns(table, checked, start_col, end_col, timestamp)
 
-    @abstractmethod
-    def _meta(self, table: str, op: str) -> TableMetadata:
-        """The table's metadata (``op`` names the operation in errors); TableNotFoundError for an unknown table."""
+    def full_range(self, table: str) -> ScanRange:
+        self._meta(table, "full_range")
+        return self._reads.full_range()
 
-    @abstractmethod
-    def _row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None, limit: int | None,
-                     timestamp: int) -> list[tuple[bytes, Value]]:
-        """:meth:`get_row_columns` on checked arguments: a column range that is not empty, ``limit`` None or > 0."""
-
-    @abstractmethod
-    def _rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
-                      timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
-        """:meth:`get_rows_columns` on checked arguments: some rows, a column range that is not empty."""
-
-    @abstractmethod
-    def full_range(self, table: str) -> ScanRange: ...
-
-    @abstractmethod
     def split_ranges(self, table: str, parts: int) -> list[ScanRange]:
         """Split the table into about ``parts`` disjoint ranges covering every row."""
+        self._meta(table, "split_ranges")
+        return self._reads.split(table, C.check_parts(parts))
 
     def scan(
         self,
@@ -377,87 +448,81 @@ class KeyValueService(ABC):
         row order, then column, then timestamp ascending. ``start_after_row`` resumes after a row
         previously returned from the same range. Pages with ``page_size``."""
         self._meta(table, "scan")
-        bounds = self._scan_bounds(scan_range, start_after_row)
-        return self._scan(table, bounds, check_page_size(page_size), check_read_timestamp(timestamp))
-
-    @abstractmethod
-    def _scan_bounds(self, scan_range: ScanRange | None, start_after_row: bytes | None) -> tuple:
-        """The checked bounds (the backend's own) of a scan of ``scan_range`` (None: the whole table)
-        resuming after ``start_after_row``; InvalidInputError for a range of the other backend's kind."""
-
-    @abstractmethod
-    def _scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
-        """:meth:`scan` within ``bounds`` (from :meth:`_scan_bounds`) on checked arguments."""
+        bounds = self._reads.scan_bounds(scan_range, start_after_row)
+        return self._reads.scan(table, bounds, C.check_page_size(page_size), C.check_read_timestamp(timestamp))
 
     # ----- LWT tables ------------------------------------------------------------------------------
-    @abstractmethod
     def put_unless_exists(
         self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None
     ) -> None:
         """Insert each cell only if absent (per row: one LWT batch on Cassandra). Raises
-        KeyAlreadyExistsError listing the cells that existed (cells of other rows may have been written)."""
+        KeyAlreadyExistsError listing the cells that existed (cells of other rows may have been written).
+        ``operation``: LWT_COMMIT (the only one)."""
+        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "put_unless_exists")
+        self._require(table, "put_unless_exists", WriteMode.LWT)
+        checked = C.check_values(values)
+        if checked:
+            self._lwt.put_unless_exists(table, checked)
 
     def check_and_set(
         self, table: str, cell: Cell, expected: bytes | None, new: bytes | None, *, operation: Operation | None = None
     ) -> bool:
         """Atomically replace the cell's value if it equals ``expected`` (None = absent). ``new`` None
-        deletes the cell. Returns whether it was applied. ``operation``: LWT_COMMIT (the only one).
-        The arguments are checked here, once for both backends; :meth:`_check_and_set` does the rest."""
+        deletes the cell. Returns whether it was applied. ``operation``: LWT_COMMIT (the only one)."""
         resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "check_and_set")
         self._require(table, "check_and_set", WriteMode.LWT)
         cell = validate_cell(cell)
         expected = None if expected is None else validate_value(expected, what="expected value")
         new = None if new is None else validate_value(new, what="new value")
-        return self._check_and_set(table, cell, expected, new)
+        return self._lwt.check_and_set(table, cell, expected, new)
 
-    @abstractmethod
-    def _check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
-        """:meth:`check_and_set` on checked arguments (an existing LWT table, a valid cell and values)."""
-
-    @abstractmethod
     def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
         """Read LWT cells (absent omitted). ``serial=True`` reads at SERIAL consistency (linearizable)."""
+        self._require(table, "get_lwt", WriteMode.LWT, WriteMode.WALLCLOCK)
+        checked = C.check_cells(cells)
+        return self._lwt.get(table, checked, serial) if checked else {}
 
-    @abstractmethod
     def get_lwt_row(self, table: str, row: bytes, serial: bool = False) -> dict[bytes, bytes]:
         """All columns of one row of an LWT (or WALLCLOCK) table."""
+        self._require(table, "get_lwt_row", WriteMode.LWT, WriteMode.WALLCLOCK)
+        return self._lwt.row(table, C.check_row(row), serial)
 
     # ----- WALLCLOCK tables ------------------------------------------------------------------------
-    @abstractmethod
-    def put_wallclock(self, table: str, values: Mapping[Cell, bytes], ttl_seconds: int | None = None) -> None: ...
+    def put_wallclock(self, table: str, values: Mapping[Cell, bytes], ttl_seconds: int | None = None) -> None:
+        self._require(table, "put_wallclock", WriteMode.WALLCLOCK)
+        checked = C.check_values(values)
+        ttl_seconds = C.check_ttl(ttl_seconds)
+        if checked:
+            self._wallclock.put(table, checked, ttl_seconds)
 
-    @abstractmethod
-    def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None: ...
+    def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None:
+        self._require(table, "delete_wallclock", WriteMode.WALLCLOCK)
+        checked = C.check_cells(cells)
+        if checked:
+            self._wallclock.delete(table, checked)
 
     def get_wallclock_row(
         self, table: str, row: bytes, start_col: bytes | None = None, limit: int | None = None
     ) -> list[tuple[bytes, bytes]]:
         """Columns of one row of a WALLCLOCK table ordered by column bytes."""
         self._require(table, "get_wallclock_row", WriteMode.WALLCLOCK, WriteMode.LWT)
-        row = check_row(row)
-        start_col = check_optional_bytes(start_col, "start_col")
-        limit = check_limit(limit)
+        row = C.check_row(row)
+        start_col = C.check_optional_bytes(start_col, "start_col")
+        limit = C.check_limit(limit)
         if limit == 0:
             return []
-        return self._wallclock_row(table, row, start_col, limit)
-
-    @abstractmethod
-    def _require(self, table: str, op: str, *modes: WriteMode) -> TableMetadata:
-        """The table's metadata when its write mode is one of ``modes``, else InvalidInputError."""
-
-    @abstractmethod
-    def _wallclock_row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
-        """:meth:`get_wallclock_row` on checked arguments (``limit`` None or > 0)."""
+        return self._wallclock.row(table, row, start_col, limit)
 
     # ----- operations ------------------------------------------------------------------------------
     def space_used_bytes(self, table: str) -> int | None:
         """Best-effort on-disk size of a table (None when unknown)."""
-        return None
+        self._meta(table, "space_used_bytes")
+        return self._tables.space_used_bytes(table)
 
     def gc_grace_seconds(self, table: str) -> int | None:
         """The table's live ``gc_grace_seconds`` (Cassandra: from ``system_schema.tables``); None where the
         notion does not exist (the embedded store keeps one copy and purges nothing by grace period)."""
-        return None
+        return self._tables.gc_grace_seconds(table)
 
     def node_pressure(self) -> list[NodePressure]:
         """Each reachable node's thread pools (Cassandra: ``system_views.thread_pools``, one request per node;

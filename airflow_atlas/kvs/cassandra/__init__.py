@@ -8,11 +8,15 @@ Modules, one concern each:
 * :mod:`.requests` - planned batches -> driver requests, values pre-serialised through public driver API;
 * :mod:`.errors` - driver exceptions -> InvalidInputError / TableNotFoundError / StoreUnavailableError;
 * :mod:`.connection` - the cluster factory of ``connect``, TCP_NODELAY, re-connecting after ``fork``;
-* :mod:`.schema` - keyspace, tables, the metadata registry, the gc_grace guard (mixin);
-* :mod:`.reads` - point reads, version lists, row slices, token-range scans (mixin);
-* :mod:`.lwt` - LWT (Paxos) and WALLCLOCK tables (mixin);
-* :mod:`.service` - :class:`CassandraKeyValueService`: construction, plumbing, LOGICAL writes;
-* :mod:`.host` - what the mixins use of the service, declared for the type checker.
+* :mod:`.session` - :class:`~.session.CqlSession`, the one door to the driver that the parts below share:
+  the driver session (owned or a caller's, rebuilt after ``fork``), prepared statements, execution
+  (one, concurrent, streams in windows), error translation;
+* the parts the contract's methods call (:mod:`airflow_atlas.kvs.api` checks the arguments first), each
+  holding the session: :mod:`.schema` (keyspace, tables, the metadata registry, the gc_grace guard),
+  :mod:`.reads` (point reads, version lists, row slices, token-range scans), :mod:`.writes` (LOGICAL writes,
+  fresh write timestamps, batches), :mod:`.lwt` (LWT (Paxos) and WALLCLOCK tables);
+* :mod:`.service` - :class:`CassandraKeyValueService`: construction, the parts wired on one session,
+  lifecycle, node pressure and down datacenters.
 
 Write modes (see :mod:`airflow_atlas.kvs.api`): LOGICAL writes use ``USING TIMESTAMP <atlas ts>``;
 ``delete``, ``delete_all_timestamps``, ``add_gc_sentinels`` and ``delete_rows`` take ONE fresh timestamp from

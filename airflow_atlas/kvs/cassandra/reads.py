@@ -1,4 +1,5 @@
-"""Reads of the Cassandra key-value service: point reads, version lists, row slices and token-range scans.
+"""Reads of the Cassandra key-value service (its :class:`~airflow_atlas.kvs.api.Reads` part): point reads,
+version lists, row slices and token-range scans.
 
 Every read runs at the data_read consistency level (:mod:`airflow_atlas.kvs.consistency`), concurrently
 for many cells or rows; wide rows and scans page with the service's ``page_size``. Scans cover token
@@ -6,12 +7,12 @@ ranges: ``(start, end]`` of the Murmur3 ring.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator
 
 from ...errors import InvalidInputError
 from .. import _common as C
-from ..api import MAX_TIMESTAMP, Cell, ScanRange, Value, check_cells, check_read_timestamp, check_row
-from .host import CassandraHost
+from ..api import Cell, Reads, ScanRange, Value
+from .session import CqlSession
 from .statements import RING_MAX, RING_MIN, row_tuple, token
 
 IN_READ_PARTITIONS = 100
@@ -25,18 +26,17 @@ each request (and the coordinator's fan-out to replicas) small and below any san
 ``partition_keys_in_select_*`` guardrail an operator may set."""
 
 
-class ReadsMixin(CassandraHost):
-    """The read half of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`."""
+class CassandraReads(Reads):
+    """The reads of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`, on its session."""
 
-    def get(self, table: str, cells: Mapping[Cell, int]) -> dict[Cell, Value]:
+    def __init__(self, cql: CqlSession):
+        self._cql = cql
+
+    def get(self, table: str, cells: dict[Cell, int]) -> dict[Cell, Value]:
         """One ``column2 < ts ORDER BY DESC LIMIT 1`` query per cell, executed concurrently."""
-        self._meta(table, "get")
-        cells = C.check_cell_timestamps(cells)
-        if not cells:
-            return {}
-        ps = self._prep(table, "get_latest")
+        ps = self._cql.prepare(table, "get_latest")
         keys = list(cells.items())
-        results = self._concurrent("get", table, [(ps, (c.row, c.col, ts)) for c, ts in keys])
+        results = self._cql.concurrent("get", table, [(ps, (c.row, c.col, ts)) for c, ts in keys])
         out: dict[Cell, Value] = {}
         for (cell, _), rs in zip(keys, results, strict=True):
             rows = rs.current_rows
@@ -45,17 +45,10 @@ class ReadsMixin(CassandraHost):
                 out[cell] = Value(ts, value)
         return out
 
-    def get_all_timestamps(
-        self, table: str, cells: Iterable[Cell], timestamp: int = MAX_TIMESTAMP
-    ) -> dict[Cell, list[int]]:
+    def all_timestamps(self, table: str, cells: list[Cell], timestamp: int) -> dict[Cell, list[int]]:
         """Cells sharing a column are read :data:`IN_READ_PARTITIONS` rows per request (``key IN ?``); a
         column asked for one row alone is read with its own query. All requests run concurrently; every
         result pages on. Each list is ascending (the clustering order), as with one query per cell."""
-        self._meta(table, "get_all_timestamps")
-        cells = check_cells(cells)
-        timestamp = check_read_timestamp(timestamp)
-        if not cells:
-            return {}
         rows_of: dict[bytes, list[bytes]] = {}
         for cell in cells:
             rows_of.setdefault(cell.col, []).append(cell.row)
@@ -63,22 +56,22 @@ class ReadsMixin(CassandraHost):
         columns: list[tuple[bytes, bytes | None]] = []  # per statement: (column, row of a single-cell read)
         for col, rows in rows_of.items():
             if len(rows) == 1:
-                statements.append((self._prep(table, "get_ts"), (rows[0], col, timestamp)))
+                statements.append((self._cql.prepare(table, "get_ts"), (rows[0], col, timestamp)))
                 columns.append((col, rows[0]))
                 continue
-            ps = self._prep(table, "get_ts_in")
+            ps = self._cql.prepare(table, "get_ts_in")
             for i in range(0, len(rows), IN_READ_PARTITIONS):
                 statements.append((ps, (rows[i : i + IN_READ_PARTITIONS], col, timestamp)))
                 columns.append((col, None))
-        results = self._concurrent("get_all_timestamps", table, statements)
+        results = self._cql.concurrent("get_all_timestamps", table, statements)
         found: dict[Cell, list[int]] = {}
         for (col, row), rs in zip(columns, results, strict=True):
             if row is not None:
-                versions = [r[0] for r in self._rows("get_all_timestamps", table, rs)]  # fetches further pages
+                versions = [r[0] for r in self._cql.rows("get_all_timestamps", table, rs)]  # fetches further pages
                 if versions:
                     found[Cell(row, col)] = versions
                 continue
-            for key, ts in self._rows("get_all_timestamps", table, rs):  # a partition's rows arrive in order
+            for key, ts in self._cql.rows("get_all_timestamps", table, rs):  # a partition's rows arrive in order
                 known = found.get(Cell(key, col))
                 if known is None:
                     found[Cell(key, col)] = [ts]
@@ -88,12 +81,12 @@ class ReadsMixin(CassandraHost):
 
     def _row_columns_statement(self, table: str, row: bytes, start_col, end_col):
         if start_col is None and end_col is None:
-            return self._prep(table, "rc"), (row,)
+            return self._cql.prepare(table, "rc"), (row,)
         if end_col is None:
-            return self._prep(table, "rc_s"), (row, start_col)
+            return self._cql.prepare(table, "rc_s"), (row, start_col)
         if start_col is None:
-            return self._prep(table, "rc_e"), (row, end_col)
-        return self._prep(table, "rc_se"), (row, start_col, end_col)
+            return self._cql.prepare(table, "rc_e"), (row, end_col)
+        return self._cql.prepare(table, "rc_se"), (row, start_col, end_col)
 
     @staticmethod
     def _latest_per_column(rows, timestamp: int, limit: int | None) -> list[tuple[bytes, Value]]:
@@ -115,38 +108,35 @@ class ReadsMixin(CassandraHost):
             out.append(current)
         return out
 
-    def _row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None, limit: int | None,
-                     timestamp: int) -> list[tuple[bytes, Value]]:
+    def row_columns(self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None, limit: int | None,
+                    timestamp: int) -> list[tuple[bytes, Value]]:
         """Reads the row's versions in pages of ``page_size`` and keeps the latest below ``timestamp``."""
         ps, params = self._row_columns_statement(table, row, start_col, end_col)
-        rs = self._execute("get_row_columns", table, ps, params)
-        return self._latest_per_column(self._rows("get_row_columns", table, rs), timestamp, limit)
+        rs = self._cql.execute("get_row_columns", table, ps, params)
+        return self._latest_per_column(self._cql.rows("get_row_columns", table, rs), timestamp, limit)
 
-    def _rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
-                      timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
+    def rows_columns(self, table: str, rows: list[bytes], start_col: bytes | None, end_col: bytes | None,
+                     timestamp: int) -> dict[bytes, list[tuple[bytes, Value]]]:
         """First pages of all rows concurrently; wide rows then page on."""
         statements = [self._row_columns_statement(table, r, start_col, end_col) for r in rows]
-        results = self._concurrent("get_rows_columns", table, statements)
+        results = self._cql.concurrent("get_rows_columns", table, statements)
         out: dict[bytes, list[tuple[bytes, Value]]] = {}
         for row, rs in zip(rows, results, strict=True):
-            cols = self._latest_per_column(self._rows("get_rows_columns", table, rs), timestamp, None)
+            cols = self._latest_per_column(self._cql.rows("get_rows_columns", table, rs), timestamp, None)
             if cols:
                 out[row] = cols
         return out
 
-    def full_range(self, table: str) -> ScanRange:
-        self._meta(table, "full_range")
+    def full_range(self) -> ScanRange:
         return ScanRange("token", RING_MIN, RING_MAX)
 
-    def split_ranges(self, table: str, parts: int) -> list[ScanRange]:
+    def split(self, table: str, parts: int) -> list[ScanRange]:
         """``parts`` equal slices of the Murmur3 ring (start exclusive, end inclusive)."""
-        self._meta(table, "split_ranges")
-        parts = C.check_parts(parts)
         span = 1 << 64
         bounds = [RING_MIN + (i * span) // parts for i in range(parts)] + [RING_MAX]
         return [ScanRange("token", bounds[i], bounds[i + 1]) for i in range(parts)]
 
-    def _scan_bounds(self, scan_range: ScanRange | None, start_after_row: bytes | None) -> tuple[int, int]:
+    def scan_bounds(self, scan_range: ScanRange | None, start_after_row: bytes | None) -> tuple[int, int]:
         """Token order, then column, then timestamp. ``start_after_row`` resumes at ``token(key) >
         token(start_after_row)``: rows sharing that row's token (a Murmur3 collision, astronomically rare)
         would be skipped."""
@@ -157,16 +147,16 @@ class ReadsMixin(CassandraHost):
         start = C.check_int(scan_range.start, "scan range start")
         end = C.check_int(scan_range.end, "scan range end")
         if start_after_row is not None:
-            start = max(start, token(check_row(start_after_row)))
+            start = max(start, token(C.check_row(start_after_row)))
         return start, end
 
-    def _scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
+    def scan(self, table: str, bounds: tuple, page_size: int, timestamp: int) -> Iterator[tuple[Cell, int, bytes]]:
         start, end = bounds
         if start >= end:
             return
-        bound = self._prep(table, "scan").bind((start, end))
+        bound = self._cql.prepare(table, "scan").bind((start, end))
         bound.fetch_size = page_size
-        rs = self._execute("scan", table, bound)
-        for key, col, ts, value in self._rows("scan", table, rs):
+        rs = self._cql.execute("scan", table, bound)
+        for key, col, ts, value in self._cql.rows("scan", table, rs):
             if ts < timestamp:
                 yield Cell(key, col), ts, value

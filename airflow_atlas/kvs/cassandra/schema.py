@@ -1,5 +1,5 @@
-"""Schema and metadata of the Cassandra key-value service: the keyspace, the CQL tables, the metadata
-registry and the gc_grace guard.
+"""Schema and metadata of the Cassandra key-value service (its :class:`~airflow_atlas.kvs.api.Tables` part):
+the keyspace, the CQL tables, the metadata registry and the gc_grace guard.
 
 The metadata registry is the WALLCLOCK table ``atlas_metadata`` (row = table name, column ``metadata``,
 value = TableMetadata JSON), cached in-process. Creating a swept user table (CONSERVATIVE, THOROUGH) with
@@ -15,12 +15,11 @@ from typing import cast
 
 from ...errors import InvalidInputError, StoreNotInitializedError, TableNotFoundError
 from .. import _common as C
-from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS, multi_datacenter_problems
-from ..pressure import NodePressure
+from ..api import Tables
+from ..consistency import CASSANDRA_DEFAULT_GC_GRACE_SECONDS, ConsistencyPolicy, GcGraceGuard, multi_datacenter_problems
 from ..tables import SweepStrategy, TableMetadata, WriteMode
 from .errors import says_missing
-from .host import CassandraHost
-from .pressure import read_node_pressure
+from .session import CqlSession
 from .statements import (
     GC_GRACE_QUERY,
     REGISTRY_COLUMN,
@@ -29,22 +28,43 @@ from .statements import (
     physical_table_name,
     row_tuple,
 )
-from .topology import down_hosts, keyspace_datacenters
+from .topology import keyspace_datacenters
 
 
-class SchemaMixin(CassandraHost):
-    """Tables and metadata of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService` (its
-    ``_execute``, ``_prep``, ``_s`` and caches)."""
+class CassandraTables(Tables):
+    """The keyspace's Atlas tables and their metadata registry, on the service's :class:`~.session.CqlSession`.
+    ``metadata_cache_seconds``: how stale :meth:`metadata` may be with respect to other processes."""
 
-    def _create_keyspace(self, rf: int, datacenter: str | None) -> None:
+    def __init__(
+        self,
+        cql: CqlSession,
+        consistency: ConsistencyPolicy,
+        gc_grace_guard: GcGraceGuard,
+        *,
+        ddl_timeout: float,
+        metadata_cache_seconds: float,
+    ):
+        self._cql = cql
+        self.keyspace = cql.keyspace
+        self.consistency = consistency
+        self.gc_grace_guard = gc_grace_guard
+        self._ddl_timeout = ddl_timeout
+        self._meta_ttl = metadata_cache_seconds
+        self._meta_cache: dict[str, tuple[TableMetadata, float]] = {}
+        cql.when_table_gone(lambda table: self._meta_cache.pop(table, None))
+
+    # ----- the keyspace and the registry (when the service opens) -----------------------------------
+    def create_keyspace(self, rf: int, datacenter: str | None) -> None:
         """SimpleStrategy with ``rf`` replicas, or NetworkTopologyStrategy in ``datacenter``."""
-        self._execute("create_keyspace", None, keyspace_ddl(self.keyspace, rf, datacenter), timeout=self._ddl_timeout)
+        self._cql.execute(
+            "create_keyspace", None, keyspace_ddl(self.keyspace, rf, datacenter), timeout=self._ddl_timeout
+        )
 
-    def _check_datacenters(self, datacenter: str | None) -> None:
+    def check_datacenters(self, datacenter: str | None) -> None:
         """Refuse a policy that is unsafe for the keyspace's datacenters
         (:func:`~airflow_atlas.kvs.consistency.multi_datacenter_problems`), and a ``datacenter`` (the local
         one) that holds no replica of a NetworkTopologyStrategy keyspace."""
-        datacenters = keyspace_datacenters(self._s().cluster, self.keyspace)
+        datacenters = keyspace_datacenters(self._cql.driver().cluster, self.keyspace)
         problems = multi_datacenter_problems(self.consistency, datacenters)
         if datacenter is not None and datacenters and datacenters.get(datacenter, 0) < 1:
             problems.append(
@@ -54,21 +74,14 @@ class SchemaMixin(CassandraHost):
         if problems:
             raise InvalidInputError(f"keyspace {self.keyspace!r}: " + "; ".join(problems))
 
-    def down_datacenters(self) -> dict[str, list[str]]:
-        return down_hosts(self._s().cluster)
-
-    def node_pressure(self) -> list[NodePressure]:
-        return read_node_pressure(self._s(), self._request_timeout,
-                                  lambda exc: self._translate(exc, "node_pressure", None))
-
-    def _ensure_registry(self, create: bool = True) -> None:
+    def ensure_registry(self, create: bool = True) -> None:
         """Create the registry table if absent; ``create=False`` (open an existing store only): raise
         StoreNotInitializedError instead, having written nothing."""
         phys = physical_table_name(C.METADATA_TABLE)
         if self._physical_exists(phys):
             return
         if not create:
-            if self._s().cluster.metadata.keyspaces.get(self.keyspace) is None:
+            if self._cql.driver().cluster.metadata.keyspaces.get(self.keyspace) is None:
                 raise StoreNotInitializedError(f"keyspace {self.keyspace!r} does not exist")
             raise StoreNotInitializedError(f"keyspace {self.keyspace!r} holds no Atlas store (no {C.METADATA_TABLE} table)")
         try:
@@ -81,24 +94,19 @@ class SchemaMixin(CassandraHost):
             raise
 
     def _physical_exists(self, phys: str) -> bool:
-        ks = self._s().cluster.metadata.keyspaces.get(self.keyspace)
+        ks = self._cql.driver().cluster.metadata.keyspaces.get(self.keyspace)
         return ks is not None and phys in ks.tables
 
     def _create_physical(self, phys: str, option_clauses: list[str], op: str, table: str | None) -> None:
-        cql = TABLE_DDL.format(t=self._q(phys))
+        cql = TABLE_DDL.format(t=self._cql.quoted(phys))
         cql += "".join(f" AND {clause}" for clause in option_clauses)
-        self._execute(op, table, cql, timeout=self._ddl_timeout)
-
-    def _forget(self, table: str) -> None:
-        self._meta_cache.pop(table, None)
-        phys = physical_table_name(table)
-        with self._lock:
-            for key in [k for k in self._prepared if k[0] == phys]:
-                self._prepared.pop(key, None)
+        self._cql.execute(op, table, cql, timeout=self._ddl_timeout)
 
     # ----- metadata --------------------------------------------------------------------------------
     def _load_meta(self, table: str, op: str) -> TableMetadata | None:
-        rs = self._execute(op, table, self._prep(C.METADATA_TABLE, "lwt_get"), (table.encode(), REGISTRY_COLUMN))
+        rs = self._cql.execute(
+            op, table, self._cql.prepare(C.METADATA_TABLE, "lwt_get"), (table.encode(), REGISTRY_COLUMN)
+        )
         row = rs.one()
         if row is None:
             self._meta_cache.pop(table, None)
@@ -109,10 +117,12 @@ class SchemaMixin(CassandraHost):
 
     def _store_meta(self, table: str, meta: TableMetadata, op: str) -> None:
         value = json.dumps(meta.to_json(), sort_keys=True).encode()
-        self._execute(op, table, self._prep(C.METADATA_TABLE, "wc_put"), (table.encode(), REGISTRY_COLUMN, value))
+        self._cql.execute(
+            op, table, self._cql.prepare(C.METADATA_TABLE, "wc_put"), (table.encode(), REGISTRY_COLUMN, value)
+        )
         self._meta_cache[table] = (meta, time.monotonic())
 
-    def _meta(self, table: str, op: str) -> TableMetadata:
+    def meta(self, table: str, op: str) -> TableMetadata:
         """Cached metadata for write-mode checks (a table's write mode never changes)."""
         C.check_table(table)
         hit = self._meta_cache.get(table)
@@ -123,15 +133,10 @@ class SchemaMixin(CassandraHost):
             raise TableNotFoundError(f"table {table!r} does not exist in keyspace {self.keyspace!r}")
         return meta
 
-    def _require(self, table: str, op: str, *modes: WriteMode) -> TableMetadata:
-        return C.check_write_mode(self._meta(table, op), table, op, modes)
-
-    def create_table(self, table: str, metadata: TableMetadata = TableMetadata()) -> None:
+    def create(self, table: str, metadata: TableMetadata) -> None:
         """Create the CQL table (with the allow-listed ``cassandra_options``) and record its metadata.
         Re-creating updates strategy and options (options are applied with ALTER TABLE); a different
         write mode raises InvalidInputError."""
-        C.check_table(table)
-        metadata = C.check_metadata(metadata)
         phys = physical_table_name(table)
         existing = self._load_meta(table, "create_table")
         if existing is not None and existing.write_mode != metadata.write_mode:
@@ -156,36 +161,36 @@ class SchemaMixin(CassandraHost):
         clauses = C.render_cassandra_options(metadata.cassandra_options)
         if exists:
             if clauses and (existing is None or dict(existing.cassandra_options) != dict(metadata.cassandra_options)):
-                self._execute(
-                    "create_table", table, f"ALTER TABLE {self._q(phys)} WITH {' AND '.join(clauses)}",
+                self._cql.execute(
+                    "create_table", table, f"ALTER TABLE {self._cql.quoted(phys)} WITH {' AND '.join(clauses)}",
                     timeout=self._ddl_timeout,
                 )
         else:
             self._create_physical(phys, clauses, "create_table", table)
         self._store_meta(table, metadata, "create_table")
 
-    def drop_table(self, table: str) -> None:
-        C.check_table(table)
+    def drop(self, table: str) -> None:
         phys = physical_table_name(table)
-        self._execute(
-            "drop_table", table, self._prep(C.METADATA_TABLE, "wc_delete"), (table.encode(), REGISTRY_COLUMN)
+        self._cql.execute(
+            "drop_table", table, self._cql.prepare(C.METADATA_TABLE, "wc_delete"), (table.encode(), REGISTRY_COLUMN)
         )
-        self._forget(table)
-        self._execute("drop_table", table, f"DROP TABLE IF EXISTS {self._q(phys)}", timeout=self._ddl_timeout)
-        self._forget(table)
+        self._cql.table_gone(table)
+        self._cql.execute(
+            "drop_table", table, f"DROP TABLE IF EXISTS {self._cql.quoted(phys)}", timeout=self._ddl_timeout
+        )
+        self._cql.table_gone(table)
 
-    def truncate_table(self, table: str) -> None:
-        self._meta(table, "truncate_table")
+    def truncate(self, table: str) -> None:
         phys = physical_table_name(table)
-        self._execute("truncate_table", table, f"TRUNCATE TABLE {self._q(phys)}", timeout=self._ddl_timeout)
+        self._cql.execute(
+            "truncate_table", table, f"TRUNCATE TABLE {self._cql.quoted(phys)}", timeout=self._ddl_timeout
+        )
 
-    def table_exists(self, table: str) -> bool:
-        C.check_table(table)
+    def exists(self, table: str) -> bool:
         return self._load_meta(table, "table_exists") is not None
 
-    def get_metadata(self, table: str) -> TableMetadata:
+    def metadata(self, table: str) -> TableMetadata:
         """At most ``metadata_cache_seconds`` stale with respect to other processes."""
-        C.check_table(table)
         hit = self._meta_cache.get(table)
         if hit is not None and time.monotonic() - hit[1] < self._meta_ttl:
             return hit[0]
@@ -194,9 +199,7 @@ class SchemaMixin(CassandraHost):
             raise TableNotFoundError(f"table {table!r} does not exist in keyspace {self.keyspace!r}")
         return meta
 
-    def set_sweep_strategy(self, table: str, strategy: SweepStrategy) -> None:
-        C.check_table(table)
-        strategy = SweepStrategy.parse(strategy)
+    def set_strategy(self, table: str, strategy: SweepStrategy) -> None:
         meta = self._load_meta(table, "set_sweep_strategy")
         if meta is None:
             raise TableNotFoundError(f"table {table!r} does not exist in keyspace {self.keyspace!r}")
@@ -205,22 +208,22 @@ class SchemaMixin(CassandraHost):
             self.gc_grace_guard.check(table, strategy.value, grace)
         self._store_meta(table, TableMetadata(strategy, meta.write_mode, meta.cassandra_options), "set_sweep_strategy")
 
-    def list_tables(self) -> list[str]:
-        rs = self._execute("list_tables", None, self._prep(C.METADATA_TABLE, "all"))
-        return sorted({key.decode() for key, col, _ in self._rows("list_tables", None, rs) if col == REGISTRY_COLUMN})
+    def names(self) -> list[str]:
+        rs = self._cql.execute("list_tables", None, self._cql.prepare(C.METADATA_TABLE, "all"))
+        rows = self._cql.rows("list_tables", None, rs)
+        return sorted({key.decode() for key, col, _ in rows if col == REGISTRY_COLUMN})
 
     def gc_grace_seconds(self, table: str) -> int | None:
         """The live ``gc_grace_seconds`` of the table, read from ``system_schema.tables`` (None if the CQL
         table is missing though registered)."""
-        self._meta(table, "gc_grace_seconds")
+        self.meta(table, "gc_grace_seconds")
         return self._live_gc_grace(physical_table_name(table), "gc_grace_seconds", table)
 
     def _live_gc_grace(self, phys: str, op: str, table: str) -> int | None:
-        rs = self._execute(op, table, GC_GRACE_QUERY, (self.keyspace, phys))
+        rs = self._cql.execute(op, table, GC_GRACE_QUERY, (self.keyspace, phys))
         row = rs.one()
         return None if row is None else int(row_tuple(row)[0])
 
     def space_used_bytes(self, table: str) -> int | None:
         """None: the driver cannot see disk usage (the Airflow layer asks nodetool tablestats)."""
-        self._meta(table, "space_used_bytes")
         return None

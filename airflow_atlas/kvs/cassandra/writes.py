@@ -1,85 +1,77 @@
-"""The LOGICAL writes of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService`: puts at the Atlas
-timestamp, deletes of versions, ranged tombstones, sentinels and partition tombstones, each at a fresh
-Cassandra write timestamp where it must shadow what it deletes (the package docstring says why), batched by
-:mod:`.batching` through the service's ``_write``.
+"""The LOGICAL writes of :class:`~airflow_atlas.kvs.cassandra.CassandraKeyValueService` (its
+:class:`~airflow_atlas.kvs.api.LogicalWrites` part): puts at the Atlas timestamp, deletes of versions, ranged
+tombstones, sentinels and partition tombstones, each at a fresh Cassandra write timestamp where it must
+shadow what it deletes (the package docstring says why).
+
+Multi-cell writes go as small UNLOGGED batches: :mod:`.batching` plans them (by replica set and partition),
+:mod:`.requests` builds each request at the operation's level, and the session sends the stream of them in
+windows (:meth:`~.session.CqlSession.execute_stream`): planned and built while earlier ones are in flight,
+results dropped, the first failure raised (nothing more is sent then).
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
+from ...errors import InvalidInputError
 from .. import _common as C
-from ..api import Cell, check_cells, check_mapping, check_ranges, check_ranges_within, check_rows
-from ..consistency import WRITE_OPERATIONS, Operation, resolve_operation
-from ..tables import WriteMode
-from .batching import Statement, WriteItem, single
-from .host import CassandraHost
+from ..api import MAX_TIMESTAMP, Cell, LogicalWrites
+from ..consistency import ConsistencyPolicy, Operation
+from .batching import Statement, WriteItem, plan_batches, single
+from .requests import RequestBuilder
+from .session import CqlSession
 
 
-class WritesMixin(CassandraHost):
-    """The LOGICAL-table writes of the Cassandra service."""
+class CassandraWrites(LogicalWrites):
+    """The LOGICAL-table writes of the Cassandra service, on its session. ``batch_partitions`` /
+    ``batch_bytes``: the bounds of one UNLOGGED batch (``batch_partitions=1``: no batches)."""
 
-    if TYPE_CHECKING:
+    def __init__(self, cql: CqlSession, consistency: ConsistencyPolicy, *, batch_partitions: int, batch_bytes: int):
+        self._cql = cql
+        self._consistency = consistency
+        self._batch_partitions = batch_partitions
+        self._batch_bytes = batch_bytes
+        self._supplier: Callable[[], int] | None = None
 
-        def _fresh(self, op: str, table: str) -> int: ...
+    # ----- fresh write timestamps (spec 002) -------------------------------------------------------
+    def use_fresh_timestamps(self, supplier: Callable[[], int]) -> None:
+        self._supplier = supplier
 
-        def _write(self, op: str, table: str | None, items: list[WriteItem], operation: Operation) -> None: ...
+    def fresh(self, op: str, table: str) -> int:
+        """A fresh write timestamp from the supplier (one per call that deletes or writes sentinels)."""
+        if self._supplier is None:
+            raise InvalidInputError(
+                f"{op} on table {table!r} needs a fresh timestamp (spec 002) but no supplier was set: "
+                "call set_fresh_timestamp_supplier() with the timestamp service first"
+            )
+        ts = self._supplier()
+        return C.check_int(ts, "the fresh timestamp supplier's value", 1, MAX_TIMESTAMP - 1)
 
-    # ----- LOGICAL writes --------------------------------------------------------------------------
-    def put(
-        self, table: str, values: Mapping[Cell, bytes], timestamp: int, *, operation: Operation | None = None
-    ) -> None:
-        operation = resolve_operation(operation, Operation.DATA_WRITE, WRITE_OPERATIONS, "put")
-        self._multi_put({table: values}, timestamp, "put", operation)
-
-    def multi_put(self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int) -> None:
-        self._multi_put(puts, timestamp, "multi_put", Operation.DATA_WRITE)
-
-    def _multi_put(
-        self, puts: Mapping[str, Mapping[Cell, bytes]], timestamp: int, op: str, operation: Operation
-    ) -> None:
-        check_mapping(puts, "puts")
-        timestamp = C.check_write_timestamp(timestamp)
+    # ----- the writes ------------------------------------------------------------------------------
+    def put(self, puts: dict[str, dict[Cell, bytes]], timestamp: int, op: str, operation: Operation) -> None:
         items: list[WriteItem] = []
         for table, values in puts.items():
-            self._require(table, op, WriteMode.LOGICAL)
-            values = C.check_values(values)
             if values:
-                ps = self._prep(table, "put", operation)
+                ps = self._cql.prepare(table, "put", operation)
                 items.extend(
                     single(ps, (c.row, c.col, timestamp, v, timestamp), table, c.row, len(c.row) + len(c.col) + len(v) + 32)
                     for c, v in values.items()
                 )
-        self._write(op, next(iter(puts)) if len(puts) == 1 else None, items, operation)
+        self._send(op, next(iter(puts)) if len(puts) == 1 else None, items, operation)
 
-    def delete(
-        self, table: str, versions: Iterable[tuple[Cell, int]], *, operation: Operation | None = None
-    ) -> None:
-        operation = resolve_operation(operation, Operation.ABORT_DELETE, WRITE_OPERATIONS, "delete")
-        self._require(table, "delete", WriteMode.LOGICAL)
-        versions = C.check_versions(versions)
-        if not versions:
-            return
-        ps = self._prep(table, "delete", operation)
-        fresh = self._fresh("delete", table)
-        self._write(
+    def delete(self, table: str, versions: list[tuple[Cell, int]], operation: Operation) -> None:
+        ps = self._cql.prepare(table, "delete", operation)
+        fresh = self.fresh("delete", table)
+        self._send(
             "delete",
             table,
             [single(ps, (fresh, c.row, c.col, ts), table, c.row, len(c.row) + len(c.col) + 32) for c, ts in versions],
             operation,
         )
 
-    def delete_all_timestamps(
-        self, table: str, ranges: Mapping[Cell, tuple[int, int]], *, operation: Operation | None = None
-    ) -> None:
-        operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_all_timestamps")
-        self._require(table, "delete_all_timestamps", WriteMode.LOGICAL)
-        ranges = check_ranges(ranges)
-        if not ranges:
-            return
-        ps = self._prep(table, "delete_range", operation)
-        fresh = self._fresh("delete_all_timestamps", table)
-        self._write(
+    def delete_ranges(self, table: str, ranges: dict[Cell, tuple[int, int]], operation: Operation) -> None:
+        ps = self._cql.prepare(table, "delete_range", operation)
+        fresh = self.fresh("delete_all_timestamps", table)
+        self._send(
             "delete_all_timestamps",
             table,
             [
@@ -89,24 +81,17 @@ class WritesMixin(CassandraHost):
             operation,
         )
 
-    def add_gc_sentinels(self, table: str, cells: Iterable[Cell], *, operation: Operation | None = None) -> None:
-        operation = resolve_operation(operation, Operation.SENTINEL, WRITE_OPERATIONS, "add_gc_sentinels")
-        self._require(table, "add_gc_sentinels", WriteMode.LOGICAL)
-        cells = check_cells(cells)
-        if not cells:
-            return
-        ps = self._prep(table, "sentinel", operation)
-        fresh = self._fresh("add_gc_sentinels", table)
-        self._write(
+    def sentinels(self, table: str, cells: list[Cell], operation: Operation) -> None:
+        ps = self._cql.prepare(table, "sentinel", operation)
+        fresh = self.fresh("add_gc_sentinels", table)
+        self._send(
             "add_gc_sentinels",
             table,
             [single(ps, (c.row, c.col, b"", fresh), table, c.row, len(c.row) + len(c.col) + 32) for c in cells],
             operation,
         )
 
-    def add_gc_sentinels_and_delete_all_timestamps(
-        self, table: str, cells: Iterable[Cell], ranges: Mapping[Cell, tuple[int, int]]
-    ) -> None:
+    def sentinels_and_tombstones(self, table: str, cells: list[Cell], ranges: dict[Cell, tuple[int, int]]) -> None:
         """Each cell's sentinel and ranged tombstone go together as one unit of a batch: statements on one
         partition in a batch are applied as ONE mutation, atomically and in isolation, so no reader ever sees
         the tombstone without the sentinel (the guarantee "sentinel first" gives), at half the requests and
@@ -116,18 +101,12 @@ class WritesMixin(CassandraHost):
         Consistency: a unit is one batch, so its sentinel is written at the SWEEP_DELETE level together
         with the tombstone (on every replica the two land as one mutation or not at all); a sentinel with
         no tombstone (a cell whose newest sweepable write is at timestamp 0) goes at the SENTINEL level."""
-        self._require(table, "add_gc_sentinels_and_delete_all_timestamps", WriteMode.LOGICAL)
-        cells = check_cells(cells)
-        ranges = check_ranges(ranges)
-        check_ranges_within(ranges, cells)
-        if not cells:
-            return
         op = "add_gc_sentinels_and_delete_all_timestamps"
-        lone_ps = self._prep(table, "sentinel", Operation.SENTINEL)
-        unit_sentinel_ps = self._prep(table, "sentinel", Operation.SWEEP_DELETE)
-        range_ps = self._prep(table, "delete_range", Operation.SWEEP_DELETE) if ranges else None
-        sentinel_at = self._fresh(op, table)
-        delete_at = self._fresh(op, table) if ranges else None
+        lone_ps = self._cql.prepare(table, "sentinel", Operation.SENTINEL)
+        unit_sentinel_ps = self._cql.prepare(table, "sentinel", Operation.SWEEP_DELETE)
+        range_ps = self._cql.prepare(table, "delete_range", Operation.SWEEP_DELETE) if ranges else None
+        sentinel_at = self.fresh(op, table)
+        delete_at = self.fresh(op, table) if ranges else None
         lone, units = [], []
         for c in cells:
             bounds = ranges.get(c)
@@ -139,20 +118,46 @@ class WritesMixin(CassandraHost):
                     Statement(range_ps, (delete_at, c.row, c.col, bounds[0], bounds[1])),
                 )
                 units.append(WriteItem(unit, table, c.row, 2 * (len(c.row) + len(c.col)) + 72))
-        if self.consistency.sentinel == self.consistency.sweep_delete:
-            self._write(op, table, lone + units, Operation.SWEEP_DELETE)
+        if self._consistency.sentinel == self._consistency.sweep_delete:
+            self._send(op, table, lone + units, Operation.SWEEP_DELETE)
         else:  # two levels: two sets of batches (lone sentinels are rare: newest sweepable write at ts 0)
-            self._write(op, table, lone, Operation.SENTINEL)
-            self._write(op, table, units, Operation.SWEEP_DELETE)
+            self._send(op, table, lone, Operation.SENTINEL)
+            self._send(op, table, units, Operation.SWEEP_DELETE)
 
-    def delete_rows(self, table: str, rows: Iterable[bytes], *, operation: Operation | None = None) -> None:
+    def delete_rows(self, table: str, rows: list[bytes], operation: Operation) -> None:
         """Partition tombstones at one fresh timestamp T: later writes to these rows at Atlas timestamps
         below T stay hidden (Cassandra semantics; the embedded store has no such shadow)."""
-        operation = resolve_operation(operation, Operation.SWEEP_DELETE, WRITE_OPERATIONS, "delete_rows")
-        self._require(table, "delete_rows", WriteMode.LOGICAL)
-        rows = check_rows(rows)
-        if not rows:
+        ps = self._cql.prepare(table, "delete_row", operation)
+        fresh = self.fresh("delete_rows", table)
+        self._send("delete_rows", table, [single(ps, (fresh, r), table, r, len(r) + 24) for r in rows], operation)
+
+    # ----- batches ---------------------------------------------------------------------------------
+    def _send(self, op: str, table: str | None, items: list[WriteItem], operation: Operation) -> None:
+        """Send ``items`` as UNLOGGED batches (planned by :func:`.batching.plan_batches`) at the consistency
+        level of ``operation`` (the items' prepared statements carry the same level), concurrently, in the
+        session's windows."""
+        if not items:
             return
-        ps = self._prep(table, "delete_row", operation)
-        fresh = self._fresh("delete_rows", table)
-        self._write("delete_rows", table, [single(ps, (fresh, r), table, r, len(r) + 24) for r in rows], operation)
+        driver = self._cql.driver()
+        build = RequestBuilder(
+            self._cql.levels[operation],
+            self._cql.serializers,
+            pre_serialize=driver.cluster.column_encryption_policy is None,
+        )
+        plan = plan_batches(
+            items,
+            max_partitions=self._batch_partitions,
+            max_bytes=self._batch_bytes,
+            replicas_of=self._replica_group() if self._batch_partitions > 1 and len(items) > 1 else None,
+        )
+        self._cql.execute_stream(op, table, map(build, plan))  # lazy: built while earlier ones are in flight
+
+    def _replica_group(self):
+        """Key function: partition key -> its replica set (None - one group - when the cluster has one host
+        or no token map)."""
+        metadata = self._cql.driver().cluster.metadata
+        token_map = metadata.token_map
+        if token_map is None or len(metadata.all_hosts()) <= 1:
+            return None
+        keyspace, token_of = self._cql.keyspace, token_map.token_class.from_key
+        return lambda key: tuple(token_map.get_replicas(keyspace, token_of(key)))

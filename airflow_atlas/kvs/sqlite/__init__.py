@@ -13,9 +13,11 @@ SQLite has no write times: deletes are immediate ``DELETE`` statements, so the s
 timestamp supplier (``set_fresh_timestamp_supplier`` only checks it; spec 002 concerns Cassandra only).
 
 Modules, one concern each: :mod:`.files` (path checks, names, shared SQL, the connection class),
-:mod:`.service` (:class:`SqliteKeyValueService`: connections, errors, lifecycle, registry, file operations),
-:mod:`.writes`, :mod:`.reads` and :mod:`.lwt` (mixins: LOGICAL writes; reads; LWT and WALLCLOCK tables),
-:mod:`.host` (what the mixins use of the service, declared for the type checker).
+:mod:`.database` (:class:`~.database.SqliteDatabase`, the one door to SQLite the parts share: per-thread
+connections, transactions, error translation), the parts the contract's methods call once
+:mod:`airflow_atlas.kvs.api` has checked the arguments - :mod:`.schema` (tables, the registry, the check
+that a file is a store), :mod:`.reads`, :mod:`.writes` (LOGICAL writes) and :mod:`.lwt` (LWT and WALLCLOCK
+tables) -, and :mod:`.service` (:class:`SqliteKeyValueService`: construction, lifecycle, file operations).
 """
 from __future__ import annotations
 

@@ -1,36 +1,31 @@
-"""LWT and WALLCLOCK tables of the embedded store: put_unless_exists and check_and_set are atomic across
-processes because every write is one BEGIN IMMEDIATE transaction; WALLCLOCK cells may carry a TTL."""
+"""LWT and WALLCLOCK tables of the embedded store (its :class:`~airflow_atlas.kvs.api.LwtTables` and
+:class:`~airflow_atlas.kvs.api.WallclockTables` parts): put_unless_exists and check_and_set are atomic
+across processes because every write is one BEGIN IMMEDIATE transaction; WALLCLOCK cells may carry a TTL."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
 
 from ...errors import KeyAlreadyExistsError
 from .. import _common as C
-from ..api import LWT_TIMESTAMP, Cell, check_cells, check_row
-from ..consistency import LWT_OPERATIONS, Operation, resolve_operation
-from ..tables import WriteMode
+from ..api import LWT_TIMESTAMP, Cell, LwtTables, WallclockTables
+from .database import SqliteDatabase
 from .files import NOT_EXPIRED, PURGE_INTERVAL_S, now_ms, optional_filters, physical_name
-from .host import SqliteHost
 
 
-class LwtMixin(SqliteHost):
-    """Mixin of :class:`~.service.SqliteKeyValueService` (uses its ``_conn``, ``_read``, ``_write``, ``_meta``)."""
+class SqliteLwt(LwtTables):
+    """The LWT tables of :class:`~.service.SqliteKeyValueService`, on its database."""
 
-    # ----- LWT tables ------------------------------------------------------------------------------
-    def put_unless_exists(self, table: str, values: Mapping[Cell, bytes], *, operation: Operation | None = None) -> None:
+    def __init__(self, db: SqliteDatabase):
+        self._db = db
+
+    def put_unless_exists(self, table: str, values: dict[Cell, bytes]) -> None:
         """Per row all-or-nothing (as one Cassandra LWT batch per row): a row with any existing cell gets
         none of its cells written; other rows are written. Raises KeyAlreadyExistsError naming the cells
         that existed, with their values in ``existing``."""
-        resolve_operation(operation, Operation.LWT_COMMIT, LWT_OPERATIONS, "put_unless_exists")
-        self._require(table, "put_unless_exists", WriteMode.LWT)
-        values = C.check_values(values)
-        if not values:
-            return
         existing: dict[Cell, bytes] = {}
         select = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ?"
         insert = f"INSERT INTO {physical_name(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, NULL)"
-        with self._write("put_unless_exists", table) as conn:
+        with self._db.write("put_unless_exists", table) as conn:
             for cells in C.group_by_row(values).values():
                 found = {}
                 for cell in cells:
@@ -48,9 +43,9 @@ class LwtMixin(SqliteHost):
                 existing,
             )
 
-    def _check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
+    def check_and_set(self, table: str, cell: Cell, expected: bytes | None, new: bytes | None) -> bool:
         phys = physical_name(table)
-        with self._write("check_and_set", table) as conn:
+        with self._db.write("check_and_set", table) as conn:
             hit = conn.execute(
                 f"SELECT v FROM {phys} WHERE r = ? AND c = ? AND ts = ?", (cell.row, cell.col, LWT_TIMESTAMP)
             ).fetchone()
@@ -69,37 +64,36 @@ class LwtMixin(SqliteHost):
                 )
             return True
 
-    def get_lwt(self, table: str, cells: Iterable[Cell], serial: bool = False) -> dict[Cell, bytes]:
+    def get(self, table: str, cells: list[Cell], serial: bool) -> dict[Cell, bytes]:
         """``serial`` is accepted for the contract; every SQLite read is already linearizable."""
-        self._require(table, "get_lwt", WriteMode.LWT, WriteMode.WALLCLOCK)
-        cells = check_cells(cells)
         sql = f"SELECT v FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ? AND {NOT_EXPIRED}"
         now = now_ms()
         out: dict[Cell, bytes] = {}
-        with self._read("get_lwt", table) as conn:
+        with self._db.read("get_lwt", table) as conn:
             for cell in cells:
                 hit = conn.execute(sql, (cell.row, cell.col, LWT_TIMESTAMP, now)).fetchone()
                 if hit is not None:
                     out[cell] = hit[0]
         return out
 
-    def get_lwt_row(self, table: str, row: bytes, serial: bool = False) -> dict[bytes, bytes]:
-        self._require(table, "get_lwt_row", WriteMode.LWT, WriteMode.WALLCLOCK)
-        row = check_row(row)
+    def row(self, table: str, row: bytes, serial: bool) -> dict[bytes, bytes]:
         sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED} ORDER BY c"
-        with self._read("get_lwt_row", table) as conn:
+        with self._db.read("get_lwt_row", table) as conn:
             return {c: v for c, v in conn.execute(sql, (row, LWT_TIMESTAMP, now_ms()))}
 
-    # ----- WALLCLOCK tables ------------------------------------------------------------------------
-    def put_wallclock(self, table: str, values: Mapping[Cell, bytes], ttl_seconds: int | None = None) -> None:
-        self._require(table, "put_wallclock", WriteMode.WALLCLOCK)
-        values = C.check_values(values)
-        ttl_seconds = C.check_ttl(ttl_seconds)
-        if not values:
-            return
+
+class SqliteWallclock(WallclockTables):
+    """The WALLCLOCK tables of :class:`~.service.SqliteKeyValueService`, on its database: a put into a table
+    also deletes its expired cells, at most once a ``PURGE_INTERVAL_S`` per table."""
+
+    def __init__(self, db: SqliteDatabase):
+        self._db = db
+        self._last_purge: dict[str, float] = {}
+
+    def put(self, table: str, values: dict[Cell, bytes], ttl_seconds: int | None) -> None:
         exp = None if ttl_seconds is None else now_ms() + ttl_seconds * 1000
-        with self._write("put_wallclock", table) as conn:
-            self._exec_many(
+        with self._db.write("put_wallclock", table) as conn:
+            self._db.execute_many(
                 conn,
                 f"INSERT OR REPLACE INTO {physical_name(table)} (r, c, ts, v, exp) VALUES (?, ?, ?, ?, ?)",
                 [(c.row, c.col, LWT_TIMESTAMP, v, exp) for c, v in values.items()],
@@ -111,13 +105,9 @@ class LwtMixin(SqliteHost):
                 self._last_purge[table] = now
                 conn.execute(f"DELETE FROM {physical_name(table)} WHERE exp IS NOT NULL AND exp <= ?", (now_ms(),))
 
-    def delete_wallclock(self, table: str, cells: Iterable[Cell]) -> None:
-        self._require(table, "delete_wallclock", WriteMode.WALLCLOCK)
-        cells = check_cells(cells)
-        if not cells:
-            return
-        with self._write("delete_wallclock", table) as conn:
-            self._exec_many(
+    def delete(self, table: str, cells: list[Cell]) -> None:
+        with self._db.write("delete_wallclock", table) as conn:
+            self._db.execute_many(
                 conn,
                 f"DELETE FROM {physical_name(table)} WHERE r = ? AND c = ? AND ts = ?",
                 [(c.row, c.col, LWT_TIMESTAMP) for c in cells],
@@ -125,12 +115,12 @@ class LwtMixin(SqliteHost):
                 table,
             )
 
-    def _wallclock_row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
+    def row(self, table: str, row: bytes, start_col: bytes | None, limit: int | None) -> list[tuple[bytes, bytes]]:
         bounds, extra = optional_filters(("c >= ?", start_col))
         sql = f"SELECT c, v FROM {physical_name(table)} WHERE r = ? AND ts = ? AND {NOT_EXPIRED}{bounds} ORDER BY c"
         params: list = [row, LWT_TIMESTAMP, now_ms(), *extra]
         if limit is not None:
             sql += " LIMIT ?"
             params.append(limit)
-        with self._read("get_wallclock_row", table) as conn:
+        with self._db.read("get_wallclock_row", table) as conn:
             return [(c, v) for c, v in conn.execute(sql, params)]

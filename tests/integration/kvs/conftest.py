@@ -25,6 +25,12 @@ def fresh_timestamp() -> int:
     return next(_FRESH)
 
 
+@pytest.fixture
+def fresh():
+    """The stores' supplier of fresh timestamps (a test draws one to compare write times with)."""
+    return fresh_timestamp
+
+
 @pytest.fixture(scope="session")
 def kvs_keyspace(cassandra_session):
     """This suite's own keyspace. Dropped at the end without waiting for the node to finish: dropping

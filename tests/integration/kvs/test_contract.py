@@ -702,7 +702,7 @@ def test_sentinels_and_ranged_tombstones_refuse_a_range_without_its_sentinel(kvs
 
 
 @pytest.mark.cassandra
-def test_cassandra_sentinel_and_tombstone_write_times(cassandra_kvs, cassandra_session, kvs_keyspace):
+def test_cassandra_sentinel_and_tombstone_write_times(cassandra_kvs, cassandra_session, kvs_keyspace, fresh):
     """Spec 002 for the combined call: two fresh timestamps, the sentinels' first; the cell's own write
     keeps its Atlas timestamp, and the range tombstone (not readable) does not shadow the sentinel."""
     name = f"wt{uuid.uuid4().hex[:12]}"
@@ -710,7 +710,7 @@ def test_cassandra_sentinel_and_tombstone_write_times(cassandra_kvs, cassandra_s
     c = cell("r", "c")
     cassandra_kvs.put(name, {c: b"old"}, 1000)
     cassandra_kvs.put(name, {c: b"new"}, 2000)
-    before = cassandra_kvs._fresh("test", name)
+    before = fresh()  # the stores' supplier: the call's fresh timestamps come after this one
     cassandra_kvs.add_gc_sentinels_and_delete_all_timestamps(name, [c], {c: (0, 1999)})
     rows = {
         r.column2: r.wt
@@ -1239,15 +1239,15 @@ def test_cassandra_pre_serialized_batch_values_equal_the_drivers_binding(cassand
     }
     build = RequestBuilder(ConsistencyLevel.ALL, {}, pre_serialize=True)
     for kind, params in cases.items():
-        ps = cassandra_kvs._prep(name, kind)
+        ps = cassandra_kvs.cql.prepare(name, kind)
         bound = build.bound(Statement(ps, params))
         assert bound.prepared_statement is ps
         assert bound.values == ps.bind(params).values, kind
         assert bound.routing_key == r  # a blob partition key routes as itself
     with pytest.raises(TypeError, match="bigint"):
-        build.bound(Statement(cassandra_kvs._prep(name, "delete_row"), ("not an int", r)))
+        build.bound(Statement(cassandra_kvs.cql.prepare(name, "delete_row"), ("not an int", r)))
     # A planned batch: one UNLOGGED batch at the builder's level, routed to its first partition.
-    ps = cassandra_kvs._prep(name, "delete_row")
+    ps = cassandra_kvs.cql.prepare(name, "delete_row")
     batch, params = build([single(ps, (10**13, b"a"), name, b"a", 30), single(ps, (10**13, b"b"), name, b"b", 30)])
     assert isinstance(batch, BatchStatement) and params is None and len(batch) == 2
     assert batch.consistency_level == ConsistencyLevel.ALL and batch.routing_key == b"a" and batch.is_idempotent

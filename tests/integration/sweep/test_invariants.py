@@ -10,11 +10,11 @@ import time
 import pytest
 
 from airflow_atlas.errors import LockNotHeldError, StoreUnavailableError, SweptVersionReadError
-from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP, KeyValueService
+from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
 from .helpers import CONS, STRATEGIES, THOR, cell
-from .test_crash_points import View
+from .test_crash_points import View, sentinels_then_tombstones
 
 
 # ----- batches ------------------------------------------------------------------------------------
@@ -101,8 +101,8 @@ class FailingKvs(View):
             raise StoreUnavailableError("injected: cassandra add_gc_sentinels timed out")
         return self._inner.add_gc_sentinels(table, cells, **kw)
 
-    # The interface's default (sentinels, then tombstones, as two calls) through the failing methods above.
-    add_gc_sentinels_and_delete_all_timestamps = KeyValueService.add_gc_sentinels_and_delete_all_timestamps
+    # Sentinels, then tombstones, as two calls through the failing methods above.
+    add_gc_sentinels_and_delete_all_timestamps = sentinels_then_tombstones
 
     def delete(self, table, versions, **kw):
         if self._failing == "delete":
