@@ -60,9 +60,9 @@ def manual_sweep_params() -> dict[str, Param]:
         ),
         "max_entries_per_second": _optional_int(
             0, MAX_SWEEP_ENTRIES_PER_SECOND, "Maximum entries per second",
-            "Intensity: sweep-queue entries each sweep task takes per second at most, per pair, paced "
-            "between batches (0: unlimited; empty: setting sweep_max_entries_per_second). The total is this times "
-            "the sweep tasks running at once (see docs/INTENSITY.md).",
+            "Intensity: sweep-queue entries each sweep task takes per second at most, per pair, a fixed rate for "
+            "this run (the application pace is off for it; 0: unlimited; empty: the settings' pace). The total is "
+            "this times the sweep tasks running at once (see docs/INTENSITY.md).",
         ),
     }
 
@@ -114,8 +114,8 @@ def validate_manual_sweep(
     ``conf`` is the run's raw configuration (to find unknown keys), ``params`` the resolved Params.
     Returns ``{"shards": [...], "strategies": [...], "tables": [...], "dry_run": bool, "max_batches": int|None,
     "max_entries_per_second": int|None, "store_config": {...}}`` with shards and strategies spelled out;
-    ``store_config`` is the form's intensity as a settings layer of the sweep tasks
-    (``{"sweep_max_entries_per_second": N}``, or ``{}``: the setting applies).
+    ``store_config`` is the form's intensity as a settings layer of the sweep tasks - a fixed rate
+    (``{"sweep_max_entries_per_second": N, "sweep_latency_target": 0}``), or ``{}``: the settings apply.
     """
     allowed = manual_sweep_params()
     problems = _unknown_keys(conf, allowed)
@@ -143,7 +143,8 @@ def validate_manual_sweep(
     store_config: dict[str, Any] = {}
     if rate is not None:  # a layer of the run's sweep tasks' settings, checked by the setting's declaration
         try:
-            store_config = {"sweep_max_entries_per_second": check_setting("sweep_max_entries_per_second", rate, FORM_RATE)}
+            store_config = {"sweep_max_entries_per_second": check_setting("sweep_max_entries_per_second", rate, FORM_RATE),
+                            "sweep_latency_target": 0.0}  # "at most": a fixed rate, not the application pace's safe pace
         except InvalidInputError as exc:
             problems.append(str(exc))
     dry_run = params.get("dry_run", False)

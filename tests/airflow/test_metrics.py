@@ -166,7 +166,7 @@ def test_a_task_stopped_mid_run_has_sent_the_finished_pairs_metrics(embedded_sto
         txn.commit()
     settle(store)
     set_settings(monkeypatch, **{**FAST, "retries": 1}, in_task_group_size=2, sweep_timeout_seconds=5,
-                 sweep_max_entries_per_second=20)
+                 sweep_max_entries_per_second=20, sweep_latency_target=0)  # a fixed rate: slow whatever the app does
     run = load_dag("atlas_manual_sweep").test(run_conf={"shards": [0, 1], "strategy": "THOROUGH"})
     states = task_states(run)
     assert states[("sweep", 0)] == "failed", states  # stopped by its timeout in the second pair, both tries

@@ -29,8 +29,10 @@ def test_defaults_mean_every_shard_and_both_strategies():
 
 def test_the_intensity_is_a_settings_layer_and_zero_means_unlimited():
     out = manual(max_entries_per_second=2500)
-    assert out["max_entries_per_second"] == 2500 and out["store_config"] == {"sweep_max_entries_per_second": 2500}
-    assert manual(max_entries_per_second=0)["store_config"] == {"sweep_max_entries_per_second": 0}
+    assert out["max_entries_per_second"] == 2500
+    assert out["store_config"] == {"sweep_max_entries_per_second": 2500, "sweep_latency_target": 0.0}  # a fixed rate
+    assert manual(max_entries_per_second=0)["store_config"] == {"sweep_max_entries_per_second": 0,
+                                                                 "sweep_latency_target": 0.0}
 
 
 def test_the_forms_intensity_field_follows_the_settings_limits():

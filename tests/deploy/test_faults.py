@@ -27,8 +27,9 @@ sweep history (what ``atlas_compaction`` plans from) grew by at least the cells 
 actually removed (read from the store before and after); ``verify`` passes on the store. The recovery time
 (fault to the run's success) is printed.
 
-The fault runs sweep at ``sweep_max_entries_per_second`` :data:`PACE` (a Variable edit through the REST API,
-as in the UI) so a sweep task is still sweeping when the fault hits; where a task is lost, the full pace is
+The fault runs sweep at a fixed ``sweep_max_entries_per_second`` :data:`PACE` (``sweep_latency_target`` 0: the
+application pace, which runs free while the workload rests, is off; a Variable edit through the REST API, as in
+the UI) so a sweep task is still sweeping when the fault hits; where a task is lost, the full pace is
 restored once the fault has hit, so the retry does not sweep at the test's pace. ``atlas_compaction`` is
 paused meanwhile (the count must not be reset by a compaction between the two readings; a paused DAG loses
 no count: the store holds it). The deployment is conftest.py's, shared with test_deployment.py (started once)."""
@@ -134,7 +135,7 @@ def _mid_sweep(deployment, store, seed: int) -> FaultRun:
 def _try_mid_sweep(deployment, store, seed: int) -> FaultRun | None:
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
-    _set_settings(deployment, settings_value(sweep_max_entries_per_second=PACE))
+    _set_settings(deployment, settings_value(sweep_max_entries_per_second=PACE, sweep_latency_target=0))
     run_workload(store, WorkloadSpec(**WORKLOAD, seed=seed))
     _settle(store)
     versions, counted = _versions(store), _counted(store)

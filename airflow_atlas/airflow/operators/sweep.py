@@ -70,9 +70,10 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
     :param sweep_ts: sweep timestamp for targets that carry none (templated); default computed per pair.
     :param batch_limit: queue entries per iteration; default setting ``batch_limit`` (templated).
     :param max_iterations: iterations per pair; default setting ``max_iterations_per_shard`` (templated).
-    :param max_entries_per_second: intensity, queue entries per second per pair at most (0: unlimited);
-        default setting ``sweep_max_entries_per_second``. Applied as that engine setting of this task (in the
-        task and on Spark executors alike; see docs/INTENSITY.md) (templated).
+    :param max_entries_per_second: intensity, queue entries per second per pair at most (0: unlimited): a
+        fixed rate for this task (settings ``sweep_max_entries_per_second`` = it, ``sweep_latency_target`` 0: the
+        application pace off); default: the settings' pace. Applied as those engine settings of this task (in
+        the task and on Spark executors alike; see docs/INTENSITY.md) (templated).
     :param dry_run: read and decide, but write nothing to tables, queue or progress (templated; kept as
         ``sweep_dry_run``: ``dry_run`` is a method of ``BaseOperator``). The locks are still taken and released.
     :param execution_mode: ``"in_task"`` or ``"spark"``; default: what the plan task recorded in the
@@ -171,12 +172,14 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
 
     def engine_config(self, settings):
         """The task's engine settings below the store: the Variable < ``store_config`` <
-        ``max_entries_per_second`` (when given: the task's ``sweep_max_entries_per_second``, a layer of its
-        own, checked by the resolver), so the in-task sweep and the Spark executors both follow it."""
+        ``max_entries_per_second`` (when given: the task's fixed rate, ``sweep_max_entries_per_second`` with
+        ``sweep_latency_target`` 0, a layer of its own, checked by the resolver), so the in-task sweep and the
+        Spark executors both follow it."""
         layers = [settings.task_layer(self.store_config)]
         if self.max_entries_per_second is not None:
             layers.append(Layer(Rank.TASK, "the operator's max_entries_per_second",
-                                {"sweep_max_entries_per_second": self.max_entries_per_second}))
+                                {"sweep_max_entries_per_second": self.max_entries_per_second,
+                                 "sweep_latency_target": 0.0}))
         return settings.engine_config(*layers)
 
     def _mode(self, targets, settings) -> str:

@@ -31,9 +31,10 @@ def test_the_forms_intensity_paces_every_sweep_task_and_sweeps_everything(embedd
     run = dag.test(run_conf={"strategy": "THOROUGH", "max_entries_per_second": 100})
     assert str(run.state) == "success", task_states(run)
     # the form's value travels as a settings layer of the sweep tasks (their store_config), not as a value
-    assert xcom(run, "validate_request", key="store_config") == {"sweep_max_entries_per_second": 100}
+    assert xcom(run, "validate_request", key="store_config") == {"sweep_max_entries_per_second": 100,
+                                                                 "sweep_latency_target": 0.0}  # a fixed rate
     results = _sweep_results(run)
-    assert results and all(r["max_entries_per_second"] == 100 for r in results)
+    assert results and all(r["max_entries_per_second"] == 100 and r["latency_target"] == 0 for r in results)
     assert {r["status"] for r in results} == {"caught_up"}
     paced = [r for r in results if r["iterations"] > 1]
     assert paced and all(0 < r["seconds_paced"] <= r["entries_read"] / 100 for r in paced)
