@@ -159,8 +159,8 @@ def _connect_connection(spark_conn_id: str):
 
 def connect_request(job: SparkJob, settings: RunSettings) -> ConnectRequest:
     """The checked request of a job (:class:`ConnectRequest`): the connection is a ``spark_connect`` one,
-    ``extra_conf`` holds only ``spark.atlas.store.*`` entries (merged into the settings), the job's arguments
-    are valid. The Spark-on-a-cluster options of spark-submit are ignored (logged)."""
+    ``extra_conf`` holds only ``spark.atlas.store.*`` entries (merged into the settings); the job checked its
+    own arguments when it was built. The Spark-on-a-cluster options of spark-submit are ignored (logged)."""
     _connect_connection(settings.spark_conn_id)
     extra = {str(k): v for k, v in settings.extra_conf.items()}
     other = sorted(k for k in extra if not k.startswith(STORE_SETTING_CONF_PREFIX))

@@ -11,7 +11,7 @@ from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.operators.compaction import CompactionOperator
 from airflow_atlas.airflow.operators.full_sweep import FullTableSweepOperator, PlanFullSweepOperator
 from airflow_atlas.airflow.operators.scrub import ScrubOperator
-from airflow_atlas.airflow.operators.sweep import SweepShardOperator, SweepSummaryOperator
+from airflow_atlas.airflow.operators.sweep import SweepShardOperator
 from airflow_atlas.airflow.operators.sweep_timestamps import ComputeSweepTimestampsOperator, PlanTargetedSweepOperator
 
 __all__ = [
@@ -23,5 +23,4 @@ __all__ = [
     "PlanTargetedSweepOperator",
     "ScrubOperator",
     "SweepShardOperator",
-    "SweepSummaryOperator",
 ]
