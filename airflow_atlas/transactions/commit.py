@@ -1,5 +1,6 @@
-"""The commit protocol of a read-write transaction (the :class:`CommitProtocol` half of
-:class:`~airflow_atlas.transactions.snapshot.SnapshotTransaction`), and why it is safe without commit locks.
+"""The commit protocol of a read-write transaction (:class:`CommitProtocol`, run by
+:meth:`~airflow_atlas.transactions.snapshot.SnapshotTransaction.commit` on its buffered writes and its
+registration's lease), and why it is safe without commit locks.
 
 Commit, in this order (see :meth:`CommitProtocol.commit`):
 (a) write-write conflict check, (b) enqueue the writes to the sweep queue (and scrub queue for hard deletes),
@@ -40,6 +41,7 @@ The conflict checks read the versions they walk through :class:`~airflow_atlas.t
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import KeyAlreadyExistsError, StoreUnavailableError, TransactionAbortedError, TransactionConflictError
@@ -47,70 +49,26 @@ from ..kvs.api import MAX_TIMESTAMP, SENTINEL_TIMESTAMP, Cell
 from ..sweep.queue.write_info import WriteInfo
 from .conflicts import VersionWalk
 from .encoding import ABORTED
-from .latency_recorder import COMMIT
+from .lease import RegistrationLease
 
 if TYPE_CHECKING:
     from .manager import TransactionManager
 
 
 class CommitProtocol:
-    """commit() of :class:`~airflow_atlas.transactions.snapshot.SnapshotTransaction` (its state, lease and
-    abort methods live there)."""
+    """The commit of transaction ``start``'s writes, steps (a)-(h), under its registration's ``lease``. One use:
+    the transaction keeps its state and aborts (recording ABORTED) if :meth:`commit` raises before (g)."""
 
-    # What commit() uses of SnapshotTransaction, declared for the type checker (snapshot.py defines them).
-    _m: TransactionManager
-    _start: int
-    read_only: bool
-    hard_delete: bool
-    _writes: dict[str, dict[Cell, bytes]]
-    _state: str
-    _commit_timestamp: int | None
-    _began_at: float
+    def __init__(self, manager: TransactionManager, start: int, lease: RegistrationLease, *, hard_delete: bool):
+        self._m = manager
+        self._start = start
+        self._lease = lease
+        self._hard_delete = hard_delete
 
-    if TYPE_CHECKING:
-
-        def _ensure_open(self) -> None: ...
-
-        def _keep_lease(self) -> None: ...
-
-        def _unregister(self) -> None: ...
-
-        def _verify_registration(self) -> None: ...
-
-        def _abort(self, *, mark_aborted: bool) -> None: ...
-
-    def commit(self) -> int | None:
-        """Commit; returns the commit timestamp, or None when nothing was written (read-only, or no writes).
-
-        Raises TransactionConflictError (write-write conflict), TransactionLockExpiredError (registration
-        lost), TransactionAbortedError (rolled back by someone else); the transaction is aborted then.
-        """
-        self._ensure_open()
-        if self.read_only:
-            self._state = "committed"
-            self._m.record_latency(COMMIT, self._began_at)
-            return None
-        try:
-            if not any(self._writes.values()):
-                self._verify_registration()
-                self._state = "committed"
-                self._unregister()
-                commit = None
-            else:
-                commit = self._commit_writes()
-        except BaseException:
-            if self._state == "open":
-                self._abort(mark_aborted=True)
-            raise
-        self._m.record_latency(COMMIT, self._began_at)
-        return commit
-
-
-    # ----- commit protocol -----------------------------------------------------------------------------
-    def _commit_writes(self) -> int:
+    def commit(self, writes: dict[str, dict[Cell, bytes]], committed: Callable[[int], None]) -> int:
+        """Steps (a)-(h) for ``writes`` (table -> cells, none empty; the lease was kept just before); calls
+        ``committed(commit timestamp)`` at the commit point (g), before the unregistration (h)."""
         m = self._m
-        writes = {table: dict(cells) for table, cells in self._writes.items() if cells}
-        self._keep_lease()
         # (a) write-write conflicts, before anything is written.
         for table, cells in writes.items():
             self._check_conflicts(table, list(cells), post_write=False)
@@ -123,11 +81,11 @@ class CommitProtocol:
         ]
         if infos and m.sweep_queue is not None:
             m.sweep_queue.enqueue(infos)
-        if infos and self.hard_delete and m.scrub_queue is not None:
+        if infos and self._hard_delete and m.scrub_queue is not None:
             m.scrub_queue.enqueue(infos)
         # (b') as the reference does: a writer whose registration lapsed does not even write its cells
         # (sweep may be past its start timestamp; (f) below is the check that decides).
-        self._verify_registration()
+        self._lease.verify()
         # (c) the cells, at the start timestamp.
         m.kvs.multi_put(writes, self._start)
         # (d) no commit locks: re-check now that our versions are visible to every other writer.
@@ -136,13 +94,12 @@ class CommitProtocol:
         # (e) the commit timestamp.
         commit = m.timestamps.fresh_timestamp()
         # (f) sweep must not have passed us (it would have, had the registration expired).
-        self._verify_registration()
+        self._lease.verify()
         # (g) the commit point.
         self._record_commit(commit)
-        self._state = "committed"
-        self._commit_timestamp = commit
+        committed(commit)
         # (h) done: let the immutable timestamp move on.
-        self._unregister()
+        self._lease.release()
         return commit
 
     def _record_commit(self, commit: int) -> None:

@@ -8,9 +8,9 @@ for as long as the transaction is open. The thread exits when no transaction is 
 by the next one.
 
 The keeper never revives a registration: the registry refuses to refresh one that expired (or is about
-to, within its clock margin), and the keeper then records the loss on the transaction, which fails with
-TransactionLockExpiredError at its next operation; the commit's own registration check (f) decides in any
-case. Transactions are held by weak reference: one dropped without commit or abort stops being refreshed
+to, within its clock margin), and the keeper then records the loss on the transaction's lease
+(:mod:`.lease`), so the transaction fails with TransactionLockExpiredError at its next operation; the
+commit's own registration check (f) decides in any case. Transactions are held by weak reference: one dropped without commit or abort stops being refreshed
 and its registration expires after one lease. The lease therefore bounds how long a *crashed* process holds
 sweep back, not how long a transaction may run.
 """

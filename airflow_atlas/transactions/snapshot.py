@@ -18,9 +18,11 @@ Read-write transactions register in the open-transaction registry (see ``registr
 register, the unreadable timestamp of the punch table protects them instead, and they may not read THOROUGH
 tables at all.
 
-Committing is :class:`~airflow_atlas.transactions.commit.CommitProtocol` (``commit.py``: the commit order
-and why at most one of two concurrent writers of a cell commits); starting, resolving other transactions
-and retrying is :class:`~airflow_atlas.transactions.manager.TransactionManager` (``manager.py``).
+A transaction is composed of what it holds: its registration's lease is
+:class:`~airflow_atlas.transactions.lease.RegistrationLease` (``lease.py``: refreshed, never revived, verified);
+committing its buffered writes is :class:`~airflow_atlas.transactions.commit.CommitProtocol` (``commit.py``: the
+commit order and why at most one of two concurrent writers of a cell commits); starting, resolving other
+transactions and retrying is :class:`~airflow_atlas.transactions.manager.TransactionManager` (``manager.py``).
 
 Crash safety of a transaction: until step (g) of the commit protocol it has no commit entry, so a crash at
 any point before leaves only versions that readers and sweep roll back (put-unless-exists(S, ABORTED))
@@ -30,7 +32,6 @@ cells may have been written records ABORTED first.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
@@ -38,7 +39,6 @@ from typing import TYPE_CHECKING
 from ..errors import (
     InvalidInputError,
     KeyAlreadyExistsError,
-    LockNotHeldError,
     ReadOnlyNotAllowedError,
     SweptVersionReadError,
     TransactionClosedError,
@@ -48,7 +48,8 @@ from ..kvs.api import SENTINEL_TIMESTAMP, Cell, Value, validate_cell
 from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .commit import CommitProtocol
 from .encoding import ABORTED
-from .latency_recorder import ABORT, READ
+from .latency_recorder import ABORT, COMMIT, READ
+from .lease import RegistrationLease
 from .registry import OpenTransaction
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
-class SnapshotTransaction(CommitProtocol):
+class SnapshotTransaction:
     """One transaction. Use it from one thread at a time; it is closed by commit() or abort()."""
 
     def __init__(
@@ -76,13 +77,7 @@ class SnapshotTransaction(CommitProtocol):
         self._start = start_timestamp
         self.read_only = read_only
         self.hard_delete = hard_delete
-        self._registration = registration
-        self._lease_renewed_at = manager.clock()
-        # Guards the registration between this thread and the manager's keeper thread: a refresh never
-        # runs concurrently with (or after) the unregistration.
-        self._lease_lock = threading.Lock()
-        self._lease_lost: Exception | None = None
-        self._registered = registration is not None
+        self._lease = None if read_only else RegistrationLease(manager, start_timestamp, registration)
         self._writes: dict[str, dict[Cell, bytes]] = {}
         self._state = "open"
         self._commit_timestamp: int | None = None
@@ -170,12 +165,45 @@ class SnapshotTransaction(CommitProtocol):
         self.put(table, {c: b"" for c in self._cells(cells)})
 
     # ----- ending --------------------------------------------------------------------------------------
+    def commit(self) -> int | None:
+        """Commit; returns the commit timestamp, or None when nothing was written (read-only, or no writes).
+
+        Raises TransactionConflictError (write-write conflict), TransactionLockExpiredError (registration
+        lost), TransactionAbortedError (rolled back by someone else); the transaction is aborted then.
+        """
+        self._ensure_open()
+        if self._lease is None:  # read-only
+            self._state = "committed"
+            self._m.record_latency(COMMIT, self._began_at)
+            return None
+        try:
+            if not any(self._writes.values()):
+                self._lease.verify()
+                self._state = "committed"
+                self._lease.release()
+                commit = None
+            else:
+                writes = {table: dict(cells) for table, cells in self._writes.items() if cells}
+                self._keep_lease()
+                protocol = CommitProtocol(self._m, self._start, self._lease, hard_delete=self.hard_delete)
+                commit = protocol.commit(writes, committed=self._committed)
+        except BaseException:
+            if self._state == "open":
+                self._abort(mark_aborted=True)
+            raise
+        self._m.record_latency(COMMIT, self._began_at)
+        return commit
+
+    def _committed(self, commit: int) -> None:
+        """The commit point (g) passed: the transaction is committed whatever happens next."""
+        self._state = "committed"
+        self._commit_timestamp = commit
+
     def abort(self) -> None:
         """Abort (nothing was written to the store yet). Idempotent; a no-op on a closed transaction."""
         if self._state != "open":
             return
         self._abort(mark_aborted=False)
-
 
     # ----- read protocol -------------------------------------------------------------------------------
     def _read_committed(self, table: str, found: dict[Cell, Value]) -> dict[Cell, bytes]:
@@ -202,25 +230,13 @@ class SnapshotTransaction(CommitProtocol):
             found = m.kvs.get(table, older) if older else {}
         return result
 
-    # ----- leases --------------------------------------------------------------------------------------
+    # ----- the registration's lease --------------------------------------------------------------------
     def _keep_lease(self) -> None:
-        """Fail if the keeper found the registration lost; refresh it here too once more than half of the
-        lease is used (the keeper normally refreshes it at a third)."""
-        if self.read_only or self._registration is None:
+        """Fail (aborted) if the registration was found lost; refresh it here too once more than half of the
+        lease is used (:meth:`RegistrationLease.keep`)."""
+        if self._lease is None:
             return
-        lost = self._lease_lost
-        if lost is None:
-            lease = self._m.config.lease_seconds
-            if self._m.clock() - self._lease_renewed_at < lease / 2:
-                return
-            with self._lease_lock:
-                if self._lease_lost is None and self._registered:
-                    try:
-                        self._registration = self._m.registry.refresh(self._start, lease)
-                        self._lease_renewed_at = self._m.clock()
-                    except LockNotHeldError as exc:
-                        self._lease_lost = exc
-                lost = self._lease_lost
+        lost = self._lease.keep()
         if lost is not None:
             self._abort(mark_aborted=False)
             raise TransactionLockExpiredError(f"transaction {self._start} lost its registration: {lost}") from lost
@@ -228,52 +244,17 @@ class SnapshotTransaction(CommitProtocol):
     def keep_registration_alive(self) -> bool:
         """Called by the manager's keeper thread: refresh the registration once a third of the lease is
         used. Returns False once there is nothing more to keep (closed, unregistered or lost)."""
-        lease = self._m.config.lease_seconds
-        with self._lease_lock:
-            if not self._registered or self._state != "open" or self._lease_lost is not None:
-                return False
-            if self._m.clock() - self._lease_renewed_at < lease / 3:
-                return True
-            try:
-                self._registration = self._m.registry.refresh(self._start, lease)
-                self._lease_renewed_at = self._m.clock()
-            except LockNotHeldError as exc:
-                self._lease_lost = exc
-                log.warning("transaction %d lost its registration: %s", self._start, exc)
-                return False
-            except Exception as exc:  # a store hiccup: try again at the next tick, while the lease lasts
-                log.warning("could not refresh the registration of transaction %d (will retry): %s", self._start, exc)
-        return True
-
-    def _unregister(self) -> None:
-        with self._lease_lock:
-            self._registered = False
-        self._m._keeper.remove(self._start)
-        self._m._best_effort(self._m.registry.unregister, self._start)
-
-    def _verify_registration(self) -> None:
-        """Raise TransactionLockExpiredError unless the stored registration is live with the margin to spare
-        and no refresh found it lost (a refresh that found it lapsed may still have written a live value)."""
-        if self._lease_lost is not None:
-            raise TransactionLockExpiredError(
-                f"registration of transaction {self._start} was lost: {self._lease_lost}; sweep may have passed its "
-                "start timestamp"
-            )
-        entry = self._m.registry.get(self._start)
-        now = self._m.clock()
-        if entry is None or entry.expires_at - self._m.registry.margin_seconds <= now:
-            when = "is gone" if entry is None else f"expired at {entry.expires_at:.3f} (now {now:.3f})"
-            raise TransactionLockExpiredError(
-                f"registration of transaction {self._start} {when}: sweep may have passed its start timestamp"
-            )
+        if self._lease is None:
+            return False
+        return self._lease.keep_alive(lambda: self._state == "open")
 
     def _check_lease_after_read(self, metadata: TableMetadata) -> None:
         """Spec 003: readers of THOROUGH tables must hold a valid lease at read time (sweep removes the
         sentinels that would otherwise reveal a swept version)."""
-        if self.read_only or metadata.strategy != SweepStrategy.THOROUGH:
+        if self._lease is None or metadata.strategy != SweepStrategy.THOROUGH:
             return
         try:
-            self._verify_registration()
+            self._lease.verify()
         except TransactionLockExpiredError:
             self._abort(mark_aborted=False)
             raise
@@ -336,7 +317,7 @@ class SnapshotTransaction(CommitProtocol):
                 pass  # already rolled back by someone else
             except Exception as exc:  # readers and sweep roll us back once we are unregistered
                 log.warning("could not mark transaction %d aborted: %s", self._start, exc)
-        if self._registration is not None:
-            self._unregister()
+        if self._lease is not None and self._lease.registered:
+            self._lease.release()
         if was_open:
             m.record_latency(ABORT, self._began_at)
