@@ -33,7 +33,6 @@ def get_provider_info() -> dict:
             {
                 "integration-name": "Airflow Atlas",
                 "python-modules": [
-                    "airflow_atlas.airflow.operators.locks",
                     "airflow_atlas.airflow.operators.sweep_timestamps",
                     "airflow_atlas.airflow.operators.sweep",
                     "airflow_atlas.airflow.operators.compaction",

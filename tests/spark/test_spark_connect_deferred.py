@@ -162,7 +162,8 @@ def test_a_server_restart_fails_the_running_job_retriably_and_the_loop_goes_on(o
     handle = make_store("sqlite", seed=5, transactions=120)
     conn_id = conns(handle)
     pairs = [(s, strategy) for s in range(4) for strategy in ("CONSERVATIVE", "THOROUGH")]
-    slow = job_trigger(pairs, conn_id, sweep_max_entries_per_second=2)  # runs for minutes unless stopped
+    # a fixed rate (the application pace would run free while the store rests): runs for minutes unless stopped
+    slow = job_trigger(pairs, conn_id, sweep_max_entries_per_second=2, sweep_latency_target=0)
     lease = hold_lock(handle.store, "atlas-test/during-outage")
     waiting = LockFreeTrigger(lock="atlas-test/during-outage", store_conn_id=conn_id, poll_interval=0.2)
     ticker = Ticker()
