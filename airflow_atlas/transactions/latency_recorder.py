@@ -40,10 +40,5 @@ class LatencyRecorder:
             taken, self._current = self._current, {kind: LatencyHistogram() for kind in KINDS}
         return {kind: h for kind, h in taken.items() if h.count}
 
-    @property
-    def empty(self) -> bool:
-        with self._lock:
-            return not any(h.count for h in self._current.values())
-
 
 __all__ = ["ABORT", "COMMIT", "KINDS", "READ", "LatencyRecorder"]
