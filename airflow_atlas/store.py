@@ -18,8 +18,23 @@ from .kvs.api import KeyValueService
 from .kvs.tables import SweepStrategy, TableMetadata, WriteMode, validate_table_name
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from .kvs.address import StoreAddress
+    from .locks import LockService
+    from .sweep.history import SweepHistory
+    from .sweep.legacy import LegacySweeper
+    from .sweep.queue.sweep_queue import SweepQueue
+    from .sweep.scrub import Scrubber, ScrubQueue
+    from .sweep.sweep_timestamp import SweepTimestampProvider
+    from .sweep.targeted import TargetedSweeper
+    from .table_marks import TableMarks
     from .timestamps import TimestampSource
+    from .transactions.latency_source import StoreApplicationLatency
+    from .transactions.manager import TransactionManager
+    from .transactions.punch import PunchTable
+    from .transactions.registry import OpenTransactionRegistry
+    from .transactions.service import TransactionService
 
 
 class AtlasStore:
@@ -31,13 +46,16 @@ class AtlasStore:
 
     # ----- construction ----------------------------------------------------------------------------
     @classmethod
-    def open(cls, address: StoreAddress | str, config: StoreConfig | None = None, **kvs_options) -> AtlasStore:
+    def open(
+        cls, address: StoreAddress | str, config: StoreConfig | None = None, *, must_exist: bool = False,
+        **kvs_options: object,
+    ) -> AtlasStore:
         """THE opening of a store: the one ``address`` names (a :class:`~airflow_atlas.kvs.address.StoreAddress`,
         or a URL, parsed once here). ``config``: the resolved settings of every layer below the store
         (:func:`airflow_atlas.settings_resolver.resolve`; None = the defaults); the address's own
         replica-safety settings are the top layer (:func:`~airflow_atlas.settings_resolver.with_address`).
         The consistency levels and gc_grace guard of the key-value service come from the result;
-        ``kvs_options`` (e.g. ``must_exist=True``) go to :func:`airflow_atlas.kvs.opening.open_kvs`."""
+        ``must_exist`` and ``kvs_options`` go to :func:`airflow_atlas.kvs.opening.open_kvs`."""
         from .kvs.address import StoreAddress
         from .kvs.opening import open_kvs
         from .settings_resolver import with_address
@@ -46,7 +64,8 @@ class AtlasStore:
             address = StoreAddress.from_url(address)
         config = with_address(config, address)
         kvs = open_kvs(
-            address, consistency=config.consistency_policy(), gc_grace_guard=config.gc_grace_guard(), **kvs_options
+            address, must_exist=must_exist, consistency=config.consistency_policy(),
+            gc_grace_guard=config.gc_grace_guard(), **kvs_options,
         )
         return cls(kvs, config)
 
@@ -58,7 +77,9 @@ class AtlasStore:
     def __enter__(self) -> AtlasStore:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.close()
 
     def describe(self) -> str:
@@ -84,7 +105,7 @@ class AtlasStore:
             raise InvalidInputError(str(exc)) from None
 
     @cached_property
-    def locks(self):
+    def locks(self) -> LockService:
         from .locks import LockService
 
         return LockService(self.kvs)
@@ -99,38 +120,38 @@ class AtlasStore:
         return store_version(self.kvs, self.config.transactions_schema_version)
 
     @cached_property
-    def transaction_service(self):
+    def transaction_service(self) -> TransactionService:
         from .transactions.service import make_transaction_service
 
         return make_transaction_service(self.kvs, version=self.transactions_schema_version)
 
     @cached_property
-    def registry(self):
+    def registry(self) -> OpenTransactionRegistry:
         from .transactions.registry import OpenTransactionRegistry
 
         # Registrations are spread over rows once the store's timestamps come from a server (transactions/registry.py).
         return OpenTransactionRegistry(self.kvs, striped=lambda: self.timestamps.served)
 
     @cached_property
-    def punch(self):
+    def punch(self) -> PunchTable:
         from .transactions.punch import PunchTable
 
         return PunchTable(self.kvs)
 
     @cached_property
-    def queue(self):
+    def queue(self) -> SweepQueue:
         from .sweep.queue.sweep_queue import SweepQueue
 
         return SweepQueue(self.kvs)
 
     @cached_property
-    def scrub_queue(self):
+    def scrub_queue(self) -> ScrubQueue:
         from .sweep.scrub import ScrubQueue
 
         return ScrubQueue(self.kvs)
 
     @cached_property
-    def transactions(self):
+    def transactions(self) -> TransactionManager:
         from .transactions.latency_publisher import LatencyPublication
         from .transactions.manager import TransactionConfig, TransactionManager
 
@@ -156,7 +177,7 @@ class AtlasStore:
         )
 
     @cached_property
-    def sweep_timestamps(self):
+    def sweep_timestamps(self) -> SweepTimestampProvider:
         from .sweep.sweep_timestamp import SweepTimestampProvider
 
         return SweepTimestampProvider(
@@ -164,36 +185,36 @@ class AtlasStore:
         )
 
     @cached_property
-    def sweeper(self):
+    def sweeper(self) -> TargetedSweeper:
         from .sweep.targeted import TargetedSweeper
 
         return TargetedSweeper(self)
 
     @cached_property
-    def legacy_sweeper(self):
+    def legacy_sweeper(self) -> LegacySweeper:
         from .sweep.legacy import LegacySweeper
 
         return LegacySweeper(self)
 
     @cached_property
-    def scrubber(self):
+    def scrubber(self) -> Scrubber:
         from .sweep.scrub import Scrubber
 
         return Scrubber(self)
 
     @cached_property
-    def table_marks(self):
+    def table_marks(self) -> TableMarks:
         from .table_marks import TableMarks
 
         return TableMarks(self.kvs)
 
     @cached_property
-    def history(self):
+    def history(self) -> SweepHistory:
         from .sweep.history import SweepHistory
 
         return SweepHistory(self.kvs)
 
-    def application_latency(self):
+    def application_latency(self) -> StoreApplicationLatency:
         """A fresh view of the application's publications for one sweep run (the application pace's source,
         transactions/latency_source.py)."""
         from .transactions.latency_source import StoreApplicationLatency
@@ -228,7 +249,9 @@ class AtlasStore:
         if self.queue.progress.get_number_of_shards() < wanted:
             self.queue.progress.update_number_of_shards(wanted)
 
-    def create_table(self, name: str, strategy: SweepStrategy | str = SweepStrategy.CONSERVATIVE, **cassandra_options) -> None:
+    def create_table(
+        self, name: str, strategy: SweepStrategy | str = SweepStrategy.CONSERVATIVE, **cassandra_options: object
+    ) -> None:
         validate_table_name(name, internal_ok=False)
         self.kvs.create_table(
             name,
@@ -257,7 +280,7 @@ class AtlasStore:
 
     def user_tables(self) -> dict[str, SweepStrategy]:
         """User tables (not the engine's internal ones) and their sweep strategies."""
-        out = {}
+        out: dict[str, SweepStrategy] = {}
         for name in self.kvs.list_tables():
             if not name.startswith("_"):
                 out[name] = self.kvs.get_metadata(name).strategy
