@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CASSANDRA_SCRIPT = REPO_ROOT / "scripts" / "cassandra.sh"
+from .lib.paths import CASSANDRA_SCRIPT, REPO_ROOT
+
 DEFAULT_CASSANDRA = os.environ.get("ATLAS_BENCH_CASSANDRA", "127.0.0.1:9042")
 SCHEMA_VERSION = 1
 

@@ -265,7 +265,7 @@ def write_report(out: Path) -> Path:
                       f"multi-row reads {_f(r['multi_row_s'])} s ({_f(r['speedup'])}x)"]
         lines += [""]
     if "foreground_impact" in docs:
-        from . import foreground_impact_report
+        from .foreground_impact import report as foreground_impact_report
 
         lines += foreground_impact_report.report_lines(docs["foreground_impact"])
         foreground_impact_report.write_chart(docs["foreground_impact"], out / "foreground_impact.png")

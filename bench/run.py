@@ -24,9 +24,9 @@ import traceback
 from pathlib import Path
 
 from . import common as C
-from .foreground_impact import LIMITS_FULL, LIMITS_QUICK, TXN_WRITES
-from .foreground_summary import DEFAULT, NO_SWEEP, PHASES, UNTHROTTLED
-from .placement import PLACEMENTS
+from .foreground_impact.run import LIMITS_FULL, LIMITS_QUICK, TXN_WRITES
+from .foreground_impact.summary import DEFAULT, NO_SWEEP, PHASES, UNTHROTTLED
+from .lib.placement import PLACEMENTS
 
 NAMED_VARIANTS = (NO_SWEEP, UNTHROTTLED, DEFAULT)
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
@@ -37,8 +37,11 @@ DEFAULT_OUT = C.REPO_ROOT / "bench" / "results"
 
 
 def _module(name: str):
+    """The module whose ``run`` measures benchmark ``name``: ``bench.<name>.run`` (a package per benchmark)."""
     import importlib
 
+    if (C.REPO_ROOT / "bench" / name / "__init__.py").exists():
+        return importlib.import_module(f"bench.{name}.run")
     return importlib.import_module(f"bench.{name}")
 
 

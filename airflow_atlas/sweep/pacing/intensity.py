@@ -47,7 +47,7 @@ MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
 
 PACING_INTERVAL_SECONDS = 0.25
 """A paced run takes at most ``rate x`` this many entries per batch: its bursts of full-speed work last a
-fraction of this and alternate with waits. Measured on an idle node (bench/foreground_impact.py,
+fraction of this and alternate with waits. Measured on an idle node (bench/foreground_impact/,
 docs/INTENSITY.md), 0.25 s against 1 s: foreground p99 / no sweep at 2,000/s 0.79x vs 3.4x, at 8,000/s
 2.3x vs 11.7x, each limit still reached (2,034/s, 8,080/s) - a shorter burst delays the transactions that
 meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.40 of its limit at 0.25 s.)

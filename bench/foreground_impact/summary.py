@@ -1,5 +1,5 @@
 """The statistics and goals of ``foreground_impact``, from the measured windows alone (pure: no store, no sweep;
-tests/bench/test_foreground_impact.py).
+tests/bench/foreground_impact/test_summary.py).
 
 * Every figure of a (placement, load phase, variant) is computed on the application's latencies **pooled over
   the repetitions** (each repetition measures every variant once, in a rotated order, so slow minutes of the
@@ -18,7 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from . import common as C
+from bench import common as C
 
 NO_SWEEP, UNTHROTTLED, DEFAULT = "no_sweep", "unthrottled", "default"
 """Variants: no sweep; no pacing at all (``sweep_latency_target`` 0, ``sweep_max_entries_per_second`` 0); the

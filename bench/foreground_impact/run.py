@@ -1,13 +1,14 @@
-"""Benchmark foreground_impact: how much a sweep slows the application it cleans, under phases of foreground
-load, at fixed intensity limits and at the shipped settings (the application pace), and what it costs the sweep.
+"""Benchmark foreground_impact (``python -m bench.run --only foreground_impact``): how much a sweep slows the
+application it cleans, under phases of foreground load, at fixed intensity limits and at the shipped settings (the
+application pace), and what it costs the sweep.
 
-Per **placement** of the sweep process (bench/placement.py: ``confined`` - a CPU quota of half a core, as a
-sweeper on its own Airflow worker -, then ``shared``), per repetition, the **load phases** in order - ``idle``
+Per **placement** of the sweep process (:mod:`bench.lib.placement`: ``confined`` - a CPU quota of half a core, as
+a sweeper on its own Airflow worker -, then ``shared``), per repetition, the **load phases** in order - ``idle``
 (no foreground), ``steady`` (in the full mode half the highest rate the node carries without sweep, by a
 capacity probe before the windows: :func:`probe_capacity`; quick: 10 transactions/s), ``burst``
 (:data:`BURST_FACTOR` x that), ``arrival`` (the steady rate, starting :data:`ARRIVAL_DELAY_SECONDS` into the
-window), ``idle_again`` - and in each load phase one window per **variant** (bench/foreground_summary.py,
-:func:`~bench.foreground_summary.variants`), in an order that rotates every repetition:
+window), ``idle_again`` - and in each load phase one window per **variant**
+(:func:`bench.foreground_impact.summary.variants`), in an order that rotates every repetition:
 
 * ``no_sweep``: the foreground alone (the baseline of every latency ratio of the phase; busy phases only);
 * ``unthrottled``: ``sweep_max_entries_per_second`` 0 with ``sweep_latency_target`` 0 (no pacing at all: the
@@ -27,18 +28,18 @@ sees it resting.
 
 A window:
 
-* **foreground** (busy phases): snapshot transactions on a CONSERVATIVE table of pre-loaded cells, each
-  reading ``READS`` random cells of one half and writing one random cell of the other half (so no reader
+* **foreground** (busy phases; :mod:`bench.foreground_impact.foreground`): snapshot transactions on a
+  CONSERVATIVE table of pre-loaded cells, each reading ``READS`` random cells of one half and writing one random cell of the other half (so no reader
   waits for a running writer: that contention is the application's, not the store's), issued **open-loop**
   at the phase's rate (each starts at its planned instant on a thread pool; its latency is measured from
   that instant, so queueing behind a slow store counts - no coordinated omission). Conflicts are counted,
   not timed. In steady and burst the schedule runs for a moment before the sweep starts; in the arrival it
   starts :data:`ARRIVAL_DELAY_SECONDS` after the sweep (no sweep: after the window opens) and runs to the
   window's end. In the full mode the foreground of a busy window lasts long enough for
-  :data:`~bench.foreground_summary.MIN_POOLED` transactions per variant over the repetitions
+  :data:`~bench.foreground_impact.summary.MIN_POOLED` transactions per variant over the repetitions
   (:func:`window_seconds`).
-* **sweep**: in a separate process (as an Airflow worker or a Spark executor is; placed, started while the
-  backlog loads, connected before the window opens), one ``TargetedSweeper.sweep_shard`` run of a THOROUGH
+* **sweep** (:mod:`bench.foreground_impact.sweeper`): in a separate process (as an Airflow worker or a Spark
+  executor is; placed, started while the backlog loads, connected before the window opens), one ``TargetedSweeper.sweep_shard`` run of a THOROUGH
   backlog (transactions of ``TXN_WRITES`` writes, loaded fast, one version per cell) for the window's seconds:
   the run stops after the first iteration that ends past them (its ``on_iteration`` callback raises; the
   iteration's progress is persisted, the entries left over are swept by the next window) or when the backlog
@@ -46,28 +47,24 @@ A window:
   or the unthrottled rate of a calibration sweep without foreground). Foreground latencies are counted while
   the sweep process sweeps (its own first and last instants), in the arrival from the foreground's start.
 
-Reported per placement, load phase and variant (bench/foreground_summary.py): the pooled p50 and p99 ("too few
-samples" under 1,000 transactions), the p99 against the same placement and phase's ``no_sweep`` with a
+Reported per placement, load phase and variant (:mod:`bench.foreground_impact.summary`): the pooled p50 and p99
+("too few samples" under 1,000 transactions), the p99 against the same placement and phase's ``no_sweep`` with a
 bootstrap 90% confidence interval, the sweep rate (pooled) and its share of ``unthrottled``, the seconds paced,
 the pace at the end of the window, its back-offs and reason (and, for the default, its pace over the window),
 and the cores used (machine, node). The goals are judged at the default on the confined placement.
 """
 from __future__ import annotations
 
-import json
 import math
-import os
 import random
-import subprocess
-import sys
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 
-from . import common as C
-from . import foreground_summary as S
-from . import placement as P
-from .foreground_summary import (
+from bench import common as C
+from bench.lib import placement as P
+
+from . import summary as S
+from .foreground import FG_TABLE, READS, Foreground
+from .summary import (
     DEFAULT,
     NO_SWEEP,
     PHASES,
@@ -78,12 +75,12 @@ from .foreground_summary import (
     summarise,
     variants,
 )
+from .sweeper import CAUGHT_UP, WINDOW_OVER, Sweeper, combined
 
 NAME = "foreground_impact"
 TXN_WRITES = 500
 """Writes per backlog transaction (bulk-load shaped: dedicated queue rows; loads the backlog fast)."""
-READS = 4
-FG_TABLE, BG_TABLE = "fg_app", "bg_backlog"
+BG_TABLE = "bg_backlog"
 LIMITS_FULL = (2_000, 1_000, 250)
 """Fixed limits (entries/s, ``sweep_latency_target`` 0): 250 kept the steady phase at 1.32x on 2026-11-27, 1,000
 cost 2.9-3.5x; only three, so that every busy window holds enough transactions for a p99 within about half an
@@ -119,7 +116,7 @@ BACKLOG_MARGIN = 1.25
 """The backlog lasts a window at this many times the expected rate (the run stops at the window's end)."""
 SETTLE_PRESSURE_SECONDS = 60.0
 """Before a window the full mode waits, at most this long, until the node queues nothing (no pending compaction
-or request; :func:`bench.common.settle_pressure`), then until its CPU is quiet (``settle_seconds``): on
+or request; :func:`bench.lib.machine.settle_pressure`), then until its CPU is quiet (``settle_seconds``): on
 2026-11-29 a window right after a fast sweep's inherited its compactions (a burst p99 of 1.1 s, 102-139 ms in the
 other repetitions) while the CPU-only settle had waited 1 s."""
 PHASE_SECONDS_FULL = 12.0
@@ -207,206 +204,13 @@ def with_rates(shape: dict, steady: int) -> dict:
 
 def window_seconds(shape: dict, phase: str, reps: int) -> float:
     """A window of ``phase``: its foreground long enough that the repetitions pool
-    :data:`~bench.foreground_summary.MIN_POOLED` transactions per variant in the full mode (10 % spare for the
+    :data:`~bench.foreground_impact.summary.MIN_POOLED` transactions per variant in the full mode (10 % spare for the
     windows' edges), after :data:`ARRIVAL_DELAY_SECONDS` in the arrival."""
     rate = shape["fg_rates"][phase]
     seconds = shape["phase_seconds"]
     if shape.get("min_pooled") and rate:
         seconds = max(seconds, math.ceil(shape["min_pooled"] * 1.1 / (rate * reps)))
     return seconds + (ARRIVAL_DELAY_SECONDS if phase == "arrival" else 0.0)
-
-
-# ----- the sweep process ----------------------------------------------------------------------------
-class _WindowOver(Exception):
-    """Raised by the sweep run's ``on_iteration`` callback after the first iteration past the window."""
-
-
-def _sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | None = None, shard: int = 0) -> None:
-    """Child process: open the store, say ``ready``, wait for ``go`` on stdin, sweep ``shard`` THOROUGH as the
-    variant says for at most ``seconds`` (then the iteration under way finishes; ``batch_limit``: the run's, else
-    the setting's), print one JSON line (start-up stays out of the measured window)."""
-    from airflow_atlas.config import StoreConfig
-    from airflow_atlas.store import AtlasStore
-
-    pacing: dict = {}  # the default: the settings' pace
-    if variant != DEFAULT:  # a fixed rate (0: none at all)
-        pacing = {"max_entries_per_second": 0 if variant == UNTHROTTLED else int(variant), "latency_target": 0.0}
-    store = AtlasStore.open(url, StoreConfig())
-    timeline: list[tuple[float, int, float | None]] = []  # (seconds since go, entries so far, pace)
-    try:
-        store.number_of_shards()  # connected and the schema read
-        print("ready", flush=True)
-        if sys.stdin.readline().strip() != "go":  # the benchmark stopped (its end of the pipe closed)
-            return
-        started = time.time()
-        entries = 0
-
-        def on_iteration(it) -> None:
-            nonlocal entries
-            entries += it.entries_read
-            now = time.time()
-            timeline.append((round(now - started, 3), entries, it.pace_entries_per_second))
-            if now - started >= seconds:
-                raise _WindowOver
-
-        try:
-            run = store.sweeper.sweep_shard(shard, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
-                                            batch_limit=batch_limit, **pacing).to_json()
-        except _WindowOver:
-            run = store.history.runs(shard, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
-            if run.get("status") != "failed" or not str(run.get("error", "")).startswith("_WindowOver"):
-                raise RuntimeError(f"the newest run in the history is not this one: {run}") from None
-            run["status"] = "window_over"
-        ended = started + timeline[-1][0] if timeline else time.time()  # the end of the last iteration
-    finally:
-        store.close()
-    print(json.dumps({
-        "shard": shard, "started": started, "ended": ended, "status": run["status"], "entries_read": run["entries_read"],
-        "cells_tombstoned": run["cells_tombstoned"], "iterations": run["iterations"],
-        "seconds_paced": run["seconds_paced"], "max_entries_per_second": run["max_entries_per_second"],
-        "latency_target": run.get("latency_target"), "pace_entries_per_second": run.get("pace_entries_per_second"),
-        "pace_reason": run.get("pace_reason"), "pace_backoffs": run.get("pace_backoffs", 0),
-        "pace_timeline": _thin(timeline) if variant == DEFAULT else [],
-    }), flush=True)
-
-
-def _thin(timeline: list, points: int = 60) -> list:
-    """At most ``points`` entries of a timeline (every k-th, and the last)."""
-    step = max(1, -(-len(timeline) // points))
-    out = timeline[::step]
-    if timeline and out[-1] != timeline[-1]:
-        out.append(timeline[-1])
-    return out
-
-
-def combined(children: list[dict]) -> dict:
-    """One window's sweep from the JSON lines of its sweep processes (one per pair swept at once): from the first
-    start to the last end, their entries, cells, iterations and back-offs summed, their paces added up (the rate
-    the store meets), the first's reason and timeline; ``window_over`` or ``caught_up`` only when every process
-    ended so, else the first other status."""
-    if len(children) == 1:
-        return children[0]
-    first = children[0]
-    paces = [c["pace_entries_per_second"] for c in children]
-    bad = [c["status"] for c in children if c["status"] not in ("caught_up", "window_over")]
-    return {
-        **first, "shard": [c["shard"] for c in children],
-        "started": min(c["started"] for c in children), "ended": max(c["ended"] for c in children),
-        "status": bad[0] if bad else ("window_over" if any(c["status"] == "window_over" for c in children)
-                                      else "caught_up"),
-        **{k: sum(c[k] for c in children) for k in ("entries_read", "cells_tombstoned", "iterations", "pace_backoffs")},
-        "seconds_paced": max(c["seconds_paced"] for c in children),
-        "pace_entries_per_second": None if any(p is None for p in paces) else sum(paces),
-    }
-
-
-class Sweeper:
-    """The sweep process of one window and pair: constructing it starts the process (it connects while the
-    parent loads the backlog); :meth:`start` returns once it is connected; :meth:`go` starts the sweep;
-    :meth:`result` waits for its JSON line. ``cores``: its share when confined (a window's processes share
-    :data:`~bench.placement.SWEEPER_CPU_CORES`, as the tasks of one Airflow worker share its CPU)."""
-
-    def __init__(self, url: str, variant, seconds: float, placement: str = P.SHARED, batch_limit: int | None = None,
-                 shard: int = 0, cores: float = P.SWEEPER_CPU_CORES):
-        env = {**os.environ, "PYTHONPATH": str(C.REPO_ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "bench.foreground_impact", "--sweeper", url, str(variant), str(seconds),
-             "-" if batch_limit is None else str(batch_limit), str(shard)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-            cwd=str(C.REPO_ROOT))
-        self.placement = P.confine(self._proc.pid, placement, cores=cores)  # before it connects: its whole run
-
-    def start(self) -> Sweeper:
-        line = self._proc.stdout.readline()
-        if line.strip() != "ready":
-            self._proc.kill()
-            raise RuntimeError(f"sweep process did not start: {line!r} {self._proc.stderr.read()[-2000:]}")
-        return self
-
-    def go(self) -> None:
-        self._proc.stdin.write("go\n")
-        self._proc.stdin.flush()
-
-    def result(self) -> dict:
-        out, err = self._proc.communicate(timeout=3600)
-        P.release(self.placement)
-        if self._proc.returncode != 0:
-            raise RuntimeError(f"sweep process exited {self._proc.returncode}: {err[-2000:]}")
-        return json.loads(out.strip().splitlines()[-1])
-
-
-# ----- the foreground -------------------------------------------------------------------------------
-class Foreground:
-    """Open-loop snapshot transactions at ``rate`` per second until :meth:`stop`; samples are
-    (planned wall instant, latency seconds)."""
-
-    def __init__(self, store, cells, rate: float, seed: int):
-        self._store = store
-        # Reads and writes on disjoint halves: a reader never waits for a running writer of its cell
-        # (that application-level contention would swamp what the store's load does to latency).
-        half = len(cells) // 2
-        self._read_cells, self._write_cells = cells[:half], cells[half:]
-        self._rate = rate
-        self._rng = random.Random(seed)
-        self._stop = threading.Event()
-        self.samples: list[tuple[float, float]] = []
-        self.conflicts = 0
-        self.errors: list[str] = []
-        self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(max_workers=64, thread_name_prefix="fg")
-        self._thread = threading.Thread(target=self._schedule, name="fg-schedule", daemon=True)
-
-    def start(self) -> Foreground:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._pool.shutdown(wait=True)
-
-    def _schedule(self) -> None:
-        perf0, wall0 = time.perf_counter(), time.time()
-        i = 0
-        while not self._stop.is_set():
-            planned = perf0 + i / self._rate
-            delay = planned - time.perf_counter()
-            if delay > 0 and self._stop.wait(delay):
-                break
-            reads = self._rng.sample(self._read_cells, READS)
-            write = self._rng.choice(self._write_cells)
-            value = self._rng.randbytes(32)
-            self._pool.submit(self._one, planned, wall0 + (planned - perf0), reads, write, value)
-            i += 1
-
-    def _one(self, planned: float, planned_wall: float, reads, write, value) -> None:
-        from airflow_atlas.errors import TransactionConflictError
-
-        try:
-            txn = self._store.transactions.begin()
-            try:
-                txn.get(FG_TABLE, reads)
-                txn.put(FG_TABLE, {write: value})
-                txn.commit()
-            except BaseException:
-                if txn.is_open:
-                    txn.abort()
-                raise
-        except TransactionConflictError:
-            with self._lock:
-                self.conflicts += 1
-            return
-        except Exception as exc:  # reported, never hidden
-            with self._lock:
-                self.errors.append(f"{type(exc).__name__}: {exc}")
-            return
-        latency = time.perf_counter() - planned
-        with self._lock:
-            self.samples.append((planned_wall, latency))
-
-    def window(self, start: float, end: float) -> list[float]:
-        with self._lock:
-            return sorted(lat for at, lat in self.samples if start <= at <= end)
 
 
 # ----- the benchmark ------------------------------------------------------------------------------
@@ -543,7 +347,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                         if sweep_tasks > 1:
                             rec["sweeps"] = children
                         rec["sweep_entries_per_second"] = child["entries_read"] / max(1e-6, end - start)
-                        rec["sweep_check"] = child["status"] in ("caught_up", "window_over")
+                        rec["sweep_check"] = child["status"] in (CAUGHT_UP, WINDOW_OVER)
                     rec["cpu"] = probe.stop()
                     lat: list[float] = []
                     if fg is not None:
@@ -611,12 +415,3 @@ def _ms(seconds: float | None) -> float | None:
 
 def _r(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
-
-
-if __name__ == "__main__":
-    if len(sys.argv) == 7 and sys.argv[1] == "--sweeper":
-        _sweeper_main(sys.argv[2], sys.argv[3], float(sys.argv[4]), None if sys.argv[5] == "-" else int(sys.argv[5]),
-                      int(sys.argv[6]))
-    else:
-        sys.exit("usage: python -m bench.foreground_impact --sweeper URL VARIANT SECONDS BATCH_LIMIT|- SHARD"
-                 " (run the benchmark with python -m bench.run)")

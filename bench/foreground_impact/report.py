@@ -1,4 +1,4 @@
-"""The RESULTS.md section and the chart of ``foreground_impact`` (called by bench/report.py).
+"""The RESULTS.md section and the chart of ``foreground_impact`` (called by :mod:`bench.report`).
 
 Today's document is per placement (``results.placements``: pooled p99s with confidence intervals); older
 committed ones render too: per load phase (``params.load_phases``, issue 24) and single-phase (one steady
