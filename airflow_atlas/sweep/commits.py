@@ -19,9 +19,16 @@ right place (issue 16, item 1):
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptTransactionDataError, KeyAlreadyExistsError, RollbackRefusedError
+
+if TYPE_CHECKING:
+    from ..config import StoreConfig
+    from ..transactions.service import TransactionService
+    from .queue.write_info import WriteInfo
 
 ABORTED = -1
 
@@ -36,7 +43,7 @@ class RollbackGuard:
     max_fraction: float
 
     @classmethod
-    def from_config(cls, config) -> RollbackGuard:
+    def from_config(cls, config: StoreConfig) -> RollbackGuard:
         return cls(config.rollback_guard_min_transactions, config.rollback_guard_max_fraction)
 
     def check(self, missing: list[int], total: int, table: str) -> None:
@@ -54,15 +61,15 @@ class RollbackGuard:
 
 
 def resolve_commits(
-    service, starts, *, dry_run: bool = False, guard: RollbackGuard | None = None
+    service: TransactionService, starts: Iterable[int], *, dry_run: bool = False, guard: RollbackGuard | None = None
 ) -> tuple[dict[int, int], int]:
     """Return ({start: commit or ABORTED}, number of transactions this call aborted).
 
     ``dry_run`` treats missing entries as aborted without writing anything. ``guard`` (None: no threshold)
     is checked before anything is rolled back; the other schema table is always consulted."""
-    starts = sorted(set(starts))
-    commits = dict(service.get_many(starts)) if starts else {}
-    missing = [s for s in starts if s not in commits]
+    ordered = sorted(set(starts))
+    commits = dict(service.get_many(ordered)) if ordered else {}
+    missing = [s for s in ordered if s not in commits]
     if missing:
         other_table, elsewhere = service.other_schema_entries(missing)
         if elsewhere:
@@ -75,7 +82,7 @@ def resolve_commits(
                 "process that is not using this store's transactions_schema_version"
             )
         if guard is not None:
-            guard.check(missing, len(starts), service.table)
+            guard.check(missing, len(ordered), service.table)
     aborted_now = 0
     for start in missing:
         if dry_run:
@@ -91,7 +98,7 @@ def resolve_commits(
     return commits, aborted_now
 
 
-def with_writes_named(exc: CorruptTransactionDataError, entries) -> CorruptTransactionDataError:
+def with_writes_named(exc: CorruptTransactionDataError, entries: Iterable[WriteInfo]) -> CorruptTransactionDataError:
     """``exc`` (a corrupt transactions entry met while sweeping) with a user cell its transaction wrote,
     from the batch's queue entries, added to the message and as ``user_table``/``user_row_hex``/
     ``user_col_hex`` attributes (None when the batch has none)."""

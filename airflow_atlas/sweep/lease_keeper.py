@@ -9,14 +9,18 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import LockNotHeldError
+
+if TYPE_CHECKING:
+    from ..locks import Lease, LockService
 
 log = logging.getLogger(__name__)
 
 
 class LeaseKeeper:
-    def __init__(self, locks, lease, lease_seconds: float):
+    def __init__(self, locks: LockService, lease: Lease, lease_seconds: float) -> None:
         self._locks = locks
         self.lease = lease
         self._lease_seconds = float(lease_seconds)
@@ -29,7 +33,7 @@ class LeaseKeeper:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=10)
 
@@ -67,14 +71,14 @@ class FixedLease:
     """A caller-managed lease (e.g. acquired by a separate Airflow task): checked, never refreshed here.
     Same interface as :class:`LeaseKeeper` (``lease``, :meth:`check`, a context manager)."""
 
-    def __init__(self, locks, lease):
+    def __init__(self, locks: LockService, lease: Lease) -> None:
         self._locks = locks
         self.lease = lease
 
     def __enter__(self) -> FixedLease:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         return None
 
     def pause(self, seconds: float) -> None:

@@ -6,15 +6,20 @@ iteration itself (which writes) is :class:`~airflow_atlas.sweep.targeted.Targete
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ..encoding import LONG_MAX
 from ..errors import InvalidInputError
 from ..kvs.tables import SweepStrategy
 from ..validation import check_int
 from .results import LockHolderInfo, holder_process_gone
 
+if TYPE_CHECKING:
+    from ..store import AtlasStore
+
 
 class SweepPairs:
-    def __init__(self, store) -> None:
+    def __init__(self, store: AtlasStore) -> None:
         self._store = store
         self._queue = store.queue
 
@@ -23,7 +28,7 @@ class SweepPairs:
     def lock_name(shard: int, strategy: SweepStrategy | str) -> str:
         return f"sweep/{SweepStrategy.parse(strategy).value.lower()}/{int(shard)}"
 
-    def _check(self, shard, strategy, serial: bool = True) -> tuple[int, SweepStrategy]:
+    def _check(self, shard: int, strategy: SweepStrategy | str, serial: bool = True) -> tuple[int, SweepStrategy]:
         strategy = SweepStrategy.parse_swept(strategy)
         check_int(shard, "shard")
         shards = self._queue.progress.get_number_of_shards(serial=serial)
@@ -31,7 +36,7 @@ class SweepPairs:
             raise InvalidInputError(f"shard {shard} is out of range: this store has {shards} shard(s) (0..{shards - 1})")
         return shard, strategy
 
-    def check_sweep_ts(self, sweep_ts) -> None:
+    def check_sweep_ts(self, sweep_ts: int | None) -> None:
         """A caller-supplied sweep timestamp (e.g. from XCom) must be a non-negative integer that the
         timestamp service has issued: a value from the future would sweep versions open transactions
         still read. (Only the compute-sweep-timestamps step should supply it; the engine cannot check a

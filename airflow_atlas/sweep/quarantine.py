@@ -5,25 +5,26 @@ version it stood for stays until an operator repairs or scrubs it (``atlas-sweep
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from ..kvs.tables import SweepStrategy
+
+if TYPE_CHECKING:
+    from .history import SweepHistory
+    from .queue.reader import CorruptQueueCell
 
 log = logging.getLogger(__name__)
 
 
-def _as_record(cell) -> dict:
-    """A corrupt-cell record as a dict (the reader's are named tuples; dicts pass through)."""
-    if isinstance(cell, dict):
-        return cell
-    return dict(cell._asdict() if hasattr(cell, "_asdict") else cell)
-
-
-def quarantine_corrupt(history, shard: int, strategy: SweepStrategy, corrupt) -> None:
+def quarantine_corrupt(
+    history: SweepHistory, shard: int, strategy: SweepStrategy, corrupt: Iterable[CorruptQueueCell]
+) -> None:
     """Record and alert corrupt cells once. A cell the reader meets again (an undecodable
     ``_sweep_timestamps`` column stays until progress leaves its coarse partition; a corrupt cell in a
     partition the shard is blocked in is re-read every run) is not re-recorded or re-alerted while its
     quarantine record lives (the history's TTL): a warning says it is still there."""
-    records = [_as_record(c) for c in corrupt]
+    records = [c._asdict() for c in corrupt]
     try:
         seen = {
             (r.get("shard"), r.get("strategy"), r.get("row_hex"), r.get("col_hex"), r.get("reason"))

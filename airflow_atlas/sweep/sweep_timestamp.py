@@ -18,22 +18,28 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
 from ..kvs.tables import SweepStrategy
+
+if TYPE_CHECKING:
+    from ..timestamps import TimestampSource
+    from ..transactions.punch import PunchTable
+    from ..transactions.registry import OpenTransactionRegistry
 
 
 class SweepTimestampProvider:
     def __init__(
         self,
-        timestamps,
-        registry,
-        punch,
+        timestamps: TimestampSource,
+        registry: OpenTransactionRegistry,
+        punch: PunchTable,
         unreadable_window_seconds: float,
         *,
         punch_every_seconds: float = 1.0,
         clock: Callable[[], float] = time.time,
-    ):
+    ) -> None:
         self._timestamps = timestamps
         self._registry = registry
         self._punch = punch

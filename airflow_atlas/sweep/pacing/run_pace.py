@@ -23,10 +23,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from .application import ApplicationPace, Observation, PaceState
 from .intensity import SweepPacer, chunk_step
+
+if TYPE_CHECKING:
+    from ..results import ShardSweepResult
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +45,15 @@ class ApplicationSource(Protocol):
 
     def poll(self) -> Observation:
         """The publications not read before (the first call: those of the last few intervals)."""
+
+
+class LeaseWaits(Protocol):
+    """The waits of a run that holds a lease (:class:`~airflow_atlas.sweep.lease_keeper.LeaseKeeper`): a pause
+    that a lost lease cuts short, and the check that stops the run once it is lost."""
+
+    def pause(self, seconds: float) -> None: ...
+
+    def raise_if_lost(self) -> None: ...
 
 
 class RunPace:
@@ -130,7 +142,7 @@ class RunPace:
         entries, self._unfed = int(self._unfed), self._unfed - int(self._unfed)
         self.pacer.set_rate(self.application.observe(seen, entries, now))
 
-    def finish(self, summary) -> None:
+    def finish(self, summary: ShardSweepResult) -> None:
         """The run's pace into its result (``summary``: a ShardSweepResult)."""
         summary.seconds_paced = round(self.pacer.seconds_paced, 6)
         if self.application is not None:
@@ -148,7 +160,7 @@ class ChunkPacing:
     its waits are the lease keeper's pauses (a lost lease cuts them short, and stops the run before its next
     chunk)."""
 
-    def __init__(self, pace: RunPace, keeper) -> None:
+    def __init__(self, pace: RunPace, keeper: LeaseWaits) -> None:
         self._pace = pace
         self._keeper = keeper
 
@@ -160,4 +172,4 @@ class ChunkPacing:
         self._keeper.raise_if_lost()
 
 
-__all__ = ["FIXED_REASON", "FREE_POLL_SECONDS", "ApplicationSource", "ChunkPacing", "RunPace"]
+__all__ = ["FIXED_REASON", "FREE_POLL_SECONDS", "ApplicationSource", "ChunkPacing", "LeaseWaits", "RunPace"]
