@@ -37,8 +37,9 @@ were swept already). Neither leaves data that sweeping must reach, so these are 
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Generic, NamedTuple, TypeVar
 
 from ...encoding import LONG_MAX
 from ...errors import CorruptQueueDataError, InvalidInputError
@@ -346,7 +347,9 @@ class SweepQueueReader:
     """Where backlog counts stop by default (THE home of this cap: status, metrics and the CLI use it)."""
     """Default ``cap`` of :meth:`count_entries`."""
 
-    def _count_range(self, shard: int, strategy: SweepStrategy | str, min_exclusive: int, max_exclusive: int | None):
+    def _count_range(
+        self, shard: int, strategy: SweepStrategy | str, min_exclusive: int, max_exclusive: int | None
+    ) -> tuple[bool, int, int]:
         """Validated ``(conservative, lo, hi)`` for the start timestamps ``(min_exclusive, max_exclusive)``
         (``max_exclusive=None``: no upper bound)."""
         check_int(shard, "shard", 0, MAX_SHARDS - 1)
@@ -449,14 +452,17 @@ class SweepQueueReader:
 DEFAULT_COUNT_CAP = SweepQueueReader.DEFAULT_COUNT_CAP
 
 
-class _Background:
+T = TypeVar("T")
+
+
+class _Background(Generic[T]):
     """``fn(*args)`` run in a daemon thread; :meth:`result` waits and returns its value, or None when it
     raised (the caller then does the work in the foreground and meets the error there)."""
 
-    def __init__(self, fn, args: tuple):
+    def __init__(self, fn: Callable[..., T], args: tuple[object, ...]) -> None:
         self.args = args
         self._fn = fn
-        self._value = None
+        self._value: T | None = None
         self._done = threading.Event()
         threading.Thread(target=self._run, name="atlas-sweep-read-ahead", daemon=True).start()
 
@@ -468,7 +474,7 @@ class _Background:
         finally:
             self._done.set()
 
-    def result(self):
+    def result(self) -> T | None:
         self._done.wait()
         return self._value
 

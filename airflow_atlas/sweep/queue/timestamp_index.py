@@ -16,7 +16,7 @@ below the sweep timestamp no longer changes, so the scan is not racing with writ
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from ...errors import CorruptQueueDataError
 from ...kvs.api import KeyValueService
@@ -100,7 +100,7 @@ class SweepableTimestampsIndex:
 
     # ----- internals ---------------------------------------------------------------------------------
     @staticmethod
-    def _decode_columns(coarse: int, row: bytes, columns, on_corrupt: OnCorrupt) -> list[int]:
+    def _decode_columns(coarse: int, row: bytes, columns: Iterable[bytes], on_corrupt: OnCorrupt) -> list[int]:
         fines = set()
         for col in columns:
             try:
