@@ -47,22 +47,15 @@ MAX_SWEEP_ENTRIES_PER_SECOND = 10_000_000
 
 PACING_INTERVAL_SECONDS = 0.25
 """A paced run takes at most ``rate x`` this many entries per batch: its bursts of full-speed work last a
-fraction of this and alternate with waits. Measured on an idle node (bench/foreground_impact/,
-docs/INTENSITY.md), 0.25 s against 1 s: foreground p99 / no sweep at 2,000/s 0.79x vs 3.4x, at 8,000/s
-2.3x vs 11.7x, each limit still reached (2,034/s, 8,080/s) - a shorter burst delays the transactions that
-meet it less. (On a saturated node, per-iteration work held a 4,000/s run to 0.40 of its limit at 0.25 s.)
-Unlimited runs keep batch_limit."""
+fraction of this and alternate with waits (a shorter burst delays the foreground transactions that meet it less;
+measured against 1 s in bench/ANALYSIS.md, "pacing"). Unlimited runs keep batch_limit."""
 
 PACED_BATCH_MIN_ENTRIES = 500
 """Below ``PACED_BATCH_MIN_ENTRIES / PACING_INTERVAL_SECONDS`` (2,000 entries/s) a paced batch holds this many
-entries, or :data:`PACED_BATCH_MAX_SECONDS` of the pace when that is fewer, instead of a quarter second's
-worth: every iteration costs the store a fixed amount of Paxos work whatever its size - a SERIAL progress read,
-the progress check-and-set, and the fresh timestamp its tombstone record needs (a SERIAL read and a
-check-and-set on the one cell every application transaction draws its timestamps from). Measured (bench/
-results/issue31): at a fixed 250 entries/s, a backlog of 5-write transactions (62-entry batches, 4 iterations a
-second) cost the application 2.44x its p99 without sweep, one of 500-write transactions (batches of 500, one
-iteration every 2 s) 0.95x - the same entries and tombstones. The deletes of the bigger batch are still spread
-(:data:`SPREAD_CHUNKS`), so the store sees no bigger burst of them."""
+entries, or :data:`PACED_BATCH_MAX_SECONDS` of the pace when that is fewer: every iteration costs the store a fixed
+amount of Paxos work whatever its size (a SERIAL progress read, the progress check-and-set, the fresh timestamp of
+its tombstone record), so fewer, bigger batches cost the application less at one pace (bench/ANALYSIS.md,
+"pacing"). Their deletes are still spread (:data:`SPREAD_CHUNKS`)."""
 PACED_BATCH_MAX_SECONDS = 1.0
 """A paced batch never holds more than this many seconds of the pace to reach :data:`PACED_BATCH_MIN_ENTRIES`:
 its waits are at most this long apart from the next iteration's fencing check, and a bigger batch is a longer
@@ -74,10 +67,9 @@ and each chunk at least this many: 64 fit in one round of the driver's in-flight
 ``concurrency``, 100), so a chunk is one burst the store serves at once."""
 SPREAD_CHUNKS = 8
 """A batch's deletes after the first chunk go in chunks of at least 1/8 of the batch at its pace: about 8 per
-batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throughout: every chunk waits
-for its slowest request before the next is sent, so chunks of 64 capped the sweeper at 64 requests per
-round trip - on a loaded machine (load 20 on 2 cores, ~27 ms per chunk) about 2,400 entries/s, a sixth
-of what the unthrottled sweep reached in the same run (foreground_impact quick run, 2026-11-26)."""
+batch, one every ~31 ms at a quarter second's batch. Not 64-request chunks throughout: every chunk waits for its
+slowest request before the next is sent, so small chunks cap the sweeper at one chunk per round trip (on a loaded
+machine a sixth of the unthrottled rate; bench/ANALYSIS.md, "pacing")."""
 
 
 def paced_batch_cap(rate: float, batch_limit: int, *, interval_seconds: float = PACING_INTERVAL_SECONDS,
