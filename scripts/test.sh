@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Runs the test suite: bootstraps .venv, starts the local Cassandra node (127.0.0.1) and the Spark standalone
-# master with two workers (127.0.0.5), runs pytest. The local 3-node Cassandra cluster (127.0.0.2-4) is
-# started by the fixture of tests/cluster for that package only (scripts/cassandra.sh cluster ...); the
-# secured node (127.0.0.6) and secured 3-node cluster (127.0.0.7-9) by the fixtures of
-# tests/integration/security for that package only (scripts/cassandra.sh secure ...); the two-datacenter
-# cluster (127.0.0.21-23) by the fixture of tests/datacenters for that package only (scripts/cassandra.sh dc ...).
-# Every start is idempotent (a running node or master is reused, never restarted).
+# Runs the test suite: bootstraps .venv and runs pytest. It starts no service, with or without arguments:
+# each service is started by the session fixture of the tests that use it, at their first use, when it does
+# not run (tests/services.py: the local Cassandra node, 127.0.0.1, and its timestamp servers; the Spark
+# standalone master with two workers, 127.0.0.5; the packages Chromium, sshd, Prometheus, Redis and
+# statsd_exporter, installed when missing), under a file lock per service, so the two lanes of the whole-suite
+# run asking at once start it once; a service that cannot start fails the tests that use it, naming it and its
+# log. So `scripts/test.sh tests/unit` starts nothing. The other clusters are started by their tiers' fixtures
+# for that package only: the 3-node cluster (127.0.0.2-4) by tests/cluster, the secured node (127.0.0.6) and
+# secured 3-node cluster (127.0.0.7-9) by tests/integration/security, the two-datacenter cluster
+# (127.0.0.21-23) by tests/datacenters, the deployment by tests/deploy. Every start is idempotent (a running
+# node or master is reused, never restarted), and what the shared fixtures started is left running.
 # Without arguments the suite runs in two lanes at once, then tests/cluster and the pace's latency tests alone
 # (below); extra arguments go to one pytest (e.g. scripts/test.sh -m reliability, scripts/test.sh tests/unit).
 # The linters run inside pytest (tests/lint: ruff and mypy, configured in pyproject.toml), so a finding fails.
@@ -13,13 +17,6 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 "$ROOT/scripts/bootstrap.sh" || exit 1
-"$ROOT/scripts/cassandra.sh" start || exit 1
-"$ROOT/scripts/spark.sh" start || exit 1
-"$ROOT/scripts/ensure_chromium.sh" || exit 1
-"$ROOT/scripts/ensure_sshd.sh" || exit 1
-"$ROOT/scripts/ensure_prometheus.sh" || exit 1
-"$ROOT/scripts/ensure_redis.sh" || exit 1
-"$ROOT/scripts/ensure_statsd_exporter.sh" >/dev/null || exit 1
 export PATH="$ROOT/.venv/bin:$PATH"
 # The project's own bytecode too (PYTHONDONTWRITEBYTECODE may be set; stale files are rebuilt by mtime).
 "$ROOT/.venv/bin/python" -m compileall -q airflow_atlas dags spark_jobs tests bench >/dev/null

@@ -1,7 +1,8 @@
 """Session fixtures shared by the whole suite: a real Cassandra node (and the timestamp servers that serve its
-stores), a local SparkSession and a temporary Airflow home. Nothing here is mocked: the Cassandra fixture starts the project's own node
-(scripts/cassandra.sh) when none answers, the Spark fixture runs local[2], the Airflow fixture migrates a
-real SQLite metadata database.
+stores), the Spark standalone master, Prometheus's binary, a local SparkSession and a temporary Airflow home.
+Nothing here is mocked: each service fixture starts its service at its first use when it does not run
+(tests/services.py: under a file lock, so both lanes of the whole-suite run may ask at once), the Spark fixture
+runs local[2], the Airflow fixture migrates a real SQLite metadata database.
 """
 from __future__ import annotations
 
@@ -17,8 +18,9 @@ from pathlib import Path
 
 import pytest
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
-CASSANDRA_SCRIPT = REPO_ROOT / "scripts" / "cassandra.sh"
+from tests.services import LOCAL_NODE, PROMETHEUS, REPO_ROOT, SCRIPTS, SPARK_MASTER
+
+CASSANDRA_SCRIPT = SCRIPTS / "cassandra.sh"
 
 # ----- Airflow environment: must be set before anything imports airflow ---------------------------
 _AIRFLOW_HOME = Path(os.environ.get("ATLAS_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="atlas-airflow-home-"))
@@ -114,15 +116,28 @@ def cassandra_node():
 
     Returns ``(host, port)``. Fails the test (never skips) when the node cannot start.
     """
-    status = subprocess.run([str(CASSANDRA_SCRIPT), "status"], capture_output=True, text=True)
-    if status.returncode != 0:
-        started = subprocess.run([str(CASSANDRA_SCRIPT), "start"], capture_output=True, text=True)
-        if started.returncode != 0:
-            pytest.fail(f"could not start the local Cassandra node:\n{started.stdout}\n{started.stderr}")
+    LOCAL_NODE.ensure()
     from tests.timestamp_servers import ensure_local_servers
 
     ensure_local_servers()
     return CASSANDRA_HOST, CASSANDRA_PORT
+
+
+@pytest.fixture(scope="session")
+def spark_master() -> dict[str, str]:
+    """The Spark standalone master with two workers (127.0.0.5): started with scripts/spark.sh unless it runs.
+
+    Returns the driver's properties (``scripts/spark.sh conf``) as a dict."""
+    SPARK_MASTER.ensure()
+    conf = subprocess.run([str(SCRIPTS / "spark.sh"), "conf"], capture_output=True, text=True, timeout=60)
+    assert conf.returncode == 0, conf.stderr
+    return dict(line.split(" ", 1) for line in conf.stdout.splitlines() if line.strip())
+
+
+@pytest.fixture(scope="session")
+def prometheus_binary() -> str:
+    """Prometheus's server binary (Debian's package, installed by scripts/ensure_prometheus.sh when missing)."""
+    return PROMETHEUS.ensure()
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,6 @@
 """Helpers for the Airflow tests: real connections (AIRFLOW_CONN_* env, JSON form), the settings
-(AIRFLOW_VAR_ATLAS_SETTINGS and ATLAS_DAG_SETTINGS: :func:`set_settings`), a store per test (embedded file or a fresh Cassandra keyspace), and running
-a DAG of dags/ with the real dag.test()."""
+(AIRFLOW_VAR_ATLAS_SETTINGS and ATLAS_DAG_SETTINGS: :func:`set_settings`), a store per test (embedded file or a fresh Cassandra keyspace), running
+a DAG of dags/ with the real dag.test(), and OpenSSH's server binary (``sshd_binary``) for the SSH nodetool tests."""
 from __future__ import annotations
 
 import json
@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from tests.conftest import REPO_ROOT, drop_keyspaces_soon
+from tests.services import SSHD
 
 CONN_ID = "atlas_test"
 SHARDS = 2
@@ -57,6 +58,13 @@ def atlas_store(request, monkeypatch, tmp_path, airflow_home):
 @pytest.fixture
 def embedded_store(request, monkeypatch, tmp_path, airflow_home):
     yield from _store("embedded", request, monkeypatch, tmp_path)
+
+
+@pytest.fixture(scope="session")
+def sshd_binary() -> str:
+    """OpenSSH's server binary (Debian's openssh-server, installed by scripts/ensure_sshd.sh when missing) for the
+    tests that start a private sshd of their own; the system sshd is never used."""
+    return SSHD.ensure()
 
 
 @pytest.fixture

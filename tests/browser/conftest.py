@@ -1,21 +1,20 @@
 """A real Airflow for the browser tests, once per module: API server (one worker), scheduler (LocalExecutor,
 parallelism 2) and DAG processor, on SQLite in a temporary AIRFLOW_HOME, on a free port
 (tests/processes.py ``running_airflow``); and headless
-Chromium (Debian's /usr/bin/chromium driven by Playwright, never a downloaded browser).
+Chromium (Debian's /usr/bin/chromium, ``$ATLAS_CHROMIUM``, driven by Playwright, never a downloaded browser).
 
 The DAGs folder holds only ``atlas_manual_sweep`` (a link to dags/), so nothing else gets scheduled and the
 DAG processor parses one file. The store is the embedded one (``AIRFLOW_CONN_ATLAS_DEFAULT``, a SQLite file
 the test process opens too); the settings (the ``atlas_settings`` Variable as ``AIRFLOW_VAR_ATLAS_SETTINGS``,
 the DAG-shaping ones as ``ATLAS_DAG_SETTINGS``) have short windows and one task group for all pairs, to keep the run small on a loaded 2-core machine.
 
-Nothing is skipped: a missing Chromium fails with the command that installs it
-(scripts/ensure_chromium.sh, run by scripts/test.sh). Component logs are copied to
+Nothing is skipped: ``chromium_path`` installs Chromium when it is missing (scripts/ensure_chromium.sh, as
+root), and a Chromium it cannot install fails the tests naming the script and its log. Component logs are copied to
 test-artifacts/browser/airflow-logs/ at teardown.
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import socket
 from dataclasses import dataclass, field
@@ -26,8 +25,8 @@ import pytest
 from airflow_atlas.airflow.settings import split_dag_settings
 from devkit.airflow import AirflowProcesses, running_airflow
 from tests.conftest import REPO_ROOT
+from tests.services import CHROMIUM
 
-CHROMIUM = os.environ.get("ATLAS_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -90,14 +89,10 @@ def _env(store_path: Path, statsd_port: int) -> dict:
     )
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def chromium_path() -> str:
-    if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(
-            f"{CHROMIUM} is missing: the browser tests drive Debian's Chromium. Install it with "
-            "scripts/ensure_chromium.sh (as root; scripts/test.sh runs it) or `apt-get install -y chromium`."
-        )
-    return CHROMIUM
+    """Debian's Chromium (installed by scripts/ensure_chromium.sh when missing)."""
+    return CHROMIUM.ensure()
 
 
 @pytest.fixture(scope="module")

@@ -1,5 +1,5 @@
 """Fixtures of the cluster tests: the local 3-node Cassandra cluster (127.0.0.2-4, ``scripts/cassandra.sh
-cluster``) and the Spark standalone master with two workers (127.0.0.5, ``scripts/spark.sh``).
+cluster``); the Spark standalone master with two workers (127.0.0.5) is tests/conftest.py's ``spark_master``.
 
 * ``cassandra_cluster`` (package): starts the cluster unless it runs (the start is idempotent), discards one it
   started after the package, and returns a :class:`LocalCluster`: per-node nodetool, ``node_down(i)`` (a
@@ -13,8 +13,6 @@ cluster``) and the Spark standalone master with two workers (127.0.0.5, ``script
   in the node's MigrationStage, which then never agreed on a schema again: the next test's ``CREATE TABLE``
   timed out; a clean-clone run of 2026-11-30 with the tier alone). A cluster the fixture started (fresh)
   is discarded instead (`cassandra.sh cluster discard`: killed, its data deleted), keyspaces and all.
-* ``spark_master`` (session): starts the Spark master and workers unless they run; returns the driver's
-  properties (``scripts/spark.sh conf``) as a dict.
 """
 from __future__ import annotations
 
@@ -32,10 +30,9 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
-from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
+from tests.conftest import CASSANDRA_SCRIPT, drop_keyspaces_soon
 from tests.timestamp_servers import serving
 
-SPARK_SCRIPT = REPO_ROOT / "scripts" / "spark.sh"
 NODES = 3
 HOSTS = tuple(f"127.0.0.{i + 1}" for i in range(1, NODES + 1))
 START_TIMEOUT = 600
@@ -216,16 +213,6 @@ def cluster_stores(cassandra_cluster):
     stores = ClusterStores(cassandra_cluster)
     yield stores
     stores.close()
-
-
-@pytest.fixture(scope="session")
-def spark_master() -> dict[str, str]:
-    done = _script(SPARK_SCRIPT, "start", timeout=START_TIMEOUT)
-    if done.returncode != 0:
-        pytest.fail(f"could not start the Spark standalone master:\n{done.stdout}\n{done.stderr[-4000:]}")
-    conf = _script(SPARK_SCRIPT, "conf", timeout=60)
-    assert conf.returncode == 0, conf.stderr
-    return dict(line.split(" ", 1) for line in conf.stdout.splitlines() if line.strip())
 
 
 @pytest.fixture(scope="package", autouse=True)

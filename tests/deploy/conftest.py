@@ -26,6 +26,7 @@ import pytest
 
 from devkit.airflow import AirflowRest
 from tests.conftest import REPO_ROOT, drop_keyspaces_soon
+from tests.services import REDIS, STATSD_EXPORTER
 
 DEPLOY = REPO_ROOT / "scripts" / "deploy.sh"
 CACHE = Path(os.environ.get("ATLAS_DEPLOY_CACHE", "/tmp/airflow-atlas-deploy"))
@@ -170,8 +171,20 @@ def log_tails(lines: int = 30) -> str:
     return "\n".join(out)
 
 
+@pytest.fixture(scope="session")
+def redis_server_binary() -> str:
+    """Debian's redis-server (installed by scripts/ensure_redis.sh when missing; its service is not used)."""
+    return REDIS.ensure()
+
+
+@pytest.fixture(scope="session")
+def statsd_exporter_binary() -> str:
+    """Prometheus's statsd_exporter (scripts/ensure_statsd_exporter.sh: Debian's package, else built with Go)."""
+    return STATSD_EXPORTER.ensure()
+
+
 @pytest.fixture(scope="package")
-def deployment(cassandra_node, cassandra_session):
+def deployment(cassandra_node, cassandra_session, redis_server_binary, statsd_exporter_binary):
     """The running deployment (see the module doc), its store prepared; stopped at the end of the module."""
     started = time.monotonic()
     keyspace = f"atlas_deploy_{uuid.uuid4().hex[:8]}"

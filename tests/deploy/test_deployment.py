@@ -32,7 +32,6 @@ import time
 import urllib.parse
 import urllib.request
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 
@@ -45,7 +44,6 @@ pytestmark = [pytest.mark.deploy, pytest.mark.cassandra, pytest.mark.timeout(180
 DAG_IDS = {"atlas_compaction", "atlas_full_sweep", "atlas_manual_sweep", "atlas_scrub", "atlas_targeted_sweep",
            "example_bulk_load_then_sweep"}
 TABLE = "deploy_compact_me"
-PROMETHEUS = os.environ.get("ATLAS_PROMETHEUS", "/usr/bin/prometheus")
 
 
 def _store(conn_json: str, conn_id: str):
@@ -280,11 +278,9 @@ def test_the_sweeps_per_pair_metrics_reach_the_statsd_exporter(deployment, cassa
 
 
 # ----- 5: Prometheus scrapes the api-server -----------------------------------------------------------------
-def test_prometheus_scrapes_the_deployments_metrics(deployment, cassandra_store, tmp_path):
+def test_prometheus_scrapes_the_deployments_metrics(deployment, cassandra_store, tmp_path, prometheus_binary):
     from airflow_atlas.status import compute_status
 
-    if not Path(PROMETHEUS).exists():
-        pytest.fail(f"{PROMETHEUS} is missing: run scripts/ensure_prometheus.sh (Debian's prometheus package)")
     (tmp_path / "token").write_text(deployment.token())
     (tmp_path / "prometheus.yml").write_text(
         "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
@@ -292,7 +288,7 @@ def test_prometheus_scrapes_the_deployments_metrics(deployment, cassandra_store,
         f"    authorization:\n      credentials_file: {tmp_path / 'token'}\n"
         f"    static_configs:\n      - targets: ['{HOST}:8080']\n")
     log = open(tmp_path / "prometheus.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(["timeout", "300", PROMETHEUS, f"--config.file={tmp_path / 'prometheus.yml'}",
+    proc = subprocess.Popen(["timeout", "300", prometheus_binary, f"--config.file={tmp_path / 'prometheus.yml'}",
                              f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address={HOST}:9090",
                              "--log.level=warn"], stdout=log, stderr=subprocess.STDOUT, cwd=tmp_path)
 

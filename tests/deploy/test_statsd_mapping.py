@@ -5,7 +5,7 @@ dotted per-pair line goes through the rules as statsd-exporter applies them (fir
 dot-separated component; the line's type must match ``match_metric_type``). Every line maps, every rule is
 used, and the Prometheus names keep units (``_total`` counters, ``_seconds`` timers). Compose mounts the file
 and points statsd-exporter at it. The same lines then go to a real statsd_exporter (the binary
-scripts/deploy.sh runs, from scripts/ensure_statsd_exporter.sh) started with the file: it serves what the
+scripts/deploy.sh runs: ``statsd_exporter_binary``, scripts/ensure_statsd_exporter.sh) started with the file: it serves what the
 rules, as applied here, say it should (tests/deploy/test_deployment.py checks the deployment's own exporter
 receiving a sweep's metrics from Airflow's task processes)."""
 from __future__ import annotations
@@ -67,13 +67,13 @@ def test_compose_points_statsd_exporter_at_the_mapping():
     assert (COMPOSE.parent / "statsd-exporter" / "mapping.yml").exists()
 
 
-def test_every_sweep_metric_maps_and_every_rule_is_used(statsd, tmp_path):  # noqa: F811
+def test_every_sweep_metric_maps_and_every_rule_is_used(statsd, statsd_exporter_binary, tmp_path):  # noqa: F811
     with AtlasStore.open(f"sqlite:///{tmp_path / 'atlas.db'}", StoreConfig(unreadable_window_seconds=0)) as store:
         store.initialize(shards=2)
         _sweep_and_emit(store)
     lines = statsd()
     mapped = _check(lines)
-    _check_real_exporter(lines, mapped, tmp_path)
+    _check_real_exporter(statsd_exporter_binary, lines, mapped, tmp_path)
 
 
 def _free_port(kind: int) -> int:
@@ -82,18 +82,15 @@ def _free_port(kind: int) -> int:
         return sock.getsockname()[1]
 
 
-def _check_real_exporter(lines: list[str], mapped: dict[str, set[str]], tmp_path) -> None:
+def _check_real_exporter(exporter: str, lines: list[str], mapped: dict[str, set[str]], tmp_path) -> None:
     """The lines through a real statsd_exporter started with the mapping (on 127.0.0.1, ended by ``timeout``
     whatever happens): every Prometheus name the rules give is served, with the pairs' labels."""
     import httpx
     from prometheus_client.parser import text_string_to_metric_families
 
-    found = subprocess.run([str(REPO_ROOT / "scripts" / "ensure_statsd_exporter.sh")], capture_output=True, text=True,
-                           timeout=600)
-    assert found.returncode == 0, f"no statsd_exporter (scripts/ensure_statsd_exporter.sh): {found.stderr[-2000:]}"
     udp, web = _free_port(socket.SOCK_DGRAM), _free_port(socket.SOCK_STREAM)
     log = open(tmp_path / "statsd_exporter.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen(["timeout", "120", found.stdout.strip(), f"--statsd.mapping-config={MAPPING}",
+    proc = subprocess.Popen(["timeout", "120", exporter, f"--statsd.mapping-config={MAPPING}",
                              f"--statsd.listen-udp=127.0.0.1:{udp}", "--statsd.listen-tcp=",
                              f"--web.listen-address=127.0.0.1:{web}"], stdout=log, stderr=subprocess.STDOUT)
     try:

@@ -8,8 +8,9 @@ settings (``spark_executor_python``, ``spark_driver_host``, ``spark_conf``), aga
 * An executor Python of another minor version: Spark's PYTHON_VERSION_MISMATCH becomes a refusal that names
   the driver's version and the setting to change.
 
-The master: ``spark://127.0.0.5:7077`` (the cluster scripts), or ``$ATLAS_TEST_SPARK_MASTER``
-(``spark://HOST:PORT``; its host is also the driver's advertised address). Skipped when no master answers.
+The master: ``spark://127.0.0.5:7077`` (``spark_master``, which starts it unless it runs), or
+``$ATLAS_TEST_SPARK_MASTER`` (``spark://HOST:PORT``, never started here; its host is also the driver's
+advertised address; skipped when it does not answer).
 """
 from __future__ import annotations
 
@@ -26,18 +27,27 @@ from .conftest import SETTINGS, SHARDS, STRATEGIES
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.cassandra]
 
-MASTER = os.environ.get("ATLAS_TEST_SPARK_MASTER", "spark://127.0.0.5:7077")
+GIVEN_MASTER = os.environ.get("ATLAS_TEST_SPARK_MASTER")
 PAIRS = [(shard, strategy) for shard in range(SHARDS) for strategy in STRATEGIES]
 
 
 @pytest.fixture
-def standalone(monkeypatch, tmp_path):
-    parts = urlsplit(MASTER)
+def master(request) -> str:
+    """``$ATLAS_TEST_SPARK_MASTER`` when it answers (skipped when not), else the suite's (``spark_master``)."""
+    if not GIVEN_MASTER:
+        return request.getfixturevalue("spark_master")["spark.master"]
+    parts = urlsplit(GIVEN_MASTER)
     try:
         socket.create_connection((parts.hostname, parts.port), timeout=2).close()
     except OSError:
-        pytest.skip(f"no Spark standalone master at {MASTER}")
-    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_STANDALONE", json.dumps({"conn_type": "spark", "host": MASTER}))
+        pytest.skip(f"no Spark standalone master at {GIVEN_MASTER}")
+    return GIVEN_MASTER
+
+
+@pytest.fixture
+def standalone(master, monkeypatch, tmp_path):
+    parts = urlsplit(master)
+    monkeypatch.setenv("AIRFLOW_CONN_ATLAS_STANDALONE", json.dumps({"conn_type": "spark", "host": master}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
     return {"driver_host": parts.hostname, "spark_conf": {"spark.ui.enabled": "false", "spark.cores.max": "1",
                                                           "spark.executor.memory": "512m", "spark.task.maxFailures": "4"}}
@@ -64,10 +74,10 @@ def _other_minor_python() -> str | None:
     return None
 
 
-def test_default_executor_python_sweeps_on_a_standalone_master(make_store, standalone):
+def test_default_executor_python_sweeps_on_a_standalone_master(make_store, standalone, master):
     handle = make_store("cassandra", seed=21, transactions=40)
     doc = _submit(handle, standalone).to_json()
-    assert doc["ok"] and doc["master"] == MASTER, doc
+    assert doc["ok"] and doc["master"] == master, doc
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
     assert all(r["executor"]["airflow_imported"] is False for r in doc["results"])
 

@@ -3,8 +3,8 @@ key in a temporary directory, on 127.0.0.1 and a free port; the system sshd is n
 through Airflow's SSH hook with a real ``AIRFLOW_CONN_*`` connection. The "remote" node is this machine:
 nodetool is started there as ``scripts/cassandra.sh nodetool`` against the local Cassandra node.
 
-Nothing is mocked. /usr/sbin/sshd comes from Debian's openssh-server (scripts/ensure_sshd.sh, run by
-scripts/test.sh); without it the tests fail, they never skip.
+Nothing is mocked. /usr/sbin/sshd comes from Debian's openssh-server (``sshd_binary``, tests/airflow/conftest.py:
+scripts/ensure_sshd.sh installs it when missing); without it the tests fail, they never skip.
 """
 from __future__ import annotations
 
@@ -29,7 +29,6 @@ from tests.conftest import CASSANDRA_SCRIPT
 
 pytestmark = [pytest.mark.airflow, pytest.mark.cassandra]
 
-SSHD = Path(os.environ.get("ATLAS_SSHD", "/usr/sbin/sshd"))
 SSH_CONN_ID = "atlas_test_ssh"
 NODETOOL_TIMEOUT = 300.0
 
@@ -82,13 +81,7 @@ class PrivateSSHD:
 
 
 @pytest.fixture(scope="module")
-def private_sshd(tmp_path_factory):
-    if not os.access(SSHD, os.X_OK):
-        pytest.fail(
-            f"{SSHD} is missing: the SSH nodetool test needs OpenSSH's server binary. Run scripts/ensure_sshd.sh "
-            "as root (scripts/test.sh does) or `apt-get install -y openssh-server`; this test starts its own "
-            "private sshd and never uses the system one."
-        )
+def private_sshd(tmp_path_factory, sshd_binary):
     keygen = shutil.which("ssh-keygen")
     if keygen is None:
         pytest.fail("ssh-keygen is missing (package openssh-client); run scripts/ensure_sshd.sh as root")
@@ -130,13 +123,13 @@ def private_sshd(tmp_path_factory):
         Path("/run/sshd").mkdir(parents=True, exist_ok=True)  # privilege separation directory
     except PermissionError:
         pass  # not root: sshd runs without privilege separation and only lets this same user in
-    checked = subprocess.run([str(SSHD), "-t", "-f", str(config)], capture_output=True, text=True)
+    checked = subprocess.run([sshd_binary, "-t", "-f", str(config)], capture_output=True, text=True)
     if checked.returncode != 0:
         pytest.fail(f"the private sshd config is rejected by `sshd -t`:\n{checked.stderr}\n{config.read_text()}")
     log = directory / "sshd.log"
     with open(log, "wb") as log_file:
         proc = subprocess.Popen(
-            [str(SSHD), "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
+            [sshd_binary, "-D", "-e", "-f", str(config)], stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT
         )
     server = PrivateSSHD(directory, port, user, client_key, proc, log)
     try:

@@ -1,6 +1,6 @@
-"""A real Prometheus (Debian's package, installed by scripts/ensure_prometheus.sh) scrapes ``atlas-sweep
-metrics`` every second, and what its HTTP API answers is what ``atlas-sweep status --json`` says of the same
-store: backlog, progress, failing runs, lock holders, per shard and strategy. Both servers listen on
+"""A real Prometheus (Debian's package: ``prometheus_binary``, which scripts/ensure_prometheus.sh installs when
+missing) scrapes ``atlas-sweep metrics`` every second, and what its HTTP API answers is what ``atlas-sweep
+status --json`` says of the same store: backlog, progress, failing runs, lock holders, per shard and strategy. Both servers listen on
 127.0.0.1 only, in temporary directories, and stop by themselves (``timeout``) even if the test dies.
 
 On the embedded store and on the local Cassandra node's store (a keyspace of its own)."""
@@ -26,7 +26,6 @@ from tests.conftest import REPO_ROOT
 from .conftest import Cli, cli_command
 from .test_sweep_runs import corrupt_commit_entry
 
-PROMETHEUS = os.environ.get("ATLAS_PROMETHEUS", "/usr/bin/prometheus")
 LIFETIME_SECONDS = 300
 """Each server started here ends by itself after this long (coreutils ``timeout``), whatever the test does."""
 HOLDER = "metrics-test-holder:1"
@@ -79,11 +78,9 @@ def exporter_of(tmp_path):
 
 
 @pytest.fixture
-def prometheus(tmp_path):
+def prometheus(tmp_path, prometheus_binary):
     """Starts a private Prometheus scraping 127.0.0.1:PORT every second (optionally another path, with a
     bearer token); returns a query function and Prometheus's log file."""
-    if not Path(PROMETHEUS).exists():
-        pytest.fail(f"{PROMETHEUS} is missing: run scripts/ensure_prometheus.sh (Debian's prometheus package)")
     procs: list[subprocess.Popen] = []
 
     def start(target_port: int, metrics_path: str = "/metrics", token: str | None = None):
@@ -101,7 +98,7 @@ def prometheus(tmp_path):
         port = _free_port()
         log = open(home / "prometheus.log", "w")  # noqa: SIM115 - closed with the process below
         procs.append(subprocess.Popen(
-            ["timeout", str(LIFETIME_SECONDS), PROMETHEUS, f"--config.file={home / 'prometheus.yml'}",
+            ["timeout", str(LIFETIME_SECONDS), prometheus_binary, f"--config.file={home / 'prometheus.yml'}",
              f"--storage.tsdb.path={home / 'data'}", f"--web.listen-address=127.0.0.1:{port}",
              "--storage.tsdb.retention.time=1h", "--log.level=warn"],
             stdout=log, stderr=subprocess.STDOUT, cwd=home,

@@ -139,19 +139,14 @@ def test_the_connection_verifies_the_hostname_by_default(secure_node, secure_key
             assert hook.get_store().number_of_shards() == SHARDS
 
 
-# ----- Spark standalone master (spark://127.0.0.5:7077, scripts/spark.sh; never started here) -----------------
+# ----- Spark standalone master (spark://127.0.0.5:7077: tests/conftest.py's spark_master starts it) ----------
 MASTER = "spark://127.0.0.5:7077"
 STANDALONE_CONF = {"spark.ui.enabled": "false", "spark.cores.max": "2", "spark.executor.memory": "512m"}
 
 
 @pytest.fixture
-def standalone(monkeypatch, tmp_path):
-    import socket
-
-    try:
-        socket.create_connection(("127.0.0.5", 7077), timeout=2).close()
-    except OSError:
-        pytest.fail(f"no Spark standalone master at {MASTER} (scripts/spark.sh start)")
+def standalone(spark_master, monkeypatch, tmp_path):
+    assert spark_master["spark.master"] == MASTER, spark_master
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_STANDALONE", json.dumps({"conn_type": "spark", "host": MASTER}))
     monkeypatch.setenv("ATLAS_SPARK_ARTIFACT_DIR", str(tmp_path / "artifacts"))
     return "spark_standalone"

@@ -1,12 +1,16 @@
-"""docs/TESTING.md's mechanical claims: what ``scripts/test.sh`` starts before it reads its arguments and its
-lanes are the script's; ``tests/unit`` needs no service (no test or fixture there asks for one of the service
-fixtures, nothing there imports the tools that start servers); one line states the suite's latest clean-clone
-time (history is git's). Pure: reads files and parses Python; nothing is started."""
+"""docs/TESTING.md's mechanical claims: the scripts ``scripts/test.sh`` runs (bootstrap only: it starts no
+service) and its lanes are the script's; the services table is ``tests/services.py``'s (each fixture is in the
+conftest named, starts the service named, with the script named); ``tests/unit`` needs no service (no test or
+fixture there asks for one of the service fixtures, nothing there imports the tools that start servers); one
+line states the suite's latest clean-clone time (history is git's). Pure: reads files and parses Python;
+nothing is started."""
 from __future__ import annotations
 
 import ast
 import re
+from pathlib import Path
 
+from tests import services
 from tests.unit.docs.markdown import ROOT, read, rows, section, spans
 
 DOC = read("TESTING.md")
@@ -20,13 +24,45 @@ def _bash_array(name: str) -> list[str]:
     return found.group(1).split()
 
 
-def test_the_services_started_before_the_arguments_are_the_scripts():
-    """The first paragraph of "What runs" names every script test.sh runs before it looks at its arguments."""
-    before_arguments = SCRIPT.split("if [[ $# -gt 0 ]]", 1)[0]
-    started = re.findall(r'^"\$ROOT/(scripts/[\w.]+\.sh)"', before_arguments, re.MULTILINE)
-    assert started, "scripts/test.sh runs its scripts as \"$ROOT/scripts/NAME.sh\" (the test reads them so)"
+def test_the_scripts_test_sh_runs_are_the_first_paragraphs():
+    """The first paragraph of "What runs" names every script test.sh runs (anywhere: it starts no service, so
+    bootstrap is the only one)."""
+    started = re.findall(r'"\$ROOT/(scripts/[\w.]+\.sh)"', SCRIPT)
+    assert started == ["scripts/bootstrap.sh"], "scripts/test.sh starts a service itself: " + ", ".join(started)
     paragraph = WHAT_RUNS.strip().split("\n\n", 1)[0]
     assert [s for s in spans(paragraph) if re.fullmatch(r"scripts/[\w.]+\.sh", s)] == started
+
+
+# ----- the services: one row per tests/services.py Service, its fixture where the row says ------------------------
+SERVICE_ROWS = [row for row in rows(WHAT_RUNS) if len(row) == 4]  # service, fixture (conftest), started by, who
+ALL_SERVICES = {name: value for name, value in vars(services).items() if isinstance(value, services.Service)}
+
+
+def _fixtures(conftest: str) -> dict[str, ast.FunctionDef]:
+    tree = ast.parse((ROOT / conftest).read_text())
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef) and any(
+        "fixture" in ast.unparse(d) for d in node.decorator_list)}
+
+
+def _ensured(fixture: ast.FunctionDef) -> list[str]:
+    """The Service constants whose ``ensure()`` the fixture calls."""
+    return [ast.unparse(node.func.value) for node in ast.walk(fixture) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "ensure"]
+
+
+def test_the_services_table_is_tests_services():
+    assert len(SERVICE_ROWS) == len(ALL_SERVICES), [row[0] for row in SERVICE_ROWS]
+    documented = []
+    for row in SERVICE_ROWS:
+        fixture, conftest = spans(row[1])
+        found = _fixtures(conftest)
+        assert fixture in found, f"{conftest} has no fixture {fixture}"
+        ensured = _ensured(found[fixture])
+        assert len(ensured) == 1 and ensured[0] in ALL_SERVICES, f"{fixture} starts {ensured}, not one Service"
+        documented.append(ensured[0])
+        script = str((Path(ALL_SERVICES[ensured[0]].start[0])).relative_to(ROOT))
+        assert " ".join([script, *ALL_SERVICES[ensured[0]].start[1:]]) == spans(row[2])[0], (fixture, row[2])
+    assert sorted(documented) == sorted(ALL_SERVICES)
 
 
 def test_the_lane_table_is_the_scripts_lanes():
@@ -46,10 +82,11 @@ def test_one_line_states_the_suites_clean_clone_time():
 
 
 # ----- tests/unit needs no service ------------------------------------------------------------------------------
-# The session fixtures of tests/conftest.py that start or reach a server (the local node, its timestamp servers,
-# Spark, Airflow's migrated database, a Spark Connect server).
-SERVICE_FIXTURES = {"cassandra_node", "cassandra_session", "cassandra_keyspace", "fresh_keyspace", "spark",
-                    "airflow_home", "connect_server"}
+# The other session fixtures of tests/conftest.py that start or reach a server (the local node, Spark local[2],
+# Airflow's migrated database, a Spark Connect server), and the services table's.
+ROOT_SERVER_FIXTURES = {"cassandra_session", "cassandra_keyspace", "fresh_keyspace", "spark", "airflow_home",
+                        "connect_server"}
+SERVICE_FIXTURES = ROOT_SERVER_FIXTURES | {spans(row[1])[0] for row in SERVICE_ROWS}
 SERVER_TOOLS = ("devkit", "tests.timestamp_servers", "tests.processes", "pyspark")
 
 
@@ -59,11 +96,8 @@ def _unit_sources() -> dict[str, ast.Module]:
 
 
 def test_the_service_fixtures_are_the_suites():
-    """The list below is not stale: each is a fixture of tests/conftest.py."""
-    conftest = ast.parse((ROOT / "tests" / "conftest.py").read_text())
-    fixtures = {node.name for node in conftest.body if isinstance(node, ast.FunctionDef) and any(
-        "fixture" in ast.unparse(d) for d in node.decorator_list)}
-    assert SERVICE_FIXTURES <= fixtures
+    """The list above is not stale: each is a fixture of tests/conftest.py."""
+    assert ROOT_SERVER_FIXTURES <= set(_fixtures("tests/conftest.py"))
 
 
 def test_the_unit_tier_asks_for_no_service():
