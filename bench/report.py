@@ -270,13 +270,13 @@ def write_report(out: Path) -> Path:
         lines += foreground_impact_report.report_lines(docs["foreground_impact"])
         foreground_impact_report.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
     if "sustained" in docs:
-        from . import sustained
+        from .sustained.run import report_lines as sustained_report_lines
 
-        lines += sustained.report_lines(docs["sustained"])
+        lines += sustained_report_lines(docs["sustained"])
     if "orchestration" in docs:
-        from . import orchestration
+        from .orchestration.run import report_lines as orchestration_report_lines
 
-        lines += orchestration.report_lines(docs["orchestration"])
+        lines += orchestration_report_lines(docs["orchestration"])
     if ANALYSIS.exists():
         lines += [ANALYSIS.read_text(encoding="utf-8").rstrip(), ""]
     path = out / "RESULTS.md"

@@ -23,26 +23,27 @@ import time
 import traceback
 from pathlib import Path
 
-from . import common as C
-from .foreground_impact.run import LIMITS_FULL, LIMITS_QUICK, TXN_WRITES
-from .foreground_impact.summary import DEFAULT, NO_SWEEP, PHASES, UNTHROTTLED
-from .lib.placement import PLACEMENTS
+from bench.foreground_impact.run import LIMITS_FULL, LIMITS_QUICK, TXN_WRITES
+from bench.foreground_impact.summary import DEFAULT, NO_SWEEP, PHASES, UNTHROTTLED
+from bench.lib.log import log
+from bench.lib.node import ensure_cassandra
+from bench.lib.paths import RESULTS_DIR
+from bench.lib.placement import PLACEMENTS
+from bench.lib.results import write_result
 
 NAMED_VARIANTS = (NO_SWEEP, UNTHROTTLED, DEFAULT)
 BENCHMARKS = ("targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "embedded", "large_commit",
               "foreground_impact", "sustained", "orchestration", "timestamps", "transactions")
 NEEDS_CASSANDRA = {"targeted_vs_legacy", "delete_rate", "commit_overhead", "spark_scaleout", "memory", "large_commit",
                    "foreground_impact", "sustained", "timestamps", "transactions"}
-DEFAULT_OUT = C.REPO_ROOT / "bench" / "results"
+DEFAULT_OUT = RESULTS_DIR
 
 
 def _module(name: str):
     """The module whose ``run`` measures benchmark ``name``: ``bench.<name>.run`` (a package per benchmark)."""
     import importlib
 
-    if (C.REPO_ROOT / "bench" / name / "__init__.py").exists():
-        return importlib.import_module(f"bench.{name}.run")
-    return importlib.import_module(f"bench.{name}")
+    return importlib.import_module(f"bench.{name}.run")
 
 
 def _limits_text() -> str:
@@ -150,10 +151,10 @@ def main(argv=None) -> int:
         write_report(args.out)
         return 0
     if NEEDS_CASSANDRA & set(args.names):
-        C.ensure_cassandra()
+        ensure_cassandra()
     failed = []
     for name in args.names:
-        C.log(f"=== {name} ({'quick' if args.quick else 'full'}, {args.reps} repetitions) -> {args.out}")
+        log(f"=== {name} ({'quick' if args.quick else 'full'}, {args.reps} repetitions) -> {args.out}")
         started = time.time()
         try:
             options = {}
@@ -162,15 +163,15 @@ def main(argv=None) -> int:
             doc = _module(name).run(quick=args.quick, reps=args.reps, **options)
         except Exception:
             failed.append(name)
-            C.log(f"{name} FAILED:\n{traceback.format_exc()}")
+            log(f"{name} FAILED:\n{traceback.format_exc()}")
             if not args.keep_going:
                 break
             continue
-        path = C.write_result(args.out, name, doc)
-        C.log(f"{name}: done in {time.time() - started:.0f}s -> {path}")
+        path = write_result(args.out, name, doc)
+        log(f"{name}: done in {time.time() - started:.0f}s -> {path}")
         for g in doc.get("goals", []):
             state = "n/a" if g["met"] is None else ("met" if g["met"] else "MISSED")
-            C.log(f"  goal {g['name']}: {g['value']} (target {g['op']} {g['target']}) {state}")
+            log(f"  goal {g['name']}: {g['value']} (target {g['op']} {g['target']}) {state}")
         write_report(args.out)
     return 1 if failed else 0
 

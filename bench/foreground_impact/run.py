@@ -59,8 +59,16 @@ import math
 import random
 import time
 
-from bench import common as C
+from bench.lib import load
 from bench.lib import placement as P
+from bench.lib.load import cell, commit_synthetic, load_committed_base
+from bench.lib.log import log
+from bench.lib.machine import CpuProbe, load_average, machine_info
+from bench.lib.node import settle_node, settle_pressure
+from bench.lib.results import Stopwatch, result_document
+from bench.lib.stats import rotated
+from bench.lib.stores import cassandra_url, drop_store, new_keyspace_name, open_store
+from bench.lib.timing import timed
 
 from . import summary as S
 from .foreground import FG_TABLE, READS, Foreground
@@ -177,8 +185,8 @@ def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECON
         fg = Foreground(store, cells, rates[0], seed=0).start()
         time.sleep(warmup_seconds)
         fg.stop()
-        C.log(f"{NAME}: capacity probe warm-up, {rates[0]}/s for {warmup_seconds:.0f} s; the node settled in "
-              f"{C.settle_node(30.0):.0f} s")
+        log(f"{NAME}: capacity probe warm-up, {rates[0]}/s for {warmup_seconds:.0f} s; the node settled in "
+              f"{settle_node(30.0):.0f} s")
     out: dict[int, float | None] = {}
     for rate in rates:
         fg = Foreground(store, cells, rate, seed=rate).start()
@@ -189,7 +197,7 @@ def probe_capacity(store, cells, rates=PROBE_RATES, seconds: float = PROBE_SECON
         planned = int(rate * seconds / 2)
         p99 = percentile(done, 99) if done and len(done) + fg.conflicts >= planned * PROBE_DONE_SHARE else None
         out[rate] = p99
-        C.log(f"{NAME}: capacity probe {rate}/s without sweep: p99 "
+        log(f"{NAME}: capacity probe {rate}/s without sweep: p99 "
               + ("fell behind" if p99 is None else f"{p99 * 1000:,.0f} ms") + f" ({len(done)} of {planned})")
         if highest_carried(out) != rate:
             break  # not carried: the higher rates will not be either
@@ -215,10 +223,10 @@ def window_seconds(shape: dict, phase: str, reps: int) -> float:
 
 # ----- the benchmark ------------------------------------------------------------------------------
 def _load_backlog(store, n: int, offset: int, rng, writes: int = TXN_WRITES) -> int:
-    cells = [C.cell(offset + i, "bg") for i in range(n)]
-    items = [(c, C.value(rng)) for c in cells]
+    cells = [cell(offset + i, "bg") for i in range(n)]
+    items = [(c, load.value(rng)) for c in cells]
     batches = [dict(items[i : i + writes]) for i in range(0, len(items), writes)]
-    C.commit_synthetic(store, BG_TABLE, batches, threads=4)
+    commit_synthetic(store, BG_TABLE, batches, threads=4)
     return offset + n
 
 
@@ -246,22 +254,22 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
     CPU; the store has as many shards, so the backlog spreads over the pairs (the calibration sweeps one)."""
     from airflow_atlas.kvs.tables import SweepStrategy
 
-    watch = C.Stopwatch()
+    watch = Stopwatch()
     shape = _shape(quick)
-    url = C.cassandra_url(C.new_keyspace_name("fg"))
-    store = C.open_store(url, shards=sweep_tasks)  # the foreground's: the application, its latency published
+    url = cassandra_url(new_keyspace_name("fg"))
+    store = open_store(url, shards=sweep_tasks)  # the foreground's: the application, its latency published
     # The backlog's and the base's loader, and the capacity probe's foreground: not the application (module doc).
-    loader = C.open_store(url, shards=sweep_tasks, app_latency_publish=False)
+    loader = open_store(url, shards=sweep_tasks, app_latency_publish=False)
     runs: list[dict] = []
     rng = random.Random(11)
     ballast = None  # baseline_after_load: the no-sweep windows' load goes there
     ballast_offset = 0
     try:
-        machine = C.machine_info(store.kvs.session)
+        machine = machine_info(store.kvs.session)
         loader.create_table(FG_TABLE, SweepStrategy.CONSERVATIVE)
         loader.create_table(BG_TABLE, SweepStrategy.THOROUGH)
-        C.load_committed_base(loader, [FG_TABLE], shape["fg_cells"])
-        fg_cells = [C.cell(i) for i in range(shape["fg_cells"])]
+        load_committed_base(loader, [FG_TABLE], shape["fg_cells"])
+        fg_cells = [cell(i) for i in range(shape["fg_cells"])]
         store.transactions.run(lambda txn: txn.get(FG_TABLE, fg_cells[:READS]))  # the application is alive
         fg_stopped = time.time()  # when the application last ran a transaction
         rest = REST_INTERVALS * store.config.app_latency_interval_seconds
@@ -273,13 +281,13 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
         cal_sweeper.go()
         cal = cal_sweeper.result()
         calibration_rate = cal["entries_read"] / max(1e-6, cal["ended"] - cal["started"])
-        C.log(f"{NAME}: calibration {cal['entries_read']:,} entries at {calibration_rate:,.0f}/s (no foreground)")
+        log(f"{NAME}: calibration {cal['entries_read']:,} entries at {calibration_rate:,.0f}/s (no foreground)")
         probes: dict[int, float | None] = {}
         if not quick:  # the busy phases' rates follow the machine (the quick mode keeps its small fixed ones)
             probes = probe_capacity(loader, fg_cells)
             shape = with_rates(shape, steady_rate(probes))
-            C.log(f"{NAME}: foreground rates {shape['fg_rates']['steady']}/s steady, {shape['fg_rates']['burst']}/s burst")
-            C.settle_node(30.0)
+            log(f"{NAME}: foreground rates {shape['fg_rates']['steady']}/s steady, {shape['fg_rates']['burst']}/s burst")
+            settle_node(30.0)
         left = 0  # backlog entries not swept yet (a window stops at its end, the next one sweeps them)
 
         placed: dict = {}
@@ -288,9 +296,9 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                 fg_rate = shape["fg_rates"][phase]
                 T = window_seconds(shape, phase, reps)
                 measured = [v for v in variants(phase, shape["limits"]) if only_variants is None or v in only_variants]
-                for variant in C.rotated(measured, rep):
+                for variant in rotated(measured, rep):
                     rec: dict = {"placement": placement, "rep": rep, "phase": phase, "variant": variant,
-                                 "foreground_rate": fg_rate, "load_avg_1m": C.load_average()["1m"]}
+                                 "foreground_rate": fg_rate, "load_avg_1m": load_average()["1m"]}
                     sweepers: list[Sweeper] = []
                     if variant != NO_SWEEP:
                         sweepers = [Sweeper(url, variant, T, placement, batch_limit, shard=k,  # connect while it loads
@@ -298,7 +306,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                         placed[placement] = P.window_record([s.placement for s in sweepers])
                         need = int(min(shape["max_backlog"] * sweep_tasks, max(
                             backlog_writes, _expected_rate(variant, calibration_rate) * sweep_tasks * T * BACKLOG_MARGIN)))
-                        with C.timed(rec, "load_seconds"):
+                        with timed(rec, "load_seconds"):
                             if need > left:
                                 offset = _load_backlog(loader, need - left, offset, rng, backlog_writes)
                                 left = need
@@ -308,18 +316,18 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                             sweeper.start()
                     elif baseline_after_load:
                         if ballast is None:
-                            ballast = C.open_store(C.cassandra_url(C.new_keyspace_name("fgballast")),
+                            ballast = open_store(cassandra_url(new_keyspace_name("fgballast")),
                                                    app_latency_publish=False)
                             ballast.create_table(BG_TABLE, SweepStrategy.THOROUGH)
                         loaded = int(max(backlog_writes, min(shape["limits"]) * T))
-                        with C.timed(rec, "load_seconds"):
+                        with timed(rec, "load_seconds"):
                             ballast_offset = _load_backlog(ballast, loaded, ballast_offset, rng, backlog_writes)
                             _settle(ballast)
                         rec["ballast_loaded"] = loaded
-                    rec["settle_pressure_seconds"] = (C.settle_pressure(store.kvs, shape["settle_pressure_seconds"])
+                    rec["settle_pressure_seconds"] = (settle_pressure(store.kvs, shape["settle_pressure_seconds"])
                                                       if shape["settle_pressure_seconds"] else 0.0)
-                    rec["settle_seconds"] = C.settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
-                    C.log(f"{NAME}: {placement} rep {rep} {phase} ({fg_rate}/s, {T:g} s) {variant}")
+                    rec["settle_seconds"] = settle_node(shape["settle_seconds"]) if shape["settle_seconds"] else 0.0
+                    log(f"{NAME}: {placement} rep {rep} {phase} ({fg_rate}/s, {T:g} s) {variant}")
                     fg = None
                     seed = rep * 1000 + len(runs)
                     if fg_rate and phase != "arrival":
@@ -327,7 +335,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                         time.sleep(shape["preroll_seconds"])  # the schedule runs before the window opens
                     else:  # the window opens with the application resting
                         time.sleep(max(0.0, fg_stopped + rest - time.time()))
-                    probe = C.CpuProbe().start()
+                    probe = CpuProbe().start()
                     opened = time.time()
                     for sweeper in sweepers:
                         sweeper.go()
@@ -364,15 +372,15 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
                                p50_ms=_ms(percentile(lat, 50)), p99_ms=_ms(percentile(lat, 99)),
                                latencies_ms=[round(x * 1000, 3) for x in lat])
                     runs.append(rec)
-                    C.log(f"{NAME}:   p50 {_r(rec['p50_ms'])} ms, p99 {_r(rec['p99_ms'])} ms over {len(lat)} transactions;"
+                    log(f"{NAME}:   p50 {_r(rec['p50_ms'])} ms, p99 {_r(rec['p99_ms'])} ms over {len(lat)} transactions;"
                           f" sweep {_r(rec.get('sweep_entries_per_second'))} entries/s"
                           + (f" (pace {child['pace_entries_per_second']}: {child['pace_reason']})" if sweepers else "")
                           + f"; machine {rec['cpu']['machine_busy_cores']:.2f} cores busy, load {rec['load_avg_1m']}")
     finally:
         loader.close()
-        C.drop_store(store)
+        drop_store(store)
         if ballast is not None:
-            C.drop_store(ballast)
+            drop_store(ballast)
     results: dict = {"calibration_entries_per_second": calibration_rate, "default_variant": default_variant(),
                      "placements": {}}
     for placement in placements:
@@ -386,7 +394,7 @@ def run(*, quick: bool, reps: int, placements: tuple[str, ...] = P.PLACEMENTS, p
     from airflow_atlas.config import StoreConfig
 
     shipped = StoreConfig()
-    return C.result_document(
+    return result_document(
         NAME, quick=quick, backend="cassandra", watch=watch, machine=machine,
         params={"phase_seconds": {ph: window_seconds(shape, ph, reps) for ph in phases}, "load_phases": list(phases),
                 "variants": "all" if only_variants is None else [str(v) for v in only_variants],

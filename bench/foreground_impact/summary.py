@@ -18,7 +18,8 @@ from __future__ import annotations
 import random
 from collections.abc import Sequence
 
-from bench import common as C
+from bench.lib import results
+from bench.lib.stats import median
 
 NO_SWEEP, UNTHROTTLED, DEFAULT = "no_sweep", "unthrottled", "default"
 """Variants: no sweep; no pacing at all (``sweep_latency_target`` 0, ``sweep_max_entries_per_second`` 0); the
@@ -82,7 +83,7 @@ def p99_ratio_ci(values: Sequence[float], base: Sequence[float], *, level: float
 
 def _median_of(rows: list[dict], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
-    return C.median(values) if values else None
+    return median(values) if values else None
 
 
 def _pooled_rate(rows: list[dict]) -> float | None:
@@ -111,10 +112,10 @@ def summarise(runs: list[dict], limits: Sequence[int], fg_rates: dict) -> dict:
                 "variant": variant, "limit": variant if isinstance(variant, int) else None,
                 "foreground_transactions": len(pool), "p50_ms": percentile(pool, 50), "p99_ms": p99(pool),
                 "conflicts": sum(r["conflicts"] for r in rs), "errors": sum(r["error_count"] for r in rs),
-                "machine_busy_cores": C.median(r["cpu"]["machine_busy_cores"] for r in rs),
-                "cassandra_cores": C.median(r["cpu"].get("cassandra_cores", float("nan")) for r in rs),
-                "load_avg_1m": C.median(r["load_avg_1m"] for r in rs),
-                "window_seconds": C.median(r["window_seconds"] for r in rs),
+                "machine_busy_cores": median(r["cpu"]["machine_busy_cores"] for r in rs),
+                "cassandra_cores": median(r["cpu"].get("cassandra_cores", float("nan")) for r in rs),
+                "load_avg_1m": median(r["load_avg_1m"] for r in rs),
+                "window_seconds": median(r["window_seconds"] for r in rs),
             }
             if phase in BUSY and row["p99_ms"] is None:
                 row["p99_note"] = f"too few samples ({len(pool):,} < {MIN_SAMPLES_FOR_P99:,})"
@@ -123,9 +124,9 @@ def summarise(runs: list[dict], limits: Sequence[int], fg_rates: dict) -> dict:
                 row.update(
                     sweep_entries_per_second=rate,
                     share_of_unthrottled=rate / unthrottled_rate if rate is not None and unthrottled_rate else None,
-                    seconds_paced=C.median(r["sweep"]["seconds_paced"] for r in rs),
+                    seconds_paced=median(r["sweep"]["seconds_paced"] for r in rs),
                     pace_entries_per_second=_median_of([r["sweep"] for r in rs], "pace_entries_per_second"),
-                    pace_backoffs=C.median(r["sweep"]["pace_backoffs"] for r in rs),
+                    pace_backoffs=median(r["sweep"]["pace_backoffs"] for r in rs),
                     pace_reason=rs[-1]["sweep"]["pace_reason"],
                     checks_ok=all(r["sweep_check"] for r in rs),
                 )
@@ -146,7 +147,7 @@ def evaluate_goals(phases: dict, limits: Sequence[int], *, placement: str = "") 
     goals: list = []
 
     def goal(name: str, value: float | None, target: float, op: str, note: str = "") -> None:
-        goals.append(C.goal(name, value, target, op, note=note))
+        goals.append(results.goal(name, value, target, op, note=note))
 
     for phase in PHASES:
         row = phases[phase]["variants"].get(DEFAULT, {})

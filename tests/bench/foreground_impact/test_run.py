@@ -34,13 +34,14 @@ def test_the_capacity_probe_runs_the_foreground_without_sweep_on_a_real_store(tm
     """probe_capacity on the embedded store (the full mode probes the node): each rate's p99, in order, stopping
     at the first rate not carried."""
     from airflow_atlas.kvs.tables import SweepStrategy
-    from bench import common as C
+    from bench.lib.load import cell, load_committed_base
+    from bench.lib.stores import open_store
 
-    store = C.open_store(f"sqlite:///{tmp_path}/probe.db")
+    store = open_store(f"sqlite:///{tmp_path}/probe.db")
     try:
         store.create_table(F.FG_TABLE, SweepStrategy.CONSERVATIVE)
-        C.load_committed_base(store, [F.FG_TABLE], 200)
-        probes = F.probe_capacity(store, [C.cell(i) for i in range(200)], rates=(5, 10), seconds=1.0,
+        load_committed_base(store, [F.FG_TABLE], 200)
+        probes = F.probe_capacity(store, [cell(i) for i in range(200)], rates=(5, 10), seconds=1.0,
                                    warmup_seconds=0.5)
     finally:
         store.close()

@@ -1,0 +1,1 @@
+"""Benchmark delete_rate: targeted-sweep throughput vs the store's own ranged-delete rate (:mod:`.run`)."""
