@@ -122,9 +122,10 @@ def _compare_check_reads(kvs, table: str, cells: list) -> dict:
     current = kvs.get_all_timestamps(table, cells)
     multi_row = time.perf_counter() - started
     started = time.perf_counter()
-    ps = kvs._prep(table, "get_ts")  # the former strategy: the same statement, one request per cell
-    results = kvs._concurrent("get_all_timestamps", table, [(ps, (c.row, c.col, MAX_TIMESTAMP)) for c in cells])
-    former = {c: [r[0] for r in kvs._rows("get_all_timestamps", table, rs)] for c, rs in zip(cells, results, strict=True)}
+    cql = kvs.cql  # the former strategy: the same statement on the service's CqlSession, one request per cell
+    ps = cql.prepare(table, "get_ts")
+    results = cql.concurrent("get_all_timestamps", table, [(ps, (c.row, c.col, MAX_TIMESTAMP)) for c in cells])
+    former = {c: [r[0] for r in cql.rows("get_all_timestamps", table, rs)] for c, rs in zip(cells, results, strict=True)}
     per_cell = time.perf_counter() - started
     if {c: v for c, v in former.items() if v} != current:
         raise AssertionError("multi-row reads disagree with per-cell reads")

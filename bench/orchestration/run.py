@@ -1,7 +1,7 @@
 """Benchmark ``orchestration``: what Airflow costs a targeted-sweep run as the shard count grows (issue 33, item 4).
 
 A real Airflow (API server, scheduler with the LocalExecutor and 2 slots - the 2 worker slots of the
-deployment -, DAG processor, SQLite metadata; :mod:`bench.sustained_airflow`) runs ``atlas_targeted_sweep``
+deployment -, DAG processor, SQLite metadata; :mod:`bench.lib.airflow`) runs ``atlas_targeted_sweep``
 triggered over REST against one embedded store, grown to 8, 64 and 256 shards in turn (x 2 strategies: 16,
 128 and 512 pairs). Before each run the benchmark commits a workload: **every_pair**, a small backlog in
 every pair (about :data:`ENTRIES_PER_PAIR` queue entries each), or **few_pairs**, work in at most
@@ -12,18 +12,21 @@ every pair (about :data:`ENTRIES_PER_PAIR` queue entries each), or **few_pairs**
 * ``engine_seconds``: the pairs' sweep time in the engine (the summary task's ``engine_seconds``: the sum of
   each pair's ``duration_seconds``);
 * ``overhead_per_pair_seconds``: the worker-slot seconds the run did not spend in the engine, per pair with
-  work, ``(wall x SLOTS - engine) / pairs``: what orchestration (task start-up, scheduling, XCom, locks as
-  tasks) costs each pair;
+  work, ``(wall x SLOTS - engine) / pairs``: what orchestration (task start-up, scheduling, XCom) costs each
+  pair;
 * the metadata database's growth: the rows each table gained in the run (``rows_added``; their sum
   ``metadata_rows``), and per day at the default schedule (every 5 minutes: 288 runs) = rows per run x 288 -
   the measure that carries over to Postgres; the SQLite file's growth is recorded too (after a WAL
   checkpoint; it grows in pages and reuses freed ones, so one run's bytes are coarse). Task logs on disk
   likewise.
 
-Two group-size settings side by side, in the same Airflow, alternating: ``default`` (``in_task_group_size``
-null: a run maps at most ``max_parallel_groups`` = 16 groups) and ``group_per_pair`` (1: the default before
-issue 33, a mapped group of four tasks per pair). ``group_per_pair`` runs only at 8 shards (:data:`MODES`): at
-64 shards it is 516 task instances and 9 minutes a run (2026-11-28), at 256 shards 2,048, an hour. Goals (issue 33): a run with
+The DAG maps one ``sweep`` task per group of pairs (``compute_sweep_timestamps -> plan -> sweep[i] ->
+publish_swept_tables -> summary``): the task takes each pair's lock, sweeps, reconciles and releases it, so a run
+has a task instance per group and four more. Two group-size settings side by side, in the same Airflow,
+alternating: ``default`` (``in_task_group_size`` null: a run maps at most ``max_parallel_groups`` = 16 groups)
+and ``group_per_pair`` (1: a ``sweep`` task per pair). ``group_per_pair`` runs only at 8 shards
+(:data:`MODES`): a task instance per pair is a task start-up per pair, 132 task instances a run at 64 shards and
+516 at 256. Goals (issue 33): a run with
 every one of 512 pairs holding a small backlog completes within the default 5-minute interval, and the
 overhead per pair at 256 shards is within 2x of that at 8 (at the default settings). Benchmarks never assert
 timings: the goals are reported met or missed.

@@ -1,15 +1,16 @@
 """The deferred Spark Connect path for ``bench.spark_scaleout``: a submission as an Airflow task with
 ``deferrable=True`` makes it, minus Airflow's own scheduling (see below).
 
-* **the task, before deferring**: a fresh Python process opens the store (the task's checks and the lease
-  hand-over) and closes it; it never imports pyspark;
+* **the task, before deferring**: a fresh Python process opens the store (the task checks the sweep timestamps
+  of its group of pairs, then builds the job's request; the leases are the Spark tasks') and closes it; it never
+  imports pyspark;
 * **the trigger**: ONE long-lived process stands for the triggerer (started once per benchmark, like an
   ``airflow triggerer``): it runs the real :class:`~airflow_atlas.airflow.triggers.spark_connect.SparkConnectJobTrigger`
   in its asyncio event loop for every submission (the Connect client imported once, by the unmeasured
   warm-up submission); its kwargs come as JSON (as from the metadata DB), the store URL from the store's
   Airflow connection (``AIRFLOW_CONN_*`` in its environment);
-* **the task, resumed**: a fresh Python process reads the event's document (``JobDocument.from_json``)
-  and opens the store (the metrics read it) and closes it.
+* **the task, resumed**: a fresh Python process reads the event's document (``JobDocument.from_json``); it
+  opens no store (each pair's result in the document carries its lag and backlog after the run).
 
 A run's ``seconds`` is the sum of the three (timed by the parent: each process from start to exit, the
 trigger from the request to its event); ``cpu_seconds`` the CPU of the two task processes
@@ -93,7 +94,7 @@ def submission(triggerer: Triggerer, master: str, request: dict, url_file: str, 
     with open(event_file, "w") as f:
         json.dump(event, f)
     resumed = time.perf_counter()
-    out = _task(["--task-after", url_file, event_file], env, cwd)
+    out = _task(["--task-after", event_file], env, cwd)
     after = time.perf_counter() - resumed
     timings = {"task_before_seconds": before, "trigger_seconds": trigger, "task_after_seconds": after,
                "cpu_seconds": child_cpu() - cpu + reply["cpu_seconds"], "trigger_cpu_seconds": reply["cpu_seconds"]}
@@ -128,12 +129,11 @@ def _task_before(url_file: str) -> None:
     print("{}")
 
 
-def _task_after(url_file: str, event_file: str) -> None:
+def _task_after(event_file: str) -> None:
     from airflow_atlas.spark import JobDocument
 
     with open(event_file) as f:
         document = JobDocument.from_json(json.load(f)["document"])
-    _open_close(url_file)
     print(json.dumps(document.to_json()))
 
 
@@ -172,8 +172,8 @@ if __name__ == "__main__":
         _triggerer_main()
     elif sys.argv[1:2] == ["--task-before"] and len(sys.argv) == 3:
         _task_before(sys.argv[2])
-    elif sys.argv[1:2] == ["--task-after"] and len(sys.argv) == 4:
-        _task_after(sys.argv[2], sys.argv[3])
+    elif sys.argv[1:2] == ["--task-after"] and len(sys.argv) == 3:
+        _task_after(sys.argv[2])
     else:
         print("internal to bench.spark_scaleout", file=sys.stderr)
         sys.exit(2)

@@ -125,6 +125,12 @@ def _worker_init(urls: dict[str, str], servers: tuple[str, ...]) -> None:
     _WORKER["stores"] = _open_sources(urls, servers)
 
 
+def _worker_pid(seconds: float) -> int:
+    """A worker's process id, after ``seconds`` of sleep (so that two calls at once reach two workers)."""
+    time.sleep(seconds)
+    return os.getpid()
+
+
 def _worker_step(variant: str, threads: int, start_at: float, seconds: float) -> dict:
     store = _WORKER["stores"][variant]
     return run_threads(store.timestamps.fresh_timestamp, threads, start_at, seconds)
@@ -211,6 +217,7 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
     boots: dict[tuple, list[np.ndarray]] = {}
     pooled: dict[tuple, list[dict]] = {}
     pool = None
+    worker_pids: set[int] = set()
     try:
         machine = machine_info(cell_store.kvs.session)
         local = {"cell": cell_store, "server": server_store}
@@ -222,7 +229,7 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
             from concurrent.futures import ProcessPoolExecutor
 
             pool = ProcessPoolExecutor(2, mp_context=ctx, initializer=_worker_init, initargs=(urls, (address,)))
-            list(pool.map(time.sleep, [0.5, 0.5]))  # both workers up and warmed
+            worker_pids = set(pool.map(_worker_pid, [0.5, 0.5]))  # both workers up and warmed (each takes one)
         step = rounds = 0  # rounds: one per shape, the variants' order rotates every round
         for rep in range(reps):
             for procs, threads in shapes:
@@ -231,7 +238,7 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
                     step += 1
                     settle_node(max_seconds=5)
                     load = load_average()["1m"]
-                    workers = [psutil.Process(pid) for pid in (pool._processes if pool else {})]
+                    workers = [psutil.Process(pid) for pid in worker_pids]
                     server_cpu0 = sum(server_ps.cpu_times()[:2])
                     workers_cpu0 = sum(sum(w.cpu_times()[:2]) for w in workers)
                     probe = CpuProbe().start()

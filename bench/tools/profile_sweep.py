@@ -30,6 +30,7 @@ from bench.lib.timing import time_calls
 
 def main(argv=None) -> None:
     from airflow_atlas.kvs.tables import SweepStrategy
+    from airflow_atlas.sweep.deleter import SweepDeleter
 
     ap = argparse.ArgumentParser(prog="python -m bench.tools.profile_sweep", description=__doc__.split("\n\n")[0])
     ap.add_argument("--entries", type=int, default=100_000)
@@ -60,17 +61,16 @@ def main(argv=None) -> None:
 
         spent: collections.Counter = collections.Counter()
         calls: collections.Counter = collections.Counter()
-        sweeper = store.sweeper
-        queue = sweeper._queue
+        queue = store.queue  # the sweeper's queue (one per store)
         for obj, name, label in (
             (queue.reader, "read_batch", "queue reads (foreground and read-ahead)"),
-            (sweeper, "_commit_timestamps", "commit timestamps"),
-            (sweeper._deleter, "sweep_cells", "deletes (sentinels, ranged tombstones)"),
+            (store.transaction_service, "get_many", "commit timestamps (bulk reads)"),
+            (SweepDeleter, "sweep_cells", "deletes (sentinels, ranged tombstones)"),
             (queue.cleaner, "clean", "queue cleanup"),
             (queue.progress, "get_progress", "progress read"),
             (queue.progress, "update_progress", "progress check-and-set"),
             (store.history, "record", "history"),
-            (sweeper, "_iterate", "ITERATIONS (all of the above)"),
+            (store.sweeper, "sweep_shard", "RUNS (all of the above)"),
         ):
             time_calls(obj, name, label, spent, calls)
         profile = None
