@@ -21,6 +21,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Literal, overload
 
 import grpc
 
@@ -155,7 +156,17 @@ class TimestampClient:
         return range(response.start, response.start + n)
 
     # ----- requests with failover --------------------------------------------------------------------------
-    def _call(self, method: str, request):
+    @overload
+    def _call(self, method: Literal["CurrentBound"], request: pb.CurrentBoundRequest) -> pb.CurrentBoundResponse: ...
+
+    @overload
+    def _call(
+        self, method: Literal["FreshTimestamps"], request: pb.FreshTimestampsRequest
+    ) -> pb.FreshTimestampsResponse: ...
+
+    def _call(
+        self, method: Literal["CurrentBound", "FreshTimestamps"], request: pb.CurrentBoundRequest | pb.FreshTimestampsRequest
+    ) -> pb.CurrentBoundResponse | pb.FreshTimestampsResponse:
         deadline = time.monotonic() + self._retry
         pause = 0.02
         tried: list[str] = []

@@ -20,6 +20,7 @@ import logging
 import threading
 import uuid
 from concurrent import futures
+from typing import NoReturn
 
 import grpc
 
@@ -152,7 +153,8 @@ class TimestampServer:
         return pb.DescribeResponse(server=self.advertise, stores=states)
 
     @staticmethod
-    def _abort(context: grpc.ServicerContext, exc: Exception):
+    def _abort(context: grpc.ServicerContext, exc: Exception) -> NoReturn:
+        """End the request with the status ``exc`` stands for (``context.abort`` raises)."""
         if isinstance(exc, NotLeaderError):
             context.set_trailing_metadata(((LEADER_METADATA, exc.leader),))
             context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
@@ -164,6 +166,7 @@ class TimestampServer:
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
         log.exception("timestamp request failed")
         context.abort(grpc.StatusCode.INTERNAL, f"{exc.__class__.__name__}: {exc}")
+        raise AssertionError("grpc's ServicerContext.abort returned")  # it always raises (grpc's documentation)
 
     # ----- running -------------------------------------------------------------------------------------
     def start(self, listen: str, *, workers: int = 8) -> int:
