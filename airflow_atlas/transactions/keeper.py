@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import threading
 import weakref
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .snapshot import SnapshotTransaction
 
 
 class RegistrationKeeper:
@@ -25,10 +29,10 @@ class RegistrationKeeper:
         self._tick = max(0.05, float(lease_seconds) / 6.0)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
-        self._open: dict[int, weakref.ref] = {}
+        self._open: dict[int, weakref.ref[SnapshotTransaction]] = {}
         self._thread: threading.Thread | None = None
 
-    def add(self, txn) -> None:
+    def add(self, txn: SnapshotTransaction) -> None:
         with self._lock:
             self._open[txn.start_timestamp] = weakref.ref(txn)
             if self._thread is None:

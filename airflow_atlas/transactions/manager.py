@@ -229,7 +229,15 @@ class TransactionManager:
             retriable=(TransactionFailedRetriableError, SweptVersionReadError),
         )
 
-    def _run(self, fn, retries, *, read_only, hard_delete, retriable):
+    def _run(
+        self,
+        fn: Callable[[SnapshotTransaction], T],
+        retries: int,
+        *,
+        read_only: bool,
+        hard_delete: bool,
+        retriable: tuple[type[BaseException], ...],
+    ) -> T:
         if retries < 0:
             raise InvalidInputError(f"retries must be >= 0, got {retries}")
         attempt = 0
@@ -363,7 +371,7 @@ class TransactionManager:
             self._spares.append((ts, time.monotonic()))
 
     @staticmethod
-    def _best_effort(fn: Callable, *args) -> None:
+    def _best_effort(fn: Callable[..., object], *args: object) -> None:
         try:
             fn(*args)
         except Exception as exc:

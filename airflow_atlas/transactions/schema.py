@@ -43,7 +43,7 @@ def _tables() -> dict[int, str]:
     return {1: TRANSACTIONS_TABLE, 2: TRANSACTIONS2_TABLE}
 
 
-def check_version(version) -> int | None:
+def check_version(version: int | None) -> int | None:
     if version is None:
         return None
     return check_int(version, "transactions_schema_version", min(VERSIONS), max(VERSIONS))

@@ -10,10 +10,11 @@ partition of 25M timestamps). Reads of many timestamps go to the store in one ba
 """
 from __future__ import annotations
 
+import functools
 import threading
 from abc import ABC, abstractmethod
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..encoding import LONG_MAX
 from ..errors import CorruptTransactionDataError, InvalidInputError
@@ -119,7 +120,7 @@ class TransactionService(ABC):
         self._store(start, commit)
         self._cache.put_many({start: commit})
 
-    def _decode(self, start: int, raw: bytes, decode) -> int:
+    def _decode(self, start: int, raw: bytes, decode: Callable[[bytes], int]) -> int:
         """``decode(raw)``, checked: a transaction's entry is ABORTED or a commit timestamp at or above its
         start. Anything else (undecodable bytes, a commit below the start, a negative value, an overflow)
         raises CorruptTransactionDataError naming the table, the start timestamp and the entry's cell, with
@@ -202,7 +203,7 @@ class TransactionServiceV2(TransactionService):
         ordered = sorted(cells, key=lambda c: (c.row, c.col))
         raw = self._kvs.get_lwt(self.table, ordered, serial=serial)
         return {
-            cells[c]: self._decode(cells[c], v, lambda value, start=cells[c]: enc.v2_decode_value(start, value))
+            cells[c]: self._decode(cells[c], v, functools.partial(enc.v2_decode_value, cells[c]))
             for c, v in raw.items()
         }
 
