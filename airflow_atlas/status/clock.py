@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from .anchors import clock_anchors
+
+if TYPE_CHECKING:
+    from ..store import AtlasStore
 
 
 class TimestampClock:
@@ -28,7 +32,7 @@ class TimestampClock:
         self._tss = [p[1] for p in points]
 
     @classmethod
-    def from_store(cls, store, now: float, fresh_ts: int, records: Iterable[dict] = ()) -> TimestampClock:
+    def from_store(cls, store: AtlasStore, now: float, fresh_ts: int, records: Iterable[dict] = ()) -> TimestampClock:
         """A clock with the anchors of ``store`` (see :func:`airflow_atlas.status.anchors.clock_anchors`)."""
         return cls(clock_anchors(store, now, fresh_ts, records))
 

@@ -12,11 +12,15 @@ effective settings (:func:`threshold_of`), the CLI without ``--conn-id`` cannot 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from ..compaction import due_tables
 from ..sweep.history import TableTombstones
 from .document import TableCompactionState
 from .text import round_or_none
+
+if TYPE_CHECKING:
+    from ..store import AtlasStore
 
 THRESHOLD_SETTING = "compaction_threshold_tombstones"
 """The name of the Airflow setting holding the threshold (declared in airflow_atlas/airflow/settings.py;
@@ -45,7 +49,7 @@ def compaction_state(counts: TableTombstones, strategy: str, threshold: int | No
     )
 
 
-def read_compaction(store, tables: Mapping[str, str], threshold: int | None, now: float) -> list[TableCompactionState]:
+def read_compaction(store: AtlasStore, tables: Mapping[str, str], threshold: int | None, now: float) -> list[TableCompactionState]:
     """Every table of ``tables`` (``{name: strategy}``), ordered by name: two bounded reads per table."""
     return [
         compaction_state(store.history.tombstones_since_compaction(name), strategy, threshold, now)

@@ -72,9 +72,24 @@ def unknown_text(*, ever_swept: bool, elapsed_seconds: float | None, runs: int) 
     return None
 
 
-def _forecast(*, backlog, sweepable, ingest_entries, swept_entries, elapsed_seconds, busy_seconds, runs, iterations,
-              idle_seconds, typical_interval_seconds, tolerance, backlog_capped, ingest_capped, basis,
-              ever_swept) -> Forecast:
+def _forecast(
+    *,
+    backlog: int,
+    sweepable: int,
+    ingest_entries: int,
+    swept_entries: int,
+    elapsed_seconds: float | None,
+    busy_seconds: float,
+    runs: int,
+    iterations: int | None,
+    idle_seconds: float | None,
+    typical_interval_seconds: float | None,
+    tolerance: float,
+    backlog_capped: bool,
+    ingest_capped: bool,
+    basis: str,
+    ever_swept: bool,
+) -> Forecast:
     out = Forecast(
         basis=basis,
         window_seconds=round_or_none(elapsed_seconds),

@@ -20,9 +20,13 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..kvs.tables import SWEEPABLE_STRATEGIES, SweepStrategy
 from .clock import TimestampClock
+
+if TYPE_CHECKING:
+    from ..store import AtlasStore
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,7 @@ def overall(lags: Iterable[PairLag]) -> OverallLag:
     )
 
 
-def read_pair(store, shard: int, strategy: SweepStrategy, sweep_ts: int, progress: int, cap: int,
+def read_pair(store: AtlasStore, shard: int, strategy: SweepStrategy, sweep_ts: int, progress: int, cap: int,
               serial: bool = True) -> PairQueue:
     """Read the pair's queue: the oldest sweepable unswept start timestamp and the counts (capped);
     ``serial=False``: without Paxos (the status's fallback)."""
@@ -142,7 +146,7 @@ def read_pair(store, shard: int, strategy: SweepStrategy, sweep_ts: int, progres
     return PairQueue(shard, strategy.value, sweep_ts, progress, oldest, sweepable, pinned, cap)
 
 
-def measure_pair(store, shard: int, strategy: SweepStrategy | str, sweep_ts: int, *, cap: int,
+def measure_pair(store: AtlasStore, shard: int, strategy: SweepStrategy | str, sweep_ts: int, *, cap: int,
                  progress: int | None = None, now: float | None = None) -> PairLag:
     """Lag and backlog of one pair against ``sweep_ts`` (e.g. a run's), with a clock from the store."""
     strategy = SweepStrategy.parse_swept(strategy)
@@ -155,7 +159,7 @@ def measure_pair(store, shard: int, strategy: SweepStrategy | str, sweep_ts: int
 
 
 def measure_store(
-    store, *, cap: int, shards: Sequence[int] | None = None, strategies: Sequence[SweepStrategy | str] | None = None,
+    store: AtlasStore, *, cap: int, shards: Sequence[int] | None = None, strategies: Sequence[SweepStrategy | str] | None = None,
     now: float | None = None,
 ) -> list[PairLag]:
     """Lag and backlog of every pair (default: all shards, both strategies) at the strategies' sweep

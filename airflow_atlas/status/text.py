@@ -4,14 +4,14 @@ from __future__ import annotations
 import math
 
 
-def round_or_none(value, digits: int = 3):
+def round_or_none(value: float | None, digits: int = 3) -> float | None:
     """``value`` rounded; None for None, NaN and infinities (a JSON document never holds those)."""
     if value is None:
         return None
-    value = float(value)
-    if math.isnan(value) or math.isinf(value):
+    number = float(value)
+    if math.isnan(number) or math.isinf(number):
         return None
-    return round(value, digits)
+    return round(number, digits)
 
 
 def format_duration(seconds: float | None) -> str:
