@@ -18,17 +18,25 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Literal
 
 from .errors import CorruptTransactionDataError
 from .kvs.api import SENTINEL_TIMESTAMP, Cell
 from .kvs.tables import SweepStrategy
 
+if TYPE_CHECKING:
+    from .store import AtlasStore
+    from .transactions.service import TransactionService
+
 _LOAD_CHUNK = 10_000
-ABSENT = "ABSENT"
+ABSENT: Final = "ABSENT"
 LONG_READER = 2**63 - 1
 """A reader after every commit: what the newest snapshot sees."""
-SWEPT = "SWEPT"
+SWEPT: Final = "SWEPT"
 ABORTED = -1
+
+Outcome = bytes | Literal["ABSENT", "SWEPT"]
+"""What a reader sees in a cell: its value, :data:`ABSENT` or :data:`SWEPT`."""
 
 
 @dataclass(frozen=True)
@@ -41,26 +49,28 @@ class Reader:
 class Observation:
     """What each reader sees in each user table: {reader: {table: {cell: outcome}}}."""
 
-    views: dict = field(default_factory=dict)
-    strategies: dict = field(default_factory=dict)
+    views: dict[Reader, dict[str, dict[Cell, Outcome]]] = field(default_factory=dict)
+    strategies: dict[str, SweepStrategy] = field(default_factory=dict)
 
 
-def _all_versions(store, table: str) -> dict[Cell, list[tuple[int, bytes]]]:
+def _all_versions(store: AtlasStore, table: str) -> dict[Cell, list[tuple[int, bytes]]]:
     versions: dict[Cell, list[tuple[int, bytes]]] = {}
     for cell, ts, value in store.kvs.scan(table):
         versions.setdefault(cell, []).append((ts, value))
     return versions
 
 
-def load_commits(service, starts: Iterable[int], corrupt: dict | None = None) -> dict[int, int]:
+def load_commits(
+    service: TransactionService, starts: Iterable[int], corrupt: dict[int, CorruptTransactionDataError] | None = None
+) -> dict[int, int]:
     """Commit timestamps (or ABORTED) of ``starts`` that have an entry. With ``corrupt`` (a dict), a corrupt
     entry does not fail the load: its CorruptTransactionDataError is stored under its start timestamp and
     the others are still loaded (a failing chunk is split until the corrupt entries are isolated)."""
-    starts = sorted({s for s in starts if s >= 0})
-    if not starts:
+    wanted = sorted({s for s in starts if s >= 0})
+    if not wanted:
         return {}
     if corrupt is None:
-        return dict(service.get_many(starts))
+        return dict(service.get_many(wanted))
     out: dict[int, int] = {}
 
     def load(chunk: list[int]) -> None:
@@ -74,16 +84,18 @@ def load_commits(service, starts: Iterable[int], corrupt: dict | None = None) ->
             load(chunk[:mid])
             load(chunk[mid:])
 
-    for i in range(0, len(starts), _LOAD_CHUNK):
-        load(starts[i:i + _LOAD_CHUNK])
+    for i in range(0, len(wanted), _LOAD_CHUNK):
+        load(wanted[i:i + _LOAD_CHUNK])
     return out
 
 
-def _commits(store, starts: Iterable[int], corrupt: dict | None = None) -> dict[int, int]:
+def _commits(
+    store: AtlasStore, starts: Iterable[int], corrupt: dict[int, CorruptTransactionDataError] | None = None
+) -> dict[int, int]:
     return load_commits(store.transaction_service, starts, corrupt)
 
 
-def _read(versions: list[tuple[int, bytes]], commits: dict[int, int], reader: Reader, strategy: SweepStrategy):
+def _read(versions: list[tuple[int, bytes]], commits: dict[int, int], reader: Reader, strategy: SweepStrategy) -> Outcome:
     for ts, value in sorted(versions, reverse=True):
         if ts >= reader.timestamp:
             continue
@@ -98,16 +110,16 @@ def _read(versions: list[tuple[int, bytes]], commits: dict[int, int], reader: Re
     return ABSENT
 
 
-def observe(store, readers: Iterable[Reader], tables: Iterable[str] | None = None) -> Observation:
-    readers = list(readers)
-    tables = list(tables) if tables is not None else sorted(store.user_tables())
+def observe(store: AtlasStore, readers: Iterable[Reader], tables: Iterable[str] | None = None) -> Observation:
+    reader_list = list(readers)
+    table_list = list(tables) if tables is not None else sorted(store.user_tables())
     obs = Observation()
-    for table in tables:
+    for table in table_list:
         strategy = store.kvs.get_metadata(table).strategy
         obs.strategies[table] = strategy
         versions = _all_versions(store, table)
         commits = _commits(store, (ts for vs in versions.values() for ts, _ in vs))
-        for reader in readers:
+        for reader in reader_list:
             view = obs.views.setdefault(reader, {}).setdefault(table, {})
             for cell, vs in versions.items():
                 view[cell] = _read(vs, commits, reader, strategy)
@@ -159,7 +171,7 @@ class Leftover:
 
 
 def leftover_versions(
-    store, sweep_ts: dict[str, int], tables: Iterable[str] | None = None, corrupt: dict | None = None
+    store: AtlasStore, sweep_ts: dict[str, int], tables: Iterable[str] | None = None, corrupt: dict | None = None
 ) -> list[Leftover]:
     """Versions a complete sweep to ``sweep_ts`` (per strategy name) should have removed but did not.
 
@@ -168,9 +180,9 @@ def leftover_versions(
     is a delete); versions of aborted or never-committed writers below it must be gone. With ``corrupt``
     (a dict), cells with a version whose transaction entry is corrupt are skipped and the errors collected
     there (start timestamp -> error; the error's ``cells`` attribute lists ``(table, cell)`` pairs)."""
-    tables = list(tables) if tables is not None else sorted(store.user_tables())
+    table_list = list(tables) if tables is not None else sorted(store.user_tables())
     left: list[Leftover] = []
-    for table in tables:
+    for table in table_list:
         strategy = store.kvs.get_metadata(table).strategy
         if not strategy.is_swept:
             continue
@@ -219,12 +231,12 @@ def leftover_versions(
     return left
 
 
-def obsolete_versions(store, sweep_ts: dict[str, int], tables: Iterable[str] | None = None) -> list[str]:
+def obsolete_versions(store: AtlasStore, sweep_ts: dict[str, int], tables: Iterable[str] | None = None) -> list[str]:
     """:func:`leftover_versions` as one line each."""
     return [str(x) for x in leftover_versions(store, sweep_ts, tables)]
 
 
-def _show(outcome) -> str:
+def _show(outcome: Outcome) -> str:
     if isinstance(outcome, bytes):
         return repr(outcome[:40])
     return str(outcome)
