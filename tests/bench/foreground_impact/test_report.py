@@ -1,15 +1,13 @@
 """bench/foreground_impact/report.py: the RESULTS.md section and the chart, from given measurements and from the
-committed result."""
+tracked result."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import pytest
 
 from bench.foreground_impact import report as R
 from bench.foreground_impact import summary as S
 from bench.lib import placement as P
+from bench.lib.paths import RESULTS_DIR
 
 from .measured import LIMITS, RATES, windows
 
@@ -36,16 +34,11 @@ def test_the_report_shows_every_placement_phase_and_variant_with_intervals(tmp_p
     R.write_chart(doc, tmp_path / "fg.png")
     assert (tmp_path / "fg.png").read_bytes()[:4] == b"\x89PNG"
 
-@pytest.mark.parametrize("path, placements, row", [
-    # issue 31's full run (2026-11-29): per placement
-    ("bench/results/foreground_impact.json", True, "| confined | steady"),
-    # an issue-24 document: one placement
-    ("bench/results/issue24/foreground_impact.backoff-reached.json", False, "| steady"),
-])
-def test_the_committed_documents_render(path, placements, row, tmp_path):
-    doc = json.loads((Path(__file__).resolve().parents[3] / path).read_text())
-    assert ("placements" in doc["results"]) is placements
+def test_the_committed_result_renders(tmp_path):
+    """The tracked result (bench/results/foreground_impact.json: per placement) renders and charts."""
+    doc = json.loads((RESULTS_DIR / "foreground_impact.json").read_text())
+    assert "placements" in doc["results"]
     lines = R.report_lines(doc)
-    assert lines[0] == R.SECTION and any(line.startswith(row) for line in lines), lines
+    assert lines[0] == R.SECTION and any(line.startswith("| confined | steady") for line in lines), lines
     R.write_chart(doc, tmp_path / "doc.png")
     assert (tmp_path / "doc.png").read_bytes()[:4] == b"\x89PNG"
