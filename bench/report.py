@@ -270,11 +270,11 @@ def write_report(out: Path) -> Path:
         lines += foreground_impact_report.report_lines(docs["foreground_impact"])
         foreground_impact_report.write_chart(docs["foreground_impact"], out / "foreground_impact.png")
     if "sustained" in docs:
-        from .sustained.run import report_lines as sustained_report_lines
+        from .sustained.report import report_lines as sustained_report_lines
 
         lines += sustained_report_lines(docs["sustained"])
     if "orchestration" in docs:
-        from .orchestration.run import report_lines as orchestration_report_lines
+        from .orchestration.report import report_lines as orchestration_report_lines
 
         lines += orchestration_report_lines(docs["orchestration"])
     if ANALYSIS.exists():

@@ -84,7 +84,7 @@ SCENARIOS = ("every_pair", "few_pairs")
 TABLES = {"orch_conservative": "CONSERVATIVE", "orch_thorough": "THOROUGH"}
 
 
-# ----- pure parts (tests/bench/test_orchestration.py) --------------------------------------------------------
+# ----- pure parts (tests/bench/orchestration/test_run.py) -------------------------------------------------------
 def overhead_per_pair(wall_seconds: float, engine_seconds: float, pairs: int, slots: int = SLOTS) -> float | None:
     """Worker-slot seconds of a run not spent in the engine, per pair (None without pairs)."""
     if pairs <= 0:
@@ -265,25 +265,3 @@ def goals(results: dict, mode: dict) -> list[dict]:
                full.get("wall_seconds"), SCHEDULE_SECONDS, "<=", " s", note="the default 5-minute schedule interval"),
         goal(f"overhead per pair at {biggest} shards / at {smallest} (default settings)", ratio, 2.0, "<=", "x"),
     ]
-
-
-def report_lines(doc: dict) -> list[str]:
-    """The section of RESULTS.md (bench/report.py)."""
-    lines = [f"## orchestration: a targeted-sweep run's Airflow cost by shard count ({doc['mode']} mode, "
-             f"{doc['params']['slots']} slots)", "",
-             "| shards | scenario | groups | pairs | task instances | wall (s) | engine (s) | overhead/pair (s) | "
-             "metadata rows/run | metadata rows/day | logs/day (MB) | states |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-
-    def mb(v):
-        return "-" if v is None else f"{v / 1e6:.1f}"
-
-    def count(v):
-        return "-" if v is None else f"{v:,.0f}"
-
-    for r in doc["results"].values():
-        lines.append(f"| {r['shards']} | {r['scenario']} | {r['variant']} | {r['pairs']} | {r['task_instances']} | "
-                     f"{r['wall_seconds']} | {r['engine_seconds']} | {r['overhead_per_pair_seconds']} | "
-                     f"{count(r.get('metadata_rows'))} | {count(r.get('metadata_rows_per_day'))} | "
-                     f"{mb(r['log_bytes_per_day'])} | {', '.join(r['states'])} |")
-    return lines + [""]

@@ -28,12 +28,12 @@ import multiprocessing
 import os
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from bench.lib.closed_loop import RESAMPLES, WINDOWS, ratio_ci, run_threads, summarise_step
 from bench.lib.log import log
 from bench.lib.machine import CpuProbe, load_average, machine_info
 from bench.lib.node import cassandra_process, settle_node
@@ -49,55 +49,8 @@ SHAPES: tuple[tuple[int, int], ...] = ((1, 1), (1, 8), (1, 64), (2, 1), (2, 8), 
 GOAL_SHAPE = (2, 16)
 GOAL_RATE = 20_000.0
 GOAL_P99_MS = 5.0
-WINDOWS = 10
-"""Sub-windows per step: the rate's per-window samples (the ratio's interval)."""
-MAX_DRAWS_PER_THREAD = 5_000_000
-RESAMPLES = 400
 START_DELAY = 1.0
 """Seconds between sending a step to the worker processes and its start (they start at one wall instant)."""
-
-
-# ----- one step in one process ----------------------------------------------------------------------------
-def draw_loop(draw, start_at: float, seconds: float, max_draws: int = MAX_DRAWS_PER_THREAD) -> dict:
-    """One thread: wait until wall time ``start_at``, then call ``draw()`` for ``seconds`` (at most
-    ``max_draws`` times). Returns latencies (s), per-window completion counts and errors."""
-    while (wait := start_at - time.time()) > 0:
-        time.sleep(min(wait, 0.01))
-    started = time.perf_counter()
-    deadline = started + seconds
-    window = seconds / WINDOWS
-    latencies: list[float] = []
-    counts = [0] * WINDOWS
-    errors = 0
-    first_error = ""
-    for _ in range(max_draws):
-        t0 = time.perf_counter()
-        if t0 >= deadline:
-            break
-        try:
-            draw()
-        except Exception as exc:  # a contended cell gives up after its attempts: counted, not fatal
-            errors += 1
-            first_error = first_error or f"{type(exc).__name__}: {str(exc)[:200]}"
-            continue
-        t1 = time.perf_counter()
-        latencies.append(t1 - t0)
-        if t1 < deadline:
-            counts[min(WINDOWS - 1, int((t1 - started) / window))] += 1
-    return {"latencies": latencies, "counts": counts, "errors": errors, "first_error": first_error}
-
-
-def run_threads(draw, threads: int, start_at: float, seconds: float) -> dict:
-    """``threads`` threads of :func:`draw_loop` on ``draw``; their results pooled."""
-    with ThreadPoolExecutor(threads) as pool:
-        parts = list(pool.map(lambda _: draw_loop(draw, start_at, seconds), range(threads)))
-    return {
-        "latencies": [x for p in parts for x in p["latencies"]],
-        "counts": [sum(p["counts"][i] for p in parts) for i in range(WINDOWS)],
-        "errors": sum(p["errors"] for p in parts),
-        "first_error": next((p["first_error"] for p in parts if p["first_error"]), ""),
-        "pid": os.getpid(),
-    }
 
 
 # ----- worker processes ------------------------------------------------------------------------------------
@@ -134,52 +87,6 @@ def _worker_pid(seconds: float) -> int:
 def _worker_step(variant: str, threads: int, start_at: float, seconds: float) -> dict:
     store = _WORKER["stores"][variant]
     return run_threads(store.timestamps.fresh_timestamp, threads, start_at, seconds)
-
-
-# ----- statistics ------------------------------------------------------------------------------------------
-def p99_resamples(latencies_ms: np.ndarray, resamples: int = RESAMPLES, seed: int = 11) -> np.ndarray:
-    """Bootstrap distribution of the p99 (each resample as large as the pool)."""
-    rng = np.random.default_rng(seed)
-    n = len(latencies_ms)
-    if n == 0:
-        return np.array([])
-    return np.array([np.percentile(latencies_ms[rng.integers(0, n, n)], 99) for _ in range(resamples)])
-
-
-def interval(values: np.ndarray, level: float = 0.90) -> list[float] | None:
-    if len(values) == 0:
-        return None
-    tail = (1 - level) / 2 * 100
-    return [float(np.percentile(values, tail)), float(np.percentile(values, 100 - tail))]
-
-
-def summarise_step(parts: list[dict], seconds: float) -> tuple[dict, np.ndarray]:
-    """A step's figures from its processes' results, and the bootstrap p99 distribution (for ratios)."""
-    lat = np.array([x for p in parts for x in p["latencies"]]) * 1000
-    counts = [sum(p["counts"][i] for p in parts) for i in range(WINDOWS)]
-    boot = p99_resamples(lat)
-    window = seconds / WINDOWS
-    summary = {
-        "draws_per_second": sum(counts) / seconds,
-        "samples": int(len(lat)),
-        "in_window_draws": int(sum(counts)),
-        "window_rates": [c / window for c in counts],
-        "p50_ms": float(np.percentile(lat, 50)) if len(lat) else None,
-        "p90_ms": float(np.percentile(lat, 90)) if len(lat) else None,
-        "p99_ms": float(np.percentile(lat, 99)) if len(lat) else None,
-        "p99_ci90_ms": interval(boot),
-        "max_ms": float(lat.max()) if len(lat) else None,
-        "errors": sum(p["errors"] for p in parts),
-        "first_error": next((p["first_error"] for p in parts if p["first_error"]), ""),
-        "pids": sorted({p["pid"] for p in parts}),
-    }
-    return summary, boot
-
-
-def ratio_ci(num: np.ndarray, den: np.ndarray) -> list[float] | None:
-    if len(num) == 0 or len(den) == 0:
-        return None
-    return interval(num / den)
 
 
 # ----- the benchmark ------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bench.lib.closed_loop import ratio_ci, run_threads, summarise_step
 from bench.lib.load import cell, chunks, value
 from bench.lib.log import log
 from bench.lib.machine import CpuProbe, load_average, machine_info
@@ -40,7 +41,6 @@ from bench.lib.results import Stopwatch, goal, result_document
 from bench.lib.standalone import standalone_main
 from bench.lib.stats import ratio_of_medians_ci, rotated
 from bench.lib.stores import cassandra_url, drop_store, new_keyspace_name, open_store
-from bench.timestamps.run import ratio_ci, run_threads, summarise_step
 
 NAME = "transactions"
 VARIANTS = ("cell", "server", "raw_write", "raw_read")

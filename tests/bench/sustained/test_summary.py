@@ -1,11 +1,11 @@
-"""bench/sustained/run.py's pure parts: percentiles, the lag summary, the backlog's troughs and the boundedness
-judgement, the highest bounded rate and the report's rows (no store, no Airflow: the benchmark itself is
-run by ``python -m bench.run --only sustained``, never by the test suite)."""
+"""bench/sustained/summary.py: percentiles, the lag summary, the backlog's troughs and the boundedness judgement,
+the highest bounded rate (no store, no Airflow: the benchmark itself is run by ``python -m bench.run --only
+sustained``, never by the test suite)."""
 from __future__ import annotations
 
 import pytest
 
-from bench.sustained import run as S
+from bench.sustained import summary as S
 
 
 def test_percentile_is_nearest_rank():
@@ -87,10 +87,3 @@ def test_the_rates_stop_at_an_unbounded_step_or_a_saturated_workload():
     assert S.stop_reason([limited]) is None  # nothing to compare with
     assert S.stop_reason([step(100, True), limited]) is None  # short of its target, but still faster
     assert S.stop_reason([step(275, True), {**step(280, False), "workload_limited": True}]) == "unbounded"
-
-
-def test_report_rows_show_every_step():
-    doc = {"results": {"sqlite": {"steps": [step(50, True), step(300, False, 400.0)], "dag_runs": {"states": {"success": 5}}}}}
-    lines = S.report_lines(doc)
-    assert any("| sqlite | 50 | 40.0 | 70.0 | 75.0 | True |" in line for line in lines)
-    assert any("| sqlite | 300 | 40.0 | 400.0 | 405.0 | False |" in line for line in lines)
