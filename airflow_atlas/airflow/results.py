@@ -109,7 +109,7 @@ class SweepSummary:
     failed_pairs: list[str] = field(default_factory=list)
     engine_seconds: float = 0.0
     """The pairs' sweep time in the engine (the sum of their ``duration_seconds``): a run's wall time less
-    this, over its worker slots, is what orchestration cost (bench/orchestration.py)."""
+    this, over its worker slots, is what orchestration cost (bench/orchestration/)."""
 
     def add(self, result: Mapping[str, Any]) -> None:
         """Count one finished pair: its sweep ``result`` (the engine's ``ShardSweepResult`` JSON)."""

@@ -13,7 +13,7 @@ TASKS_PER_CORE = 2
 core, each sweeping a contiguous group of the pairs (:func:`task_count`): a Spark task's own cost (a
 Python worker's round trip, the task's scheduling) was ~0.1 s per one-pair task on local[2], a deferred
 Connect submission of 16 caught-up pairs spent 1.1 s in 16 tasks against 0.5 s for the same sweep in one
-process (bench/results/issue24). Two per core, not one: a pair with a large backlog holds up only the
+process (bench/ANALYSIS.md, spark_scaleout). Two per core, not one: a pair with a large backlog holds up only the
 pairs of its own group, and the other groups spread over the free cores."""
 
 STORE_SETTING_CONF_PREFIX = "spark.atlas.store."

@@ -101,7 +101,7 @@ def test_batch_cap_keeps_one_batch_within_the_pacing_interval_and_one_wait():
 ])
 def test_below_2000_entries_a_second_a_paced_batch_is_500_entries_or_a_second_of_the_pace(rate, entries):
     """Every iteration costs the store fixed Paxos work (progress read and check-and-set, the tombstone record's
-    fresh timestamp): a quarter second's batch at 250/s was 4 of them a second (bench/results/issue31)."""
+    fresh timestamp): a quarter second's batch at 250/s was 4 of them a second (bench/ANALYSIS.md, "pacing")."""
     assert PACED_BATCH_MIN_ENTRIES == 500 and PACED_BATCH_MAX_SECONDS == 1.0
     assert paced_batch_cap(rate, 100_000) == entries
     assert pacer(rate, FakeTime(), max_wait=20.0).batch_cap(100_000) == entries
