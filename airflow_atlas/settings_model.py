@@ -29,10 +29,13 @@ import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import MISSING, Field, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import InvalidInputError
 from .validation import check_int
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 SPEC = "atlas_setting"
 """Key of a field's ``metadata`` that holds its :class:`Spec`."""
@@ -263,7 +266,7 @@ def setting(default: Any, kind: Kind, doc: str, *, read: str) -> Any:
     return field(default=default, metadata={SPEC: spec})
 
 
-def setting_fields(cls_or_obj) -> list[Field]:
+def setting_fields(cls_or_obj: DataclassInstance | type[DataclassInstance]) -> list[Field[Any]]:
     """The fields of a settings dataclass that are settings (declared with :func:`setting`)."""
     return [f for f in fields(cls_or_obj) if SPEC in f.metadata]
 
@@ -328,7 +331,7 @@ class Requires:
         return f"{' / '.join(f'`{n}`' for n in self.names)} other than {self.describe_safe} need `{self.flag}` = true"
 
 
-def validate_fields(obj: Any) -> None:
+def validate_fields(obj: DataclassInstance) -> None:
     """Validate (and normalise, e.g. int -> float) every setting of a frozen settings dataclass, then its
     cross-field rules (the class's ``SETTING_RULES``): the one check of a settings object."""
     for f in setting_fields(obj):
@@ -338,12 +341,12 @@ def validate_fields(obj: Any) -> None:
 
 
 @functools.cache
-def known_names(cls: type) -> dict[str, Field]:
+def known_names(cls: type[DataclassInstance]) -> dict[str, Field[Any]]:
     """The settings of a settings dataclass by name (cached per class; do not mutate)."""
     return {f.name: f for f in setting_fields(cls)}
 
 
-def check_known(cls, names: Iterable[str], source: str | None, *, also: Iterable[str] = ()) -> None:
+def check_known(cls: type[DataclassInstance], names: Iterable[str], source: str | None, *, also: Iterable[str] = ()) -> None:
     """InvalidInputError listing the names that are not settings of ``cls`` (nor in ``also``)."""
     known = set(known_names(cls)) | set(also)
     unknown = sorted(set(names) - known)
@@ -353,7 +356,9 @@ def check_known(cls, names: Iterable[str], source: str | None, *, also: Iterable
         )
 
 
-def layer_values(cls, values: Mapping[str, Any], source: str | None, *, text: bool = False) -> dict:
+def layer_values(
+    cls: type[DataclassInstance], values: Mapping[str, Any], source: str | None, *, text: bool = False
+) -> dict[str, Any]:
     """One layer's values, each checked (``text``: parsed from text first); unknown names refused."""
     if not isinstance(values, Mapping):
         raise InvalidInputError(f"settings must be a mapping of name to value, got {values!r}{_source(source)}")
@@ -374,7 +379,7 @@ def _default_text(value: Any) -> str:
     return f"`{json.dumps(value)}`"
 
 
-def markdown_table(*models: tuple[str, type]) -> str:
+def markdown_table(*models: tuple[str, type[DataclassInstance]]) -> str:
     """The settings table of docs/SETTINGS.md: one row per setting of each (layer name, dataclass)."""
     lines = [
         "| key | layer | default | accepted values | meaning | read by |",
