@@ -1,8 +1,9 @@
-"""A real Airflow for the benchmarks ``sustained`` and ``orchestration``: :func:`devkit.airflow.running_airflow` (API server with one
-worker - the task processes talk to its execution API -, scheduler with the LocalExecutor and DAG processor
-on SQLite in a temporary AIRFLOW_HOME, on a free loopback port; the same processes the tests start). The DAGs
-folder holds only ``atlas_targeted_sweep`` (a link to dags/), scheduled by ``ATLAS_DAG_SETTINGS``; the store
-is the connection ``atlas_default`` and the engine settings the ``atlas_settings`` Variable (environment).
+"""A real Airflow for the benchmarks ``sustained`` and ``orchestration``: :func:`devkit.airflow.running_airflow`
+(API server with one worker - the task processes talk to its execution API -, scheduler with the LocalExecutor
+and DAG processor on SQLite in a temporary AIRFLOW_HOME, on a free loopback port; the same processes the tests
+start). The DAGs folder holds only ``atlas_targeted_sweep`` (a link to dags/), scheduled by
+``ATLAS_DAG_SETTINGS``; the store is the connection ``atlas_default`` and the engine settings the
+``atlas_settings`` Variable (environment).
 """
 from __future__ import annotations
 
