@@ -25,7 +25,7 @@ compactions). Runs, interleaved (rotating order) in every repetition:
 * ``deferred local[2]``: the same job the way an Airflow task with ``deferrable=True`` submits it: the task
   process opens the store and defers, the job runs from a long-lived triggerer process through the real
   ``SparkConnectJobTrigger`` (the Connect client imported there once), a second task process resumes with
-  the document (``bench/spark_deferred.py`` says exactly what is timed and what of Airflow's own scheduling
+  the document (:mod:`bench.spark_scaleout.deferred` says exactly what is timed and what of Airflow's own scheduling
   is not). ``airflow_task_start_seconds``: a proxy of the resumed task's extra process start.
 
 Every run records ``cpu_seconds`` too: the CPU of the client-side processes (the child processes'
@@ -157,7 +157,7 @@ class _Runner:
                 "cpu_seconds": spark_deferred.child_cpu() - cpu}
 
     def deferred(self, triggerer, master: str) -> dict:
-        """One submission the deferred way (bench/spark_deferred.py)."""
+        """One submission the deferred way (:mod:`bench.spark_scaleout.deferred`)."""
         request = {"kind": "targeted-sweep", "tag": "", "settings": dict(SETTINGS),
                    "job": {"pairs": [[s, "CONSERVATIVE"] for s in range(SHARDS)], "batch_limit": None,
                            "max_iterations": None, "dry_run": False, "sweep_timestamps": None}}

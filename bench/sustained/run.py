@@ -1,6 +1,6 @@
 """Benchmark ``sustained``: the sweep's lag under steady ingest, with a real Airflow scheduler (issue 24, item 3).
 
-A real Airflow (API server, scheduler with the LocalExecutor, DAG processor; :mod:`bench.sustained_airflow`)
+A real Airflow (API server, scheduler with the LocalExecutor, DAG processor; :mod:`bench.lib.airflow`)
 runs ``atlas_targeted_sweep`` every minute (``targeted_sweep_schedule``) while this process commits
 transactions at a steady rate (:func:`airflow_atlas.workload.run_workload`, paced), step by step at rising
 rates. Every few seconds it samples the lag and the backlog through THE definition
