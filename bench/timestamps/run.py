@@ -136,7 +136,10 @@ def run(*, quick: bool = False, reps: int = 1, seconds: float | None = None,
             from concurrent.futures import ProcessPoolExecutor
 
             pool = ProcessPoolExecutor(2, mp_context=ctx, initializer=_worker_init, initargs=(urls, (address,)))
-            worker_pids = set(pool.map(_worker_pid, [0.5, 0.5]))  # both workers up and warmed (each takes one)
+            for _ in range(20):  # both workers up and warmed: once both are idle, two calls at once reach both
+                worker_pids |= set(pool.map(_worker_pid, [0.5, 0.5]))
+                if len(worker_pids) == 2:
+                    break
         step = rounds = 0  # rounds: one per shape, the variants' order rotates every round
         for rep in range(reps):
             for procs, threads in shapes:
