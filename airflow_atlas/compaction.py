@@ -28,12 +28,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Protocol
+
+from pydantic import model_serializer
 
 from .errors import InvalidInputError
+from .serialisation import OMIT_NONE, to_json
 from .sweep.history import TableTombstones
 
 log = logging.getLogger(__name__)
@@ -69,19 +72,12 @@ class TableCompaction:
     reclaimed_bytes: int
     duration_seconds: float
     runner: str
-    sstables_before: int | None = None
-    sstables_after: int | None = None
-    file_before_bytes: int | None = None
-    file_after_bytes: int | None = None
-    nodes: dict[str, dict[str, int | None]] | None = None
-
-    def to_json(self) -> dict:
-        """The backend's fields only (a Cassandra report has no ``file_*``, a VACUUM report no sstables)."""
-        data = asdict(self)
-        for key in ("sstables_before", "sstables_after", "file_before_bytes", "file_after_bytes", "nodes"):
-            if data[key] is None:
-                del data[key]
-        return data
+    # The backend's fields only in the JSON (a Cassandra report has no ``file_*``, a VACUUM report no sstables).
+    sstables_before: Annotated[int | None, OMIT_NONE] = None
+    sstables_after: Annotated[int | None, OMIT_NONE] = None
+    file_before_bytes: Annotated[int | None, OMIT_NONE] = None
+    file_after_bytes: Annotated[int | None, OMIT_NONE] = None
+    nodes: Annotated[dict[str, dict[str, int | None]] | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -97,15 +93,11 @@ class CompactionResult:
     pending: dict[str, int] = field(default_factory=dict)
     store_conn_id: str | None = None
 
-    def to_json(self) -> dict:
-        return {
-            "store_conn_id": self.store_conn_id,
-            "threshold": self.threshold,
-            "method": self.method,
-            "compacted": {table: report.to_json() for table, report in self.compacted.items()},
-            "skipped": dict(self.skipped),
-            "pending": dict(self.pending),
-        }
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[object], dict[str, Any]]) -> dict[str, Any]:
+        """``store_conn_id`` first."""
+        data = handler(self)
+        return {"store_conn_id": data.pop("store_conn_id"), **data}
 
 
 class Compactor(Protocol):
@@ -254,7 +246,7 @@ def compact_due_tables(
             compacted = compactor.compact(allowed)
             for table, report in compacted.items():
                 store.history.record_compaction(table, through_ts, {"method": compactor.method, "holder": holder,
-                                                                    "store_conn_id": store_conn_id, **report.to_json()})
+                                                                    "store_conn_id": store_conn_id, **to_json(report)})
                 pending[table] = store.history.tombstones_since_compaction(table).count
     return CompactionResult(threshold=threshold, method=compactor.method, compacted=compacted, skipped=skipped,
                             pending=pending, store_conn_id=store_conn_id)

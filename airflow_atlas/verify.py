@@ -28,7 +28,7 @@ run by the test suite, not here.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from .kvs.tables import SWEEPABLE_STRATEGY_NAMES
 from .oracle import leftover_versions, load_commits
@@ -75,9 +75,6 @@ class VerifyReport:
     limits: dict
     checks: dict[str, CheckResult]
     findings: list[Finding]
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 class _Collector:

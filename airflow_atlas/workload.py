@@ -11,6 +11,8 @@ import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from pydantic import field_serializer
+
 from .errors import (
     InvalidInputError,
     TransactionAbortedError,
@@ -64,12 +66,12 @@ class WorkloadReport:
     """Commits refused by contention: write-write conflicts, roll-backs by another process, waits past the bound."""
     writes: int = 0
     deletes: int = 0
-    open: list = field(default_factory=list)  # open SnapshotTransaction objects (not serialised)
+    open: list = field(default_factory=list)
+    """The open SnapshotTransaction objects; their start timestamps in the JSON."""
 
-    def to_json(self) -> dict:
-        data = {k: v for k, v in vars(self).items() if k != "open"}
-        data["open"] = [t.start_timestamp for t in self.open]
-        return data
+    @field_serializer("open")
+    def _open_starts(self, open_transactions: list) -> list[int]:
+        return [t.start_timestamp for t in open_transactions]
 
 
 def cell_for(row: int, col: int) -> Cell:

@@ -306,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES
     from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
+    from airflow_atlas.serialisation import to_json
     from airflow_atlas.store import AtlasStore
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
@@ -354,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
             totals = {"entries_read": 0, "cells_tombstoned": 0, "aborted_writes_deleted": 0, "transactions_aborted": 0}
             for strategy in SWEEPABLE_STRATEGY_NAMES:
                 for shard in range(SHARDS):
-                    result = store.sweeper.sweep_shard(shard, strategy).to_json()
+                    result = to_json(store.sweeper.sweep_shard(shard, strategy))
                     for key in totals:
                         totals[key] += result[key]
             print(json.dumps(totals))

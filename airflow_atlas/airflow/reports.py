@@ -3,8 +3,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
+
+from airflow_atlas.serialisation import from_json, to_json
 
 
 @dataclass(frozen=True)
@@ -21,18 +23,11 @@ class TableTombstones:
     def tombstones(self) -> int:
         return self.cells_tombstoned + self.versions_deleted
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping) -> TableTombstones:
-        return cls(**dict(data))
-
 
 def swept_tables(cells: Mapping[str, int] | None = None, versions: Mapping[str, int] | None = None) -> list[dict]:
     """``"swept_tables"`` of a result from per-table cell and version counts (zero counts left out)."""
     tables = sorted(t for t in {**(cells or {}), **(versions or {})} if (cells or {}).get(t) or (versions or {}).get(t))
-    return [TableTombstones(t, int((cells or {}).get(t) or 0), int((versions or {}).get(t) or 0)).to_json() for t in tables]
+    return [to_json(TableTombstones(t, int((cells or {}).get(t) or 0), int((versions or {}).get(t) or 0))) for t in tables]
 
 
 def _walk(reports: Any) -> Iterable[Mapping]:
@@ -50,7 +45,7 @@ def tombstones_by_table(reports: Any) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = defaultdict(lambda: {"tombstones": 0, "cells_tombstoned": 0, "versions_deleted": 0})
     for report in _walk(reports):
         for entry in report.get("swept_tables") or ():
-            item = TableTombstones.from_json(entry)
+            item = from_json(TableTombstones, entry)
             counts = out[item.table]
             counts["cells_tombstoned"] += item.cells_tombstoned
             counts["versions_deleted"] += item.versions_deleted

@@ -16,15 +16,14 @@ JSON, nothing for a dry run): what the asset events are made of.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Annotated, Any
 
-from airflow_atlas.sweep.legacy import LEGACY_SUMMED_FIELDS
-from airflow_atlas.sweep.results import RUN_TOTALS
+from pydantic import model_serializer
+
+from airflow_atlas.serialisation import OMIT_NONE, flatten
+from airflow_atlas.sweep.counts import ScanCounts, SweepCounts
 from airflow_atlas.sweep.scrub import ScrubResult
-
-FULL_SWEEP_SUMMED: tuple[str, ...] = (*LEGACY_SUMMED_FIELDS, "duration_seconds")
-"""The figures a full sweep adds up over its scan ranges (the legacy sweeper's, from their one home)."""
 
 
 @dataclass(frozen=True)
@@ -33,12 +32,10 @@ class SweepTimestamps:
 
     timestamps: dict[str, int]
 
-    def to_json(self) -> dict:
+    @model_serializer
+    def _dump(self) -> dict[str, int]:
+        """The JSON is the mapping itself: ``{strategy: ts}``."""
         return dict(self.timestamps)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> SweepTimestamps:
-        return cls({str(k): int(v) for k, v in data.items()})
 
 
 @dataclass(frozen=True)
@@ -48,11 +45,8 @@ class FullSweepPart:
 
     table: str
     sweep_ts: int
-    scan_ranges: list[dict] | None = None
-    parts: int | None = None
-
-    def to_json(self) -> dict:
-        return {key: value for key, value in asdict(self).items() if value is not None}
+    scan_ranges: Annotated[list[dict] | None, OMIT_NONE] = None
+    parts: Annotated[int | None, OMIT_NONE] = None
 
 
 @dataclass(frozen=True)
@@ -65,20 +59,13 @@ class FullSweepResult:
     sweep_ts: int | None
     ranges: int
     dry_run: bool
-    cells_examined: int = 0
-    versions_examined: int = 0
-    versions_deleted: int = 0
-    sentinels_written: int = 0
-    transactions_aborted: int = 0
+    counts: ScanCounts = field(default_factory=ScanCounts)
+    """The sum of the ranges' counts (flat in the JSON)."""
     duration_seconds: float = 0.0
     swept_tables: list[dict] = field(default_factory=list)
-    spark: dict | None = None
+    spark: Annotated[dict | None, OMIT_NONE] = None
 
-    def to_json(self) -> dict:
-        data = asdict(self)
-        if data["spark"] is None:
-            del data["spark"]
-        return data
+    _dump, _load = flatten("counts", ScanCounts)
 
 
 @dataclass(frozen=True)
@@ -87,11 +74,11 @@ class ScrubReport:
     ``swept_tables``."""
 
     result: ScrubResult
+    """Flat in the JSON: its fields, then ``dry_run`` and ``swept_tables``."""
     dry_run: bool
     swept_tables: list[dict] = field(default_factory=list)
 
-    def to_json(self) -> dict:
-        return {**self.result.to_json(), "dry_run": self.dry_run, "swept_tables": list(self.swept_tables)}
+    _dump, _load = flatten("result", ScrubResult)
 
 
 @dataclass
@@ -104,31 +91,29 @@ class SweepSummary:
     by_status: dict[str, int] = field(default_factory=dict)
     tables: dict[str, int] = field(default_factory=dict)
     reclaimed_queue_rows: int = 0
-    totals: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RUN_TOTALS, 0))
-    """The sums of :data:`~airflow_atlas.sweep.results.RUN_TOTALS` over the pairs (flat in the JSON)."""
     failed_pairs: list[str] = field(default_factory=list)
     engine_seconds: float = 0.0
     """The pairs' sweep time in the engine (the sum of their ``duration_seconds``): a run's wall time less
     this, over its worker slots, is what orchestration cost (bench/orchestration/)."""
+    iterations: int = 0
+    counts: SweepCounts = field(default_factory=SweepCounts)
+    """The sum of the pairs' counts (flat in the JSON)."""
 
     def add(self, result: Mapping[str, Any]) -> None:
         """Count one finished pair: its sweep ``result`` (the engine's ``ShardSweepResult`` JSON)."""
         status = str(result.get("status", "unknown"))
         self.by_status[status] = self.by_status.get(status, 0) + 1
         self.engine_seconds += float(result.get("duration_seconds") or 0.0)
-        for key in RUN_TOTALS:
-            self.totals[key] += int(result.get(key) or 0)
+        self.iterations += int(result.get("iterations") or 0)
+        self.counts += SweepCounts.of(result)
         for table, n in (result.get("tables") or {}).items():
             self.tables[table] = self.tables.get(table, 0) + int(n)
         self.reclaimed_queue_rows += int(result.get("queue_rows_reconciled") or 0)
 
-    def to_json(self) -> dict:
-        out = asdict(self)
-        return {**out, **out.pop("totals")}
+    _dump, _load = flatten("counts", SweepCounts)
 
 
 __all__ = [
-    "FULL_SWEEP_SUMMED",
     "FullSweepPart",
     "FullSweepResult",
     "ScrubReport",

@@ -3,19 +3,19 @@
 A :class:`SweepTarget` picks up fields as it goes::
 
     plan  -> shard, strategy, sweep_ts, execution_mode ("in_task" | "spark": chosen once, by the plan)
-    sweep -> + result (the engine's ShardSweepResult.to_json() - lease holder, reconciled queue rows, lag and
+    sweep -> + result (the engine's ShardSweepResult JSON - lease holder, reconciled queue rows, lag and
              backlog included -, plus the Spark task's fields in spark mode), swept_tables (the tombstones per
              table, for the asset events)
 
 It crosses XCom as JSON exactly once per task: ``SweepTarget.from_json`` on the way in (validating: bad
-input fails the task without retries), ``to_json`` on the way out (every field, None stays None).
+input fails the task without retries), ``airflow_atlas.serialisation.to_json`` on the way out (every field, None stays None).
 Operators accept a list of targets (``targets=``) or one pair (``shard=``, ``strategy=``). Nothing secret
 ever goes into a target.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from airflow_atlas.errors import InvalidInputError
@@ -68,9 +68,6 @@ class SweepTarget:
         if unknown:
             raise InvalidInputError(f"unknown target field(s) {', '.join(unknown)}; a target has {', '.join(sorted(known))}")
         return cls(**dict(data))
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
     def with_(self, **changes) -> SweepTarget:
         return replace(self, **changes)

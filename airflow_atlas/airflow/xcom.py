@@ -2,9 +2,10 @@
 
 Operators work with dataclasses (the engine's results, :class:`~airflow_atlas.airflow.targets.SweepTarget`,
 :class:`~airflow_atlas.compaction.CompactionResult`, :mod:`airflow_atlas.airflow.results` ...) and return
-``to_xcom(result)`` from ``execute``: plain JSON (dicts, lists, strings, numbers, None), what Airflow stores
-and what templates, downstream tasks, the asset events and the dashboard read. Each result type reads its
-JSON back with its ``from_json`` classmethod where a task consumes it.
+``to_xcom(result)`` from ``execute``: plain JSON (dicts, lists, strings, numbers, None) by
+:func:`airflow_atlas.serialisation.to_json`, what Airflow stores and what templates, downstream tasks, the
+asset events and the dashboard read. A task that consumes a result reads it back with
+:func:`~airflow_atlas.serialisation.from_json` (a target: ``SweepTarget.from_json``, which validates).
 
 Airflow's own serialisation of dataclasses is not used: it needs every class in ``[core]
 allowed_deserialization_classes``, loses nested types, and wraps values so templates (``{{ t.shard }}``)
@@ -16,13 +17,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_atlas.serialisation import to_json
+
 
 def to_xcom(value: Any) -> Any:
-    """``value`` as plain JSON: a dataclass by its ``to_json()`` (or all its fields), recursively through
-    mappings, lists and tuples; other values unchanged."""
+    """``value`` as plain JSON: a dataclass by :func:`~airflow_atlas.serialisation.to_json`, recursively
+    through mappings, lists and tuples; other values unchanged."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        to_json = getattr(value, "to_json", None)
-        return to_xcom(to_json() if callable(to_json) else dataclasses.asdict(value))
+        return to_xcom(to_json(value))
     if isinstance(value, Mapping):
         return {key: to_xcom(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):

@@ -5,6 +5,7 @@ import json
 import sys
 import time
 
+from ..serialisation import to_json
 from .output import EXIT_OK, count, emit_json, rate, table, wants_json
 
 
@@ -22,7 +23,7 @@ def cmd_status(args, h) -> int:
         compaction_threshold=threshold_of(h.settings),
     )
     status.effective_settings, status.settings_warnings = list(h.settings), list(h.settings_warnings)
-    document = status.to_json()
+    document = to_json(status)
     if wants_json(args):
         emit_json(document)
     else:
@@ -50,7 +51,7 @@ def _lock_text(r) -> str | None:
 
 
 def render_status(status: dict) -> str:
-    """The text form of the status document (its JSON form, :meth:`StatusDocument.to_json`)."""
+    """The text form of the status document (its JSON form, :func:`airflow_atlas.serialisation.to_json`)."""
     from ..status import format_duration as dur
     from ..status.text import drain_text
 

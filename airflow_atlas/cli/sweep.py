@@ -8,8 +8,9 @@ import time
 
 from ..errors import StoreAccessError, StoreUnavailableError
 from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
+from ..serialisation import to_json
 from ..status.text import format_duration
-from ..sweep.results import RUN_TOTALS
+from ..sweep.counts import SweepCounts
 from .output import (
     EXIT_FAILED,
     EXIT_OK,
@@ -40,6 +41,7 @@ def cmd_sweep(args, h) -> int:
         ) or None
     holder = default_holder()
     results: list[dict] = []
+    counts, iterations = SweepCounts(), 0
     started = time.monotonic()
     with bar:
         for shard, s in pairs:
@@ -48,18 +50,19 @@ def cmd_sweep(args, h) -> int:
                 summary = store.sweeper.sweep_shard(
                     shard, s, sweep_ts=sweep_ts[s], holder=holder, max_iterations=args.max_iterations,
                     batch_limit=args.batch_limit, dry_run=args.dry_run,
-                    on_iteration=lambda it: bar.advance(it.entries_read),
+                    on_iteration=lambda it: bar.advance(it.counts.entries_read),
                 )
             except (StoreUnavailableError, StoreAccessError):
                 raise
             except Exception as exc:  # one failed pair does not stop the others; exit 1 at the end
                 summary = ShardSweepResult(shard=shard, strategy=s, status="failed", sweep_ts=sweep_ts[s],
                                            error=f"{type(exc).__name__}: {exc}")
-            row = summary.to_json()
+            counts, iterations = counts + summary.counts, iterations + summary.iterations
+            row = to_json(summary)
             if row["error"]:
                 row["error"] = h.scrub(row["error"])
             results.append(row)
-    totals = {k: sum(r[k] for r in results) for k in RUN_TOTALS}
+    totals = {"iterations": iterations, **to_json(counts)}
     totals["seconds_paced"] = round(sum(r.get("seconds_paced") or 0.0 for r in results), 6)
     failures = [{"shard": r["shard"], "strategy": r["strategy"], "error": r["error"]} for r in results if r["status"] == "failed"]
     skipped = [r for r in results if r["status"] == "skipped_locked"]

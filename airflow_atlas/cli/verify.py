@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from ..serialisation import to_json
 from .output import EXIT_FAILED, EXIT_OK, PROG, emit_json, wants_json
 
 
@@ -11,7 +12,7 @@ def cmd_verify(args, h) -> int:
 
     report = run_verify(h.store, max_examples=args.max_examples)
     if wants_json(args):
-        emit_json(report.to_json())
+        emit_json(to_json(report))
     else:
         print(f"transactions schema version {report.transactions_schema_version}; limits {report.limits}")
         for name, c in report.checks.items():

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import time
 
+from ..serialisation import to_json
 from .output import EXIT_OK, EXIT_USAGE, CliError, ProgressBar, emit_json, wants_json
 
 
@@ -30,7 +31,7 @@ def cmd_workload(args, h) -> int:
     started = time.monotonic()
     with ProgressBar(spec.transactions, "workload", enabled=args.progress) as bar:
         report = run_workload(h.store, spec, progress=bar.update)
-    result = report.to_json()
+    result = to_json(report)
     result["seconds"] = round(time.monotonic() - started, 3)
     result["tables"] = dict(spec.tables)
     result["lease_seconds"] = h.store.config.transaction_lease_seconds

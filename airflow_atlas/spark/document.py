@@ -1,15 +1,20 @@
 """The result document of a Spark job: one :class:`ItemResult` per Spark task item, one :class:`JobDocument`
-per application. Both are dataclasses; ``to_json`` / ``from_json`` are the only serialisation (the driver's
-``--output`` file and stdout, read back by the Airflow glue). Absent values stay ``None``."""
+per application. Both are dataclasses, serialised by :mod:`airflow_atlas.serialisation` (the driver's
+``--output`` file and stdout, read back by the Airflow glue); their flat JSON forms are declared here (a
+pydantic serializer and validator each). Absent values stay ``None``."""
 from __future__ import annotations
 
 import json
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, ClassVar
+
+from pydantic import model_serializer, model_validator
+
+from ..serialisation import to_json
 
 RESULT_BEGIN = "=====ATLAS-SPARK-RESULT-BEGIN====="
 RESULT_END = "=====ATLAS-SPARK-RESULT-END====="
@@ -28,7 +33,7 @@ class ItemResult:
     """What one item (a (shard, strategy) pair, or a scan range) of a Spark task came to.
 
     ``item`` names it (``{"shard", "strategy"}`` or ``{"range_index", "table"}``); ``engine`` is the engine's
-    own result (``ShardSweepResult.to_json()`` / ``LegacySweepResult.to_json()``), None when it failed.
+    own result (``ShardSweepResult`` / ``LegacySweepResult`` JSON), None when it failed.
     The JSON form is flat: the item, the engine's fields, then the task's."""
 
     item: dict
@@ -42,25 +47,28 @@ class ItemResult:
     error: str | None = None
     retriable: bool | None = None
 
-    _TASK_FIELDS = ("status", "attempt", "partition", "task_seconds", "executor", "error_type", "error", "retriable")
+    _TASK_FIELDS: ClassVar[tuple[str, ...]] = (
+        "status", "attempt", "partition", "task_seconds", "executor", "error_type", "error", "retriable")
 
     @property
     def failed(self) -> bool:
         return self.status == FAILED
 
-    def to_json(self) -> dict:
-        out = {**self.item, **(self.engine or {})}
-        out.update({name: getattr(self, name) for name in self._TASK_FIELDS})
-        return out
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[object], dict[str, Any]]) -> dict[str, Any]:
+        """Flat: the item, the engine's fields, then the task's."""
+        data = handler(self)
+        return {**data.pop("item"), **(data.pop("engine") or {}), **data}
 
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any], item_keys: Sequence[str]) -> ItemResult:
+    @staticmethod
+    def gathered(data: Mapping[str, Any], item_keys: Sequence[str]) -> dict[str, Any]:
+        """The fields of an item's flat JSON ``data`` (its item named by ``item_keys``)."""
         item = {k: data[k] for k in item_keys if k in data}
-        task: dict[str, Any] = {k: data.get(k) for k in cls._TASK_FIELDS}
-        rest = {k: v for k, v in data.items() if k not in item and k not in cls._TASK_FIELDS}
+        task: dict[str, Any] = {k: data.get(k) for k in ItemResult._TASK_FIELDS}
+        rest = {k: v for k, v in data.items() if k not in item and k not in ItemResult._TASK_FIELDS}
         status = task.pop("status") or FAILED
         engine = None if status == FAILED else {**rest, "status": status}
-        return cls(item=item, status=status, engine=engine, **{**task, "attempt": task["attempt"] or 0})
+        return {"item": item, "status": status, "engine": engine, **task, "attempt": task["attempt"] or 0}
 
 
 @dataclass
@@ -78,7 +86,7 @@ class JobDocument:
     params: dict = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
     failed: list = field(default_factory=list)
-    results: list = field(default_factory=list)
+    results: list[ItemResult] = field(default_factory=list)
     error_type: str | None = None
     error: str | None = None
     started_at: float | None = None
@@ -90,23 +98,28 @@ class JobDocument:
         "targeted_sweep": ("shard", "strategy"), "full_sweep": ("range_index", "table"),
     }
 
-    def to_json(self) -> dict:
-        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("params", "results")}
-        out.update(self.params)
-        out["results"] = [r.to_json() for r in self.results]
-        return out
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[object], dict[str, Any]]) -> dict[str, Any]:
+        """Flat: the document's own fields, the ``params``, then ``results`` (each flat)."""
+        data = handler(self)
+        params, results = data.pop("params"), data.pop("results")
+        return {**data, **params, "results": results}
 
+    @model_validator(mode="before")
     @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> JobDocument:
-        own = {f.name for f in fields(cls)} - {"params", "results"}
+    def _load(cls, data: Any) -> Any:
+        """From the flat JSON: keys not the document's own are ``params``; each result gathered by the
+        job's item keys (:meth:`ItemResult.gathered`); ``version`` is this module's."""
+        if not isinstance(data, Mapping) or "params" in data:
+            return data
+        own = {f.name for f in fields(cls)} - {"params", "results", "version"}
         job = data.get("job")
         keys = cls.ITEM_KEYS.get(job, ()) if isinstance(job, str) else ()
-        values: dict[str, Any] = {k: data.get(k) for k in own if k in data and k != "version"}
-        return cls(
-            **values,
-            params={k: v for k, v in data.items() if k not in own and k != "results"},
-            results=[ItemResult.from_json(r, keys) for r in data.get("results") or []],
-        )
+        return {
+            **{k: data[k] for k in own if k in data},
+            "params": {k: v for k, v in data.items() if k not in own and k not in ("results", "version")},
+            "results": [ItemResult.gathered(r, keys) for r in data.get("results") or []],
+        }
 
     def result_for(self, **item) -> ItemResult | None:
         return next((r for r in self.results if all(r.item.get(k) == v for k, v in item.items())), None)
@@ -130,7 +143,7 @@ def summarize(results: Sequence[ItemResult], summed: Sequence[str]) -> dict:
 
 def emit_document(doc: JobDocument | Mapping, output: str | None = None, stream=None) -> None:
     """Write the document to ``output`` (atomically) and print it between the markers on ``stream``."""
-    data = doc.to_json() if isinstance(doc, JobDocument) else doc
+    data = to_json(doc) if isinstance(doc, JobDocument) else doc
     text = json.dumps(data, sort_keys=True, default=str)
     if output:
         out = Path(output)

@@ -136,8 +136,8 @@ def environment_error(exc: ModuleNotFoundError) -> ExecutorEnvironmentError:
     """What a module missing on an executor means and how to fix it."""
     return ExecutorEnvironmentError(
         f"the executors' Python ({sys.executable}, Python {sys.version_info[0]}.{sys.version_info[1]}) has no "
-        f"module {exc.name!r}: install the engine's dependencies there (cassandra-driver, the driver's pyspark "
-        "version) or point the setting spark_executor_python (spark.pyspark.python) at a Python that has them; "
+        f"module {exc.name!r}: install the engine's dependencies there (cassandra-driver, pydantic, the driver's "
+        "pyspark version) or point the setting spark_executor_python (spark.pyspark.python) at a Python that has them; "
         "see docs/SPARK.md"
     )
 
@@ -160,7 +160,7 @@ def classify_job_error(exc: BaseException) -> BaseException:
     if "ModuleNotFoundError" in text:
         return ExecutorEnvironmentError(
             "a module is missing in the executors' Python: install the engine's dependencies there "
-            "(cassandra-driver, the driver's pyspark version) or set spark_executor_python; see docs/SPARK.md. "
+            "(cassandra-driver, pydantic, the driver's pyspark version) or set spark_executor_python; see docs/SPARK.md. "
             f"Spark said: {_line_with(text, 'ModuleNotFoundError')}"
         )
     return exc

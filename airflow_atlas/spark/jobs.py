@@ -23,7 +23,8 @@ from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
 from ..encoding import LONG_MAX
-from ..sweep.legacy import LEGACY_SUMMED_FIELDS
+from ..serialisation import to_json
+from ..sweep.counts import ScanCounts
 from ..sweep.queue.constants import MAX_BATCH_LIMIT
 from ..sweep.results import RUN_TOTALS
 from ..validation import check_int
@@ -155,7 +156,7 @@ class TargetedSweepJob:
 
     def sweep(self, store, pair, app_id: str) -> tuple[str, dict]:
         shard, strategy = pair
-        result = store.sweeper.sweep_shard(
+        result = to_json(store.sweeper.sweep_shard(
             shard,
             strategy,
             sweep_ts=(self.sweep_timestamps or {}).get(strategy),
@@ -163,7 +164,7 @@ class TargetedSweepJob:
             max_iterations=self.max_iterations,
             batch_limit=self.batch_limit,
             dry_run=self.dry_run,
-        ).to_json()
+        ))
         return result["status"], result
 
     @staticmethod
@@ -210,7 +211,7 @@ class FullSweepJob:
     summary_line: ClassVar[str] = (
         "Atlas legacy (scan-based) sweep of one table split into ranges, one Spark task per range."
     )
-    SUMMED: ClassVar[tuple] = LEGACY_SUMMED_FIELDS
+    SUMMED: ClassVar[tuple] = ScanCounts.names()
     REQUEST_FIELDS: ClassVar[tuple[str, ...]] = ("table", "parts", "batch_size", "dry_run")
 
     def __post_init__(self):
@@ -271,9 +272,9 @@ class FullSweepJob:
 
     def sweep(self, store, item, app_id: str) -> tuple[str, dict]:
         _, scan_range = item
-        result = store.legacy_sweeper.sweep_table(
+        result = to_json(store.legacy_sweeper.sweep_table(
             self.table, scan_range=scan_range, batch_size=self.batch_size, sweep_ts=self.sweep_ts, dry_run=self.dry_run
-        ).to_json()
+        ))
         return ("finished" if result.get("finished") else "unfinished"), result
 
     @staticmethod

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from ..errors import InvalidInputError, StoreUnavailableError
 from ..kvs.consistency import ConsistencyPolicy
 from ..kvs.tables import SWEEPABLE_STRATEGIES, SweepStrategy
+from ..serialisation import to_json
 from ..sweep.queue.constants import MAX_SHARDS
 from ..sweep.queue.reader import DEFAULT_COUNT_CAP as DEFAULT_BACKLOG_CAP
 from ..validation import check_int
@@ -44,10 +45,10 @@ RUN_RECORDS_READ = 20
 
 
 def compute_status(store, shards: Sequence[int] | None = None, strategies=None, **options) -> dict:
-    """The status document as JSON (:meth:`StatusDocument.to_json` of :func:`build_status`): what the CLI's
+    """The status document as JSON (:func:`~airflow_atlas.serialisation.to_json` of :func:`build_status`): what the CLI's
     ``status --json`` prints and the dashboard's ``/api/status`` returns. Options as for
     :func:`build_status`."""
-    return build_status(store, shards, strategies, **options).to_json()
+    return to_json(build_status(store, shards, strategies, **options))
 
 
 def build_status(

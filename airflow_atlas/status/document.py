@@ -1,12 +1,17 @@
-"""The status document (``schema_version`` 1): dataclasses, serialised once by :meth:`StatusDocument.to_json`
-(the CLI's ``--json`` and the dashboard's ``/api/status``); ``None`` stays ``None`` (JSON ``null``).
+"""The status document (``schema_version`` 1): dataclasses, serialised once by
+:func:`airflow_atlas.serialisation.to_json` (the CLI's ``--json`` and the dashboard's ``/api/status``);
+``None`` stays ``None`` (JSON ``null``), ``schema_version`` comes first.
 
 The fields are documented in docs/CLI.md ("Status document"); times are Unix seconds, durations seconds,
 ``*_ts`` logical timestamps.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import model_serializer
 
 from ..settings_resolver import SettingValue
 
@@ -50,9 +55,6 @@ class Forecast:
     unknown: str | None = None
     """What the forecast does not know, for humans (e.g. "no sweep run yet: no sweep rate measured, so no
     time to drain"); None when the state and time to drain are measured (``drain_forecast``)."""
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 @dataclass
@@ -261,7 +263,8 @@ class StatusDocument:
         """This document was read without Paxos after ``reason`` (a Paxos failure)."""
         self.reads = StatusReads(serial=False, fallback=NON_SERIAL_FALLBACK, reason=reason)
 
-    def to_json(self) -> dict:
-        """The JSON document (the one serialisation), ``schema_version`` first."""
-        data = asdict(self)
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: Callable[[object], dict[str, Any]]) -> dict[str, Any]:
+        """``schema_version`` first."""
+        data = handler(self)
         return {"schema_version": data.pop("schema_version"), **data}

@@ -8,7 +8,8 @@ from __future__ import annotations
 from itertools import pairwise
 from typing import Any
 
-from ..sweep.results import SUMMED_FIELDS, holder_process_gone
+from ..sweep.counts import SweepCounts
+from ..sweep.results import holder_process_gone
 from .clock import TimestampClock
 from .document import Failing, LastRun, ShardRow, Warning
 from .forecast import drain_forecast, group_runs
@@ -19,8 +20,8 @@ RUN_GAP_SECONDS = 30.0
 """Consecutive history records further apart than this belong to different runs (for the usual interval)."""
 MIN_WINDOW_SECONDS = 1.0
 """Without runs to measure between, rates need at least this much history."""
-_SUMS = tuple(k for k in SUMMED_FIELDS if k in LastRun.__dataclass_fields__)
-"""The summed figures of a run that the status document's last run shows."""
+_SUMS = tuple(k for k in SweepCounts.names() if k in LastRun.__dataclass_fields__)
+"""The counts of a run that the status document's last run shows (the document keeps its fields)."""
 
 
 def _entries_between(store, o: dict, a: int, b: int, cap: int) -> tuple[int, bool]:

@@ -21,6 +21,7 @@ from ..errors import TableNotFoundError
 from ..kvs.api import Cell
 from ..kvs.consistency import Operation
 from ..kvs.tables import SweepStrategy
+from .counts import SweepCounts
 from .deleter import SweepDeleter
 from .pacing.intensity import delete_chunks
 from .results import SweepResult
@@ -78,12 +79,12 @@ def plan_deletes(store, strategy: SweepStrategy, entries, commits: dict[int, int
             cells = {c: v for c, v in cells.items() if v[0] >= cutoff}
         skipped = len(aborted.get(table, [])) - len(versions) + len(newest.get(table, {})) - len(cells)
         if not store.kvs.table_exists(table):
-            result.entries_skipped_dropped_tables += len(aborted.get(table, [])) + len(newest.get(table, {}))
+            result.counts += SweepCounts(entries_skipped_dropped_tables=len(aborted.get(table, [])) + len(newest.get(table, {})))
             continue
-        result.entries_skipped_dropped_tables += skipped
+        result.counts += SweepCounts(entries_skipped_dropped_tables=skipped)
         table_strategy = table_strategies.get(table, strategy) or strategy
         if not table_strategy.is_swept:
-            result.entries_skipped_dropped_tables += len(cells)
+            result.counts += SweepCounts(entries_skipped_dropped_tables=len(cells))
             cells = {}
         plans.append(TableDeletes(table, table_strategy, versions, cells))
     return plans
@@ -115,24 +116,24 @@ def run_deletes(
     for g, start, stop in _paid(chunks, pacing, entries, total):
         plan, items = groups[g]
         if plan.table in gone:
-            result.entries_skipped_dropped_tables += stop - start
+            result.counts += SweepCounts(entries_skipped_dropped_tables=stop - start)
             continue
         try:
             if items is plan.versions:
                 versions = items[start:stop]
                 if not dry_run:
                     kvs.delete(plan.table, versions, operation=Operation.ABORT_DELETE)
-                result.aborted_writes_deleted += len(versions)
+                result.counts += SweepCounts(aborted_writes_deleted=len(versions))
             else:
                 cells = {c: plan.cells[c] for c in items[start:stop]}
                 counts = deleter.sweep_cells(plan.table, plan.strategy, cells, dry_run=dry_run)
-                result.cells_tombstoned += counts.cells_tombstoned
-                result.sentinels_written += counts.sentinels_written
+                result.counts += SweepCounts(cells_tombstoned=counts.cells_tombstoned,
+                                             sentinels_written=counts.sentinels_written)
                 result.tables[plan.table] = result.tables.get(plan.table, 0) + counts.cells_tombstoned
         except TableNotFoundError:
             # Dropped between the check and the delete: its entries are obsolete, skip them.
             gone.add(plan.table)
-            result.entries_skipped_dropped_tables += stop - start
+            result.counts += SweepCounts(entries_skipped_dropped_tables=stop - start)
             continue
 
 

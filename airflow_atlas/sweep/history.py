@@ -93,14 +93,14 @@ class SweepHistory:
         self._kvs.create_table(TABLE, TableMetadata(write_mode=WriteMode.WALLCLOCK))
 
     def record(self, result: dict) -> None:
-        """Record one iteration (a SweepResult.to_json() dict); adds the wall-clock time ``at``."""
+        """Record one iteration (a SweepResult's JSON); adds the wall-clock time ``at``."""
         entry = dict(result)
         entry.setdefault("at", time.time())
         cell = Cell(_row(entry["shard"], entry["strategy"]), _newest_first_column())
         self._kvs.put_wallclock(TABLE, {cell: json.dumps(entry, sort_keys=True).encode()}, ttl_seconds=self._ttl)
 
     def record_run(self, result: dict) -> None:
-        """Record one run of a pair (a ShardSweepResult.to_json() dict, any status); adds ``at``."""
+        """Record one run of a pair (a ShardSweepResult's JSON, any status); adds ``at``."""
         entry = dict(result)
         entry.setdefault("at", time.time())
         cell = Cell(_outcome_row(entry["shard"], entry["strategy"]), _newest_first_column())

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 
 from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange
 from ..kvs.consistency import Operation
 from ..kvs.tables import SweepStrategy
+from ..serialisation import flatten
 from .commits import RollbackGuard, resolve_commits
-from .results import summed, summed_fields
+from .counts import ScanCounts
 
 ABORTED = -1
 
@@ -36,22 +37,14 @@ class LegacySweepResult:
     strategy: str
     sweep_ts: int
     scan_range: list | None = None
-    cells_examined: int = summed()
-    versions_examined: int = summed()
-    versions_deleted: int = summed()
-    sentinels_written: int = summed()
-    transactions_aborted: int = summed()
+    counts: ScanCounts = field(default_factory=ScanCounts)
+    """What it read and wrote (flat in the JSON)."""
     last_row: str | None = None  # hex of the last row fully processed (resume point)
     finished: bool = False
     duration_seconds: float = 0.0
     dry_run: bool = False
 
-    def to_json(self) -> dict:
-        return asdict(self)
-
-
-LEGACY_SUMMED_FIELDS: tuple[str, ...] = summed_fields(LegacySweepResult)
-"""The figures a legacy sweep adds up over its ranges (the full-sweep operator, the Spark full-sweep job)."""
+    _dump, _load = flatten("counts", ScanCounts)
 
 
 def _group_cells(versions: Iterator[tuple[Cell, int, bytes]]) -> Iterator[tuple[Cell, list[tuple[int, bytes]]]]:
@@ -105,7 +98,7 @@ class LegacySweeper:
             if pending and pending[-1][0].row != cell.row and len(pending) >= batch_size:
                 self._sweep_batch(table, strategy, sweep_ts, pending, result, dry_run)
                 pending = []
-                if max_cells is not None and result.cells_examined >= max_cells:
+                if max_cells is not None and result.counts.cells_examined >= max_cells:
                     stopped_early = True
                     break
             pending.append((cell, cell_versions))
@@ -120,9 +113,8 @@ class LegacySweeper:
         commits = self._commit_timestamps(sorted(starts), result, dry_run)
         deletes: list[tuple[Cell, int]] = []
         sentinel_cells: list[Cell] = []
+        result.counts += ScanCounts(cells_examined=len(cells), versions_examined=sum(len(v) for _, v in cells))
         for cell, versions in cells:
-            result.cells_examined += 1
-            result.versions_examined += len(versions)
             has_sentinel = any(ts == SENTINEL_TIMESTAMP for ts, _ in versions)
             # the newest version whose writer started and committed below the sweep timestamp
             newest: tuple[int, bytes] | None = None
@@ -152,8 +144,7 @@ class LegacySweeper:
             deletes.extend((cell, ts) for ts in doomed)
             if cells and cell is cells[-1][0]:
                 result.last_row = cell.row.hex()
-        result.versions_deleted += len(deletes)
-        result.sentinels_written += len(sentinel_cells)
+        result.counts += ScanCounts(versions_deleted=len(deletes), sentinels_written=len(sentinel_cells))
         if dry_run:
             return
         if sentinel_cells:
@@ -169,7 +160,7 @@ class LegacySweeper:
         commits, aborted_now = resolve_commits(
             self._store.transaction_service, starts, dry_run=dry_run, guard=RollbackGuard.from_config(self._store.config)
         )
-        result.transactions_aborted += aborted_now
+        result.counts += ScanCounts(transactions_aborted=aborted_now)
         return commits
 
 

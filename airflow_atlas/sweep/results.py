@@ -1,8 +1,8 @@
 """What a sweep did: one iteration (:class:`SweepResult`) and one run of a pair (:class:`ShardSweepResult`),
 and who holds a pair's lease when a run is skipped (:class:`LockHolderInfo`).
 
-``to_json()`` is the one serialisation (XCom, the CLI's ``--json``, the sweep history); ``None`` stays
-``None``. Statuses:
+:func:`airflow_atlas.serialisation.to_json` is their one serialisation (XCom, the CLI's ``--json``, the sweep
+history; the counts flat, ``None`` stays ``None``). Statuses:
 
 * iteration: ``swept`` | ``caught_up`` | ``blocked`` | ``dry_run`` (``skipped_locked`` from
   :meth:`TargetedSweeper.run_iteration` only);
@@ -15,20 +15,13 @@ from __future__ import annotations
 import os
 import socket
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
+
+from ..serialisation import flatten
+from .counts import SweepCounts
 
 RUN_STATUSES = ("caught_up", "blocked", "iteration_limit", "skipped_locked", "failed", "dry_run")
 """Every status a run of one pair can end with."""
-
-
-def summed() -> int:
-    """A result field (an int, default 0) that adds up over iterations, runs, ranges: see :func:`summed_fields`."""
-    return field(default=0, metadata={"summed": True})
-
-
-def summed_fields(result_class: type) -> tuple[str, ...]:
-    """The names of ``result_class``'s fields declared with :func:`summed`, in declaration order."""
-    return tuple(f.name for f in fields(result_class) if f.metadata.get("summed"))
 
 
 @dataclass
@@ -41,14 +34,8 @@ class _SweepFigures:
     sweep_ts: int | None = None
     old_progress: int | None = None
     new_progress: int | None = None
-    entries_read: int = summed()
-    cells_tombstoned: int = summed()
-    sentinels_written: int = summed()
-    aborted_writes_deleted: int = summed()
-    transactions_aborted: int = summed()
-    queue_rows_cleaned: int = summed()
-    entries_skipped_dropped_tables: int = summed()
-    corrupt_entries: int = summed()
+    counts: SweepCounts = field(default_factory=SweepCounts)
+    """What it read and wrote (flat in the JSON); a run's: the sum of its iterations'."""
     blocked_by: dict | None = None
     lock_holder: str | None = None
     duration_seconds: float = 0.0
@@ -57,8 +44,7 @@ class _SweepFigures:
     """The pace: of an iteration, the pace at its end; of a run, the pace at its end (0: unthrottled by the
     application pace; None: not paced)."""
 
-    def to_json(self) -> dict:
-        return asdict(self)
+    _dump, _load = flatten("counts", SweepCounts)
 
 
 @dataclass
@@ -66,13 +52,9 @@ class SweepResult(_SweepFigures):
     """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
 
 
-SUMMED_FIELDS: tuple[str, ...] = summed_fields(_SweepFigures)
-"""THE list of the figures a run adds up over its iterations (``entries_read``, ``cells_tombstoned``, ...;
-declared with :func:`summed` above). Whoever adds up sweep results (a run, a Spark job over its pairs, the
-Airflow summary, the CLI's totals, the status document's last run) takes the names from here."""
-
-RUN_TOTALS: tuple[str, ...] = ("iterations", *SUMMED_FIELDS)
-"""What adds up over several runs: their iterations and :data:`SUMMED_FIELDS`."""
+RUN_TOTALS: tuple[str, ...] = ("iterations", *SweepCounts.names())
+"""What adds up over several runs, by name (the Spark job's summary, the CLI's totals): their iterations
+and their :class:`~airflow_atlas.sweep.counts.SweepCounts`."""
 
 
 @dataclass
@@ -114,8 +96,7 @@ after the run, filled by the sweeper from what it read (the metrics read no stor
 
     def add(self, it: SweepResult) -> None:
         self.iterations += 1
-        for name in SUMMED_FIELDS:
-            setattr(self, name, getattr(self, name) + getattr(it, name))
+        self.counts += it.counts
         for table, n in it.tables.items():
             self.tables[table] = self.tables.get(table, 0) + n
         if self.old_progress is None:
@@ -166,13 +147,10 @@ def holder_process_gone(holder: str | None) -> bool | None:
 
 __all__ = [
     "RUN_TOTALS",
-    "SUMMED_FIELDS",
     "SweepResult",
     "ShardSweepResult",
     "LockHolderInfo",
     "RUN_STATUSES",
     "default_holder",
     "holder_process_gone",
-    "summed",
-    "summed_fields",
 ]

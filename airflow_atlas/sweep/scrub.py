@@ -18,7 +18,7 @@ import logging
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 
 from ..encoding import decode_var_long, encode_var_long
 from ..errors import CorruptQueueDataError, InvalidInputError, KeyAlreadyExistsError
@@ -84,9 +84,6 @@ class ScrubResult:
     aborted_writes_deleted: int = 0
     duration_seconds: float = 0.0
     tables: dict = field(default_factory=dict)
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 class Scrubber:

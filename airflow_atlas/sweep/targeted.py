@@ -34,9 +34,11 @@ from collections.abc import Callable
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.tables import SweepStrategy
 from ..locks import MAX_LOCK_WAIT_SECONDS
+from ..serialisation import to_json
 from ..validation import check_float, check_int
 from .batch_deletes import ABORTED, plan_deletes, run_deletes
 from .commits import RollbackGuard, resolve_commits, with_writes_named
+from .counts import SweepCounts
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
 from .pacing.run_pace import ApplicationSource, ChunkPacing, RunPace
@@ -208,7 +210,7 @@ class TargetedSweeper(SweepPairs):
                             break
                         if n + 1 < max_iterations:
                             # Between iterations only: this one's progress is persisted; the keeper runs on.
-                            run_pace.end_iteration(it.entries_read, keeper.pause)
+                            run_pace.end_iteration(it.counts.entries_read, keeper.pause)
                     else:
                         summary.status = "iteration_limit"
                     if not dry_run:
@@ -256,7 +258,7 @@ class TargetedSweeper(SweepPairs):
 
     def _record_run(self, summary: ShardSweepResult) -> None:
         try:
-            self._store.history.record_run(summary.to_json())
+            self._store.history.record_run(to_json(summary))
         except Exception as exc:  # history feeds status and the dashboard; never mask the run's outcome
             log.warning("could not record the sweep run in the history: %s", exc)
 
@@ -342,8 +344,7 @@ class TargetedSweeper(SweepPairs):
         batch = ahead.take((keeper, old, max_exclusive, limit)) if ahead is not None else None
         if batch is None:
             batch = self._queue.reader.read_batch(shard, strategy, old, max_exclusive, limit)
-        result.entries_read = batch.entries_read
-        result.corrupt_entries = len(batch.corrupt)
+        result.counts += SweepCounts(entries_read=batch.entries_read, corrupt_entries=len(batch.corrupt))
         if batch.corrupt:
             quarantine_corrupt(self._store.history, shard, strategy, batch.corrupt)
         if batch.incomplete_references:
@@ -424,7 +425,7 @@ class TargetedSweeper(SweepPairs):
         keeper.check()
         if new > old:
             cleaned = self._queue.cleaner.clean(shard, strategy, old, new)
-            result.queue_rows_cleaned = _count_rows(cleaned)
+            result.counts += SweepCounts(queue_rows_cleaned=_count_rows(cleaned))
             result.new_progress = progress.update_progress(shard, strategy, new)
         if result.new_progress >= sweep_ts - 1:
             result.status = "caught_up"
@@ -440,7 +441,7 @@ class TargetedSweeper(SweepPairs):
             result.pace_entries_per_second = round(rate, 1)
         if result.status != "dry_run":
             try:
-                self._store.history.record(result.to_json())
+                self._store.history.record(to_json(result))
             except Exception as exc:  # history feeds the dashboard; never fail a sweep for it
                 log.warning("could not record sweep history: %s", exc)
         return result
@@ -451,7 +452,7 @@ class TargetedSweeper(SweepPairs):
         commits, aborted_now = resolve_commits(
             self._store.transaction_service, starts, dry_run=dry_run, guard=RollbackGuard.from_config(self._store.config)
         )
-        result.transactions_aborted += aborted_now
+        result.counts += SweepCounts(transactions_aborted=aborted_now)
         return commits
 
     def _current_strategies(self, tables) -> dict[str, SweepStrategy | None]:

@@ -32,6 +32,7 @@ def sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | None
     variant says for at most ``seconds`` (then the iteration under way finishes; ``batch_limit``: the run's, else
     the setting's), print one JSON line (start-up stays out of the measured window)."""
     from airflow_atlas.config import StoreConfig
+    from airflow_atlas.serialisation import to_json
     from airflow_atlas.store import AtlasStore
 
     pacing: dict = {}  # the default: the settings' pace
@@ -49,15 +50,15 @@ def sweeper_main(url: str, variant: str, seconds: float, batch_limit: int | None
 
         def on_iteration(it) -> None:
             nonlocal entries
-            entries += it.entries_read
+            entries += it.counts.entries_read
             now = time.time()
             timeline.append((round(now - started, 3), entries, it.pace_entries_per_second))
             if now - started >= seconds:
                 raise _WindowOver
 
         try:
-            run = store.sweeper.sweep_shard(shard, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
-                                            batch_limit=batch_limit, **pacing).to_json()
+            run = to_json(store.sweeper.sweep_shard(shard, "THOROUGH", max_iterations=1_000_000, on_iteration=on_iteration,
+                                            batch_limit=batch_limit, **pacing))
         except _WindowOver:
             run = store.history.runs(shard, "THOROUGH", limit=1)[0]  # the run as recorded: failed, by _WindowOver
             if run.get("status") != "failed" or not str(run.get("error", "")).startswith("_WindowOver"):

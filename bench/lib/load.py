@@ -101,8 +101,8 @@ def sweep_all_shards(store, strategy, sweep_ts: int, batch_limit: int | None = N
     totals = {"entries_read": 0, "cells_tombstoned": 0, "iterations": 0, "statuses": []}
     for shard in range(store.number_of_shards()):
         r = store.sweeper.sweep_shard(shard, strategy, sweep_ts=sweep_ts, batch_limit=batch_limit)
-        totals["entries_read"] += r.entries_read
-        totals["cells_tombstoned"] += r.cells_tombstoned
+        totals["entries_read"] += r.counts.entries_read
+        totals["cells_tombstoned"] += r.counts.cells_tombstoned
         totals["iterations"] += r.iterations
         totals["statuses"].append(r.status)
     return totals

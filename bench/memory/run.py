@@ -77,8 +77,8 @@ def _child(url: str, sweep_ts: int, batch: int) -> None:
                 "peak_rss_bytes": max(peak_open or 0, peak_iteration or 0),
                 "ru_maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
                 "iteration_seconds": seconds,
-                "entries_read": result.entries_read,
-                "cells_tombstoned": result.cells_tombstoned,
+                "entries_read": result.counts.entries_read,
+                "cells_tombstoned": result.counts.cells_tombstoned,
                 "status": result.status,
             }
         )

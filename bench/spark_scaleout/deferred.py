@@ -130,11 +130,12 @@ def _task_before(url_file: str) -> None:
 
 
 def _task_after(event_file: str) -> None:
+    from airflow_atlas.serialisation import from_json, to_json
     from airflow_atlas.spark import JobDocument
 
     with open(event_file) as f:
-        document = JobDocument.from_json(json.load(f)["document"])
-    print(json.dumps(document.to_json()))
+        document = from_json(JobDocument, json.load(f)["document"])
+    print(json.dumps(to_json(document)))
 
 
 def _triggerer_main() -> None:

@@ -194,6 +194,7 @@ class _Runner:
 
         from pyspark.sql import SparkSession
 
+        from airflow_atlas.serialisation import to_json
         from airflow_atlas.spark import run_targeted_sweep
 
         logging.getLogger("py4j").setLevel(logging.WARNING)
@@ -210,13 +211,13 @@ class _Runner:
         )
         spark.sparkContext.setLogLevel("ERROR")
         try:
-            doc = run_targeted_sweep(
+            doc = to_json(run_targeted_sweep(
                 spark,
                 store_url=self.url,
                 pairs=[(s, "CONSERVATIVE") for s in range(SHARDS)],
                 settings=dict(SETTINGS),
                 engine_zip=self.zip,
-            ).to_json()
+            ))
         finally:
             spark.stop()
         return self._summary(doc, time.perf_counter() - started)
@@ -263,8 +264,8 @@ def _in_task_child(url_file: str) -> None:
     entries = cells = 0
     for shard in range(SHARDS):
         r = store.sweeper.sweep_shard(shard, "CONSERVATIVE")
-        entries += r.entries_read
-        cells += r.cells_tombstoned
+        entries += r.counts.entries_read
+        cells += r.counts.cells_tombstoned
     store.close()
     print(json.dumps({"job_seconds": time.perf_counter() - started, "entries_read": entries, "cells_tombstoned": cells}))
 
@@ -273,6 +274,7 @@ def _connect_child(url: str, url_file: str, zip_path: str, session_file: str) ->
     import warnings
 
     warnings.filterwarnings("ignore", category=FutureWarning)  # pyspark's note on pandas 3
+    from airflow_atlas.serialisation import to_json
     from airflow_atlas.spark import run_targeted_sweep
     from airflow_atlas.spark.connect import open_session
 
@@ -281,7 +283,7 @@ def _connect_child(url: str, url_file: str, zip_path: str, session_file: str) ->
     spark = open_session(url, zip_path, session_file)
     doc = run_targeted_sweep(spark, store_url=url_store, pairs=[(s, "CONSERVATIVE") for s in range(SHARDS)],
                              settings=dict(SETTINGS))
-    print(json.dumps(doc.to_json()))
+    print(json.dumps(to_json(doc)))
 
 
 def run(*, quick: bool, reps: int, backend: str = "cassandra", tmpdir: str = "/tmp", name: str = NAME,

@@ -101,10 +101,10 @@ class _Copy:
         r = self.store.legacy_sweeper.sweep_table(LEGACY, sweep_ts=sweep_ts)
         return {
             "seconds": time.perf_counter() - started,
-            "cells_examined": r.cells_examined,
-            "versions_examined": r.versions_examined,
-            "versions_deleted": r.versions_deleted,
-            "sentinels_written": r.sentinels_written,
+            "cells_examined": r.counts.cells_examined,
+            "versions_examined": r.counts.versions_examined,
+            "versions_deleted": r.counts.versions_deleted,
+            "sentinels_written": r.counts.sentinels_written,
         }
 
 

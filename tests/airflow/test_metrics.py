@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from tests.airflow.conftest import load_dag, set_settings, task_states, xcom
 
 pytestmark = pytest.mark.airflow
@@ -108,7 +109,7 @@ def test_a_statsd_that_keeps_tags_gets_the_tagged_names(embedded_store, statsd, 
     stats.initialize(factory=get_stats_factory(), export_legacy_names=False)
     store, _ = embedded_store
     _workload(store)
-    result = store.sweeper.sweep_shard(1, "THOROUGH").to_json()
+    result = to_json(store.sweeper.sweep_shard(1, "THOROUGH"))
     assert result["entries_read"] > 0
     emit_shard_metrics({"shard": 1, "strategy": "THOROUGH"}, result)
     lines = statsd()

@@ -4,6 +4,7 @@ import pytest
 
 from airflow_atlas.airflow.targets import SweepTarget, batches, normalize_targets
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 
 
 def test_targets_from_a_list_or_one_pair():
@@ -14,7 +15,7 @@ def test_targets_from_a_list_or_one_pair():
 
 def test_a_target_round_trips_through_json_with_none_kept():
     target = SweepTarget(2, "CONSERVATIVE", sweep_ts=40, execution_mode="spark")
-    data = target.to_json()
+    data = to_json(target)
     assert data["result"] is None and data["swept_tables"] is None and data["execution_mode"] == "spark"
     assert SweepTarget.from_json(data) == target
 

@@ -146,7 +146,7 @@ def test_a_replica_outage_never_brings_deleted_data_back(cassandra_cluster, clus
         for table in expected
     }
     swept_versions_back = oracle.obsolete_versions(store, ts, [thorough, conservative])
-    swept_during_outage = sum(r.cells_tombstoned for r in outage_results)
+    swept_during_outage = sum(r.counts.cells_tombstoned for r in outage_results)
 
     assert came_back == {thorough: [], conservative: []}, (
         f"deleted or overwritten data came back after the outage: {len(came_back[thorough])} THOROUGH cells, "

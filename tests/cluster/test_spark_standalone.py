@@ -9,6 +9,8 @@ import json
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
+
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.airflow, pytest.mark.timeout(600)]
 
 SHARDS = 2
@@ -42,7 +44,7 @@ def test_targeted_sweep_job_on_the_standalone_master_sweeps_the_rf3_store(
     pairs = [(shard, s) for shard in range(SHARDS) for s in STRATEGIES]
     from airflow_atlas.spark import TargetedSweepJob
 
-    doc = submit(
+    doc = to_json(submit(
         TargetedSweepJob(pairs=pairs, batch_limit=100, max_iterations=50),
         RunSettings(spark_conn_id="spark_cluster", extra_conf={
             **cluster_conf,
@@ -51,7 +53,7 @@ def test_targeted_sweep_job_on_the_standalone_master_sweeps_the_rf3_store(
         }),
         StoreAddress.from_url(url),
         {},
-    ).to_json()
+    ))
     assert doc["ok"], doc
     assert doc["master"] == master
     assert {(r["shard"], r["strategy"]) for r in doc["results"]} == set(pairs)

@@ -21,6 +21,7 @@ import yaml
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import AtlasError
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.workload import WorkloadSpec, run_workload
 from tests.airflow.test_metrics import statsd  # noqa: F401 - the fixture: Airflow's StatsD at a test socket
@@ -137,7 +138,7 @@ def _sweep_and_emit(store) -> None:
         for shard in range(store.number_of_shards()):
             target = {"shard": shard, "strategy": strategy}
             try:
-                result = store.sweeper.sweep_shard(shard, strategy).to_json()
+                result = to_json(store.sweeper.sweep_shard(shard, strategy))
             except AtlasError as exc:  # the corrupt entry's pair: a failed run, sent as such
                 result = {**target, "status": "failed", "error": f"{type(exc).__name__}: {exc}"}
             emit_shard_metrics(target, result)

@@ -255,7 +255,7 @@ def test_corrupted_queue_cells_are_quarantined_and_alerted_without_a_crash_loop(
     ts_used, results = sweep_all(store, sweep_ts)
     by_shard = {r.shard: r for r in results if r.strategy == "THOROUGH"}
     assert by_shard[0].status == by_shard[1].status == "caught_up"
-    assert by_shard[0].corrupt_entries >= 4 and by_shard[1].corrupt_entries == 0
+    assert by_shard[0].counts.corrupt_entries >= 4 and by_shard[1].counts.corrupt_entries == 0
     # Quarantine: a record per corrupt cell, with the reasons; ALERT in the log; counted by status.
     records = store.history.quarantined()
     reasons = " | ".join(r["reason"] for r in records)
@@ -284,7 +284,7 @@ def test_corrupted_queue_cells_are_quarantined_and_alerted_without_a_crash_loop(
         _commit(store, table, {c: b"later" for c in good0})
         _, again = sweep_all(store)
         assert {r.status for r in again} == {"caught_up"}
-        assert sum(r.corrupt_entries for r in again) <= 1
+        assert sum(r.counts.corrupt_entries for r in again) <= 1
         assert not [r for r in caplog.records if "ALERT" in r.getMessage()]
         assert len(store.history.quarantined()) == len(records)
     assert [r for r in caplog.records if "quarantined earlier are still in the queue" in r.getMessage()]
@@ -309,7 +309,7 @@ def test_garbage_in_the_transactions_table_is_named_and_other_shards_are_swept(s
     message = str(failure.value)
     assert f"start timestamp {dead}" in message and "_transactions2" in message and "ffffff" in message
     other = store.sweeper.sweep_shard(1, "THOROUGH", sweep_ts=sweep_ts["THOROUGH"])
-    assert other.status == "caught_up" and other.cells_tombstoned > 0
+    assert other.status == "caught_up" and other.counts.cells_tombstoned > 0
     assert store.locks.describe(store.sweeper.lock_name(0, "THOROUGH")).expired  # released after the failure
     # A reader meeting the dead writer's version gets the same clear error, never its value.
     fresh_store = open_store(url, shards=2)

@@ -32,6 +32,7 @@ import pytest
 
 from airflow_atlas.errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
 from airflow_atlas.kvs.api import Cell
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.store import AtlasStore
 from tests.conftest import REPO_ROOT
 
@@ -173,7 +174,7 @@ def test_a_sweep_with_credentials_leaks_them_nowhere(shared_stores, cassandra_no
                        "store_config": {"unreadable_window_seconds": 0}}))
     xcoms = [PlanTargetedSweepOperator(task_id="plan", skip_idle=False).execute({})]
     _, results = sweep_all(store)
-    xcoms.append([r.to_json() for r in results])
+    xcoms.append([to_json(r) for r in results])
     sweep = SweepShardOperator(task_id="sweep", shard=0, strategy="THOROUGH", execution_mode="in_task")
     xcoms.append(sweep.execute({"ti": SimpleNamespace(dag_id="d", run_id="r")}))  # lock, sweep, reconcile, release
     history = [store.history.recent(s, "THOROUGH") for s in (0, 1)]
@@ -274,7 +275,7 @@ def test_hostile_cell_names_and_values_are_bound_stored_swept_and_read_back_verb
     newest = {c: c.row[:200] + b"'; --" + c.col[:10] for c in cells}
     store.transactions.run(lambda t: t.put(table, newest))
     ts, results = sweep_all(store)
-    assert sum(r.cells_tombstoned for r in results) == len(cells)
+    assert sum(r.counts.cells_tombstoned for r in results) == len(cells)
     assert store.transactions.run(lambda t: t.get(table, cells)) == newest
     remaining = {}
     for c, _version_ts, value in store.kvs.scan(table):

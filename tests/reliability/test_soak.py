@@ -123,8 +123,8 @@ class Sweeper:
                         if r.status == "skipped_locked":
                             self.skipped_locked += 1
                             continue
-                        self.entries_swept += r.entries_read
-                        self.cells_tombstoned += r.cells_tombstoned
+                        self.entries_swept += r.counts.entries_read
+                        self.cells_tombstoned += r.counts.cells_tombstoned
                     self.rounds += 1
                     self._lag(ts)
                 except StoreUnavailableError as exc:  # a retried task: the next round takes over
@@ -224,7 +224,7 @@ def _soak(stores, seconds: float, artifacts_dir, *, writer_threads: int, variant
     before = observe(store, readers)
     versions_before = versions(store, TABLES)
     _, final = sweep_all(store, ts, batch_limit=5000)
-    final_entries = sum(r.entries_read for r in final)
+    final_entries = sum(r.counts.entries_read for r in final)
     checks = {
         "oracle_violations": compare(before, observe(store, readers), ts),
         "obsolete_versions_left": obsolete_versions(store, ts)[:20],
@@ -255,7 +255,7 @@ def _soak(stores, seconds: float, artifacts_dir, *, writer_threads: int, variant
         "entries_swept_during_load": sum(s.entries_swept for s in sweepers),
         "entries_swept_by_final_sweep": final_entries,
         "final_sweep_blocked_by": {f"{r.strategy}/{r.shard}": r.blocked_by for r in final if r.status == "blocked"},
-        "cells_tombstoned": sum(s.cells_tombstoned for s in sweepers) + sum(r.cells_tombstoned for r in final),
+        "cells_tombstoned": sum(s.cells_tombstoned for s in sweepers) + sum(r.counts.cells_tombstoned for r in final),
         "sweep_rounds": sum(s.rounds for s in sweepers),
         "pairs_skipped_locked": sum(s.skipped_locked for s in sweepers),
         "sweep_failures_retried": sum(len(s.failures) for s in sweepers),

@@ -25,6 +25,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.kvs.api import SENTINEL_TIMESTAMP
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.queue.queue_tables import SWEEPABLE_CELLS, SWEEPABLE_TIMESTAMPS
 from airflow_atlas.workload import WorkloadSpec, run_workload
@@ -83,7 +84,7 @@ def _new_url(backend: str, tmp_dir, node, url_user: str | None) -> tuple[str, st
 def _build(url: str, backend: str, seed: int, transactions: int, legacy: bool) -> StoreHandle:
     store = AtlasStore.open(url, config=CONFIG)
     store.initialize(shards=SHARDS)
-    report = run_workload(store, workload_spec(seed, transactions)).to_json()
+    report = to_json(run_workload(store, workload_spec(seed, transactions)))
     if legacy:
         nothing = {table: "NOTHING" for table in LEGACY_TABLES}
         run_workload(store, workload_spec(seed + 1000, transactions, tables=nothing))

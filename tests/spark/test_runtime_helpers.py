@@ -10,6 +10,7 @@ import zipfile
 import pytest
 
 from airflow_atlas.kvs.scrub import redact_url, scrub
+from airflow_atlas.serialisation import from_json, to_json
 from airflow_atlas.spark import (
     EXIT_USAGE,
     RESULT_BEGIN,
@@ -231,10 +232,10 @@ def test_document_dataclasses_round_trip_through_json_and_keep_none():
     doc = JobDocument(job="targeted_sweep", ok=False, store="sqlite:////x.db", retriable=False,
                       params={"pairs": ["0:THOROUGH", "9:CONSERVATIVE"], "batch_limit": None}, results=[ok, bad],
                       failed=[{"shard": 9, "strategy": "CONSERVATIVE", "error": bad.error}])
-    data = json.loads(json.dumps(doc.to_json()))
+    data = json.loads(json.dumps(to_json(doc)))
     assert data["batch_limit"] is None and data["results"][0]["sweep_ts"] is None  # None stays None
     assert data["results"][0]["iterations"] == 2 and data["results"][1]["retriable"] is False
-    back = JobDocument.from_json(data)
+    back = from_json(JobDocument, data)
     assert back == doc
     assert back.result_for(shard=9).error_type == "InvalidInputError"
 

@@ -7,6 +7,8 @@ import json
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
+
 from .conftest import cell_versions
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow]
@@ -27,7 +29,7 @@ def test_bad_store_setting_in_spark_conf_fails_the_job_naming_the_key(make_store
                RunSettings(spark_conn_id="spark_default",
                            extra_conf={"spark.atlas.store.lock_lease_seconds": "NaN", "spark.ui.enabled": "false"}),
                StoreAddress.from_url(handle.url))
-    doc = err.value.document.to_json()
+    doc = to_json(err.value.document)
     assert doc["error_type"] == "InvalidInputError" and doc["results"] == []
     assert "setting lock_lease_seconds must be a finite number" in doc["error"]
     assert cell_versions(handle.reopen()) == before

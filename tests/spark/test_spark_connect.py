@@ -15,6 +15,7 @@ import os
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.spark.args import task_count
 from tests.airflow.conftest import FAST, embedded_store, load_dag, set_settings, settle, task_states, xcom  # noqa: F401
 
@@ -59,16 +60,16 @@ def test_connect_targeted_sweep_matches_in_task_engine(connect_conn, make_store,
     task_side = make_store("cassandra", seed=7, transactions=60)
     assert cell_versions(spark_side.store) == cell_versions(task_side.store)
 
-    first = submit({}, spark_conn_id=connect_conn, store_url=spark_side.url, pairs=ALL_PAIRS, batch_limit=5,
-                   max_iterations=2, dry_run=False, settings=SETTINGS).to_json()
+    first = to_json(submit({}, spark_conn_id=connect_conn, store_url=spark_side.url, pairs=ALL_PAIRS, batch_limit=5,
+                   max_iterations=2, dry_run=False, settings=SETTINGS))
     sessions = _sessions(tmp_path)
-    doc = submit({}, spark_conn_id=connect_conn, store_url=spark_side.url, pairs=ALL_PAIRS, batch_limit=15,
-                 max_iterations=None, dry_run=False, settings=SETTINGS).to_json()
+    doc = to_json(submit({}, spark_conn_id=connect_conn, store_url=spark_side.url, pairs=ALL_PAIRS, batch_limit=15,
+                 max_iterations=None, dry_run=False, settings=SETTINGS))
     in_task = {}
     for shard, strategy in ALL_PAIRS:
         task_side.store.sweeper.sweep_shard(shard, strategy, batch_limit=5, max_iterations=2)
     for shard, strategy in ALL_PAIRS:
-        in_task[(shard, strategy)] = task_side.store.sweeper.sweep_shard(shard, strategy, batch_limit=15).to_json()
+        in_task[(shard, strategy)] = to_json(task_side.store.sweeper.sweep_shard(shard, strategy, batch_limit=15))
 
     assert first["ok"] and "iteration_limit" in {r["status"] for r in first["results"]}
     assert doc["ok"] and {r["status"] for r in doc["results"]} == {"caught_up"}
@@ -108,7 +109,7 @@ def test_connect_bad_pair_is_refused_with_the_document(connect_conn, make_store)
     handle = make_store("sqlite", seed=5, transactions=30)
     with pytest.raises(SparkSweepRefused) as raised:
         _submit(connect_conn, handle.url, "0:THOROUGH,9:CONSERVATIVE", settings=SETTINGS)
-    doc = raised.value.document.to_json()
+    doc = to_json(raised.value.document)
     results = {(r["shard"], r["strategy"]): r for r in doc["results"]}
     assert results[(0, "THOROUGH")]["status"] == "caught_up"
     assert results[(9, "CONSERVATIVE")]["error_type"] == "InvalidInputError"

@@ -20,6 +20,7 @@ import time
 
 import pytest
 
+from airflow_atlas.serialisation import from_json, to_json
 from tests.airflow.conftest import FAST, embedded_store, load_dag, set_settings, settle, task_states, xcom  # noqa: F401
 from tests.processes import ConnectServer
 
@@ -145,8 +146,8 @@ def test_two_jobs_at_once_never_block_the_event_loop(conns, make_store):
     (end1, event1), (end2, event2), (lock_at, lock_event) = asyncio.run(main())
     for event in (event1, event2):
         assert event["status"] == "done", event
-        doc = JobDocument.from_json(event["document"])
-        assert doc.ok and {r.status for r in doc.results} == {"caught_up"}, doc.to_json()
+        doc = from_json(JobDocument, event["document"])
+        assert doc.ok and {r.status for r in doc.results} == {"caught_up"}, to_json(doc)
         assert doc.spark_submit["connect"] is True
     assert lock_event["status"] == "success"
     # The store trigger fired soon after the release (polls every 0.1 s), while the jobs were still running.

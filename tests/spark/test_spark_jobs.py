@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.spark import run_full_sweep, run_targeted_sweep
 from airflow_atlas.spark.args import task_count
 from airflow_atlas.sweep.targeted import TargetedSweeper
@@ -33,7 +34,7 @@ ORDER_FREE_COUNTERS = (
 def _in_task(handle, **kwargs) -> dict:
     out = {}
     for shard, strategy in ALL_PAIRS:
-        out[(shard, strategy)] = handle.store.sweeper.sweep_shard(shard, strategy, **kwargs).to_json()
+        out[(shard, strategy)] = to_json(handle.store.sweeper.sweep_shard(shard, strategy, **kwargs))
     return out
 
 
@@ -59,7 +60,7 @@ def test_targeted_job_matches_in_task_engine(spark, engine_zip, twin_stores, bac
     assert before == cell_versions(task_store.store), "the two workloads must be identical"
 
     # 1. A partial sweep: the iteration limit stops every shard mid-way, at the same relative place.
-    doc = run_targeted_sweep(
+    doc = to_json(run_targeted_sweep(
         spark,
         store_url=spark_store.url,
         pairs=ALL_PAIRS,
@@ -67,7 +68,7 @@ def test_targeted_job_matches_in_task_engine(spark, engine_zip, twin_stores, bac
         max_iterations=2,
         settings=SETTINGS,
         engine_zip=engine_zip,
-    ).to_json()
+    ))
     in_task = _in_task(task_store, batch_limit=15, max_iterations=2)
     assert doc["ok"] and doc["job"] == "targeted_sweep" and not doc["failed"]
     assert len(doc["results"]) == len(ALL_PAIRS)
@@ -78,9 +79,9 @@ def test_targeted_job_matches_in_task_engine(spark, engine_zip, twin_stores, bac
     assert partial_spark == partial_task
 
     # 2. Run to completion: the job resumes from persisted progress, exactly like the engine.
-    doc = run_targeted_sweep(
+    doc = to_json(run_targeted_sweep(
         spark, store_url=spark_store.url, pairs=ALL_PAIRS, batch_limit=15, settings=SETTINGS, engine_zip=engine_zip
-    ).to_json()
+    ))
     in_task = _in_task(task_store, batch_limit=15)
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
     _compare_results(doc, in_task)
@@ -106,13 +107,13 @@ def test_locked_shard_is_skipped_and_bad_pair_fails_alone(spark, engine_zip, mak
     lease = locks.acquire(TargetedSweeper.lock_name(1, "THOROUGH"), "someone-else", 120)
     assert lease is not None
     try:
-        doc = run_targeted_sweep(
+        doc = to_json(run_targeted_sweep(
             spark,
             store_url=handle.url,
             pairs="0:THOROUGH,1:THOROUGH,9:CONSERVATIVE",  # the store has 4 shards: 9 is bad input
             settings=SETTINGS,
             engine_zip=engine_zip,
-        ).to_json()
+        ))
     finally:
         locks.release(lease)
     results = _by_pair(doc)
@@ -136,7 +137,7 @@ def test_full_sweep_job_removes_what_in_task_legacy_sweep_removes(spark, engine_
     before = cell_versions(spark_store.store, LEGACY_TABLES)
     assert before == cell_versions(task_store.store, LEGACY_TABLES)
     for table, strategy in LEGACY_TABLES.items():
-        doc = run_full_sweep(
+        doc = to_json(run_full_sweep(
             spark,
             store_url=spark_store.url,
             table=table,
@@ -144,8 +145,8 @@ def test_full_sweep_job_removes_what_in_task_legacy_sweep_removes(spark, engine_
             batch_size=10,
             settings=SETTINGS,
             engine_zip=engine_zip,
-        ).to_json()
-        expected = task_store.store.legacy_sweeper.sweep_table(table, batch_size=10).to_json()
+        ))
+        expected = to_json(task_store.store.legacy_sweeper.sweep_table(table, batch_size=10))
         assert doc["ok"] and doc["strategy"] == strategy
         assert len(doc["ranges"]) == len(doc["results"]) >= 2, "the table must really be split"
         assert doc["ranges"][0][0] == ("token" if backend == "cassandra" else "key")
@@ -163,15 +164,15 @@ def test_full_sweep_job_removes_what_in_task_legacy_sweep_removes(spark, engine_
 def test_dry_runs_change_nothing(spark, engine_zip, make_store):
     handle = make_store("sqlite", seed=9, transactions=40)
     before = end_state(handle)
-    doc = run_targeted_sweep(
+    doc = to_json(run_targeted_sweep(
         spark, store_url=handle.url, pairs=ALL_PAIRS, dry_run=True, settings=SETTINGS, engine_zip=engine_zip
-    ).to_json()
+    ))
     assert doc["ok"] and doc["dry_run"] is True
     assert {r["status"] for r in doc["results"]} == {"dry_run"}
     assert doc["summary"]["cells_tombstoned"] > 0  # what it would do
     table = "orders_t"
-    full = run_full_sweep(
+    full = to_json(run_full_sweep(
         spark, store_url=handle.url, table=table, parts=2, dry_run=True, settings=SETTINGS, engine_zip=engine_zip
-    ).to_json()
+    ))
     assert full["ok"] and full["summary"]["versions_deleted"] > 0
     assert end_state(handle) == before

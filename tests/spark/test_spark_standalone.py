@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
+
 from .conftest import SETTINGS, SHARDS, STRATEGIES
 
 pytestmark = [pytest.mark.spark, pytest.mark.airflow, pytest.mark.cassandra]
@@ -76,7 +78,7 @@ def _other_minor_python() -> str | None:
 
 def test_default_executor_python_sweeps_on_a_standalone_master(make_store, standalone, master):
     handle = make_store("cassandra", seed=21, transactions=40)
-    doc = _submit(handle, standalone).to_json()
+    doc = to_json(_submit(handle, standalone))
     assert doc["ok"] and doc["master"] == master, doc
     assert {r["status"] for r in doc["results"]} == {"caught_up"}
     assert all(r["executor"]["airflow_imported"] is False for r in doc["results"])
@@ -85,18 +87,19 @@ def test_default_executor_python_sweeps_on_a_standalone_master(make_store, stand
 def test_executor_python_without_the_driver_module_fails_at_once_without_retries(make_store, standalone):
     from airflow_atlas.airflow.execution.spark_types import SparkSweepRefused
 
-    bare = "/usr/bin/python3"  # the system Python: same minor version here, no cassandra-driver
+    bare = "/usr/bin/python3"  # the system Python: same minor version here, no cassandra-driver, no pydantic
     if not os.access(bare, os.X_OK):
         pytest.skip("no system python3")
     handle = make_store("cassandra", seed=22, transactions=20)
     with pytest.raises(SparkSweepRefused) as caught:
         _submit(handle, standalone, executor_python=bare)
-    doc = caught.value.document.to_json()
+    doc = to_json(caught.value.document)
     assert doc["retriable"] is False
     assert {r["status"] for r in doc["results"]} == {"failed"}
     assert {r["attempt"] for r in doc["results"]} == {0}  # reported at once, never retried by Spark
     assert {r["error_type"] for r in doc["results"]} == {"ExecutorEnvironmentError"}
-    assert "no module 'cassandra'" in doc["results"][0]["error"] and "spark_executor_python" in str(caught.value)
+    missing = doc["results"][0]["error"]  # the first engine dependency the system Python lacks
+    assert ("no module 'pydantic'" in missing or "no module 'cassandra'" in missing) and "spark_executor_python" in str(caught.value)
 
 
 def test_executor_python_of_another_minor_version_is_refused_naming_the_fix(make_store, standalone):
@@ -108,7 +111,7 @@ def test_executor_python_of_another_minor_version_is_refused_naming_the_fix(make
     handle = make_store("sqlite", seed=23, transactions=20)
     with pytest.raises(SparkSweepRefused) as caught:
         _submit(handle, standalone, executor_python=other)
-    doc = caught.value.document.to_json()
+    doc = to_json(caught.value.document)
     driver = f"{sys.version_info[0]}.{sys.version_info[1]}"
     assert doc["retriable"] is False and doc["error_type"] == "ExecutorEnvironmentError"
     assert f"Python {driver}" in doc["error"] and "spark_executor_python" in doc["error"]

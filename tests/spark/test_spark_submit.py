@@ -18,6 +18,7 @@ import re
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.spark.args import task_count
 
 from .conftest import SETTINGS, SHARDS, STRATEGIES, cell_versions, end_state
@@ -81,13 +82,13 @@ def test_spark_submit_through_hook_returns_document_without_secrets(make_store, 
     assert PASSWORD in handle.url
     before = cell_versions(handle.store)
 
-    doc = submit(
+    doc = to_json(submit(
         TargetedSweepJob(pairs=ALL_PAIRS, batch_limit=50, max_iterations=20),
         RunSettings(spark_conn_id="spark_default",
                     extra_conf={"spark.atlas.store.unreadable_window_seconds": "0", "spark.ui.enabled": "false"}),
         StoreAddress.from_url(handle.url),
         {},
-    ).to_json()
+    ))
 
     # The document (what goes to XCom): JSON, complete, every shard swept, the store redacted.
     text = json.dumps(doc)

@@ -15,6 +15,7 @@ from airflow_atlas.compaction import (
     due_tables,
 )
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 
 KNOWN = {"a": "THOROUGH", "b": "THOROUGH", "c": "CONSERVATIVE"}
 
@@ -75,7 +76,7 @@ def test_the_guard_keeps_the_count_of_a_refused_table_and_says_why(store):
     assert set(result.compacted) == {"a"}
     assert result.skipped == {"b": "b: no complete repair in the window"}
     assert result.pending == {"a": 0, "b": 300, "c": 5}
-    assert result.to_json() == {
+    assert to_json(result) == {
         "store_conn_id": "x", "threshold": 100, "method": "compact",
         "compacted": {"a": {"space_before_bytes": 100, "space_after_bytes": 10, "reclaimed_bytes": 90,
                             "duration_seconds": 0.1, "runner": "test", "sstables_before": 3, "sstables_after": 1}},

@@ -10,6 +10,7 @@ import pytest
 from airflow_atlas.airflow.web.app import parse_shards, parse_strategy
 from airflow_atlas.airflow.web.render import lag_chart, render_page
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.status import drain_forecast
 from airflow_atlas.status.document import NON_SERIAL_FALLBACK
 
@@ -17,8 +18,8 @@ NOW = 1_700_000_000.0
 
 
 def _row(shard, strategy, *, progress=10, sweep_ts=100, backlog=5, capped=False, holder=None, last=None, series=()):
-    forecast = drain_forecast(backlog=backlog, sweepable=backlog, ingest_entries=600, swept_entries=60,
-                              elapsed_seconds=60.0, runs=1).to_json()
+    forecast = to_json(drain_forecast(backlog=backlog, sweepable=backlog, ingest_entries=600, swept_entries=60,
+                              elapsed_seconds=60.0, runs=1))
     return {
         "shard": shard, "strategy": strategy, "sweep_ts": sweep_ts, "progress": progress,
         "lag_ts": max(0, sweep_ts - 1 - progress), "lag_seconds": 42.0, "lag_seconds_is_lower_bound": False,
@@ -118,8 +119,8 @@ def test_query_parameters():
 def test_before_any_sweep_the_forecast_claims_no_sweep_rate():
     # Issue 16.9: a pair never swept is not "outpaced by ingest at sweep 0/s".
     row = _row(0, "THOROUGH")
-    row["forecast"] = drain_forecast(backlog=5, sweepable=5, ingest_entries=600, swept_entries=0, elapsed_seconds=60.0,
-                                     runs=0, basis="window", ever_swept=False).to_json()
+    row["forecast"] = to_json(drain_forecast(backlog=5, sweepable=5, ingest_entries=600, swept_entries=0, elapsed_seconds=60.0,
+                                     runs=0, basis="window", ever_swept=False))
     row["warnings"] = []
     page = render_page(_status([row]))
     forecast = re.search(r'<table id="forecast">(.*?)</table>', page, re.S).group(1)
@@ -190,8 +191,8 @@ def test_the_application_pace_target_and_each_runs_pace_and_reason_are_shown():
 def test_a_forecast_that_does_not_know_says_so():
     # Issue 32 item 12: 411 entries waiting, no run yet: not a bare "-" but what is not known.
     row = _row(0, "THOROUGH", backlog=411)
-    row["forecast"] = drain_forecast(backlog=411, sweepable=411, ingest_entries=411, swept_entries=0, elapsed_seconds=60.0,
-                                     runs=0, basis="window", ever_swept=False).to_json()
+    row["forecast"] = to_json(drain_forecast(backlog=411, sweepable=411, ingest_entries=411, swept_entries=0, elapsed_seconds=60.0,
+                                     runs=0, basis="window", ever_swept=False))
     row["warnings"] = []
     forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
     drain = re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1)
@@ -227,8 +228,8 @@ def test_a_steady_backlog_that_does_not_drain_says_so():
     # Issue 32 item 12: "steady" with time to drain "-": ingest within the tolerance above sweep, so the
     # backlog neither grows materially nor drains; the page says the measured rates do not drain it.
     row = _row(0, "THOROUGH", backlog=411)
-    row["forecast"] = drain_forecast(backlog=411, sweepable=411, ingest_entries=105, swept_entries=100,
-                                     elapsed_seconds=100.0, runs=3).to_json()
+    row["forecast"] = to_json(drain_forecast(backlog=411, sweepable=411, ingest_entries=105, swept_entries=100,
+                                     elapsed_seconds=100.0, runs=3))
     row["warnings"] = []
     forecast = re.search(r'<table id="forecast">(.*?)</table>', render_page(_status([row])), re.S).group(1)
     assert re.search(r'<td data-field="time_to_drain"[^>]*>(.*?)</td>', forecast).group(1) == "not at these rates"

@@ -8,7 +8,8 @@
 
 The layers, from what the code does (a module may import its own layer and the layers below it):
 
-0. foundations with no engine state: errors, encodings, number checks, the settings model, the latency histogram
+0. foundations with no engine state: errors, encodings, number checks, the settings model, the results'
+   serialisation, the latency histogram
    (``transactions.histogram``, a leaf the transactions record into and the pace controller reads);
 1. the key-value layer (``kvs``: the contract, both backends, opening a store from a URL);
 2. services on a key-value store: timestamps, locks, table marks, the sweep queue and the sweepers
@@ -37,6 +38,7 @@ LAYERS: dict[str, int] = {
     "airflow_atlas.encoding": 0,
     "airflow_atlas.validation": 0,
     "airflow_atlas.settings_model": 0,
+    "airflow_atlas.serialisation": 0,  # the results' JSON (pydantic), below everything that has results
     # A leaf of the standard library and errors: the transaction layer records into it, the pace controller
     # (sweep/pacing/application.py, layer 2) and the status read it (issue 31).
     "airflow_atlas.transactions.histogram": 0,

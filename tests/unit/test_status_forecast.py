@@ -3,13 +3,14 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.status import TimestampClock, drain_forecast, format_duration
 
 
 def forecast(**kw):
     base = dict(backlog=1000, sweepable=1000, ingest_entries=0, swept_entries=0, elapsed_seconds=100.0, runs=3)
     base.update(kw)
-    return drain_forecast(**base).to_json()
+    return to_json(drain_forecast(**base))
 
 
 def test_drained_backlog_never_warns():

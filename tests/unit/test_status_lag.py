@@ -12,6 +12,7 @@ from airflow_atlas.airflow.metrics import shard_measurements
 from airflow_atlas.airflow.web.render import render_shard_table
 from airflow_atlas.cli.status import render_status
 from airflow_atlas.config import StoreConfig
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.status import TimestampClock, build_status, format_duration, measure_pair, measure_store, overall
 from airflow_atlas.status.lag import PairQueue, entry_age, lag_ts, pair_lag
 from airflow_atlas.status.metrics import document_metrics
@@ -106,18 +107,18 @@ def test_a_real_store_shows_a_positive_lag_while_entries_wait_and_none_after_a_s
     assert _gauge(doc, "atlas_sweep_lag_seconds", shard="0", strategy="THOROUGH") == row.lag_seconds
     assert _gauge(doc, "atlas_sweep_lag_max_seconds", strategy="THOROUGH") == row.lag_seconds
     assert _gauge(doc, "atlas_sweep_sweepable_total_entries", strategy="THOROUGH") == row.sweepable_entries > 0
-    as_json = doc.to_json()
+    as_json = to_json(doc)
     assert f"THOROUGH: lag {format_duration(row.lag_seconds)} (age of the oldest sweepable unswept entry)" in render_status(as_json)
     total_row = re.search(r'<tr class="sub" data-total="THOROUGH">.*?</tr>', render_shard_table(as_json)).group(0)
     assert f'data-field="lag_seconds" data-value="{row.lag_seconds}"' in total_row
 
-    partial = store.sweeper.sweep_shard(0, "THOROUGH", sweep_ts=sweep_ts, batch_limit=2, max_iterations=1).to_json()
+    partial = to_json(store.sweeper.sweep_shard(0, "THOROUGH", sweep_ts=sweep_ts, batch_limit=2, max_iterations=1))
     measured = measure_pair(store, 0, "THOROUGH", sweep_ts, cap=1000)  # the pair after that partial run
     statsd = shard_measurements(partial)  # the sweep operator's gauges: the run's own figures, no store read
     assert partial["status"] == "iteration_limit" and measured.sweepable_entries > 0
     assert statsd == {"lag": measured.lag_ts, "backlog": measured.backlog_entries}  # lag_seconds: not known
 
-    done = store.sweeper.sweep_shard(0, "THOROUGH").to_json()
+    done = to_json(store.sweeper.sweep_shard(0, "THOROUGH"))
     (after,) = measure_store(store, cap=1000, strategies=["THOROUGH"])
     assert after.sweepable_entries == 0 and after.oldest_unswept_ts is None and after.lag_seconds == 0.0
     assert shard_measurements(done) == {"lag": 0.0, "lag_seconds": 0.0, "backlog": after.backlog_entries}

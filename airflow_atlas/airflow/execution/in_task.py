@@ -24,6 +24,7 @@ from collections.abc import Callable, Mapping
 from airflow_atlas.airflow.execution.outcome import SweepOptions, SweepOutcome
 from airflow_atlas.airflow.targets import SKIPPED, SweepTarget
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
+from airflow_atlas.serialisation import to_json
 
 log = logging.getLogger(__name__)
 
@@ -90,9 +91,9 @@ def sweep_in_task(
             log.info(
                 "%s: %s after %s iteration(s), progress %s -> %s, %s cell(s) tombstoned, %s aborted write(s) "
                 "deleted, %s queue row(s) reconciled", target.label, result.status, result.iterations,
-                result.old_progress, result.new_progress, result.cells_tombstoned, result.aborted_writes_deleted,
+                result.old_progress, result.new_progress, result.counts.cells_tombstoned, result.counts.aborted_writes_deleted,
                 result.queue_rows_reconciled,
             )
-        out.append(target.with_(result=result.to_json()))
+        out.append(target.with_(result=to_json(result)))
         on_pair(out[-1])
     return out, failed

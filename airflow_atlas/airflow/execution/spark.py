@@ -31,6 +31,7 @@ from airflow_atlas.airflow.execution.spark_types import (
 )
 from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.spark import JobDocument, SparkJob, TargetedSweepJob
 
 
@@ -71,7 +72,7 @@ def with_results(targets: list[SweepTarget], document: JobDocument) -> list[Swee
     for target in targets:
         if target.result is None:
             result = document.result_for(shard=target.shard, strategy=target.strategy)
-            target = target.with_(result=None if result is None else result.to_json())
+            target = target.with_(result=None if result is None else to_json(result))
         out.append(target)
     return out
 

@@ -65,6 +65,7 @@ from airflow_atlas.airflow.execution.spark_types import (
     resolve_connection,
 )
 from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.serialisation import from_json
 from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, SparkJob
 from airflow_atlas.spark.artifact import build_engine_zip
 
@@ -234,7 +235,7 @@ class SparkSubmitRunner:
             if not output.exists():
                 message = address.scrub(str(submit_error) if submit_error else "no result document")
                 raise SparkSweepFailed(f"Spark {kind} application produced no result document: {message}")
-            document = JobDocument.from_json(json.loads(output.read_text(encoding="utf-8")))
+            document = from_json(JobDocument, json.loads(output.read_text(encoding="utf-8")))
             document.spark_submit = {
                 "conn_id": spark_conn_id,
                 "master": master,

@@ -18,7 +18,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -55,9 +55,6 @@ class RunSettings:
         """From an ``AtlasSettings`` (its Spark-on-a-cluster settings) and the store's resolved engine settings."""
         return cls(spark_conn_id=spark_conn_id or DEFAULT_SPARK_CONN_ID, settings=dict(engine_settings),
                    **cluster_options(atlas_settings))
-
-    def to_json(self) -> dict:
-        return asdict(self)
 
 
 class SparkRunner(Protocol):

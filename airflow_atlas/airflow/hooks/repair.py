@@ -66,9 +66,6 @@ class GuardDecision:
     reason: str
     repaired_since: float | None = None  # epoch seconds: start of the oldest session needed for coverage
 
-    def to_json(self) -> dict:
-        return {"allowed": self.allowed, "reason": self.reason, "repaired_since": self.repaired_since}
-
 
 def ring_covered(ranges: Iterable[tuple[int, int]]) -> bool:
     """True when the union of Murmur3 ranges ``(begin, end]`` (``begin >= end`` wraps around) holds every

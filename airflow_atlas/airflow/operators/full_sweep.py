@@ -10,12 +10,13 @@ from airflow_atlas.airflow.execution import run_mode
 from airflow_atlas.airflow.execution.spark import spark_runner
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator, AtlasSweepRunOperator
 from airflow_atlas.airflow.reports import swept_tables
-from airflow_atlas.airflow.results import FULL_SWEEP_SUMMED, FullSweepPart, FullSweepResult
+from airflow_atlas.airflow.results import FullSweepPart, FullSweepResult
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.api import ScanRange
 from airflow_atlas.spark import FullSweepJob
+from airflow_atlas.sweep.counts import ScanCounts
 
 
 def scan_range_to_json(scan_range: ScanRange) -> dict:
@@ -148,21 +149,18 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
             ranges = store.kvs.split_ranges(self.table, self.parts)
         else:
             ranges = [None]
-        totals: dict[str, float] = {k: 0 for k in FULL_SWEEP_SUMMED}
+        counts, seconds = ScanCounts(), 0.0
         for scan_range in ranges:
             result = store.legacy_sweeper.sweep_table(
                 self.table, scan_range=scan_range, batch_size=batch_size, sweep_ts=sweep_ts, dry_run=dry_run
             )
             self.log.info("legacy sweep of %s range %s: %s", self.table, scan_range, result)
-            for key in FULL_SWEEP_SUMMED:
-                totals[key] += getattr(result, key) or 0
+            counts += result.counts
+            seconds += result.duration_seconds
         return to_xcom(FullSweepResult(
             table=self.table, strategy=strategy.value, sweep_ts=sweep_ts, ranges=len(ranges), dry_run=dry_run,
-            cells_examined=int(totals["cells_examined"]), versions_examined=int(totals["versions_examined"]),
-            versions_deleted=int(totals["versions_deleted"]), sentinels_written=int(totals["sentinels_written"]),
-            transactions_aborted=int(totals["transactions_aborted"]),
-            duration_seconds=round(totals["duration_seconds"], 6),
-            swept_tables=_swept(self.table, dry_run, int(totals["versions_deleted"])),
+            counts=counts, duration_seconds=round(seconds, 6),
+            swept_tables=_swept(self.table, dry_run, counts.versions_deleted),
         ))
 
     def _sweep_spark(self, context, settings, strategy, batch_size: int, dry_run: bool) -> FullSweepResult:
@@ -172,12 +170,12 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
                            dry_run=dry_run)
         document = runner.run(job, run_settings, self.store_address(), context)
         self.log.info("Spark job %s: %s", document.app_id, document.summary)
-        counts = {k: int(document.summary.get(k) or 0) for k in FULL_SWEEP_SUMMED if k != "duration_seconds"}
+        counts = ScanCounts.of(document.summary)
         return FullSweepResult(
             table=self.table, strategy=strategy.value, sweep_ts=document.params.get("sweep_ts"),
-            ranges=len(document.params.get("ranges") or []), dry_run=dry_run, **counts,
+            ranges=len(document.params.get("ranges") or []), dry_run=dry_run, counts=counts,
             duration_seconds=float(document.duration_seconds or 0.0),
-            swept_tables=_swept(self.table, dry_run, counts["versions_deleted"]),
+            swept_tables=_swept(self.table, dry_run, counts.versions_deleted),
             spark={"app_id": document.app_id, "master": document.master},
         )
 

@@ -24,6 +24,7 @@ from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.settings_resolver import Layer, Rank
 
 
@@ -44,7 +45,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
     clean left: ``queue_rows_reconciled``) and releases the lock, whatever happened.
 
     Returns the targets (:class:`~airflow_atlas.airflow.targets.SweepTarget` JSON), each with ``result``:
-    the engine's ``ShardSweepResult.to_json()`` (status ``caught_up | blocked | iteration_limit |
+    the engine's ``ShardSweepResult`` JSON (status ``caught_up | blocked | iteration_limit |
     skipped_locked | dry_run``, iterations, progress before and after, cells tombstoned, aborted writes
     deleted, queue rows reconciled, per-table counts, duration, the lease's holder - for ``skipped_locked``
     the other holder, its lease's expiry and whether its process is gone), ``execution_mode`` and
@@ -136,7 +137,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             return InTaskMode(
                 store, holder_of=lambda target: holder_for(context, target),
                 # each pair's metrics as soon as it is done (a task stopped later has sent the finished pairs')
-                on_pair=lambda target: emit_shard_metrics(target.to_json(), target.result),
+                on_pair=lambda target: emit_shard_metrics(to_json(target), target.result),
             )
         run_settings = self.run_settings(settings)
         connection = resolve_connection(run_settings.spark_conn_id)
@@ -162,7 +163,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         A Spark job's pairs report once the job's document is back: their metrics are sent here."""
         if not emitted:
             for target in swept + failed:
-                emit_shard_metrics(target.to_json(), target.result)
+                emit_shard_metrics(to_json(target), target.result)
         if failed:
             raise AirflowException(
                 f"{len(failed)} of {len(targets)} pair(s) failed: "

@@ -37,6 +37,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_atlas.airflow.execution.spark_connect import ConnectRequest, ConnectRun, run_request
 from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed, SparkSweepRefused
 from airflow_atlas.kvs.address import StoreAddress
+from airflow_atlas.serialisation import from_json, to_json
 
 MAX_JOBS = 64
 """Connect jobs one triggerer runs at once (threads of the trigger's own pool); more wait for a thread."""
@@ -59,7 +60,7 @@ def job_event(run: Callable[[], Any], address: Callable[[], StoreAddress | None]
     from airflow_atlas.errors import is_retriable
 
     try:
-        payload: dict = {"status": "done", "document": run().to_json()}
+        payload: dict = {"status": "done", "document": to_json(run())}
     except Exception as exc:  # noqa: BLE001 - every failure becomes the task's error, retriable or not
         from airflow.sdk.exceptions import AirflowFailException
 
@@ -93,7 +94,7 @@ def document_from_event(event: Mapping[str, Any] | None):
     if not event:
         raise SparkSweepFailed("the Spark Connect trigger ended without an event")
     if event.get("status") == "done" and isinstance(event.get("document"), Mapping):
-        return JobDocument.from_json(event["document"])
+        return from_json(JobDocument, event["document"])
     message = f"Spark Connect job failed in the triggerer: {event.get('message', f'unexpected event {dict(event)!r}')}"
     if event.get("retriable") is False:
         raise SparkSweepRefused(message + " (not retried: retrying cannot fix this)")

@@ -37,6 +37,7 @@ from fastapi import Depends, FastAPI, HTTPException, Request
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 
 from .render import render_error, render_page
 from .shared import NO_STORE, StoreCache
@@ -147,7 +148,7 @@ def _compute(request: Request, shards: str | None, strategy: str | None, window:
         status = build_status(store, shard_list, strategies, window_seconds=window or DEFAULT_WINDOW_SECONDS,
                               compaction_threshold=threshold_of(effective))
         status.effective_settings, status.settings_warnings = effective, settings_warnings
-        return status.to_json()
+        return to_json(status)
     except InvalidInputError:
         raise
     except Exception as exc:

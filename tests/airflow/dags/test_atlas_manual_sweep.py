@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from tests.airflow.conftest import load_dag, settle, sqlite_tables, task_instances, task_states, xcom
 
 pytestmark = pytest.mark.airflow
@@ -100,7 +101,7 @@ def test_a_chosen_pair_is_swept_alone_and_reconcile_removes_queue_leftovers(embe
     from airflow_atlas.airflow.targets import SweepTarget
 
     sweep_ts = xcom(run, "compute_sweep_timestamps")["THOROUGH"]
-    assert xcom(run, "plan") == [[SweepTarget(shard, "THOROUGH", sweep_ts=sweep_ts, execution_mode="in_task").to_json()]]
+    assert xcom(run, "plan") == [[to_json(SweepTarget(shard, "THOROUGH", sweep_ts=sweep_ts, execution_mode="in_task"))]]
     (swept,) = xcom(run, "sweep", map_index=0)  # the pair's run reconciled its queue, in the sweep task
     assert swept["result"]["queue_rows_reconciled"] > 0
     assert xcom(run, "summary")["reclaimed_queue_rows"] == swept["result"]["queue_rows_reconciled"]

@@ -311,7 +311,7 @@ def test_compaction_dag_over_ssh_drops_live_space(private_sshd, ssh_runner, cass
     _overwrite(store)  # 6 versions of 150 cells of 2000 random bytes (~1.8 MB); the sweep deletes 5 of them
     # The versions must be on disk before the sweep: deleted in the memtable, they would never be written.
     nodetool.flush(ssh_runner, keyspace, TABLE)
-    tombstones = sum(store.sweeper.sweep_shard(shard, "THOROUGH").cells_tombstoned for shard in range(SHARDS))
+    tombstones = sum(store.sweeper.sweep_shard(shard, "THOROUGH").counts.cells_tombstoned for shard in range(SHARDS))
     assert tombstones >= 150
     set_settings(
         monkeypatch,

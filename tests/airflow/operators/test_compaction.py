@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from tests.airflow.conftest import CONN_ID, FAST, load_dag, set_settings, task_states, xcom
 
 from .conftest import fails_at_once, run_operator
@@ -112,7 +113,7 @@ def test_the_cassandra_compactor_checks_the_repair_guard_and_reports_per_node(ca
     physical = physical_table_name(TABLE)
     assert [c[0] for c in runner.commands] == ["flush", "tablestats", "garbagecollect", "tablestats"]
     assert runner.commands[0] == ["flush", "--", conn["schema"], physical]
-    report = result.to_json()["compacted"][TABLE]
+    report = to_json(result)["compacted"][TABLE]
     assert (report["space_before_bytes"], report["space_after_bytes"], report["reclaimed_bytes"]) == (5000, 1000, 4000)
     assert (report["sstables_before"], report["sstables_after"], report["runner"]) == (3, 1, "test runner")
     assert report["nodes"] == {"node1": {"space_before_bytes": 5000, "space_after_bytes": 1000}}

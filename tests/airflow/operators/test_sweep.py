@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_atlas.airflow.targets import SweepTarget
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.sweep.queue.constants import FINE_PARTITION
 from tests.airflow.conftest import settle
 
@@ -69,7 +70,7 @@ def test_a_dry_run_writes_nothing_and_reports_no_tables(written):
 def test_a_pair_whose_lock_another_holder_has_is_skipped_with_the_engine_result(written):
     store = written
     store.locks.acquire(SweepTarget(0, "CONSERVATIVE").lock_name, "someone-else", 60)
-    targets = [SweepTarget(0, "CONSERVATIVE").to_json(), SweepTarget(0, "THOROUGH").to_json()]
+    targets = [to_json(SweepTarget(0, "CONSERVATIVE")), to_json(SweepTarget(0, "THOROUGH"))]
     out, _ = run_operator(_sweep(targets=targets, execution_mode="in_task"))
     skipped, swept = (SweepTarget.from_json(t) for t in out)
     result = skipped.result
@@ -135,7 +136,7 @@ def test_each_pair_reconciles_its_queue_in_the_sweep_task(written):
     store.queue.progress.update_progress(0, "THOROUGH", sweep_ts - 1)  # moved on without its clean
     left = store.queue.cleaner.queue_rows_below(0, "THOROUGH", sweep_ts - 1)
     assert left.cells_rows or left.timestamps_rows
-    out, _ = run_operator(_sweep(targets=[SweepTarget(0, "THOROUGH", sweep_ts=sweep_ts).to_json()], execution_mode="in_task"))
+    out, _ = run_operator(_sweep(targets=[to_json(SweepTarget(0, "THOROUGH", sweep_ts=sweep_ts))], execution_mode="in_task"))
     assert out[0]["result"]["status"] == "caught_up" and out[0]["result"]["queue_rows_reconciled"] > 0
     after = store.queue.cleaner.queue_rows_below(0, "THOROUGH", sweep_ts - 1)
     assert not (after.cells_rows or after.dedicated_rows or after.timestamps_rows)
@@ -144,7 +145,7 @@ def test_each_pair_reconciles_its_queue_in_the_sweep_task(written):
 def _finished(shard: int, status: str, cells: int, rows_reconciled: int | None = None) -> dict:
     result = {"status": status, "cells_tombstoned": cells, "iterations": 1, "tables": {"t": cells} if cells else {},
               "duration_seconds": 0.25 * (shard + 1), "queue_rows_reconciled": rows_reconciled}
-    return SweepTarget(shard, "THOROUGH", result=result).to_json()
+    return to_json(SweepTarget(shard, "THOROUGH", result=result))
 
 
 def test_summary_adds_up_every_pair():
@@ -183,7 +184,7 @@ def test_resuming_from_the_triggerer_opens_no_store(monkeypatch):
                       targets=[{"shard": 0, "strategy": "THOROUGH"}, {"shard": 1, "strategy": "THOROUGH"}])
     skipped = {"shard": 1, "strategy": "THOROUGH", "status": "skipped_locked", "lock_holder": "someone-else"}
     document.results.append(ItemResult(item={"shard": 1, "strategy": "THOROUGH"}, status="skipped_locked", engine=skipped))
-    out = operator.execute_complete({}, {"status": "done", "document": document.to_json()})
+    out = operator.execute_complete({}, {"status": "done", "document": to_json(document)})
     by_shard = {t["shard"]: t for t in out}
     assert by_shard[0]["result"]["backlog"] == 2 and by_shard[0]["execution_mode"] == "spark"
     assert by_shard[1]["result"]["status"] == "skipped_locked" and by_shard[1]["swept_tables"] == []

@@ -11,6 +11,7 @@ from airflow_atlas.airflow.execution.outcome import SweepOptions
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.targets import SweepTarget
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 
 pytestmark = pytest.mark.airflow
 
@@ -154,7 +155,7 @@ def test_on_kill_mid_pair_releases_this_runs_lease_and_no_further_pair_starts(em
     settle(store)
     pairs = [SweepTarget(s, t) for t in ("THOROUGH", "CONSERVATIVE") for s in range(store.number_of_shards())]
     foreign = store.locks.acquire(pairs[-1].lock_name, "someone-else", 60.0)
-    operator = _operator(targets=[t.to_json() for t in pairs], execution_mode="in_task")
+    operator = _operator(targets=[to_json(t) for t in pairs], execution_mode="in_task")
     open_kvs = opening.open_kvs
     monkeypatch.setattr(opening, "open_kvs", lambda address, **kw: FaultyKvs(
         open_kvs(address, **kw), str(tmp_path / "kill.marker"), lambda marker, what: operator.on_kill(),

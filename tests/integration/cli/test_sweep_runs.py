@@ -173,7 +173,7 @@ def test_a_second_sweeper_skips_a_pair_held_for_the_whole_run(sqlite_cli):
             proceed.set()
             thread.join(60)
         a = outcome["a"]
-        assert a.status == "caught_up" and a.iterations > 2 and a.entries_read == backlog
+        assert a.status == "caught_up" and a.iterations > 2 and a.counts.entries_read == backlog
         runs = store.history.runs(0, "THOROUGH")
         assert [r["status"] for r in runs[:2]] == ["caught_up", "skipped_locked"]  # newest first
         assert runs[0]["lock_holder"] == "sweeper-A" and runs[0]["iterations"] == a.iterations

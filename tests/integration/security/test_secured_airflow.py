@@ -10,6 +10,7 @@ import uuid
 
 import pytest
 
+from airflow_atlas.serialisation import to_json
 from tests.airflow.conftest import (
     CONN_ID,
     FAST,
@@ -181,10 +182,10 @@ def test_the_pinned_ca_travels_with_the_job(sweeper_store, secure_node, secure_k
         url = secure_node.url(sweeper, PASSWORD, secure_keyspace, create_keyspace="false")
         url = url.replace(f"ssl_ca={secure_node.ca}", f"ssl_ca=../{directory.name}/ca.pem")
         pairs = [(shard, strategy) for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")]
-        doc = submit(TargetedSweepJob(pairs=pairs, batch_limit=50),
+        doc = to_json(submit(TargetedSweepJob(pairs=pairs, batch_limit=50),
                      RunSettings(spark_conn_id=standalone, settings={"unreadable_window_seconds": 0},
                                  driver_host="127.0.0.5", spark_conf=dict(STANDALONE_CONF)),
-                     StoreAddress.from_url(url)).to_json()
+                     StoreAddress.from_url(url)))
     finally:
         shutil.rmtree(directory)
     assert doc["ok"] and doc["master"] == MASTER, doc

@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 from airflow_atlas.compaction import TableCompaction, VacuumCompactor, compact_due_tables, tombstones_since_compaction
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.sweep.history import SweepHistory
 
 from .helpers import THOR, cell
@@ -116,8 +117,8 @@ def test_a_full_sweep_and_a_scrub_are_counted(harness):
         h.write(t, {cell(i): f"v{round_}".encode() for i in range(10)})
     h.settle()
     full = h.store.legacy_sweeper.sweep_table(t)
-    assert full.versions_deleted >= 20
-    assert _count(h.store, t) == full.versions_deleted
+    assert full.counts.versions_deleted >= 20
+    assert _count(h.store, t) == full.counts.versions_deleted
 
     hard = h.store.transactions.begin(hard_delete=True)
     hard.delete(t, [cell(0), cell(1)])
@@ -125,7 +126,7 @@ def test_a_full_sweep_and_a_scrub_are_counted(harness):
     h.settle()
     scrubbed = h.store.scrubber.scrub()
     assert scrubbed.tables.get(t, 0) >= 2
-    assert _count(h.store, t) == full.versions_deleted + scrubbed.tables[t]
+    assert _count(h.store, t) == full.counts.versions_deleted + scrubbed.tables[t]
 
 
 def test_tombstones_written_while_a_compaction_runs_are_counted_for_the_next(harness):
@@ -232,7 +233,7 @@ def test_the_status_document_shows_the_count_compaction_plans_from_and_its_resta
     assert started - 1 <= row.last_compaction_at <= time.time() and row.last_compaction_age_seconds is not None
     assert sum(r.tombstones_written for r in doc.shards) >= first  # recent history still counts the compacted ones
 
-    document = doc.to_json()
+    document = to_json(doc)
     (shown,) = [c for c in document["compaction"] if c["table"] == t]
     assert shown["tombstones_since_compaction"] == 0 and shown["last_compaction_method"] == "recording"
     text = render_status(document)

@@ -207,7 +207,7 @@ def crash_and_rerun(h, point: str) -> list:
             reruns.append(again)
             # A crash leaves an expected state, not corruption (e.g. a reference whose dedicated rows the
             # crashed cleanup already deleted): no alarm, no quarantine.
-            assert again.corrupt_entries == 0, f"re-run after a crash at {point}: {again}"
+            assert again.counts.corrupt_entries == 0, f"re-run after a crash at {point}: {again}"
             assert store.queue.progress.get_progress(0, strategy) >= p1
             h.check(before, ts)
             if again.status == "caught_up":

@@ -28,8 +28,8 @@ def test_a_limited_sweep_paces_between_iterations_and_sweeps_everything(harness)
     rate = 20  # 4 entries cost 0.2 s: 4 waits between 5 iterations, ~0.8 s in all
     r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=4, max_entries_per_second=rate)
     assert r.status == "caught_up" and r.max_entries_per_second == rate
-    assert r.entries_read == entries and r.iterations == 5
-    assert r.cells_tombstoned == entries  # one transaction per batch: each tombstones its 4 cells
+    assert r.counts.entries_read == entries and r.iterations == 5
+    assert r.counts.cells_tombstoned == entries  # one transaction per batch: each tombstones its 4 cells
     # The pacer waited (the iterations are far faster than 4 entries per 0.2 s), but never more than the
     # entries cost, and not after the last iteration.
     assert 0 < r.seconds_paced <= (entries - 4) / rate + 1e-6
@@ -49,7 +49,7 @@ def test_the_setting_is_the_default_and_zero_is_unlimited(harness):
     # 0 is unlimited: never paced, whatever the latency target.
     unlimited = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=2, max_entries_per_second=0,
                                             latency_target=0)
-    assert unlimited.status == "caught_up" and unlimited.entries_read == entries
+    assert unlimited.status == "caught_up" and unlimited.counts.entries_read == entries
     assert unlimited.seconds_paced == 0.0 and unlimited.max_entries_per_second == 0
     # No argument: the store's setting (the harness store uses the default).
     again = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value])
@@ -65,7 +65,7 @@ def test_a_rate_below_one_batch_per_wait_shrinks_the_batch_and_still_finishes(ha
     t, entries = _backlog(h, transactions=2, cells_each=1)
     ts = h.sweep_timestamps()
     r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], max_entries_per_second=1)
-    assert r.status == "caught_up" and r.entries_read == entries and r.iterations == 2
+    assert r.status == "caught_up" and r.counts.entries_read == entries and r.iterations == 2
     assert r.seconds_paced <= h.store.config.lock_lease_seconds / 3.0 + 1e-6
     h.assert_no_obsolete(ts, [t])
     h.assert_no_leaks()
@@ -81,7 +81,7 @@ def test_a_paced_batch_is_spread_in_chunks_and_sweeps_everything(harness):
     before = h.observe()
     ts = h.sweep_timestamps()
     r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], max_entries_per_second=100, latency_target=0)
-    assert r.status == "caught_up" and r.iterations == 1 and r.cells_tombstoned == entries
+    assert r.status == "caught_up" and r.iterations == 1 and r.counts.cells_tombstoned == entries
     assert 0.64 < r.seconds_paced <= 1.28 + 1e-6
     h.check(before, ts)
     h.assert_no_obsolete(ts, [t])
@@ -105,7 +105,7 @@ def test_by_default_a_run_no_client_publishes_to_keeps_the_safe_pace(harness):
     t, entries = _backlog(h, transactions=5, cells_each=4)
     ts = h.sweep_timestamps()
     r = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts[THOR.value], batch_limit=4)
-    assert r.status == "caught_up" and r.entries_read == entries and r.iterations == 5
+    assert r.status == "caught_up" and r.counts.entries_read == entries and r.iterations == 5
     assert (r.max_entries_per_second, r.latency_target) == (250, 1.2)
     assert r.pace_reason is not None and r.pace_reason.startswith("unseen: ") and r.pace_entries_per_second == 250
     # Paced between iterations, never after the last; an iteration slower than its entries' cost (4 / 250 s: on

@@ -41,7 +41,7 @@ def test_batch_limit_never_splits_a_start_timestamp(harness):
     reads, progress = [], []
     for _ in range(3):
         r = h.store.sweeper.run_iteration(0, THOR, sweep_ts=sweep_ts, batch_limit=4)
-        reads.append(r.entries_read)
+        reads.append(r.counts.entries_read)
         progress.append(r.new_progress)
     assert reads == [10, 13, 4]
     assert progress[:2] == [starts[1], starts[3]]
@@ -76,8 +76,8 @@ def test_wide_partition_read_in_pages_never_splits_a_transaction(harness):
     reads = []
     for limit in (75, 3_000, 100_000):
         r = h.store.sweeper.run_iteration(0, THOR, sweep_ts=ts[THOR.value], batch_limit=limit)
-        reads.append(r.entries_read)
-        assert r.entries_read % 50 == 0 and r.entries_read >= min(limit, 5_100 - sum(reads[:-1])), reads
+        reads.append(r.counts.entries_read)
+        assert r.counts.entries_read % 50 == 0 and r.counts.entries_read >= min(limit, 5_100 - sum(reads[:-1])), reads
     assert sum(reads) == 5_100, reads
     ts, _ = h.sweep_all(ts)
     h.check(before, ts)
@@ -159,7 +159,7 @@ def test_dropped_table_does_not_make_sweep_loop(harness, strategy):
         r = h.store.sweeper.sweep_shard(shard, strategy, sweep_ts=ts[strategy.value], max_iterations=5)
         assert r.status == "caught_up", r
         results.append(r)
-    assert sum(r.entries_skipped_dropped_tables for r in results) >= 5  # 4 cells (newest write each) + 1 dead
+    assert sum(r.counts.entries_skipped_dropped_tables for r in results) >= 5  # 4 cells (newest write each) + 1 dead
     assert not h.store.kvs.table_exists(gone)
     h.assert_no_obsolete(ts, [kept])
     h.sweep_all()
@@ -189,10 +189,10 @@ def test_truncated_table_gets_no_sentinels(harness, strategy):
     ts, results = h.sweep_all()
     assert all(r.status == "caught_up" for r in results)
     assert list(h.store.kvs.scan(t)) == [], "sweep wrote into the truncated table"
-    assert sum(r.sentinels_written for r in results) == 0
+    assert sum(r.counts.sentinels_written for r in results) == 0
     h.assert_no_leaks()
     again = h.sweep_all()[1]
-    assert sum(r.entries_read for r in again) == 0
+    assert sum(r.counts.entries_read for r in again) == 0
 
     # Writes after the truncate are swept as usual.
     h.write(t, {cell(0): b"a"})

@@ -36,7 +36,7 @@ def test_more_than_50_writes_committed_and_dead(harness):
         reads = []
         for _ in range(3):
             r = h.store.sweeper.run_iteration(0, strategy, sweep_ts=ts[strategy.value], batch_limit=5)
-            reads.append(r.entries_read)
+            reads.append(r.counts.entries_read)
         assert reads == [20, 60, dead_writes], (strategy, reads)
     ts, results = h.sweep_all(ts)
     h.check(before, ts)
@@ -85,10 +85,10 @@ def test_more_than_100000_writes(harness):
     assert (dead, 0) in rows.dedicated_rows and (dead, 1) in rows.dedicated_rows, rows
     assert h.queue_columns(0, THOR, dead) == [(-2, n)], "one reference to two dedicated rows"
     ts, results = h.sweep_all(unpaced=True)  # paced, the 100,001 entries waited about a minute per backend
-    assert all(r.corrupt_entries == 0 for r in results)
+    assert all(r.counts.corrupt_entries == 0 for r in results)
     assert h.is_aborted(dead)
-    assert sum(r.transactions_aborted for r in results) == 1
-    assert sum(r.aborted_writes_deleted for r in results) == n
+    assert sum(r.counts.transactions_aborted for r in results) == 1
+    assert sum(r.counts.aborted_writes_deleted for r in results) == n
     assert not h.queue_rows(0, THOR, ts[THOR.value] - 1), "the dead writer's dedicated rows must be cleaned"
     h.assert_no_leaks()
 

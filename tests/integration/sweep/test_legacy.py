@@ -56,7 +56,7 @@ def test_legacy_sweep_keeps_visible_data_and_leaves_nothing_obsolete(harness):
     h.assert_no_obsolete(used, tables)
     # Sweeping again finds nothing more to delete.
     again = [h.store.legacy_sweeper.sweep_table(t, batch_size=5) for t in tables]
-    assert sum(r.versions_deleted for r in again) == 0
+    assert sum(r.counts.versions_deleted for r in again) == 0
 
 
 def test_targeted_and_legacy_leave_the_same_versions(new_harness):

@@ -157,13 +157,13 @@ def _events(results) -> None:
     for r in results:
         if r.status == "blocked":
             event("sweep blocked by a late commit")
-        if r.transactions_aborted:
+        if r.counts.transactions_aborted:
             event("sweep aborted a dead writer")
-        if r.queue_rows_cleaned:
+        if r.counts.queue_rows_cleaned:
             event("queue rows cleaned")
         if getattr(r, "iterations", 1) > 1:
             event("several iterations per shard")
-        if r.entries_read > 50:
+        if r.counts.entries_read > 50:
             event("batch of more than 50 entries (dedicated rows)")
 
 

@@ -109,10 +109,10 @@ def test_fine_boundary_within_one_batch(harness):
     h.settle()
     r1 = h.store.sweeper.run_iteration(0, THOR)  # large batch limit: still stops at the row's end
     assert r1.new_progress == b - 1
-    assert r1.entries_read == 4
+    assert r1.counts.entries_read == 4
     assert not h.queue_rows(0, THOR, b - 1)
     r2 = h.store.sweeper.run_iteration(0, THOR)
-    assert r2.entries_read == 4
+    assert r2.counts.entries_read == 4
     assert r2.status == "caught_up"
     assert [v for v, _ in h.versions(t, cells[0])] == [b + 1]
     ts, _ = h.sweep_all()

@@ -55,7 +55,7 @@ def test_a_run_never_returns_while_its_read_ahead_still_reads(harness):
 
     # The iteration limit ends the run after the iteration that started the next batch's read.
     first = slow.sweeper.sweep_shard(0, THOR, sweep_ts=ts, batch_limit=4, max_iterations=1, **fixed)
-    assert first.status == "iteration_limit" and first.entries_read == 4
+    assert first.status == "iteration_limit" and first.counts.entries_read == 4
     assert _read_aheads_running() == []
 
     # So does a caller's own stop (an on_iteration that raises), as the foreground_impact benchmark's.
@@ -68,4 +68,4 @@ def test_a_run_never_returns_while_its_read_ahead_still_reads(harness):
 
     # Nothing was lost by dropping the batches read ahead: the rest is swept from the persisted progress.
     rest = h.store.sweeper.sweep_shard(0, THOR, sweep_ts=ts, batch_limit=4, **fixed)
-    assert rest.status == "caught_up" and rest.entries_read == 24 - 8
+    assert rest.status == "caught_up" and rest.counts.entries_read == 24 - 8

@@ -28,8 +28,8 @@ def test_dead_writer_is_aborted_and_its_writes_deleted(harness):
     h.check(before, ts)
 
     assert h.is_aborted(dead), "the dead writer must be marked aborted (-1) in the transactions table"
-    assert sum(r.transactions_aborted for r in results) == 1
-    assert sum(r.aborted_writes_deleted for r in results) == 4
+    assert sum(r.counts.transactions_aborted for r in results) == 1
+    assert sum(r.counts.aborted_writes_deleted for r in results) == 4
     for table, c in ((tc, cell(1)), (tc, cell(3)), (tt, cell(1)), (tt, cell(2))):
         assert dead not in [v for v, _ in h.versions(table, c)], (table, c)
     # The committed data is intact; the dead writer's cells that had nothing else are gone entirely.
@@ -68,8 +68,8 @@ def test_late_commit_holds_progress_at_its_start_and_is_not_reread(harness, stra
     assert first.status == "blocked", first
     assert first.new_progress == late.start_timestamp - 1
     assert first.blocked_by == {"start_ts": late.start_timestamp, "commit_ts": late_commit}
-    assert first.entries_read >= 3  # a1, a2 and the late write
-    assert first.cells_tombstoned == 1  # cell a, up to a2
+    assert first.counts.entries_read >= 3  # a1, a2 and the late write
+    assert first.counts.cells_tombstoned == 1  # cell a, up to a2
     h.check(before, {strategy.value: first.sweep_ts})
     assert [v for v, _ in h.versions(t, a) if v >= 0] == [s_old2]
 
@@ -77,7 +77,7 @@ def test_late_commit_holds_progress_at_its_start_and_is_not_reread(harness, stra
     for _ in range(2):
         again = sweeper.run_iteration(shard, strategy)
         assert again.status == "blocked", again
-        assert again.entries_read == 0
+        assert again.counts.entries_read == 0
         assert again.new_progress == late.start_timestamp - 1
     # A write after the holder started is above the sweep timestamp anyway.
     h.write(t, {c: b"c1"})
@@ -109,7 +109,7 @@ def test_thorough_delete_removes_the_write_and_the_sentinel(harness):
     h.check(before, ts)
     assert h.versions(t, cell(1)) == [], "THOROUGH: a delete as newest write goes, with sentinel and all"
     assert h.versions(t, cell(2)) == [(s_keep, b"w3")], "THOROUGH: the newest value stays, sentinel goes"
-    assert sum(r.sentinels_written for r in results) == 0
+    assert sum(r.counts.sentinels_written for r in results) == 0
     h.assert_no_obsolete(ts)
     h.assert_no_leaks()
 
@@ -130,14 +130,14 @@ def test_conservative_keeps_the_sentinel_and_the_newest_write(harness):
     assert h.versions(t, cell(1)) == [(SENTINEL_TIMESTAMP, b""), (s_val, b"v3")]
     assert h.versions(t, cell(2)) == [(SENTINEL_TIMESTAMP, b""), (s_del, b"")], "a delete as newest write stays"
     assert h.versions(t, cell(3)) == [(SENTINEL_TIMESTAMP, b""), (s_one, b"only")]
-    assert sum(r.sentinels_written for r in results) == 3
+    assert sum(r.counts.sentinels_written for r in results) == 3
     h.assert_no_obsolete(ts)
     h.assert_no_leaks()
 
     # Sweeping again changes nothing.
     h.settle()
     ts2, results2 = h.sweep_all()
-    assert sum(r.entries_read for r in results2) == 0
+    assert sum(r.counts.entries_read for r in results2) == 0
     assert h.versions(t, cell(1)) == [(SENTINEL_TIMESTAMP, b""), (s_val, b"v3")]
 
 

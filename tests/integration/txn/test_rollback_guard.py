@@ -67,7 +67,7 @@ def test_dead_writers_below_the_guard_are_rolled_back_as_always(url):
         _committed(store, 6)
         dead = _dead(store, 4)  # fewer than the minimum
         result = store.sweeper.sweep_shard(0, THOROUGH)
-        assert result.status == "caught_up" and result.transactions_aborted == 4
+        assert result.status == "caught_up" and result.counts.transactions_aborted == 4
         assert set(store.transaction_service.get_many(dead).values()) == {-1}
 
 
@@ -76,7 +76,7 @@ def test_raising_the_guard_lets_an_operator_roll_back_a_mass_crash(url):
         dead = _dead(store, 6)
     with AtlasStore.open(url, dataclasses.replace(CONFIG, rollback_guard_max_fraction=1.0)) as store:
         result = store.sweeper.sweep_shard(0, THOROUGH)
-        assert result.transactions_aborted == 6 and result.aborted_writes_deleted == 6
+        assert result.counts.transactions_aborted == 6 and result.counts.aborted_writes_deleted == 6
         assert set(store.transaction_service.get_many(dead).values()) == {-1}
 
 

@@ -8,6 +8,7 @@ from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import CorruptTransactionDataError
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.kvs.tables import SweepStrategy
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.transactions.encoding import v2_cell
 from airflow_atlas.transactions.service import TRANSACTIONS2_TABLE, TransactionServiceV1
@@ -74,7 +75,7 @@ def test_a_clean_store_verifies(store):
     report = run_verify(store)
     assert report.ok and report.findings == [], report.findings
     assert report.transactions_schema_version == 2
-    assert set(report.to_json()["checks"]) >= {"transactions_schema", "resurrected_versions", "quarantined_queue_entries"}
+    assert set(to_json(report)["checks"]) >= {"transactions_schema", "resurrected_versions", "quarantined_queue_entries"}
 
 
 def test_the_issue_16_loss_is_caught(store, url, capsys):

@@ -96,7 +96,7 @@ def test_a_paced_batch_goes_in_chunks_with_the_pacer_paid_before_each_chunk_afte
     assert kvs.calls == [("t", "versions", 64), ("t", "versions", 6),
                          ("t", "ranges", 64), ("t", "ranges", 64), ("t", "ranges", 2)]
     assert paid == pytest.approx([64.0, 6.0, 64.0, 64.0])  # the last chunk's share is paid after the iteration
-    assert result.aborted_writes_deleted == 70 and result.cells_tombstoned == 130 and result.tables == {"t": 130}
+    assert result.counts.aborted_writes_deleted == 70 and result.counts.cells_tombstoned == 130 and result.tables == {"t": 130}
 
 
 def test_an_unpaced_batch_is_one_call_per_group():
@@ -104,7 +104,7 @@ def test_an_unpaced_batch_is_one_call_per_group():
     entries, commits = batch("t", 70, 130)
     result, paid = run(kvs, entries, commits, spread=False)
     assert kvs.calls == [("t", "versions", 70), ("t", "ranges", 130)]
-    assert paid == [] and result.cells_tombstoned == 130
+    assert paid == [] and result.counts.cells_tombstoned == 130
 
 
 def test_a_table_dropped_while_its_chunks_go_skips_the_rest_of_that_table_only():
@@ -115,7 +115,7 @@ def test_a_table_dropped_while_its_chunks_go_skips_the_rest_of_that_table_only()
     entries_b = [(t, c, ts + 100_000, tomb) for t, c, ts, tomb in entries_b]
     result, paid = run(kvs, entries_a + entries_b, {**commits_a, **commits_b})
     assert kvs.calls == [("b", "ranges", 10)]
-    assert result.entries_skipped_dropped_tables == 100 and result.tables == {"b": 10}
+    assert result.counts.entries_skipped_dropped_tables == 100 and result.tables == {"b": 10}
     assert sum(paid) == pytest.approx(110 * 100 / 110)  # the skipped chunks are paced too: the rate holds
 
 
@@ -125,7 +125,7 @@ def test_a_large_paced_batch_goes_in_a_chunk_of_64_then_eighths():
     result, paid = run(kvs, entries, commits)
     assert [n for _, _, n in kvs.calls] == [64] + [125] * 7 + [61]
     assert len(paid) == 8 and sum(paid) == pytest.approx(1000 - 61)
-    assert result.cells_tombstoned == 1000
+    assert result.counts.cells_tombstoned == 1000
 
 
 def test_a_pace_that_drops_mid_batch_sends_the_rest_in_the_new_pace_s_chunks():
@@ -135,4 +135,4 @@ def test_a_pace_that_drops_mid_batch_sends_the_rest_in_the_new_pace_s_chunks():
     entries, commits = batch("t", 0, 1000)
     result, paid = run(kvs, entries, commits, steps=[125, 125] + [64] * 20)
     assert [n for _, _, n in kvs.calls] == [64, 125, 125] + [64] * 10 + [46]
-    assert sum(paid) == pytest.approx(1000 - 46) and result.cells_tombstoned == 1000
+    assert sum(paid) == pytest.approx(1000 - 46) and result.counts.cells_tombstoned == 1000

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from airflow_atlas.config import StoreConfig
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.status import measure_pair
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.workload import WorkloadSpec, run_workload
@@ -33,7 +34,7 @@ def test_a_partial_run_carries_the_lag_and_backlog_it_leaves(store):
     assert result.lag == after.lag_ts > 0
     assert result.backlog == after.backlog_entries > 0
     assert result.lag_seconds is None  # the sweeper cannot date the oldest entry (the status's clock can)
-    assert result.to_json()["backlog"] == result.backlog  # in the one serialisation (XCom, Spark documents)
+    assert to_json(result)["backlog"] == result.backlog  # in the one serialisation (XCom, Spark documents)
 
 
 def test_a_caught_up_run_has_no_lag(store):

@@ -11,6 +11,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.errors import InvalidInputError
+from airflow_atlas.serialisation import to_json
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.sweep.queue.constants import FINE_PARTITION
 from airflow_atlas.workload import WorkloadSpec, run_workload
@@ -70,7 +71,7 @@ def test_a_run_reconciles_the_queue_below_the_progress_it_ends_with(store):
     assert not (after.cells_rows or after.dedicated_rows or after.timestamps_rows)
     again = store.sweeper.sweep_shard(0, "THOROUGH", sweep_ts=sweep_ts)
     assert again.queue_rows_reconciled == 0  # idempotent
-    assert result.to_json()["queue_rows_reconciled"] == result.queue_rows_reconciled
+    assert to_json(result)["queue_rows_reconciled"] == result.queue_rows_reconciled
 
 
 class Interrupted(BaseException):
