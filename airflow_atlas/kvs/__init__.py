@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[KeyValueService]:
     if name == "CassandraKeyValueService":
         from .cassandra import CassandraKeyValueService
 

@@ -157,8 +157,40 @@ DEFAULT_LEVELS = {
     Operation.LWT_COMMIT: "LOCAL_QUORUM",
     Operation.SERIAL: "SERIAL",
 }
-"""The default level of each operation (reasons in the module docstring); the settings
-``consistency_<operation>`` of :class:`airflow_atlas.config.StoreConfig` declare them."""
+"""The default level of each operation (reasons in the module docstring)."""
+
+ACCEPTED_LEVELS: dict[Operation, tuple[str, ...]] = {
+    **dict.fromkeys(Operation, REPLICATED_LEVELS),
+    Operation.LWT_COMMIT: LWT_COMMIT_LEVELS,
+    Operation.SERIAL: SERIAL_LEVELS,
+}
+"""The levels each operation's setting accepts (no SERIAL level outside ``serial``, no EACH_QUORUM for
+``lwt_commit``; ANY never)."""
+
+SETTING_MEANINGS: dict[Operation, str] = {
+    Operation.DATA_READ: "consistency level of data reads: transactions' reads, registries, the sweeper's queue reads "
+    "(R + W > RF with the writes)",
+    Operation.DATA_WRITE: "consistency level of transactional data writes and WALLCLOCK registries (EACH_QUORUM: a "
+    "LOCAL_QUORUM read in every datacenter sees them; below it, refused on a keyspace in several datacenters)",
+    Operation.QUEUE_WRITE: "consistency level of sweep-queue writes (read back at consistency_data_read: keep R + W > "
+    "RF, in every datacenter, so sweep sees every queued write)",
+    Operation.SWEEP_DELETE: "consistency level of sweep's ranged tombstones (and of each CONSERVATIVE sentinel, which "
+    "shares its tombstone's batch unit); a replica down fails the iteration (retriable), progress stays; below ALL "
+    "only with allow_weak_sweep_consistency",
+    Operation.SENTINEL: "consistency level of sentinels written alone (legacy sweep); below ALL only with "
+    "allow_weak_sweep_consistency",
+    Operation.ABORT_DELETE: "consistency level of deletes of dead writers' aborted versions; below ALL only with "
+    "allow_weak_sweep_consistency",
+    Operation.QUEUE_CLEANUP: "consistency level of removing swept queue rows (a resurrected row only causes an "
+    "idempotent re-sweep)",
+    Operation.LWT_COMMIT: "commit level of lightweight transactions (progress CAS, commit timestamps, locks, "
+    "timestamp bound)",
+    Operation.SERIAL: "Paxos level of lightweight transactions and serial reads (LOCAL_SERIAL is refused on a keyspace "
+    "in several datacenters: overlapping timestamps)",
+}
+"""What each operation's setting ``consistency_<operation>`` means, for docs/SETTINGS.md. With
+:data:`DEFAULT_LEVELS` and :data:`ACCEPTED_LEVELS` it is what :class:`airflow_atlas.config.StoreConfig`
+declares one setting per :class:`Operation` from (in the enum's order)."""
 
 WEAK_SWEEP_REASON = (
     "a sweep tombstone below ALL could miss a replica, and compaction after gc_grace_seconds would let that "

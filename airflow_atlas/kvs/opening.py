@@ -38,7 +38,7 @@ def tls_context(ssl_ca: str | None = None, ssl_verify: bool = True) -> ssl.SSLCo
     return context
 
 
-def _open_sqlite(address: StoreAddress, opts: dict) -> KeyValueService:
+def _open_sqlite(address: StoreAddress, opts: dict[str, object]) -> KeyValueService:
     from .sqlite import SqliteKeyValueService
 
     # One copy of the data: no consistency levels, no grace period (the settings were validated anyway).
@@ -48,7 +48,7 @@ def _open_sqlite(address: StoreAddress, opts: dict) -> KeyValueService:
     return SqliteKeyValueService(os.path.abspath(address.path or ""), **kwargs)
 
 
-def _open_cassandra(address: StoreAddress, opts: dict) -> KeyValueService:
+def _open_cassandra(address: StoreAddress, opts: dict[str, object]) -> KeyValueService:
     from .cassandra import CassandraKeyValueService
 
     if address.settings and opts.get("consistency") is None:
@@ -72,7 +72,7 @@ def _open_cassandra(address: StoreAddress, opts: dict) -> KeyValueService:
     return CassandraKeyValueService.connect(list(address.hosts), keyspace=address.keyspace or "", **kwargs)
 
 
-def open_kvs(address: StoreAddress, *, must_exist: bool = False, **opts) -> KeyValueService:
+def open_kvs(address: StoreAddress, *, must_exist: bool = False, **opts: object) -> KeyValueService:
     """Open the key-value service ``address`` names; ``opts`` go to the backend's constructor (and override
     the address's options), e.g. ``busy_timeout_ms=...`` (SQLite) or ``fresh_timestamp_supplier=...``.
 

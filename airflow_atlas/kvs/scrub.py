@@ -22,7 +22,7 @@ def userinfo_end(rest: str) -> int:
     return rest.rfind("@")
 
 
-def url_secrets(url) -> list[str]:
+def url_secrets(url: object) -> list[str]:
     """Every secret in ``url``, to scrub from any text: the password of the credentials (raw and
     percent-decoded, and its pieces between the characters a parser splits at) and ``password=`` query
     values. Longest first. (THE credential scrubbing of the project: :func:`redact_url` and

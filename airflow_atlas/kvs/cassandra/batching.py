@@ -13,7 +13,10 @@ statements would; like them it is not atomic across partitions.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    from cassandra.query import PreparedStatement
 
 
 class Statement(NamedTuple):
@@ -37,7 +40,7 @@ class WriteItem(NamedTuple):
         return len(self.statements) > 1
 
 
-def single(prepared, params: tuple, table: str, key: bytes, size: int) -> WriteItem:
+def single(prepared: PreparedStatement, params: tuple, table: str, key: bytes, size: int) -> WriteItem:
     return WriteItem((Statement(prepared, params),), table, key, size)
 
 

@@ -19,11 +19,16 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import InvalidInputError
 from .. import _common as C
 from .statements import validate_datacenter, validate_keyspace
+
+if TYPE_CHECKING:
+    import ssl
+
+    from cassandra.cluster import Cluster
 
 _NODELAY = (socket.IPPROTO_TCP, socket.TCP_NODELAY)
 _FORK_LOCK = threading.Lock()
@@ -47,7 +52,7 @@ def fork_lock() -> threading.Lock:
     return _FORK_LOCK
 
 
-def ensure_tcp_nodelay(cluster) -> None:
+def ensure_tcp_nodelay(cluster: Cluster) -> None:
     """Add TCP_NODELAY to a not yet connected Cluster's socket options unless they set it already: without
     it a request larger than one TCP segment waits ~40 ms for the delayed ACK (Nagle's algorithm)."""
     options = list(getattr(cluster, "sockopts", None) or [])
@@ -62,7 +67,7 @@ def cluster_factory(
     port: int,
     username: str | None,
     password: str | None,
-    ssl_context,
+    ssl_context: ssl.SSLContext | None,
     ssl_options: dict | None,
     protocol_version: int,
     replication_factor: int,

@@ -8,7 +8,7 @@ time at the data_write level, optional TTL.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cassandra.query import BatchStatement, BatchType
 
@@ -18,6 +18,9 @@ from ..api import LWT_TIMESTAMP, Cell, LwtTables, WallclockTables
 from ..consistency import Operation
 from .session import CqlSession
 from .statements import row_tuple
+
+if TYPE_CHECKING:
+    from cassandra.cluster import ResultSet
 
 
 class CassandraLwt(LwtTables):
@@ -56,11 +59,11 @@ class CassandraLwt(LwtTables):
             )
 
     @staticmethod
-    def _lwt_applied(rs) -> bool:
+    def _lwt_applied(rs: ResultSet) -> bool:
         rows = rs.current_rows
         return bool(row_tuple(rows[0])[0]) if rows else False
 
-    def _lwt_existing(self, rs) -> dict[Cell, bytes]:
+    def _lwt_existing(self, rs: ResultSet) -> dict[Cell, bytes]:
         """Cells an unapplied IF NOT EXISTS found, from the rows the coordinator returns."""
         if self._lwt_applied(rs):
             return {}

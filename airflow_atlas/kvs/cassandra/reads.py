@@ -7,13 +7,17 @@ ranges: ``(start, end]`` of the Murmur3 ring.
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from ...errors import InvalidInputError
 from .. import _common as C
 from ..api import Cell, Reads, ScanRange, Value
 from .session import CqlSession
 from .statements import RING_MAX, RING_MIN, row_tuple, token
+
+if TYPE_CHECKING:
+    from cassandra.query import PreparedStatement
 
 IN_READ_PARTITIONS = 100
 """Rows per multi-partition read (``key IN ?``) of the cells of one column (get_all_timestamps).
@@ -79,17 +83,19 @@ class CassandraReads(Reads):
                     known.append(ts)
         return {cell: found[cell] for cell in cells if cell in found}
 
-    def _row_columns_statement(self, table: str, row: bytes, start_col, end_col):
-        if start_col is None and end_col is None:
-            return self._cql.prepare(table, "rc"), (row,)
+    def _row_columns_statement(
+        self, table: str, row: bytes, start_col: bytes | None, end_col: bytes | None
+    ) -> tuple[PreparedStatement, tuple[bytes, ...]]:
+        if start_col is None:
+            if end_col is None:
+                return self._cql.prepare(table, "rc"), (row,)
+            return self._cql.prepare(table, "rc_e"), (row, end_col)
         if end_col is None:
             return self._cql.prepare(table, "rc_s"), (row, start_col)
-        if start_col is None:
-            return self._cql.prepare(table, "rc_e"), (row, end_col)
         return self._cql.prepare(table, "rc_se"), (row, start_col, end_col)
 
     @staticmethod
-    def _latest_per_column(rows, timestamp: int, limit: int | None) -> list[tuple[bytes, Value]]:
+    def _latest_per_column(rows: Iterable[tuple], timestamp: int, limit: int | None) -> list[tuple[bytes, Value]]:
         """Rows arrive ordered by (column1, column2) ascending: the last version below ``timestamp`` of each
         column is its latest. Stops reading (and paging) once ``limit`` columns are complete."""
         out: list[tuple[bytes, Value]] = []

@@ -20,15 +20,23 @@ only same-run ratios compare). So the public API does not cost sweep throughput 
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cassandra.query import BatchStatement, BatchType, BoundStatement
 
 from .batching import Statement, WriteItem
 
+if TYPE_CHECKING:
+    from cassandra.query import PreparedStatement
+
+Serializer = Callable[[object], bytes]
+"""A bound value -> its bytes on the wire."""
+
 _INT64 = struct.Struct(">q")
 
 
-def _blob(value) -> bytes:
+def _blob(value: object) -> bytes:
     if type(value) is bytes:
         return value
     if isinstance(value, (bytearray, memoryview)):
@@ -36,16 +44,16 @@ def _blob(value) -> bytes:
     raise TypeError(f"a blob value must be bytes, got {type(value).__name__}")
 
 
-def _bigint(value) -> bytes:
+def _bigint(value: object) -> bytes:
     if type(value) is not int:
         raise TypeError(f"a bigint value must be an int, got {type(value).__name__}")
     return _INT64.pack(value)
 
 
-_SERIALIZERS = {"blob": _blob, "bigint": _bigint}
+_SERIALIZERS: dict[str, Serializer] = {"blob": _blob, "bigint": _bigint}
 
 
-def serializers_of(prepared) -> tuple | None:
+def serializers_of(prepared: PreparedStatement) -> tuple[Serializer, ...] | None:
     """One serializer per bind marker of ``prepared`` when all of them are blobs or bigints, else None."""
     names = [column.type.typename for column in prepared.column_metadata or ()]
     if not names or any(name not in _SERIALIZERS for name in names):
@@ -57,12 +65,14 @@ class RequestBuilder:
     """Builds the request for one planned batch at consistency ``level``. ``serializers`` is the caller's
     cache (query id -> serializers or None), shared across calls; ``pre_serialize`` False always binds."""
 
-    def __init__(self, level: int, serializers: dict, *, pre_serialize: bool):
+    def __init__(
+        self, level: int, serializers: dict[bytes, tuple[Serializer, ...] | None], *, pre_serialize: bool
+    ) -> None:
         self._level = level
         self._serializers = serializers
         self._pre_serialize = pre_serialize
 
-    def __call__(self, items: list[WriteItem]):
+    def __call__(self, items: list[WriteItem]) -> tuple[PreparedStatement | BatchStatement, tuple | None]:
         """``(statement, params)`` for ``execute_concurrent``: a lone statement as itself, anything else
         (several items, or a unit) as one UNLOGGED batch."""
         if len(items) == 1 and not items[0].is_unit:
@@ -80,8 +90,9 @@ class RequestBuilder:
         prepared, params = statement
         if self._pre_serialize:
             query_id = prepared.query_id
-            serializers = self._serializers.get(query_id, False)
-            if serializers is False:
+            try:
+                serializers = self._serializers[query_id]
+            except KeyError:
                 serializers = self._serializers[query_id] = serializers_of(prepared)
             if serializers is not None and len(serializers) == len(params):
                 bound = BoundStatement(prepared)

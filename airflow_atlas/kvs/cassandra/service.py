@@ -9,10 +9,12 @@ pressure, down datacenters). See the package docstring for the whole picture.
 """
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from cassandra import ConsistencyLevel
-from cassandra.cluster import Session
+from cassandra.cluster import Cluster, Session
 
 from .. import _common as C
 from ..api import KeyValueService
@@ -119,7 +121,7 @@ class CassandraKeyValueService(KeyValueService):
         port: int = 9042,
         username: str | None = None,
         password: str | None = None,
-        ssl_context=None,
+        ssl_context: ssl.SSLContext | None = None,
         ssl_options: dict | None = None,
         protocol_version: int = 5,
         replication_factor: int = 1,
@@ -127,7 +129,7 @@ class CassandraKeyValueService(KeyValueService):
         datacenter: str | None = None,
         connect_timeout: float = 10.0,
         request_timeout: float = 30.0,
-        **options,
+        **options: Any,  # the constructor's other keyword arguments
     ) -> CassandraKeyValueService:
         """Build (and own) a Cluster for ``hosts`` and open the service on ``keyspace``.
 
@@ -174,7 +176,7 @@ class CassandraKeyValueService(KeyValueService):
         return self.cql.page_size
 
     @property
-    def cluster(self):
+    def cluster(self) -> Cluster | None:
         """The Cluster this service owns (None when it runs on a caller's Session)."""
         return self.cql.cluster
 
@@ -189,16 +191,7 @@ class CassandraKeyValueService(KeyValueService):
         return read_node_pressure(self.cql.driver(), self.cql.request_timeout,
                                   lambda exc: self.cql.translate(exc, "node_pressure", None))
 
-    # ----- what bench/delete_rate.py and bench/large_commit.py reach into (to move to ``cql``) ------------
+    # ----- what bench/delete_rate reaches into (to move to ``cql``) --------------------------------------
     @property
     def _concurrency(self) -> int:
         return self.cql.concurrency
-
-    def _prep(self, table: str, kind: str, operation: Operation | None = None):
-        return self.cql.prepare(table, kind, operation)
-
-    def _concurrent(self, op: str, table: str | None, statements_and_params: list, lwt: bool = False) -> list:
-        return self.cql.concurrent(op, table, statements_and_params, lwt)
-
-    def _rows(self, op: str, table: str | None, rs):
-        return self.cql.rows(op, table, rs)

@@ -18,9 +18,9 @@ import os
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from itertools import islice
-from typing import Any
+from typing import TYPE_CHECKING
 
-from cassandra.cluster import Session
+from cassandra.cluster import Cluster, ResultSet, Session
 from cassandra.concurrent import execute_concurrent
 
 from ...errors import InvalidInputError, StoreUnavailableError, TableNotFoundError
@@ -29,6 +29,14 @@ from .connection import fork_lock, open_session
 from .errors import UNAVAILABLE_HINT, translate
 from .statements import KINDS, physical_table_name, quoted, row_tuple
 from .topology import down_note
+
+if TYPE_CHECKING:
+    from cassandra.query import PreparedStatement, Statement
+
+    from .requests import Serializer
+
+    Request = tuple[Statement | PreparedStatement, Sequence[object] | None]
+    """A statement and its parameters, as ``execute_concurrent`` takes them."""
 
 WINDOW_PER_CONCURRENCY = 16
 """Requests per window of :meth:`CqlSession.execute_stream`, per request in flight."""
@@ -57,13 +65,13 @@ class CqlSession:
         self.request_timeout = request_timeout
         self._secrets = tuple(s for s in secrets if s)
         self._lock = threading.Lock()
-        self._prepared: dict[tuple, Any] = {}  # (physical table, kind, operation) -> PreparedStatement
-        self.serializers: dict[bytes, tuple | None] = {}  # query id -> value serializers (requests.py)
+        self._prepared: dict[tuple[str, str, Operation | None], PreparedStatement] = {}  # (physical table, kind, op)
+        self.serializers: dict[bytes, tuple[Serializer, ...] | None] = {}  # query id -> value serializers (requests.py)
         self._gone: list[Callable[[str], object]] = []
         self._closed = False
         self._factory: Callable[[], object] | None = None
-        self._cluster: Any = None  # the driver's Cluster opened here (None: the caller owns the session)
-        self._session: Any = None  # the driver's Session
+        self._cluster: Cluster | None = None  # the driver's Cluster opened here (None: the caller owns the session)
+        self._session: Session | None = None  # the driver's Session (None only while the first opens)
         if isinstance(session_or_cluster_factory, Session):
             self._session = session_or_cluster_factory
         elif callable(session_or_cluster_factory):
@@ -73,7 +81,7 @@ class CqlSession:
             raise InvalidInputError("expected a cassandra-driver Session or a callable returning a Cluster")
         self._pid = os.getpid()
 
-    def _open_owned(self) -> Any:
+    def _open_owned(self) -> Session:
         assert self._factory is not None, "only a session built from a cluster factory opens its own"
         try:
             self._cluster, session = open_session(self._factory)
@@ -104,7 +112,7 @@ class CqlSession:
         return self._session
 
     @property
-    def cluster(self) -> Any:
+    def cluster(self) -> Cluster | None:
         """The Cluster this session owns (None when it runs on a caller's Session)."""
         return self._cluster
 
@@ -114,7 +122,7 @@ class CqlSession:
 
     def describe(self) -> str:
         try:
-            hosts = ",".join(str(h) for h in self._session.cluster.contact_points)
+            hosts = ",".join(str(h) for h in self._session.cluster.contact_points) if self._session is not None else "?"
         except Exception:
             hosts = "?"
         return f"cassandra keyspace {self.keyspace} at {hosts}"
@@ -156,7 +164,15 @@ class CqlSession:
         return error
 
     # ----- execution -------------------------------------------------------------------------------
-    def execute(self, op: str, table: str | None, statement, params=None, timeout=None, lwt: bool = False):
+    def execute(
+        self,
+        op: str,
+        table: str | None,
+        statement: str | Statement | PreparedStatement,
+        params: Sequence[object] | None = None,
+        timeout: float | None = None,
+        lwt: bool = False,
+    ) -> ResultSet:
         try:
             return self.driver().execute(statement, params, timeout=timeout or self.request_timeout)
         except (StoreUnavailableError, InvalidInputError):
@@ -164,7 +180,7 @@ class CqlSession:
         except Exception as exc:
             raise self.translate(exc, op, table, lwt) from exc
 
-    def rows(self, op: str, table: str | None, rs) -> Iterator[tuple]:
+    def rows(self, op: str, table: str | None, rs: ResultSet) -> Iterator[tuple]:
         """The rows of a ResultSet as tuples; iterating fetches further pages, whose driver errors are
         translated like those of the first request."""
         try:
@@ -175,7 +191,9 @@ class CqlSession:
         except Exception as exc:
             raise self.translate(exc, op, table) from exc
 
-    def concurrent(self, op: str, table: str | None, statements_and_params: list, lwt: bool = False) -> list:
+    def concurrent(
+        self, op: str, table: str | None, statements_and_params: Sequence[Request], lwt: bool = False
+    ) -> list[ResultSet]:
         """Run concurrently; returns the ResultSets in order; raises on the first failure."""
         if not statements_and_params:
             return []
@@ -189,7 +207,7 @@ class CqlSession:
             raise self.translate(exc, op, table, lwt) from exc
         return [r.result_or_exc for r in results]
 
-    def execute_stream(self, op: str, table: str | None, requests: Iterable) -> None:
+    def execute_stream(self, op: str, table: str | None, requests: Iterable[Request]) -> None:
         """Run ``requests`` (``(statement, params)``, possibly built lazily while earlier ones are in flight)
         concurrently, in windows of ``WINDOW_PER_CONCURRENCY * concurrency`` whose results are dropped: memory
         does not grow with the stream. Raises on the first failure (nothing more is sent then), translated."""
@@ -197,7 +215,7 @@ class CqlSession:
         it = iter(requests)
         sent = [0]
 
-        def counted(part):
+        def counted(part: Iterable[Request]) -> Iterator[Request]:
             for request in part:
                 sent[0] += 1
                 yield request
@@ -216,7 +234,7 @@ class CqlSession:
         except Exception as exc:
             raise self.translate(exc, op, table) from exc
 
-    def prepare(self, table: str, kind: str, operation: Operation | None = None):
+    def prepare(self, table: str, kind: str, operation: Operation | None = None) -> PreparedStatement:
         """The prepared statement ``kind`` for an (already validated) Atlas table, at the consistency level
         of ``operation`` (default: the kind's own - data_read, data_write, serial or lwt_commit). One
         prepared statement object per (table, kind, operation): the level travels with the statement."""

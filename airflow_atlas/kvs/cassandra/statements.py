@@ -126,7 +126,7 @@ def quoted(keyspace: str, phys: str) -> str:
     return f'"{keyspace}"."{phys}"'
 
 
-def row_tuple(row) -> tuple:
+def row_tuple(row: tuple | dict[str, object]) -> tuple:
     """Rows as tuples whatever the session's row factory (tuple, named tuple or dict)."""
     return tuple(row.values()) if isinstance(row, dict) else row
 

@@ -10,7 +10,7 @@ results dropped, the first failure raised (nothing more is sent then).
 """
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from ...errors import InvalidInputError
 from .. import _common as C
@@ -152,7 +152,7 @@ class CassandraWrites(LogicalWrites):
         )
         self._cql.execute_stream(op, table, map(build, plan))  # lazy: built while earlier ones are in flight
 
-    def _replica_group(self):
+    def _replica_group(self) -> Callable[[bytes], Hashable] | None:
         """Key function: partition key -> its replica set (None - one group - when the cluster has one host
         or no token map)."""
         metadata = self._cql.driver().cluster.metadata

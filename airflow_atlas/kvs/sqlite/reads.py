@@ -43,7 +43,9 @@ class SqliteReads(Reads):
                     out[cell] = found
         return out
 
-    def _row_columns_sql(self, table: str, start_col, end_col, limit) -> tuple[str, list]:
+    def _row_columns_sql(
+        self, table: str, start_col: bytes | None, end_col: bytes | None, limit: int | None
+    ) -> tuple[str, list]:
         # SQLite: bare columns next to MAX() come from the row holding the maximum.
         bounds, extra = optional_filters(("c >= ?", start_col), ("c < ?", end_col))
         sql = f"SELECT c, MAX(ts), v FROM {physical_name(table)} WHERE r = ? AND ts < ? AND {NOT_EXPIRED}{bounds}"
