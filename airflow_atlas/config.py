@@ -102,11 +102,19 @@ class OffOrAbove(Float):
         return f"0 or ({self.lo:g}, {self.hi:g}]"
 
 
-def _level(operation: _replica.Operation) -> str:
-    return _replica.DEFAULT_LEVELS[operation]
-
-
 _OP = _replica.Operation
+
+_CONSISTENCY_READ = "kvs/cassandra (every statement of the operation); the store URL / connection extras override"
+
+_CONSISTENCY_SETTINGS: dict[str, Any] = {
+    _replica.setting_name(op): setting(
+        _replica.DEFAULT_LEVELS[op], Level(_replica.ACCEPTED_LEVELS[op]), _replica.SETTING_MEANINGS[op],
+        read=_CONSISTENCY_READ,
+    )
+    for op in _OP
+}
+"""The settings ``consistency_<operation>``, one per :class:`~airflow_atlas.kvs.consistency.Operation`
+(declared into :class:`StoreConfig` where its replica-safety settings are)."""
 
 
 @dataclass(frozen=True)
@@ -244,59 +252,10 @@ class StoreConfig:
     # ----- replica safety (kvs/consistency.py: defaults and reasons) ----------------------------------------
     # The store URL query and the Airflow connection's extras may set the same keys; they override these
     # for their store (they describe that one store).
-    consistency_data_read: str = setting(
-        _level(_OP.DATA_READ), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of data reads: transactions' reads, registries, the sweeper's queue reads (R + W >"
-        " RF with the writes)",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_data_write: str = setting(
-        _level(_OP.DATA_WRITE), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of transactional data writes and WALLCLOCK registries (EACH_QUORUM: a LOCAL_QUORUM"
-        " read in every datacenter sees them; below it, refused on a keyspace in several datacenters)",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_queue_write: str = setting(
-        _level(_OP.QUEUE_WRITE), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of sweep-queue writes (read back at consistency_data_read: keep R + W > RF, in every "
-        "datacenter, so sweep sees every queued write)",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_sweep_delete: str = setting(
-        _level(_OP.SWEEP_DELETE), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of sweep's ranged tombstones (and of each CONSERVATIVE sentinel, which shares its "
-        "tombstone's batch unit); a replica down fails the iteration (retriable), progress stays; below ALL "
-        "only with allow_weak_sweep_consistency",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_sentinel: str = setting(
-        _level(_OP.SENTINEL), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of sentinels written alone (legacy sweep); below ALL only with "
-        "allow_weak_sweep_consistency",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_abort_delete: str = setting(
-        _level(_OP.ABORT_DELETE), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of deletes of dead writers' aborted versions; below ALL only with "
-        "allow_weak_sweep_consistency",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_queue_cleanup: str = setting(
-        _level(_OP.QUEUE_CLEANUP), Level(_replica.REPLICATED_LEVELS),
-        "consistency level of removing swept queue rows (a resurrected row only causes an idempotent re-sweep)",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_lwt_commit: str = setting(
-        _level(_OP.LWT_COMMIT), Level(_replica.LWT_COMMIT_LEVELS),
-        "commit level of lightweight transactions (progress CAS, commit timestamps, locks, timestamp bound)",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
-    consistency_serial: str = setting(
-        _level(_OP.SERIAL), Level(_replica.SERIAL_LEVELS),
-        "Paxos level of lightweight transactions and serial reads (LOCAL_SERIAL is refused on a keyspace in "
-        "several datacenters: overlapping timestamps)",
-        read="kvs/cassandra (every statement of the operation); the store URL / connection extras override",
-    )
+    # One setting per Operation, in its order: ``consistency_<operation>`` with the operation's default, its
+    # accepted levels and its meaning from kvs/consistency.py (the one list; generated, not restated here).
+    vars().update(_CONSISTENCY_SETTINGS)
+    __annotations__.update(dict.fromkeys(_CONSISTENCY_SETTINGS, "str"))
     allow_weak_sweep_consistency: bool = setting(
         False, Bool(),
         "allow consistency_sweep_delete / consistency_sentinel / consistency_abort_delete below ALL: only safe "

@@ -35,6 +35,23 @@ def test_defaults_per_operation():
     assert GcGraceGuard().allow_gc_grace_below_repair_interval is False
 
 
+def test_the_settings_are_one_per_operation_from_its_table():
+    """StoreConfig's consistency settings are generated from Operation: one per operation, in its order, with
+    the operation's default, accepted levels and meaning (kvs/consistency.py)."""
+    from dataclasses import fields
+
+    from airflow_atlas.settings_model import default_of, spec_of
+
+    declared = [f for f in fields(StoreConfig) if f.name.startswith("consistency_")]
+    assert [f.name for f in declared] == [K.setting_name(op) for op in Operation]
+    for f, op in zip(declared, Operation, strict=True):
+        spec = spec_of(f)
+        assert default_of(f) == K.DEFAULT_LEVELS[op] == DEFAULTS[op.value] and f.type == "str"
+        assert spec.kind.options == K.ACCEPTED_LEVELS[op] and spec.doc == " ".join(K.SETTING_MEANINGS[op].split())
+    assert K.ACCEPTED_LEVELS[Operation.SERIAL] == K.SERIAL_LEVELS
+    assert "EACH_QUORUM" not in K.ACCEPTED_LEVELS[Operation.LWT_COMMIT]
+
+
 def test_level_names_are_case_insensitive_and_normalised():
     c = StoreConfig(consistency_data_read=" one ", consistency_queue_cleanup="local_one", consistency_serial="local_serial")
     p = c.consistency_policy()
