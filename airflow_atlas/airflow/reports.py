@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from airflow_atlas.airflow.targets import SKIPPED
 from airflow_atlas.serialisation import from_json, to_json
 
 
@@ -28,6 +29,14 @@ def swept_tables(cells: Mapping[str, int] | None = None, versions: Mapping[str, 
     """``"swept_tables"`` of a result from per-table cell and version counts (zero counts left out)."""
     tables = sorted(t for t in {**(cells or {}), **(versions or {})} if (cells or {}).get(t) or (versions or {}).get(t))
     return [to_json(TableTombstones(t, int((cells or {}).get(t) or 0), int((versions or {}).get(t) or 0))) for t in tables]
+
+
+def run_swept_tables(result: Mapping[str, Any] | None) -> list[dict]:
+    """A targeted-sweep run's ``"swept_tables"`` from its ``result`` (the engine's ``ShardSweepResult`` JSON:
+    its ``tables``); nothing for a dry run, a skipped pair or no result."""
+    if not result or result.get("status") in (SKIPPED, "dry_run") or result.get("dry_run"):
+        return []
+    return swept_tables(cells=result.get("tables"))
 
 
 def _walk(reports: Any) -> Iterable[Mapping]:

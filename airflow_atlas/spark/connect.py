@@ -75,7 +75,7 @@ def is_connect(spark) -> bool:
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
 
-def _with_session(remote: str, session_id: str) -> str:
+def session_url(remote: str, session_id: str) -> str:
     """``sc://host:port/;params`` with ``session_id`` set (any session_id already in it is replaced)."""
     base, _, params = remote.partition(";")
     if not base.startswith("sc://"):
@@ -122,7 +122,7 @@ def open_session(remote: str, engine_zip: str, session_file: str | os.PathLike):
         if session_id is None:
             session_id = str(uuid.uuid4())
             _write_session_id(session_file, session_id)
-        spark = SparkSession.builder.remote(_with_session(remote, session_id)).create()
+        spark = SparkSession.builder.remote(session_url(remote, session_id)).create()
         try:
             spark.addArtifacts(str(engine_zip), pyfile=True)
             return spark

@@ -27,13 +27,13 @@ def test_counts_are_summed_from_the_one_report_format_in_any_nesting():
 
 
 def test_sweep_results_report_their_tables_except_dry_runs_and_skips():
-    from airflow_atlas.airflow.operators.sweep import _swept_tables
+    from airflow_atlas.airflow.reports import run_swept_tables
 
-    assert _swept_tables({"status": "caught_up", "tables": {"a": 3, "b": 0}}) == [
+    assert run_swept_tables({"status": "caught_up", "tables": {"a": 3, "b": 0}}) == [
         {"table": "a", "cells_tombstoned": 3, "versions_deleted": 0}
     ]
-    assert _swept_tables({"status": "dry_run", "tables": {"a": 100}}) == []
-    assert _swept_tables({"status": "skipped_locked"}) == [] and _swept_tables(None) == []
+    assert run_swept_tables({"status": "dry_run", "tables": {"a": 100}}) == []
+    assert run_swept_tables({"status": "skipped_locked"}) == [] and run_swept_tables(None) == []
 
 
 def test_table_asset_uri():

@@ -126,14 +126,14 @@ def test_connect_refuses_per_job_spark_conf(connect_conn, make_store):
 def test_closed_session_is_replaced(connect_server, engine_zip, tmp_path):
     from pyspark.sql import SparkSession
 
-    from airflow_atlas.spark.connect import CONNECT_MODE_ENV, _with_session, connect_client_mode, open_session
+    from airflow_atlas.spark.connect import CONNECT_MODE_ENV, connect_client_mode, open_session, session_url
 
     session_file = tmp_path / "session.id"
     with connect_client_mode():
         first = open_session(connect_server, engine_zip, session_file)
         old = session_file.read_text().strip()
         assert first.range(3).count() == 3
-        SparkSession.builder.remote(_with_session(connect_server, old)).create().stop()  # the server closes it
+        SparkSession.builder.remote(session_url(connect_server, old)).create().stop()  # the server closes it
         second = open_session(connect_server, engine_zip, session_file)
         new = session_file.read_text().strip()
         assert new != old

@@ -16,10 +16,10 @@ from airflow_atlas.airflow.execution.spark_types import resolve_connection
 from airflow_atlas.airflow.failures import airflow_failures
 from airflow_atlas.airflow.metrics import emit_shard_metrics
 from airflow_atlas.airflow.operators.base import SWEEP_RUN_FIELDS, AtlasSweepRunOperator, AtlasTargetsOperator
-from airflow_atlas.airflow.reports import swept_tables
+from airflow_atlas.airflow.reports import run_swept_tables
 from airflow_atlas.airflow.results import SweepSummary
 from airflow_atlas.airflow.settings import AtlasSettings
-from airflow_atlas.airflow.targets import SKIPPED, SWEEP_MODES, SweepTarget, flat_targets, holder_for
+from airflow_atlas.airflow.targets import SWEEP_MODES, SweepTarget, flat_targets, holder_for
 from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.config import check_setting
@@ -169,7 +169,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
                 f"{len(failed)} of {len(targets)} pair(s) failed: "
                 + "; ".join(f"{t.label}: {(t.result or {}).get('error')}" for t in failed)
             )
-        return to_xcom([target.with_(execution_mode=mode, swept_tables=_swept_tables(target.result)) for target in swept])
+        return to_xcom([target.with_(execution_mode=mode, swept_tables=run_swept_tables(target.result)) for target in swept])
 
     def engine_config(self, settings):
         """The task's engine settings below the store: the Variable < ``store_config`` <
@@ -219,12 +219,6 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
                         self.log.warning("task killed: released %s", name)
         except Exception as exc:  # the leases expire on their own
             self.log.warning("task killed: could not release the leases, they expire on their own: %s", exc)
-
-
-def _swept_tables(result: dict | None) -> list[dict]:
-    if not result or result.get("status") in (SKIPPED, "dry_run") or result.get("dry_run"):
-        return []
-    return swept_tables(cells=result.get("tables"))
 
 
 class SweepSummaryOperator(BaseOperator):
