@@ -10,7 +10,7 @@ import pytest
 
 from airflow_atlas.compaction import CompactionResult, TableCompaction
 from airflow_atlas.serialisation import OMIT_NONE, flatten, from_json, to_json
-from airflow_atlas.spark.document import JobDocument, ItemResult
+from airflow_atlas.spark.document import ItemResult, JobDocument
 from airflow_atlas.sweep.counts import ScanCounts, SweepCounts
 from airflow_atlas.sweep.legacy import LegacySweepResult
 from airflow_atlas.sweep.results import ShardSweepResult, SweepResult
