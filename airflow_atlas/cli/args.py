@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
+from typing import NoReturn
 
 from .. import __version__
 from ..config import DEFAULT_SWEEP_MAX_ENTRIES_PER_SECOND
@@ -21,11 +22,11 @@ from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors (raised, so main() prints them and returns exit code 2)."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         raise CliError(EXIT_USAGE, f"{message} (see '{self.prog} --help')")
 
 
-def _int_in(lo: int, hi: int | None = None):
+def _int_in(lo: int, hi: int | None = None) -> Callable[[str], int]:
     def parse(text: str) -> int:
         try:
             value = int(text)

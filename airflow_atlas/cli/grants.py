@@ -4,14 +4,20 @@ with ``--apply`` applies them through the store's connection, which must be an a
 or ``--store-file``, the new role's from ``--password-file``: never from the command line."""
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from ..errors import InvalidInputError
-from ..grants import GRANTED, admin_grants, apply_grants, sweeper_grants
+from ..grants import GRANTED, Grant, admin_grants, apply_grants, sweeper_grants
 from ..kvs.scrub import url_secrets
 from ..kvs.url import read_private_line
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, wants_json
 
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
-def cmd_grants(args, h) -> int:
+
+def cmd_grants(args: argparse.Namespace, h: StoreHandle) -> int:
     kvs = h.store.kvs
     keyspace = getattr(kvs, "keyspace", None)
     if keyspace is None:
@@ -33,7 +39,7 @@ def cmd_grants(args, h) -> int:
     return EXIT_OK
 
 
-def _apply(args, h, role: str, grants) -> int:
+def _apply(args: argparse.Namespace, h: StoreHandle, role: str, grants: list[Grant]) -> int:
     if url_secrets(getattr(args, "store", None)):
         raise CliError(EXIT_USAGE, "grants --apply: the administrator's password is on the command line (--store), "
                        "where every local user sees it; put the URL in $ATLAS_STORE_URL or a 0600 file (--store-file)")

@@ -1,8 +1,14 @@
 """``atlas-sweep init``: create the store's tables and user tables; validate everything before applying."""
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from ..errors import AtlasError
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, wants_json
+
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
 
 def plan_tables(wanted: list[tuple[str, str]], existing: dict[str, str]) -> list[tuple[str, str]]:
@@ -23,7 +29,7 @@ def plan_tables(wanted: list[tuple[str, str]], existing: dict[str, str]) -> list
     return [(name, strategy) for name, strategy in seen.items() if name not in existing]
 
 
-def cmd_init(args, h) -> int:
+def cmd_init(args: argparse.Namespace, h: StoreHandle) -> int:
     store = h.store
     before = None
     try:
@@ -37,8 +43,9 @@ def cmd_init(args, h) -> int:
         store.create_table(name, strategy)
     created = [name for name, _ in to_create]
     shards = store.number_of_shards()
+    tables = {k: v.value for k, v in sorted(store.user_tables().items())}
     result = {"store": store.describe(), "number_of_shards": shards, "shards_before": before,
-              "tables_created": created, "tables": {k: v.value for k, v in sorted(store.user_tables().items())}}
+              "tables_created": created, "tables": tables}
     if wants_json(args):
         emit_json(result)
     else:
@@ -46,5 +53,5 @@ def cmd_init(args, h) -> int:
         if args.shards is not None and args.shards < shards:
             print(f"note: the shard count stays {shards}: it is never lowered")
         for name in created:
-            print(f"created table {name} ({result['tables'][name]})")
+            print(f"created table {name} ({tables[name]})")
     return EXIT_OK

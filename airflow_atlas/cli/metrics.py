@@ -3,11 +3,16 @@
 on ``--listen HOST:PORT`` (loopback by default) until interrupted, or printed once with ``--once``."""
 from __future__ import annotations
 
+import argparse
 import signal
 import sys
 import threading
+from typing import TYPE_CHECKING
 
 from .output import EXIT_OK, EXIT_USAGE, CliError
+
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
 DEFAULT_LISTEN = "127.0.0.1:9464"
 """Where ``atlas-sweep metrics`` listens by default: loopback only (expose it with an explicit host)."""
@@ -30,7 +35,7 @@ def parse_listen(text: str) -> tuple[str, int]:
     return host, port
 
 
-def cmd_metrics(args, h) -> int:
+def cmd_metrics(args: argparse.Namespace, h: StoreHandle) -> int:
     from prometheus_client import generate_latest, start_http_server
 
     from ..status.compaction import threshold_of

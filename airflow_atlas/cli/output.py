@@ -2,9 +2,11 @@
 stdout, text tables, the stderr progress bar and the one-line error."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+from typing import TextIO
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -39,10 +41,10 @@ class CliError(Exception):
         self.code = code
         self.message = message
 
-def wants_json(args) -> bool:
+def wants_json(args: argparse.Namespace) -> bool:
     return bool(getattr(args, "json", False))
 
-def emit_json(data) -> None:
+def emit_json(data: object) -> None:
     """The one place a command's result is serialised for ``--json`` (None stays null)."""
     sys.stdout.write(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
 
@@ -62,7 +64,7 @@ def table(headers: list[str], rows: list[list]) -> str:
 def count(n: int, capped: bool) -> str:
     return f"{n}+" if capped else str(n)
 
-def rate(value) -> str:
+def rate(value: float | None) -> str:
     return "-" if value is None else f"{value:.3g}/s"
 
 class ProgressBar:
@@ -72,7 +74,8 @@ class ProgressBar:
     at most every 0.1 s; :meth:`close` draws the final state and ends the line.
     """
 
-    def __init__(self, total: int | None, label: str = "", *, stream=None, enabled: bool | None = None, width: int = 30):
+    def __init__(self, total: int | None, label: str = "", *, stream: TextIO | None = None, enabled: bool | None = None,
+                 width: int = 30) -> None:
         self.stream = stream if stream is not None else sys.stderr
         if enabled is None:
             enabled = bool(getattr(self.stream, "isatty", lambda: False)())
@@ -118,5 +121,5 @@ class ProgressBar:
     def __enter__(self) -> ProgressBar:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()

@@ -1,11 +1,18 @@
 """``atlas-sweep shards``: show the shard count and progress, or raise the count."""
 from __future__ import annotations
 
+import argparse
+from typing import TYPE_CHECKING
+
 from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, table, wants_json
 
+if TYPE_CHECKING:
+    from ..store import AtlasStore
+    from .store import StoreHandle
 
-def cmd_shards(args, h) -> int:
+
+def cmd_shards(args: argparse.Namespace, h: StoreHandle) -> int:
     store = h.store
     current = store.number_of_shards()
     result = {"store": store.describe(), "number_of_shards": current}
@@ -25,19 +32,20 @@ def cmd_shards(args, h) -> int:
         else:
             print(f"raised the shard count from {current} to {new}")
         return EXIT_OK
-    result["progress"] = [
+    progress = [
         {"shard": shard, **{s: store.queue.progress.get_progress(shard, s) for s in STRATEGIES}} for shard in range(current)
     ]
+    result["progress"] = progress
     if wants_json(args):
         emit_json(result)
     else:
         print(f"{current} shard(s) in {store.describe()}")
         print(table(["SHARD", "CONSERVATIVE PROGRESS", "THOROUGH PROGRESS"],
-                    [[p["shard"], p["CONSERVATIVE"], p["THOROUGH"]] for p in result["progress"]]), end="")
+                    [[p["shard"], p["CONSERVATIVE"], p["THOROUGH"]] for p in progress]), end="")
     return EXIT_OK
 
 
-def check_shards(store, shards) -> list[int]:
+def check_shards(store: AtlasStore, shards: list[int] | None) -> list[int]:
     """The selected shards (default all), or CliError (exit 2) for a shard the store does not have."""
     count = store.number_of_shards()
     if shards is None:

@@ -1,15 +1,21 @@
 """``atlas-sweep status``: the status document (:func:`airflow_atlas.status.build_status`), as JSON or text."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from ..serialisation import to_json
 from .output import EXIT_OK, count, emit_json, rate, table, wants_json
 
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
-def cmd_status(args, h) -> int:
+
+def cmd_status(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..status import build_status
     from ..status.compaction import threshold_of
 
@@ -31,7 +37,7 @@ def cmd_status(args, h) -> int:
     return EXIT_OK
 
 
-def _last_run_text(last, dur) -> str:
+def _last_run_text(last: dict | None, dur: Callable[[float | None], str]) -> str:
     if last is None:
         return "never"
     if last["outcome"] == "failed":
@@ -44,7 +50,7 @@ def _last_run_text(last, dur) -> str:
     return text
 
 
-def _lock_text(r) -> str | None:
+def _lock_text(r: dict) -> str | None:
     if r["lock_holder"] is None:
         return None
     return r["lock_holder"] + (" (process gone)" if r.get("lock_holder_process_gone") else "")

@@ -4,16 +4,23 @@ password belongs in ``$ATLAS_STORE_URL`` or a 0600 file (``--store-file``), not 
 every local user sees it in the process table."""
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
+from typing import TYPE_CHECKING
 
 from ..errors import AtlasError, InvalidInputError, StoreNotInitializedError
 from ..kvs.scrub import redact_url, scrub, url_secrets
 from ..kvs.url import STORE_URL_ENV, read_private_line, store_url_from_environment
 from .output import EXIT_USAGE, PROG, CliError
 
+if TYPE_CHECKING:
+    from ..config import StoreConfig
+    from ..settings_resolver import Layer, SettingValue
+    from ..store import AtlasStore
 
-def command_line_layers(args) -> list:
+
+def command_line_layers(args: argparse.Namespace) -> list[Layer]:
     """``--set NAME=VALUE`` and ``--max-entries-per-second`` as the resolver's ``COMMAND_LINE`` layers (each
     value parsed and validated by its setting's declaration when resolved)."""
     from ..settings_resolver import Rank, text_layer
@@ -25,7 +32,7 @@ def command_line_layers(args) -> list:
     return layers
 
 
-def engine_config(args):
+def engine_config(args: argparse.Namespace) -> StoreConfig:
     """The command's engine settings with ``--store``, resolved once (:func:`airflow_atlas.settings_resolver.resolve`):
     defaults < the command line (:func:`command_line_layers`); the store URL's replica-safety options go on
     top when the store opens. (With ``--conn-id`` the ``atlas_settings`` Variable is the layer below the
@@ -40,8 +47,8 @@ class StoreHandle:
     (``settings``: :class:`~airflow_atlas.settings_resolver.SettingValue` list; ``settings_warnings``: e.g.
     a shadowed ``atlas_settings`` Variable)."""
 
-    def __init__(self, store, label: str, secrets: list[str], settings: list | None = None,
-                 settings_warnings: list[str] | None = None):
+    def __init__(self, store: AtlasStore, label: str, secrets: list[str], settings: list[SettingValue] | None = None,
+                 settings_warnings: list[str] | None = None) -> None:
         self.store = store
         self.label = label
         self.secrets = secrets
@@ -52,7 +59,7 @@ class StoreHandle:
         return scrub(text, self.secrets)
 
 
-def chosen_url(args) -> str | None:
+def chosen_url(args: argparse.Namespace) -> str | None:
     """The store URL of ``--store``, ``--store-file`` (first line of a 0600 file) or ``$ATLAS_STORE_URL``."""
     url, path = getattr(args, "store", None), getattr(args, "store_file", None)
     if url is not None and path is not None:
@@ -65,7 +72,7 @@ def chosen_url(args) -> str | None:
     return url or store_url_from_environment()
 
 
-def open_store(args, *, must_exist: bool = True) -> StoreHandle:
+def open_store(args: argparse.Namespace, *, must_exist: bool = True) -> StoreHandle:
     """Open the store the arguments name. ``must_exist`` (every command but ``init``): write nothing before
     knowing it is an initialized store - a missing SQLite file, a foreign SQLite database, a missing
     keyspace, a keyspace without the registry or a store without its internal tables are a usage error
@@ -117,7 +124,9 @@ def open_store(args, *, must_exist: bool = True) -> StoreHandle:
     return StoreHandle(store, label, secrets, settings, warnings)
 
 
-def _open_from_connection(conn_id: str, layers: list, must_exist: bool):
+def _open_from_connection(
+    conn_id: str, layers: list[Layer], must_exist: bool
+) -> tuple[AtlasStore, list[SettingValue], list[str]]:
     """The store of an Airflow connection, opened by the Airflow hook (which applies the connection's own
     create_keyspace extra; the internal tables are checked afterwards), with the settings the DAGs' tasks
     use: the ``atlas_settings`` Variable < the command line (``layers``) < the connection's extras, resolved

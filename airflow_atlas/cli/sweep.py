@@ -3,8 +3,10 @@
 kept alive in the background; every run recorded in the sweep history)."""
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from ..errors import StoreAccessError, StoreUnavailableError
 from ..kvs.tables import SWEEPABLE_STRATEGY_NAMES as STRATEGIES
@@ -22,11 +24,14 @@ from .output import (
 )
 from .shards import check_shards
 
+if TYPE_CHECKING:
+    from .store import StoreHandle
+
 PROGRESS_COUNT_CAP = 1_000_000
 """The progress bar's total stops counting there."""
 
 
-def cmd_sweep(args, h) -> int:
+def cmd_sweep(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..sweep.results import ShardSweepResult, default_holder
 
     store = h.store

@@ -8,14 +8,19 @@
 """
 from __future__ import annotations
 
+import argparse
 import signal
 import threading
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
 from .output import EXIT_OK, EXIT_UNAVAILABLE, emit_json, wants_json
 
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
-def cmd_timestamps(args, h) -> int:
+
+def cmd_timestamps(args: argparse.Namespace, h: StoreHandle) -> int:
     kvs = h.store.kvs
     if kvs.backend != "cassandra":
         raise InvalidInputError(
@@ -24,7 +29,7 @@ def cmd_timestamps(args, h) -> int:
     return {"serve": _serve, "adopt": _adopt, "status": _status}[args.action](args, h)
 
 
-def _serve(args, h) -> int:
+def _serve(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..timestamps.server import TimestampServer
 
     listen = args.listen
@@ -41,7 +46,7 @@ def _serve(args, h) -> int:
     return EXIT_OK
 
 
-def _adopt(args, h) -> int:
+def _adopt(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..timestamps.record import adopt
 
     h.store.timestamps.ensure_tables()
@@ -55,7 +60,7 @@ def _adopt(args, h) -> int:
     return EXIT_OK
 
 
-def _status(args, h) -> int:
+def _status(args: argparse.Namespace, h: StoreHandle) -> int:
     import grpc
 
     from ..timestamps import timestamps_pb2 as pb
@@ -89,9 +94,9 @@ def _status(args, h) -> int:
     else:
         if not adopted:
             print(f"{h.label}: timestamps from the store's cell (not adopted by a timestamp server)")
-        else:
-            r = result["record"]
-            print(f"{h.label}: served; leader {r['leader'] or '(none)'} epoch {r['epoch']} bound {r['bound']}")
+        elif record is not None:
+            leader = record.leader_address or "(none)"
+            print(f"{h.label}: served; leader {leader} epoch {record.epoch} bound {record.bound}")
         for a in answers:
             if "error" in a:
                 print(f"  {a['server']}: unreachable ({a['error']})")

@@ -1,13 +1,18 @@
 """``atlas-sweep verify``: the engine's :func:`airflow_atlas.verify.run_verify`, printed or as JSON."""
 from __future__ import annotations
 
+import argparse
 import sys
+from typing import TYPE_CHECKING
 
 from ..serialisation import to_json
 from .output import EXIT_FAILED, EXIT_OK, PROG, emit_json, wants_json
 
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
-def cmd_verify(args, h) -> int:
+
+def cmd_verify(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..verify import run_verify
 
     report = run_verify(h.store, max_examples=args.max_examples)

@@ -1,13 +1,18 @@
 """``atlas-sweep workload``: run generated transactions against the store."""
 from __future__ import annotations
 
+import argparse
 import time
+from typing import TYPE_CHECKING
 
 from ..serialisation import to_json
 from .output import EXIT_OK, EXIT_USAGE, CliError, ProgressBar, emit_json, wants_json
 
+if TYPE_CHECKING:
+    from .store import StoreHandle
 
-def cmd_workload(args, h) -> int:
+
+def cmd_workload(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..workload import WorkloadSpec, run_workload
 
     tables = dict(args.table) if args.table else None
