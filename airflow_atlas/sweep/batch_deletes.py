@@ -14,8 +14,9 @@ caller must not advance progress past an unswept entry (a chunk that was sent is
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ..errors import TableNotFoundError
 from ..kvs.api import Cell
@@ -25,6 +26,11 @@ from .counts import SweepCounts
 from .deleter import SweepDeleter
 from .pacing.intensity import delete_chunks
 from .results import SweepResult
+
+if TYPE_CHECKING:
+    from ..kvs.api import KeyValueService
+    from ..store import AtlasStore
+    from .queue.write_info import WriteInfo
 
 ABORTED = -1
 
@@ -50,16 +56,17 @@ class TableDeletes:
     cells: dict[Cell, tuple[int, bool]] = field(default_factory=dict)
 
 
-def plan_deletes(store, strategy: SweepStrategy, entries, commits: dict[int, int], result: SweepResult,
-                 table_strategies=None) -> list[TableDeletes]:
+def plan_deletes(store: AtlasStore, strategy: SweepStrategy, entries: Iterable[WriteInfo], commits: dict[int, int],
+                 result: SweepResult, table_strategies: Mapping[str, SweepStrategy | None] | None = None,
+                 ) -> list[TableDeletes]:
     """Per table (in name order), what to delete; counts what is skipped (dropped tables, entries below a
     truncate mark, tables now NOTHING) in ``result``. Ranges follow each table's strategy *now* (a table may
     have changed strategy since its writes were queued)."""
     table_strategies = table_strategies or {}
-    aborted: dict[str, list] = defaultdict(list)
-    newest: dict[str, dict] = defaultdict(dict)
+    aborted: dict[str, list[tuple[Cell, int]]] = defaultdict(list)
+    newest: dict[str, dict[Cell, tuple[int, bool]]] = defaultdict(dict)
     last_table: str | None = None
-    of_table: dict = {}  # newest[last_table]
+    of_table: dict[Cell, tuple[int, bool]] = {}  # newest[last_table]
     for table, cell, start_ts, is_tombstone in entries:
         if commits[start_ts] == ABORTED:
             aborted[table].append((cell, start_ts))
@@ -91,7 +98,7 @@ def plan_deletes(store, strategy: SweepStrategy, entries, commits: dict[int, int
 
 
 def run_deletes(
-    kvs,
+    kvs: KeyValueService,
     deleter: SweepDeleter,
     plans: list[TableDeletes],
     result: SweepResult,
@@ -137,7 +144,9 @@ def run_deletes(
             continue
 
 
-def _paid(chunks, pacing: ChunkPacing | None, entries: int, total: int):
+def _paid(
+    chunks: Iterator[tuple[int, int, int]], pacing: ChunkPacing | None, entries: int, total: int
+) -> Iterator[tuple[int, int, int]]:
     """The chunks (``total`` requests in all), each after the first preceded by the wait that pays its
     predecessor's share of the batch's ``entries`` - before the next chunk is cut (the wait may change the pace,
     and with it the next chunk's length); nothing after the last (the rest is paid between iterations)."""

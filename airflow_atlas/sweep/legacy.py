@@ -19,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
 from ..kvs.api import SENTINEL_TIMESTAMP, Cell, ScanRange
@@ -27,6 +28,9 @@ from ..kvs.tables import SweepStrategy
 from ..serialisation import flatten
 from .commits import RollbackGuard, resolve_commits
 from .counts import ScanCounts
+
+if TYPE_CHECKING:
+    from ..store import AtlasStore
 
 ABORTED = -1
 
@@ -61,7 +65,7 @@ def _group_cells(versions: Iterator[tuple[Cell, int, bytes]]) -> Iterator[tuple[
 
 
 class LegacySweeper:
-    def __init__(self, store):
+    def __init__(self, store: AtlasStore) -> None:
         self._store = store
         self._kvs = store.kvs
 
@@ -108,7 +112,15 @@ class LegacySweeper:
         result.duration_seconds = round(time.monotonic() - started, 6)
         return result
 
-    def _sweep_batch(self, table, strategy, sweep_ts, cells, result: LegacySweepResult, dry_run: bool) -> None:
+    def _sweep_batch(
+        self,
+        table: str,
+        strategy: SweepStrategy,
+        sweep_ts: int,
+        cells: list[tuple[Cell, list[tuple[int, bytes]]]],
+        result: LegacySweepResult,
+        dry_run: bool,
+    ) -> None:
         starts = {ts for _, versions in cells for ts, _ in versions if 0 <= ts < sweep_ts}
         commits = self._commit_timestamps(sorted(starts), result, dry_run)
         deletes: list[tuple[Cell, int]] = []
@@ -164,7 +176,7 @@ class LegacySweeper:
         return commits
 
 
-def _jsonable(value):
+def _jsonable(value: object) -> object:
     if isinstance(value, (bytes, bytearray)):
         return bytes(value).hex()
     return value

@@ -19,6 +19,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..encoding import decode_var_long, encode_var_long
 from ..errors import CorruptQueueDataError, InvalidInputError, KeyAlreadyExistsError
@@ -28,6 +29,9 @@ from ..kvs.tables import SweepStrategy, TableMetadata, WriteMode
 from .deleter import SweepDeleter
 from .queue.write_info import WriteInfo
 from .queue.write_reference import decode_write_reference, encode_write_info
+
+if TYPE_CHECKING:
+    from ..store import AtlasStore
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +91,7 @@ class ScrubResult:
 
 
 class Scrubber:
-    def __init__(self, store):
+    def __init__(self, store: AtlasStore) -> None:
         self._store = store
         self._kvs = store.kvs
         self._deleter = SweepDeleter(store.kvs)
@@ -107,7 +111,7 @@ class Scrubber:
             return result
         service = self._store.transaction_service
         starts = sorted({w.start_ts for _, w in ready})
-        commits = dict(service.get_many(starts))
+        commits: dict[int, int | None] = dict(service.get_many(starts))  # None: undecided
         for s in starts:
             if s not in commits and not dry_run:
                 try:

@@ -29,7 +29,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 from ..errors import CorruptTransactionDataError, TableNotFoundError
 from ..kvs.tables import SweepStrategy
@@ -47,6 +48,10 @@ from .quarantine import quarantine_corrupt
 from .queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
 from .queue.reader import DEFAULT_COUNT_CAP, BatchReadAhead
 from .results import LockHolderInfo, ShardSweepResult, SweepResult, default_holder
+
+if TYPE_CHECKING:
+    from ..locks import Lease
+    from ..store import AtlasStore
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +71,7 @@ def check_lock_wait_seconds(seconds: object) -> float:
     return check_float(seconds, "lock_wait_seconds", 0, MAX_LOCK_WAIT_SECONDS)
 
 class TargetedSweeper(SweepPairs):
-    def __init__(self, store) -> None:
+    def __init__(self, store: AtlasStore) -> None:
         super().__init__(store)
         self._kvs = store.kvs
         self._deleter = SweepDeleter(store.kvs)
@@ -83,7 +88,7 @@ class TargetedSweeper(SweepPairs):
         strategy: SweepStrategy | str,
         *,
         sweep_ts: int | None = None,
-        lease=None,
+        lease: Lease | None = None,
         holder: str | None = None,
         batch_limit: int | None = None,
         dry_run: bool = False,
@@ -111,12 +116,12 @@ class TargetedSweeper(SweepPairs):
         strategy: SweepStrategy | str,
         *,
         sweep_ts: int | None = None,
-        lease=None,
+        lease: Lease | None = None,
         holder: str | None = None,
         max_iterations: int | None = None,
         batch_limit: int | None = None,
         dry_run: bool = False,
-        on_iteration=None,
+        on_iteration: Callable[[SweepResult], object] | None = None,
         max_entries_per_second: int | None = None,
         latency_target: float | None = None,
         application_latency: ApplicationSource | None = None,
@@ -185,13 +190,13 @@ class TargetedSweeper(SweepPairs):
             if own:
                 lease = self._store.locks.acquire_waiting(self.lock_name(shard, strategy), holder or default_holder(),
                                                           lease_seconds, lock_wait_seconds)
-                if lease is None:
-                    info = self.lock_holder(shard, strategy)
-                    summary.status = "skipped_locked"
-                    summary.lock_holder = info.holder
-                    summary.lock_expires_at = info.expires_at
-                    summary.lock_holder_process_gone = info.process_gone
-                    return summary
+            if lease is None:  # only a lease of our own is ever missing: another holder has it
+                info = self.lock_holder(shard, strategy)
+                summary.status = "skipped_locked"
+                summary.lock_holder = info.holder
+                summary.lock_expires_at = info.expires_at
+                summary.lock_holder_process_gone = info.process_gone
+                return summary
             summary.lock_holder = lease.holder
             keeper_cm: LeaseKeeper | FixedLease | None = None
             try:
@@ -262,7 +267,7 @@ class TargetedSweeper(SweepPairs):
         except Exception as exc:  # history feeds status and the dashboard; never mask the run's outcome
             log.warning("could not record the sweep run in the history: %s", exc)
 
-    def _drop_read_ahead(self, shard: int, strategy: SweepStrategy, keeper) -> None:
+    def _drop_read_ahead(self, shard: int, strategy: SweepStrategy, keeper: LeaseKeeper | FixedLease | None) -> None:
         """The read-ahead this run started for an iteration it did not run (it ended after the iteration that
         started it: caught up, the iteration limit, an error, its ``on_iteration`` raised): dropped, and its
         thread waited for, so that no read of the run outlives it - the caller may close the store next (an
@@ -276,7 +281,7 @@ class TargetedSweeper(SweepPairs):
             del self._read_ahead[key]
         ahead.wait()
 
-    def _release(self, lease) -> None:
+    def _release(self, lease: Lease) -> None:
         try:
             self._store.locks.release(lease)
         except Exception as exc:  # the lease expires on its own; never mask the iteration's outcome
@@ -291,8 +296,16 @@ class TargetedSweeper(SweepPairs):
         )
 
     def _iterate(
-        self, shard, strategy, sweep_ts, keeper, batch_limit, dry_run, read_ahead: bool = True,
-        pacing: ChunkPacing | None = None, pace: Callable[[], float | None] | None = None,
+        self,
+        shard: int,
+        strategy: SweepStrategy,
+        sweep_ts: int | None,
+        keeper: LeaseKeeper | FixedLease,
+        batch_limit: int | None,
+        dry_run: bool,
+        read_ahead: bool = True,
+        pacing: ChunkPacing | None = None,
+        pace: Callable[[], float | None] | None = None,
     ) -> SweepResult:
         """One iteration. ``read_ahead``: start reading the next batch while this one is deleted (for a run of
         iterations, :meth:`sweep_shard`; a single :meth:`run_iteration` would never use it). ``pacing``: a paced
@@ -396,6 +409,7 @@ class TargetedSweeper(SweepPairs):
             elif batch.read_to_end:
                 new = min(max_exclusive, (batch.fine_partition + 1) * FINE_PARTITION) - 1
             else:
+                assert batch.last_start_ts is not None  # the batch limit stopped the read: it read entries
                 new = batch.last_start_ts
             if read_ahead and not dry_run and blocked_at is None and max_exclusive == sweep_ts and old < new < sweep_ts - 1:
                 # The next iteration reads (new, sweep_ts) once this one persists progress = new: read it now,
@@ -423,11 +437,12 @@ class TargetedSweeper(SweepPairs):
                                                   {"source": "targeted", "shard": shard, "strategy": strategy.value})
         # Fencing: stop before the destructive queue cleanup and progress if our lease was lost.
         keeper.check()
+        persisted = old
         if new > old:
             cleaned = self._queue.cleaner.clean(shard, strategy, old, new)
-            result.counts += SweepCounts(queue_rows_cleaned=_count_rows(cleaned))
-            result.new_progress = progress.update_progress(shard, strategy, new)
-        if result.new_progress >= sweep_ts - 1:
+            result.counts += SweepCounts(queue_rows_cleaned=cleaned.rows_deleted)
+            persisted = result.new_progress = progress.update_progress(shard, strategy, new)
+        if persisted >= sweep_ts - 1:
             result.status = "caught_up"
         elif blocked_at is not None:
             result.status = "blocked"
@@ -455,7 +470,7 @@ class TargetedSweeper(SweepPairs):
         result.counts += SweepCounts(transactions_aborted=aborted_now)
         return commits
 
-    def _current_strategies(self, tables) -> dict[str, SweepStrategy | None]:
+    def _current_strategies(self, tables: Iterable[str]) -> dict[str, SweepStrategy | None]:
         """Each table's strategy now (None when the table no longer exists)."""
         out: dict[str, SweepStrategy | None] = {}
         for table in tables:
@@ -464,11 +479,6 @@ class TargetedSweeper(SweepPairs):
             except TableNotFoundError:
                 out[table] = None
         return out
-
-
-def _count_rows(cleaned) -> int:
-    """The queue rows one clean deleted: ``SweepQueueCleaner.clean`` always returns a ``CleanResult``."""
-    return cleaned.rows_deleted
 
 
 __all__ = ["TargetedSweeper", "SweepResult", "ShardSweepResult", "LockHolderInfo", "MAX_SHARDS", "default_holder"]
