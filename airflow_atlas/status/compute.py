@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..errors import InvalidInputError, StoreUnavailableError
 from ..kvs.consistency import ConsistencyPolicy
@@ -32,11 +33,17 @@ from .document import PairWarning, StatusDocument, TableGcGrace, TableWarning
 from .forecast import DEFAULT_TOLERANCE
 from .lag import overall, pair_lag, read_pair
 from .replicas import datacenter_warnings
-from .rows import pair_row
+from .rows import PairObservation, pair_row
 from .text import round_or_none
 from .why import explain_why
 
+if TYPE_CHECKING:
+    from ..store import AtlasStore
+
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 DEFAULT_WINDOW_SECONDS = 3600.0
 DEFAULT_HISTORY_LIMIT = 100
@@ -44,7 +51,12 @@ RUN_RECORDS_READ = 20
 """Run records read per pair (the last run, and how many consecutive runs failed)."""
 
 
-def compute_status(store, shards: Sequence[int] | None = None, strategies=None, **options) -> dict:
+def compute_status(
+    store: AtlasStore,
+    shards: Sequence[int] | None = None,
+    strategies: Sequence[SweepStrategy | str] | None = None,
+    **options: Any,  # build_status's keyword arguments
+) -> dict:
     """The status document as JSON (:func:`~airflow_atlas.serialisation.to_json` of :func:`build_status`): what the CLI's
     ``status --json`` prints and the dashboard's ``/api/status`` returns. Options as for
     :func:`build_status`."""
@@ -52,7 +64,7 @@ def compute_status(store, shards: Sequence[int] | None = None, strategies=None, 
 
 
 def build_status(
-    store,
+    store: AtlasStore,
     shards: Sequence[int] | None = None,
     strategies: Sequence[SweepStrategy | str] | None = None,
     *,
@@ -92,7 +104,8 @@ def build_status(
         return document
 
 
-def _read_status(store, shards, strategies, *, serial: bool, window_seconds: float, history_limit: int,
+def _read_status(store: AtlasStore, shards: Sequence[int] | None, strategies: Sequence[SweepStrategy | str] | None,
+                 *, serial: bool, window_seconds: float, history_limit: int,
                  backlog_cap: int, tolerance: float, max_workers: int, now: float | None,
                  compaction_threshold: int | None) -> StatusDocument:
     number_of_shards = store.queue.progress.get_number_of_shards(serial=serial)
@@ -107,7 +120,7 @@ def _read_status(store, shards, strategies, *, serial: bool, window_seconds: flo
     pairs = [(shard, s) for shard in shard_list for s in strategy_list]
 
     # 2. per shard and strategy: progress, lock, queue counts, history
-    def observe(pair):
+    def observe(pair: tuple[int, SweepStrategy]) -> PairObservation:
         shard, strategy = pair
         sweep_ts = explains[strategy.value]["sweep_ts"]
         progress = store.queue.progress.get_progress(shard, strategy, serial=serial)
@@ -115,25 +128,15 @@ def _read_status(store, shards, strategies, *, serial: bool, window_seconds: flo
         queue = read_pair(store, shard, strategy, sweep_ts, progress, backlog_cap, serial)
         records = store.history.recent(shard, strategy.value, limit=history_limit)
         runs = store.history.runs(shard, strategy.value, limit=RUN_RECORDS_READ)
-        return {
-            "shard": shard,
-            "strategy": strategy,
-            "sweep_ts": sweep_ts,
-            "progress": progress,
-            "lock": lock,
-            "queue": queue,
-            "records": _by_time(records),
-            "runs": _by_time(runs),
-        }
+        return PairObservation(shard, strategy, sweep_ts, progress, lock, queue, _by_time(records), _by_time(runs))
 
     observed = _map(observe, pairs, max_workers)
-    clock = TimestampClock(clock_anchors(store, now, fresh_ts, (r for o in observed for r in o["records"])))
+    clock = TimestampClock(clock_anchors(store, now, fresh_ts, (r for o in observed for r in o.records)))
 
     # 3. per shard and strategy: the row with its forecast (needs the clock)
-    for o in observed:
-        o["lag"] = pair_lag(o["queue"], clock, now)
-    rows = _map(lambda o: pair_row(store, o, clock, now, window_seconds, backlog_cap, tolerance), observed,
-                max_workers)
+    lags = [pair_lag(o.queue, clock, now) for o in observed]
+    rows = _map(lambda ol: pair_row(store, ol[0], ol[1], clock, now, window_seconds, backlog_cap, tolerance),
+                list(zip(observed, lags, strict=True)), max_workers)
     why = {
         s.value: explain_why(explains[s.value], rows, s.value, clock.wall_of(explains[s.value]["sweep_ts"]), now)
         for s in strategy_list
@@ -141,7 +144,7 @@ def _read_status(store, shards, strategies, *, serial: bool, window_seconds: flo
     totals = {}
     for s in strategy_list:
         mine = [r for r in rows if r.strategy == s.value]
-        lag = overall(o["lag"] for o in observed if o["strategy"] == s)
+        lag = overall(pair for o, pair in zip(observed, lags, strict=True) if o.strategy == s)
         totals[s.value] = {
             "lag_seconds": round_or_none(lag.lag_seconds),
             "lag_seconds_is_lower_bound": lag.lag_seconds_is_lower_bound,
@@ -197,7 +200,7 @@ def _read_status(store, shards, strategies, *, serial: bool, window_seconds: flo
     )
 
 
-def _gc_grace(store, tables: dict[str, str]) -> tuple[list[TableGcGrace], list[TableWarning]]:
+def _gc_grace(store: AtlasStore, tables: dict[str, str]) -> tuple[list[TableGcGrace], list[TableWarning]]:
     """Each swept table's live ``gc_grace_seconds`` against ``repair_interval_seconds`` (the key-value
     service's effective guard: the URL or connection may override the engine setting), with a warning
     for each table below it: a sweep tombstone may be purged before repair copies it to a replica that
@@ -233,7 +236,7 @@ def _by_time(records: list[dict]) -> list[dict]:
     return sorted((r for r in records if isinstance(r.get("at"), (int, float))), key=lambda r: r["at"])
 
 
-def _shards(shards, number_of_shards: int) -> list[int]:
+def _shards(shards: Sequence[int] | None, number_of_shards: int) -> list[int]:
     if shards is None:
         return list(range(number_of_shards))
     out = []
@@ -248,7 +251,7 @@ def _shards(shards, number_of_shards: int) -> list[int]:
     return sorted(out)
 
 
-def _strategies(strategies) -> list[SweepStrategy]:
+def _strategies(strategies: Sequence[SweepStrategy | str] | None) -> list[SweepStrategy]:
     if strategies is None:
         return list(SWEEPABLE_STRATEGIES)
     out = []
@@ -261,9 +264,9 @@ def _strategies(strategies) -> list[SweepStrategy]:
     return sorted(out, key=SWEEPABLE_STRATEGIES.index)
 
 
-def _map(fn, items, max_workers: int) -> list:
-    items = list(items)
-    if max_workers <= 1 or len(items) <= 1:
-        return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(items)), thread_name_prefix="atlas-status") as pool:
-        return list(pool.map(fn, items))
+def _map(fn: Callable[[T], R], items: Iterable[T], max_workers: int) -> list[R]:
+    todo = list(items)
+    if max_workers <= 1 or len(todo) <= 1:
+        return [fn(i) for i in todo]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(todo)), thread_name_prefix="atlas-status") as pool:
+        return list(pool.map(fn, todo))

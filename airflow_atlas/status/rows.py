@@ -5,16 +5,22 @@ estimated from history records below it, where the queue was already cleaned; th
 pure :func:`.forecast.drain_forecast`)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..sweep.counts import SweepCounts
 from ..sweep.results import holder_process_gone
 from .clock import TimestampClock
-from .document import Failing, LastRun, ShardRow, Warning
+from .document import Failing, Forecast, LastRun, ShardRow, Warning
 from .forecast import drain_forecast, group_runs
-from .lag import lag_ts
+from .lag import PairLag, PairQueue, lag_ts
 from .text import format_duration, round_or_none
+
+if TYPE_CHECKING:
+    from ..kvs.tables import SweepStrategy
+    from ..locks import LockState
+    from ..store import AtlasStore
 
 RUN_GAP_SECONDS = 30.0
 """Consecutive history records further apart than this belong to different runs (for the usual interval)."""
@@ -24,22 +30,37 @@ _SUMS = tuple(k for k in SweepCounts.names() if k in LastRun.__dataclass_fields_
 """The counts of a run that the status document's last run shows (the document keeps its fields)."""
 
 
-def _entries_between(store, o: dict, a: int, b: int, cap: int) -> tuple[int, bool]:
+@dataclass(frozen=True)
+class PairObservation:
+    """What :mod:`.compute` read for one (shard, strategy) pair: its sweep timestamp and progress, its lock,
+    its queue's counts and its history records and run records (oldest first)."""
+
+    shard: int
+    strategy: SweepStrategy
+    sweep_ts: int
+    progress: int
+    lock: LockState | None
+    queue: PairQueue
+    records: list[dict]
+    runs: list[dict]
+
+
+def _entries_between(store: AtlasStore, o: PairObservation, a: int, b: int, cap: int) -> tuple[int, bool]:
     """Writes of the shard and strategy with start timestamp in ``(a, b]``: counted in the queue above
     progress; estimated from history records (their ``(old_progress, new_progress]`` ranges and
     ``entries_read``, spread evenly) at or below progress, where the queue was already cleaned."""
     if b <= a:
         return 0, False
-    progress = o["progress"]
+    progress = o.progress
     total, capped = 0, False
     lo = max(a, progress)
     if b > lo:
-        total = store.queue.reader.count_entries(o["shard"], o["strategy"], lo, b + 1, cap=cap)
+        total = store.queue.reader.count_entries(o.shard, o.strategy, lo, b + 1, cap=cap)
         capped = total >= cap
     if a < progress:
         top = min(b, progress)
         estimate = 0.0
-        for r in o["records"]:
+        for r in o.records:
             old, new, n = r.get("old_progress"), r.get("new_progress"), r.get("entries_read") or 0
             if not (isinstance(old, int) and isinstance(new, int)) or new <= old or n <= 0:
                 continue
@@ -50,12 +71,12 @@ def _entries_between(store, o: dict, a: int, b: int, cap: int) -> tuple[int, boo
     return total, capped
 
 
-def pair_row(store, o: dict, clock: TimestampClock, now: float, window: float, cap: int, tolerance: float) -> ShardRow:
-    shard, strategy, sweep_ts, progress = o["shard"], o["strategy"], o["sweep_ts"], o["progress"]
-    records, runs = o["records"], o["runs"]
-    lag = o["lag"]
-    lock = o["lock"]
-    held = bool(lock is not None and not lock.expired and lock.holder)
+def pair_row(store: AtlasStore, o: PairObservation, lag: PairLag, clock: TimestampClock, now: float, window: float,
+             cap: int, tolerance: float) -> ShardRow:
+    shard, strategy, sweep_ts, progress = o.shard, o.strategy, o.sweep_ts, o.progress
+    records, runs = o.records, o.runs
+    lock = o.lock
+    holder = lock.holder if lock is not None and not lock.expired else None  # a live lease's holder
     recent: dict[str, Any] = {"runs": len(records), "since": round_or_none(records[0]["at"]) if records else None}
     for name, key in (("entries_swept", "entries_read"), ("tombstones_written", "cells_tombstoned"),
                       ("sentinels_written", "sentinels_written"), ("aborted_writes_deleted", "aborted_writes_deleted"),
@@ -93,9 +114,9 @@ def pair_row(store, o: dict, clock: TimestampClock, now: float, window: float, c
         sweepable_capped=lag.sweepable_capped,
         pinned_entries=lag.pinned_entries,
         pinned_capped=lag.pinned_capped,
-        lock_holder=lock.holder if held else None,
-        lock_expires_in_seconds=round_or_none(lock.expires_at - now) if held else None,
-        lock_holder_process_gone=holder_process_gone(lock.holder) if held else None,
+        lock_holder=holder or None,
+        lock_expires_in_seconds=round_or_none(lock.expires_at - now) if lock is not None and holder else None,
+        lock_holder_process_gone=holder_process_gone(holder) if holder else None,
         last_run=last,
         failing=failing,
         tombstones_written=recent["tombstones_written"],
@@ -130,8 +151,9 @@ def pair_row(store, o: dict, clock: TimestampClock, now: float, window: float, c
     return row
 
 
-def _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_capped):
-    records = o["records"]
+def _forecast(store: AtlasStore, o: PairObservation, clock: TimestampClock, now: float, window: float, cap: int,
+              tolerance: float, backlog: int, backlog_capped: bool) -> Forecast:
+    records = o.records
     start = now - window
     in_window = [r for r in records if r["at"] >= start]
     # Usual time between runs: the gaps between records that separate runs (iterations of one run follow
@@ -168,7 +190,7 @@ def _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_cap
     busy = sum(float(r.get("duration_seconds") or 0.0) for r in counted)
     return drain_forecast(
         backlog=backlog,
-        sweepable=o["queue"].sweepable_entries,
+        sweepable=o.queue.sweepable_entries,
         ingest_entries=ingest,
         swept_entries=swept,
         elapsed_seconds=t1 - t0 if t1 > t0 else None,
@@ -181,11 +203,11 @@ def _forecast(store, o, clock, now, window, cap, tolerance, backlog, backlog_cap
         backlog_capped=backlog_capped,
         ingest_capped=ingest_capped,
         basis=basis,
-        ever_swept=bool(records or o["runs"]),
+        ever_swept=bool(records or o.runs),
     )
 
 
-def _outcome(status, corrupt) -> str:
+def _outcome(status: object, corrupt: object) -> str:
     if status == "failed":
         return "failed"
     if status == "skipped_locked":
