@@ -148,6 +148,9 @@ def cassandra_session(cassandra_node):
     host, port = cassandra_node
     cluster = Cluster([host], port=port, protocol_version=5)
     session = cluster.connect()
+    # The suite's DDL (a keyspace per test) goes through this session: on a loaded 2-core machine a schema
+    # change can take longer than the driver's 10 s default, which is not what any test is about.
+    session.default_timeout = 60
     yield session
     cluster.shutdown()
 
