@@ -23,13 +23,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from .application import ApplicationPace, Observation, PaceState
 from .intensity import SweepPacer, chunk_step
-
-if TYPE_CHECKING:
-    from ..results import ShardSweepResult
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +42,16 @@ class ApplicationSource(Protocol):
 
     def poll(self) -> Observation:
         """The publications not read before (the first call: those of the last few intervals)."""
+
+
+class PaceSummary(Protocol):
+    """Where a run's pace is reported (:class:`~airflow_atlas.sweep.results.ShardSweepResult`)."""
+
+    seconds_paced: float
+    latency_target: float
+    pace_entries_per_second: float | None
+    pace_reason: str | None
+    pace_backoffs: int
 
 
 class LeaseWaits(Protocol):
@@ -142,7 +149,7 @@ class RunPace:
         entries, self._unfed = int(self._unfed), self._unfed - int(self._unfed)
         self.pacer.set_rate(self.application.observe(seen, entries, now))
 
-    def finish(self, summary: ShardSweepResult) -> None:
+    def finish(self, summary: PaceSummary) -> None:
         """The run's pace into its result (``summary``: a ShardSweepResult)."""
         summary.seconds_paced = round(self.pacer.seconds_paced, 6)
         if self.application is not None:
@@ -172,4 +179,4 @@ class ChunkPacing:
         self._keeper.raise_if_lost()
 
 
-__all__ = ["FIXED_REASON", "FREE_POLL_SECONDS", "ApplicationSource", "ChunkPacing", "LeaseWaits", "RunPace"]
+__all__ = ["FIXED_REASON", "FREE_POLL_SECONDS", "ApplicationSource", "ChunkPacing", "LeaseWaits", "PaceSummary", "RunPace"]
