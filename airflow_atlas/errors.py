@@ -1,4 +1,10 @@
 """Every error the engine raises on purpose. Each names the problem it reports."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .kvs.cells import Cell
 
 
 class AtlasError(Exception):
@@ -45,6 +51,7 @@ class CorruptTransactionDataError(AtlasError):
         self.user_table: str | None = None  # a cell the transaction wrote, when the caller knows one
         self.user_row_hex: str | None = None
         self.user_col_hex: str | None = None
+        self.cells: list[tuple[str, Cell]] = []  # (table, cell) of the versions it wrote, as verify collects them
 
     def to_json(self) -> dict:
         return {"error": str(self), "table": self.table, "start_ts": self.start_ts, "row_hex": self.row_hex,

@@ -171,7 +171,10 @@ class Leftover:
 
 
 def leftover_versions(
-    store: AtlasStore, sweep_ts: dict[str, int], tables: Iterable[str] | None = None, corrupt: dict | None = None
+    store: AtlasStore,
+    sweep_ts: dict[str, int],
+    tables: Iterable[str] | None = None,
+    corrupt: dict[int, CorruptTransactionDataError] | None = None,
 ) -> list[Leftover]:
     """Versions a complete sweep to ``sweep_ts`` (per strategy name) should have removed but did not.
 
@@ -188,16 +191,13 @@ def leftover_versions(
             continue
         limit = sweep_ts[strategy.value]
         versions = _all_versions(store, table)
-        found_corrupt: dict = {}
+        found_corrupt: dict[int, CorruptTransactionDataError] = {}
         commits = _commits(store, (ts for vs in versions.values() for ts, _ in vs), found_corrupt if corrupt is not None else None)
         for cell, vs in versions.items():
             bad = [ts for ts, _ in vs if ts in found_corrupt]
             if bad:
                 for ts in bad:
-                    cells = getattr(found_corrupt[ts], "cells", None)
-                    if cells is None:
-                        cells = found_corrupt[ts].cells = []
-                    cells.append((table, cell))
+                    found_corrupt[ts].cells.append((table, cell))
                 continue
             swept = [(ts, v) for ts, v in vs if 0 <= ts < limit]
             committed = [(ts, v) for ts, v in swept if commits.get(ts, ABORTED) not in (ABORTED,) and commits[ts] < limit]

@@ -29,9 +29,14 @@ run by the test suite, not here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
+from .errors import CorruptTransactionDataError
 from .kvs.tables import SWEEPABLE_STRATEGY_NAMES
 from .oracle import leftover_versions, load_commits
+
+if TYPE_CHECKING:
+    from .store import AtlasStore
 
 VIOLATION = "violation"
 WARNING = "warning"
@@ -92,7 +97,7 @@ class _Collector:
             self.findings.append(Finding(check, kind, detail, action, severity))
 
 
-def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
+def run_verify(store: AtlasStore, *, max_examples: int = 20) -> VerifyReport:
     """Run every check on ``store`` (an :class:`~airflow_atlas.store.AtlasStore`)."""
     from .validation import check_int
 
@@ -106,7 +111,7 @@ def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
     # Every shard swept everything below progress + 1, so a complete sweep to the lowest progress + 1 over
     # the shards (capped by the sweep timestamp) is what the tables must show.
     limits = {s: max(0, min(min(progress[(shard, s)] + 1 for shard in shards), sweep_ts[s])) for s in SWEEPABLE_STRATEGY_NAMES}
-    corrupt: dict = {}
+    corrupt: dict[int, CorruptTransactionDataError] = {}
     for leftover in leftover_versions(store, limits, corrupt=corrupt):
         committed_data = leftover.commit not in (None, -1) and not leftover.what.startswith("THOROUGH delete")
         if committed_data or leftover.visible:
@@ -121,7 +126,7 @@ def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
                     "space only. If it persists after the next sweep, report a sweep bug; a legacy full sweep of the "
                     "table removes it")
     for _start, exc in sorted(corrupt.items()):
-        cells = getattr(exc, "cells", [])
+        cells = exc.cells
         where = f"; it wrote {cells[0][0]} row {cells[0][1].row.hex()} column {cells[0][1].col.hex()}" if cells else ""
         more = f" (and {len(cells) - 1} more cell(s))" if len(cells) > 1 else ""
         out.add("corrupt_transaction_entries", "corrupt_transaction_entry", f"{exc}{where}{more}",
@@ -141,9 +146,9 @@ def run_verify(store, *, max_examples: int = 20) -> VerifyReport:
     )
 
 
-def _check_schema_tables(store, out: _Collector) -> None:
+def _check_schema_tables(store: AtlasStore, out: _Collector) -> None:
     """Entries in the transactions table the store does not use, against the one it does."""
-    from .errors import CorruptTransactionDataError, InvalidInputError
+    from .errors import InvalidInputError
     from .transactions import encoding as enc
     from .transactions.service import TransactionServiceV1, TransactionServiceV2
 
@@ -204,7 +209,7 @@ def _check_schema_tables(store, out: _Collector) -> None:
                     "running then and committed later, a sweep by that process deleted its writes: restore them")
 
 
-def _check_queue(store, out: _Collector, progress: dict) -> None:
+def _check_queue(store: AtlasStore, out: _Collector, progress: dict[tuple[int, str], int]) -> None:
     for (shard, s), p in sorted(progress.items()):
         if p < 0:
             continue
@@ -226,7 +231,7 @@ def _check_queue(store, out: _Collector, progress: dict) -> None:
                         "(check the clocks of the machines: registrations are wall-clock leases)")
 
 
-def _check_quarantine(store, out: _Collector, progress: dict) -> None:
+def _check_quarantine(store: AtlasStore, out: _Collector, progress: dict[tuple[int, str], int]) -> None:
     from .errors import CorruptQueueDataError
     from .sweep.queue.constants import FINE_PARTITION
     from .sweep.queue.queue_tables import decode_cells_row
@@ -243,7 +248,7 @@ def _check_quarantine(store, out: _Collector, progress: dict) -> None:
             continue
         seen.add(key)
         shard, strategy = r.get("shard"), r.get("strategy")
-        p = progress.get((shard, strategy))
+        p = progress.get((shard, strategy)) if isinstance(shard, int) and isinstance(strategy, str) else None
         span = None
         if r.get("start_ts") is not None:
             span = (r["start_ts"], r["start_ts"])
