@@ -31,13 +31,16 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Protocol
 
 from pydantic import model_serializer
 
 from .errors import InvalidInputError
 from .serialisation import OMIT_NONE, to_json
 from .sweep.history import TableTombstones
+
+if TYPE_CHECKING:
+    from .kvs.sqlite import SqliteKeyValueService
 
 log = logging.getLogger(__name__)
 
@@ -117,7 +120,7 @@ class VacuumCompactor:
 
     method = VACUUM
 
-    def __init__(self, kvs):
+    def __init__(self, kvs: SqliteKeyValueService) -> None:
         self._kvs = kvs
 
     def guard(self, table: str) -> GuardVerdict:

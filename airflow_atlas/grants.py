@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from .errors import InvalidInputError
 from .locks import LOCKS_TABLE
@@ -41,6 +42,9 @@ from .transactions.punch import PUNCH_TABLE
 from .transactions.registry import OPEN_TRANSACTIONS_TABLE
 from .transactions.schema import SCHEMA_TABLE
 from .transactions.service import TRANSACTIONS2_TABLE, TRANSACTIONS_TABLE
+
+if TYPE_CHECKING:
+    from .kvs.cassandra import CassandraKeyValueService
 
 SWEEPER_MODIFY: dict[str, str] = {
     TIMESTAMP_TABLE: "fresh timestamps: every sweep timestamp, every transaction's start and commit, status",
@@ -154,7 +158,7 @@ def _listed(resource: str) -> str:
     return f"<{kind.lower()} {name}>"
 
 
-def apply_grants(kvs, role: str, grants: Sequence[Grant], password: str | None = None) -> GrantsApplied:
+def apply_grants(kvs: CassandraKeyValueService, role: str, grants: Sequence[Grant], password: str | None = None) -> GrantsApplied:
     """Apply ``grants`` to ``role`` through the session of ``kvs`` (a Cassandra key-value service opened as an
     administrator: a superuser, or a role with AUTHORIZE on the resources and, to create the role, CREATE
     on ALL ROLES). With ``password`` a missing role is created (LOGIN; an existing role keeps its
@@ -163,7 +167,7 @@ def apply_grants(kvs, role: str, grants: Sequence[Grant], password: str | None =
     from .kvs.cassandra.errors import translate
 
     role = _ident(role, "role")
-    keyspace = getattr(kvs, "keyspace", None)
+    keyspace = kvs.keyspace
     secrets = [password] if password else []
 
     def run(statement: str, params: tuple = ()) -> list:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from pydantic import field_serializer
 
@@ -22,6 +23,10 @@ from .errors import (
 from .kvs.api import Cell
 from .kvs.tables import SweepStrategy
 from .sweep.queue.write_info import WriteInfo
+
+if TYPE_CHECKING:
+    from .store import AtlasStore
+    from .transactions.snapshot import SnapshotTransaction
 
 
 @dataclass
@@ -78,7 +83,7 @@ def cell_for(row: int, col: int) -> Cell:
     return Cell(f"row{row:06d}".encode(), f"c{col:02d}".encode())
 
 
-def stage_writes(txn, writes: Mapping[str, Mapping[Cell, bytes]]) -> None:
+def stage_writes(txn: SnapshotTransaction, writes: Mapping[str, Mapping[Cell, bytes]]) -> None:
     """Stage ``writes`` (table -> cell -> value) in the open transaction ``txn``: one ``put`` of the values
     and one ``delete`` of the cells whose value is ``b""`` (the workload's spelling of a delete), per table."""
     for table, values in writes.items():
@@ -90,7 +95,7 @@ def stage_writes(txn, writes: Mapping[str, Mapping[Cell, bytes]]) -> None:
             txn.delete(table, dels)
 
 
-def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | None = None) -> WorkloadReport:
+def run_workload(store: AtlasStore, spec: WorkloadSpec, progress: Callable[[int], None] | None = None) -> WorkloadReport:
     spec.validate()
     rng = random.Random(spec.seed)
     for table, strategy in spec.tables.items():
@@ -99,7 +104,7 @@ def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | No
     tables = list(spec.tables)
     report = WorkloadReport()
 
-    def random_writes(txn_rng) -> dict[str, dict[Cell, bytes]]:
+    def random_writes(txn_rng: random.Random) -> dict[str, dict[Cell, bytes]]:
         n = txn_rng.randint(*spec.writes_per_transaction)
         out: dict[str, dict[Cell, bytes]] = {}
         for _ in range(n):
@@ -143,7 +148,7 @@ def run_workload(store, spec: WorkloadSpec, progress: Callable[[int], None] | No
     return report
 
 
-def dead_writer(store, writes: dict[str, dict[Cell, bytes]]) -> int:
+def dead_writer(store: AtlasStore, writes: dict[str, dict[Cell, bytes]]) -> int:
     """A writer that enqueued and wrote its cells, then died before putting a commit timestamp; returns its
     start timestamp. The workload's dead writers, and the tests' (one definition of the state sweep aborts)."""
     start = store.timestamps.fresh_timestamp()

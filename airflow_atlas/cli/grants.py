@@ -14,18 +14,21 @@ from ..kvs.url import read_private_line
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, wants_json
 
 if TYPE_CHECKING:
+    from ..kvs.cassandra import CassandraKeyValueService
     from .store import StoreHandle
 
 
 def cmd_grants(args: argparse.Namespace, h: StoreHandle) -> int:
+    from ..kvs.cassandra import CassandraKeyValueService
+
     kvs = h.store.kvs
-    keyspace = getattr(kvs, "keyspace", None)
-    if keyspace is None:
+    if not isinstance(kvs, CassandraKeyValueService):
         raise CliError(EXIT_USAGE, f"grants apply to Cassandra stores; {h.store.describe()} has no roles")
+    keyspace = kvs.keyspace
     role = args.name or args.role
     grants = sweeper_grants(keyspace, kvs.list_tables()) if args.role == "sweeper" else admin_grants(keyspace)
     if args.apply:
-        return _apply(args, h, role, grants)
+        return _apply(args, h, kvs, role, grants)
     if args.password_file is not None:
         raise CliError(EXIT_USAGE, "--password-file goes with --apply (it is the password of the role --apply creates)")
     if wants_json(args):
@@ -39,7 +42,9 @@ def cmd_grants(args: argparse.Namespace, h: StoreHandle) -> int:
     return EXIT_OK
 
 
-def _apply(args: argparse.Namespace, h: StoreHandle, role: str, grants: list[Grant]) -> int:
+def _apply(
+    args: argparse.Namespace, h: StoreHandle, kvs: CassandraKeyValueService, role: str, grants: list[Grant]
+) -> int:
     if url_secrets(getattr(args, "store", None)):
         raise CliError(EXIT_USAGE, "grants --apply: the administrator's password is on the command line (--store), "
                        "where every local user sees it; put the URL in $ATLAS_STORE_URL or a 0600 file (--store-file)")
@@ -50,7 +55,7 @@ def _apply(args: argparse.Namespace, h: StoreHandle, role: str, grants: list[Gra
         except InvalidInputError as exc:
             raise CliError(EXIT_USAGE, str(exc)) from None
         h.secrets.append(password)
-    done = apply_grants(h.store.kvs, role, grants, password)
+    done = apply_grants(kvs, role, grants, password)
     if wants_json(args):
         emit_json(done.to_json())
         return EXIT_OK
