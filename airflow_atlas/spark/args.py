@@ -67,7 +67,7 @@ def pairs_from_shards(shards: str, strategies: str) -> list[tuple[int, str]]:
     return parse_pairs([f"{n}:{s}" for n in numbers for s in names])
 
 
-def _setting_value(text: str):
+def _setting_value(text: str) -> object:
     try:
         return json.loads(text)
     except ValueError:
@@ -94,7 +94,7 @@ def settings_from_spark_conf(conf_items: Iterable[tuple[str, str]]) -> dict:
     }
 
 
-def parse_sweep_timestamps(value) -> dict | None:
+def parse_sweep_timestamps(value: object) -> dict[str, int] | None:
     """``"CONSERVATIVE=12,THOROUGH=15"`` or a mapping -> {"CONSERVATIVE": 12, ...}; ValueError naming the problem."""
     if value in (None, "", {}):
         return None

@@ -34,8 +34,17 @@ import pickle
 import tempfile
 import threading
 import uuid
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from .document import ItemResult
+    from .executor import TaskSpec
 
 SESSION_CLOSED = "INVALID_HANDLE.SESSION_CLOSED"
 """Spark's error condition for a session id the server has closed (it refuses to reopen it)."""
@@ -49,7 +58,7 @@ _MODE_USERS: list = [0, None]  # [blocks inside connect_client_mode now, the var
 
 
 @contextmanager
-def connect_client_mode():
+def connect_client_mode() -> Iterator[None]:
     """Use Connect sessions inside this block: afterwards :data:`CONNECT_MODE_ENV` is what it was before,
     so processes started later (``spark-submit``) are not taken for Connect clients. Thread-safe: blocks
     running at once in threads (the triggerer runs several Connect jobs) restore it when the last one ends."""
@@ -70,7 +79,7 @@ def connect_client_mode():
                     os.environ[CONNECT_MODE_ENV] = before
 
 
-def is_connect(spark) -> bool:
+def is_connect(spark: SparkSession) -> bool:
     """Whether ``spark`` is a Spark Connect session (else a classic one with a SparkContext)."""
     return type(spark).__module__.startswith("pyspark.sql.connect")
 
@@ -110,7 +119,7 @@ def _condition(exc: BaseException) -> str | None:
         return None
 
 
-def open_session(remote: str, engine_zip: str, session_file: str | os.PathLike):
+def open_session(remote: str, engine_zip: str, session_file: str | os.PathLike) -> SparkSession:
     """A Spark Connect session on ``remote`` (``sc://...``) holding ``engine_zip`` as a Python artifact:
     the session named in ``session_file`` when the server still has it, else a new one (its id written to
     ``session_file``). The caller must not ``stop()`` it (module doc)."""
@@ -133,7 +142,7 @@ def open_session(remote: str, engine_zip: str, session_file: str | os.PathLike):
     raise RuntimeError("Spark Connect refused two sessions in a row")  # pragma: no cover - needs a racing server
 
 
-def _arrow_task(spec, items: list, batches):
+def _arrow_task(spec: TaskSpec, items: list, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The ``mapInArrow`` body: the rows of this partition name the items it sweeps, in one
     :func:`~.executor.run_partition` (one store for the group)."""
     import pyarrow as pa
@@ -146,7 +155,7 @@ def _arrow_task(spec, items: list, batches):
         yield pa.RecordBatch.from_pydict({"results": [pickle.dumps(results)]}, schema=pa.schema([("results", pa.binary())]))
 
 
-def run_items(spark, spec, items: list, tasks: int) -> list:
+def run_items(spark: SparkSession, spec: TaskSpec, items: list, tasks: int) -> list[ItemResult]:
     """The items in ``tasks`` Spark tasks (at most one per item) on a Connect session; the ``ItemResult`` of
     every item."""
     n = max(1, min(len(items), tasks))
@@ -158,7 +167,9 @@ def run_items(spark, spec, items: list, tasks: int) -> list:
     return [result for row in rows for result in pickle.loads(row["results"])]
 
 
-def server_facts(spark) -> tuple[str, str, str | None, list]:
+def server_facts(spark: SparkSession) -> tuple[str, str, str | None, list]:
     """``(master, application id, spark.task.maxFailures, all conf)`` of a Connect session's server."""
     conf = spark.conf
-    return conf.get("spark.master"), conf.get("spark.app.id"), conf.get("spark.task.maxFailures", None), list(conf.getAll.items())
+    master, app_id = conf.get("spark.master"), conf.get("spark.app.id")
+    assert master is not None and app_id is not None  # a running application's conf holds both
+    return master, app_id, conf.get("spark.task.maxFailures", None), list(conf.getAll.items())

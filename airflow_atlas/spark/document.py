@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TextIO
 
 from pydantic import model_serializer, model_validator
 
@@ -121,7 +121,7 @@ class JobDocument:
             "results": [ItemResult.gathered(r, keys) for r in data.get("results") or []],
         }
 
-    def result_for(self, **item) -> ItemResult | None:
+    def result_for(self, **item: object) -> ItemResult | None:
         return next((r for r in self.results if all(r.item.get(k) == v for k, v in item.items())), None)
 
 
@@ -141,7 +141,7 @@ def summarize(results: Sequence[ItemResult], summed: Sequence[str]) -> dict:
     return summary
 
 
-def emit_document(doc: JobDocument | Mapping, output: str | None = None, stream=None) -> None:
+def emit_document(doc: JobDocument | Mapping, output: str | None = None, stream: TextIO | None = None) -> None:
     """Write the document to ``output`` (atomically) and print it between the markers on ``stream``."""
     data = to_json(doc) if isinstance(doc, JobDocument) else doc
     text = json.dumps(data, sort_keys=True, default=str)

@@ -8,7 +8,8 @@ import functools
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import is_retriable
 from ..kvs.address import StoreAddress
@@ -19,6 +20,12 @@ from .document import JobDocument, summarize
 from .executor import TaskSpec, classify_job_error, run_partition
 from .executor import open_store as default_open_store
 from .jobs import FullSweepJob, SparkJob, TargetedSweepJob
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from ..config import StoreConfig
+    from .executor import StoreOpener
 
 SETTING_SOURCE = "--setting"
 CONF_SOURCE = "spark.atlas.store.* conf"
@@ -33,7 +40,7 @@ def check_setting_values(settings: dict, source: str = SETTING_SOURCE) -> None:
     layer_values(StoreConfig, settings, source)
 
 
-def job_config(conf_items, settings: dict | None):
+def job_config(conf_items: Iterable[tuple[str, str]], settings: dict | None) -> StoreConfig:
     """The job's engine settings, resolved once: the ``spark.atlas.store.*`` conf (``SPARK_CONF`` layer)
     < ``settings`` (the job's ``--setting``, ``COMMAND_LINE``); the store URL's replica-safety options go
     on top where the store opens (``AtlasStore.open``)."""
@@ -46,13 +53,13 @@ def job_config(conf_items, settings: dict | None):
 
 
 def run_job(
-    spark,
+    spark: SparkSession,
     job: SparkJob,
     *,
     address: StoreAddress,
     settings: dict | None = None,
     engine_zip: str | None = None,
-    open_store: Callable = default_open_store,
+    open_store: StoreOpener = default_open_store,
 ) -> JobDocument:
     """Run ``job`` (a strategy of :mod:`airflow_atlas.spark.jobs`) as one Spark job and return its document.
 
@@ -76,7 +83,10 @@ def run_job(
     else:
         sc = spark.sparkContext
         conf = sc.getConf()
-        master, app_id, max_failures, conf_items = sc.master, sc.applicationId, conf.get("spark.task.maxFailures", None), conf.getAll()
+        classic_master = sc.master
+        assert classic_master is not None  # a running SparkContext has its master
+        master, app_id, max_failures, conf_items = (
+            classic_master, sc.applicationId, conf.get("spark.task.maxFailures", None), conf.getAll())
         # The conf's word first, as on a Connect server; a local master's own count is exact, while a cluster
         # master's defaultParallelism counts only the executors registered so far (2 before any has).
         parallelism = spark_parallelism(master, dict(conf_items)) or (
@@ -137,7 +147,7 @@ def failure_document(job_name: str, address: StoreAddress | None, exc: BaseExcep
 
 
 def run_targeted_sweep(
-    spark,
+    spark: SparkSession,
     *,
     store_url: str,
     pairs: Sequence,
@@ -147,7 +157,7 @@ def run_targeted_sweep(
     settings: dict | None = None,
     engine_zip: str | None = None,
     sweep_timestamps: dict | None = None,
-    open_store: Callable = default_open_store,
+    open_store: StoreOpener = default_open_store,
 ) -> JobDocument:
     """Sweep ``pairs`` in groups, at most two Spark tasks per core (:class:`TargetedSweepJob`), on the store
     of ``store_url`` (parsed here, once)."""
@@ -158,7 +168,7 @@ def run_targeted_sweep(
 
 
 def run_full_sweep(
-    spark,
+    spark: SparkSession,
     *,
     store_url: str,
     table: str,
@@ -167,7 +177,7 @@ def run_full_sweep(
     dry_run: bool = False,
     settings: dict | None = None,
     engine_zip: str | None = None,
-    open_store: Callable = default_open_store,
+    open_store: StoreOpener = default_open_store,
 ) -> JobDocument:
     """Legacy-sweep ``table`` split into about ``parts`` ranges, one Spark task each (:class:`FullSweepJob`), on
     the store of ``store_url`` (parsed here, once)."""

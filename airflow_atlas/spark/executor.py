@@ -26,18 +26,25 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..errors import ExecutorEnvironmentError, is_retriable
 from ..kvs.address import StoreAddress
 from .ca import task_address
 from .document import FAILED, ItemResult
 
+if TYPE_CHECKING:
+    from ..store import AtlasStore
+    from .jobs import SparkJob
+
+StoreOpener = Callable[[StoreAddress, dict], "AtlasStore"]
+"""``open_store(address, settings)``: a task's (and the planning driver's) store."""
+
 PYTHON_VERSION_MISMATCH = "PYTHON_VERSION_MISMATCH"
 """Spark's error condition for a Python worker whose minor version differs from the driver's."""
 
 
-def open_store(address: StoreAddress, settings: dict):
+def open_store(address: StoreAddress, settings: dict) -> AtlasStore:
     """The default store opener: ``AtlasStore.open`` of the job's address with ``settings``, the job's
     resolved settings (``StoreConfig.to_json()``, see ``driver.job_config``). A job accepts any other
     picklable ``open_store(address, settings)`` (e.g. a wrapper around the store)."""
@@ -47,7 +54,7 @@ def open_store(address: StoreAddress, settings: dict):
     return AtlasStore.open(address, config=StoreConfig(**settings) if settings else None)
 
 
-_KEPT: dict[tuple, tuple[int, Any]] = {}
+_KEPT: dict[tuple, tuple[int, AtlasStore]] = {}
 """(address, settings) -> (pid, store): stores the default opener opened in this Python worker, oldest first."""
 KEPT_STORES_MAX = 4
 """Stores one Python worker keeps at most (a long-lived Connect server's workers serve many stores): the
@@ -61,7 +68,7 @@ def _kept_key(spec: TaskSpec) -> tuple | None:
     return spec.address, json.dumps(spec.settings, sort_keys=True, default=str)
 
 
-def _acquire_store(spec: TaskSpec):
+def _acquire_store(spec: TaskSpec) -> AtlasStore:
     """The store for a task: a kept one of this process (default opener), else a new one."""
     key = _kept_key(spec)
     if key is None:
@@ -86,7 +93,7 @@ def _acquire_store(spec: TaskSpec):
     return store
 
 
-def _release_store(spec: TaskSpec, store, failed: bool) -> None:
+def _release_store(spec: TaskSpec, store: AtlasStore, failed: bool) -> None:
     """Keep a kept store unless an item failed (then drop and close it); close any other store."""
     key = _kept_key(spec)
     if key is not None and not failed:
@@ -122,8 +129,8 @@ class TaskSpec:
     settings: dict
     max_attempts: int
     app_id: str
-    job: Any  # a strategy of airflow_atlas.spark.jobs
-    open_store: Callable = open_store
+    job: SparkJob
+    open_store: StoreOpener = open_store
     ca_pem: str | None = field(default=None, repr=False)
     """The content of the address's pinned CA file, read by the driver (:mod:`.ca`: it travels with the job)."""
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar
 
 from ..encoding import LONG_MAX
 from ..serialisation import to_json
@@ -29,6 +29,16 @@ from ..sweep.queue.constants import MAX_BATCH_LIMIT
 from ..sweep.results import RUN_TOTALS
 from ..validation import check_int
 from .args import pairs_from_shards, parse_pairs, parse_sweep_timestamps, task_count
+
+if TYPE_CHECKING:
+    from ..kvs.cells import ScanRange
+    from ..store import AtlasStore
+
+Pair = tuple[int, str]
+"""A targeted sweep's item: (shard, strategy name)."""
+Range = tuple[int, "ScanRange"]
+"""A full sweep's item: (range index, the range)."""
+Job = TypeVar("Job", "TargetedSweepJob", "FullSweepJob")
 
 
 class SparkJob(Protocol):
@@ -49,7 +59,7 @@ class SparkJob(Protocol):
         """The job's own arguments as JSON (:func:`job_from_json` reads them back, with the ``kind``)."""
         ...
 
-    def plan(self, open_driver_store: Callable) -> tuple[Any, list]: ...
+    def plan(self, open_driver_store: Callable[[], AtlasStore]) -> tuple[SparkJob, list[Any]]: ...
 
     def params(self) -> dict: ...
 
@@ -57,9 +67,10 @@ class SparkJob(Protocol):
 
     def spark_tasks(self, items: list, parallelism: int | None) -> int: ...
 
-    def describe(self, item) -> dict: ...
+    # an item is the job's own (a Pair, a Range): Any here, exact in each job
+    def describe(self, item: Any) -> dict: ...
 
-    def sweep(self, store, item, app_id: str) -> tuple[str, dict]: ...
+    def sweep(self, store: AtlasStore, item: Any, app_id: str) -> tuple[str, dict]: ...
 
     def sort_key(self, item: dict) -> Any: ...
 
@@ -68,7 +79,7 @@ def _optional_int(value: Any, what: str, hi: int = LONG_MAX) -> int | None:
     return None if value is None else check_int(value, what, 1, hi)
 
 
-def _from_json(cls, data: Mapping[str, Any]):
+def _from_json(cls: type[Job], data: Mapping[str, Any]) -> Job:
     """``cls`` from its JSON arguments: the request fields only (ValueError naming any other)."""
     if not isinstance(data, Mapping):
         raise ValueError(f"a {cls.kind} job is a JSON object of its arguments, got {type(data).__name__}")
@@ -104,7 +115,7 @@ class TargetedSweepJob:
     REQUEST_FIELDS: ClassVar[tuple[str, ...]] = (
         "pairs", "batch_limit", "max_iterations", "dry_run", "sweep_timestamps")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "pairs", tuple(parse_pairs(self.pairs)))
         object.__setattr__(self, "sweep_timestamps", parse_sweep_timestamps(self.sweep_timestamps))
         object.__setattr__(self, "batch_limit", _optional_int(self.batch_limit, "batch_limit", MAX_BATCH_LIMIT))
@@ -134,7 +145,7 @@ class TargetedSweepJob:
         return argv
 
     # driver
-    def plan(self, open_driver_store: Callable) -> tuple[TargetedSweepJob, list]:
+    def plan(self, open_driver_store: Callable[[], AtlasStore]) -> tuple[TargetedSweepJob, list[Pair]]:
         return self, list(self.pairs)
 
     def params(self) -> dict:
@@ -151,10 +162,10 @@ class TargetedSweepJob:
         return task_count(len(items), parallelism)
 
     # executor
-    def describe(self, pair) -> dict:
+    def describe(self, pair: Pair) -> dict:
         return {"shard": pair[0], "strategy": pair[1]}
 
-    def sweep(self, store, pair, app_id: str) -> tuple[str, dict]:
+    def sweep(self, store: AtlasStore, pair: Pair, app_id: str) -> tuple[str, dict]:
         shard, strategy = pair
         result = to_json(store.sweeper.sweep_shard(
             shard,
@@ -168,7 +179,7 @@ class TargetedSweepJob:
         return result["status"], result
 
     @staticmethod
-    def sort_key(item: dict):
+    def sort_key(item: dict) -> tuple[int, str]:
         return item["shard"], item["strategy"]
 
     # command line
@@ -184,7 +195,7 @@ class TargetedSweepJob:
         )
 
     @classmethod
-    def from_args(cls, args, parser: argparse.ArgumentParser) -> TargetedSweepJob:
+    def from_args(cls, args: argparse.Namespace, parser: argparse.ArgumentParser) -> TargetedSweepJob:
         if args.pairs and args.shards:
             parser.error("give --pairs or --shards/--strategies, not both")
         if not (args.pairs or args.shards):
@@ -203,7 +214,7 @@ class FullSweepJob:
     # planned on the driver
     strategy: str | None = None
     sweep_ts: int | None = None
-    ranges: tuple = ()
+    ranges: tuple[ScanRange, ...] = ()
 
     kind: ClassVar[str] = "full-sweep"
     name: ClassVar[str] = "full_sweep"
@@ -214,7 +225,7 @@ class FullSweepJob:
     SUMMED: ClassVar[tuple] = ScanCounts.names()
     REQUEST_FIELDS: ClassVar[tuple[str, ...]] = ("table", "parts", "batch_size", "dry_run")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         from ..kvs.tables import validate_table_name
 
         validate_table_name(self.table, internal_ok=False)
@@ -235,7 +246,7 @@ class FullSweepJob:
         return argv + (["--dry-run"] if self.dry_run else [])
 
     # driver
-    def plan(self, open_driver_store: Callable) -> tuple[FullSweepJob, list]:
+    def plan(self, open_driver_store: Callable[[], AtlasStore]) -> tuple[FullSweepJob, list[Range]]:
         """Split the table and take one sweep timestamp for all ranges (a timestamp taken earlier stays
         safe if a task is retried later)."""
         store = open_driver_store()
@@ -251,7 +262,7 @@ class FullSweepJob:
         return planned, list(enumerate(ranges))
 
     def params(self) -> dict:
-        def conv(v):
+        def conv(v: object) -> object:
             return bytes(v).hex() if isinstance(v, (bytes, bytearray)) else v
 
         return {"table": self.table, "strategy": self.strategy, "sweep_ts": self.sweep_ts,
@@ -267,10 +278,10 @@ class FullSweepJob:
         return max(1, len(items))
 
     # executor
-    def describe(self, item) -> dict:
+    def describe(self, item: Range) -> dict:
         return {"range_index": item[0], "table": self.table}
 
-    def sweep(self, store, item, app_id: str) -> tuple[str, dict]:
+    def sweep(self, store: AtlasStore, item: Range, app_id: str) -> tuple[str, dict]:
         _, scan_range = item
         result = to_json(store.legacy_sweeper.sweep_table(
             self.table, scan_range=scan_range, batch_size=self.batch_size, sweep_ts=self.sweep_ts, dry_run=self.dry_run
@@ -278,7 +289,7 @@ class FullSweepJob:
         return ("finished" if result.get("finished") else "unfinished"), result
 
     @staticmethod
-    def sort_key(item: dict):
+    def sort_key(item: dict) -> int:
         return item["range_index"]
 
     # command line
@@ -289,7 +300,7 @@ class FullSweepJob:
         parser.add_argument("--batch-size", type=int, default=1000, help="cells per delete batch")
 
     @classmethod
-    def from_args(cls, args, parser: argparse.ArgumentParser) -> FullSweepJob:
+    def from_args(cls, args: argparse.Namespace, parser: argparse.ArgumentParser) -> FullSweepJob:
         return cls(table=args.table, parts=args.parts, batch_size=args.batch_size, dry_run=args.dry_run)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
 from ..kvs.address import StoreAddress
@@ -17,8 +18,12 @@ from .driver import check_setting_values, failure_document, run_job
 from .executor import open_store as default_open_store
 from .secrets import STORE_URL_ENV, read_store_url
 
+if TYPE_CHECKING:
+    from .executor import StoreOpener
+    from .jobs import FullSweepJob, TargetedSweepJob
 
-def build_parser(job_class) -> argparse.ArgumentParser:
+
+def build_parser(job_class: type[TargetedSweepJob] | type[FullSweepJob]) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=job_class.prog,
         description=job_class.summary_line,
@@ -36,7 +41,12 @@ def build_parser(job_class) -> argparse.ArgumentParser:
     return parser
 
 
-def main(job_class, argv: Sequence[str] | None = None, *, open_store: Callable = default_open_store) -> int:
+def main(
+    job_class: type[TargetedSweepJob] | type[FullSweepJob],
+    argv: Sequence[str] | None = None,
+    *,
+    open_store: StoreOpener = default_open_store,
+) -> int:
     """Entry point of a job script. Returns the process exit code. ``open_store(address, settings)`` opens
     the store in the driver and the tasks (default: the address's store, ``AtlasStore.open``)."""
     parser = build_parser(job_class)

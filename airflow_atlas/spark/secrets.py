@@ -5,7 +5,7 @@ from __future__ import annotations
 from ..kvs.url import STORE_URL_ENV, read_private_line, store_url_from_environment
 
 
-def read_store_url(path: str | None = None, environ=None) -> str:
+def read_store_url(path: str | None = None, environ: dict[str, str] | None = None) -> str:
     """The store URL from ``path`` (first line, stripped) or from :data:`STORE_URL_ENV`.
 
     A file readable by group or others is refused (it may hold a password). Raises ValueError with a
