@@ -2,7 +2,8 @@
 
 1. no engine module (``airflow_atlas/`` outside ``airflow_atlas/airflow/``, and ``spark_jobs/``) imports
    Airflow or the Airflow glue, at module level or inside a function;
-2. no engine module imports a module of a higher layer (:data:`LAYERS`; same layer is fine);
+2. no engine module imports a module of a higher layer (:data:`LAYERS`; same layer is fine); an import
+   under ``if TYPE_CHECKING:`` (an annotation's type, never run) is not counted here;
 3. no module outside ``airflow_atlas/kvs/`` imports the private ``kvs/_common`` (the public checks are
    :mod:`airflow_atlas.validation`).
 
@@ -96,12 +97,31 @@ def engine_sources() -> dict[str, str]:
     return out
 
 
-def imported_modules(module: str, source: str, is_package: bool, known: set[str]) -> set[str]:
+def _type_checking_imports(tree: ast.AST) -> set[int]:
+    """The ids of the import nodes under ``if TYPE_CHECKING:`` (they never run: annotations only)."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            found.update(id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom)))
+    return found
+
+
+def imported_modules(
+    module: str, source: str, is_package: bool, known: set[str], *, type_checking: bool = True
+) -> set[str]:
     """Every module ``source`` imports (anywhere in the file), relative imports resolved; ``from X import
-    name`` counts as ``X.name`` when that is a module of ``known``."""
+    name`` counts as ``X.name`` when that is a module of ``known``. ``type_checking=False``: not those under
+    ``if TYPE_CHECKING:``."""
     package = module if is_package else module.rpartition(".")[0]
     out: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    skipped = set() if type_checking else _type_checking_imports(tree)
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -135,6 +155,7 @@ def violations(sources: dict[str, str], packages: set[str]) -> list[str]:
         if own is None:
             found.append(f"{module}: no layer (add it to LAYERS in {Path(__file__).name})")
             continue
+        run_time = imported_modules(module, source, module in packages, known, type_checking=False)
         for imported in sorted(imported_modules(module, source, module in packages, known)):
             if (module, imported) in ALLOWED:
                 continue
@@ -145,7 +166,7 @@ def violations(sources: dict[str, str], packages: set[str]) -> list[str]:
                 found.append(f"{module} imports {imported}: kvs/_common is private to kvs/ (use airflow_atlas.validation)")
                 continue
             theirs = layer_of(imported) if imported.startswith(("airflow_atlas", "spark_jobs")) else None
-            if theirs is not None and theirs > own:
+            if theirs is not None and theirs > own and imported in run_time:
                 found.append(f"{module} (layer {own}) imports {imported} (layer {theirs}): an upward import")
     return found
 
