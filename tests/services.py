@@ -30,6 +30,11 @@ LOG_DIR = REPO_ROOT / "test-artifacts" / "services"
 START_TIMEOUT_SECONDS = 1200.0
 """The longest a start may take: a first install of Chromium or the build of statsd_exporter takes minutes."""
 PACKAGES_LOCK = "packages"
+LAUNCH_ENV = dict(os.environ)
+"""The environment the test run was started with (tests/conftest.py imports this module before it sets the
+tests' own variables): every check and start runs in it, so a service a fixture starts runs as one started
+before the run would - without pytest's, the conftest's or a test's monkeypatched variables (the Spark
+workers' executors inherit their daemon's environment)."""
 
 
 @contextmanager
@@ -64,7 +69,7 @@ class Service:
         """Starts the service unless it runs and returns ``binary`` when it has one, else the start's standard
         output (empty when it ran already). Fails the asking test when the service cannot start."""
         with exclusive(self.lock or self.key):
-            if self.running and subprocess.run(self.running, capture_output=True).returncode == 0:
+            if self.running and subprocess.run(self.running, capture_output=True, env=LAUNCH_ENV).returncode == 0:
                 return self.binary
             stdout = self._start()
         if self.binary and not os.access(self.binary, os.X_OK):
@@ -77,7 +82,7 @@ class Service:
             log.write(f"----- {time.strftime('%Y-%m-%d %H:%M:%S')} pid {os.getpid()}: {self._command()}\n")
             log.flush()
             try:
-                done = subprocess.run(self.start, stdout=subprocess.PIPE, stderr=log, text=True,
+                done = subprocess.run(self.start, stdout=subprocess.PIPE, stderr=log, text=True, env=LAUNCH_ENV,
                                       timeout=START_TIMEOUT_SECONDS)
             except subprocess.TimeoutExpired:
                 self._fail(f"`{self._command()}` did not end within {START_TIMEOUT_SECONDS:.0f} s")

@@ -69,6 +69,12 @@ def test_an_install_returns_its_binary_and_fails_when_it_is_missing(tmp_path):
     assert "the other tool is not available" in str(failed.value) and "WARNING: not root" in str(failed.value)
 
 
+def test_a_start_runs_in_the_environment_the_run_started_with(tmp_path, monkeypatch):
+    monkeypatch.setenv("ATLAS_A_TESTS_OWN_VARIABLE", "leaked")
+    shown = _script(tmp_path / "show.sh", 'echo "[${ATLAS_A_TESTS_OWN_VARIABLE:-}]"')
+    assert Service("the shower", "shower", (shown,)).ensure() == "[]"
+
+
 def test_an_install_without_a_known_binary_returns_what_its_script_prints(tmp_path):
     found = _script(tmp_path / "found.sh", "echo /usr/local/bin/exporter")
     assert Service("the exporter", "exporter", (found,)).ensure() == "/usr/local/bin/exporter"
