@@ -16,12 +16,16 @@ import os
 import socket
 import uuid
 from dataclasses import dataclass, field
+from typing import Literal, get_args
 
 from ..serialisation import flatten
 from .counts import SweepCounts
 
-RUN_STATUSES = ("caught_up", "blocked", "iteration_limit", "skipped_locked", "failed", "dry_run")
-"""Every status a run of one pair can end with."""
+RunStatus = Literal["caught_up", "blocked", "iteration_limit", "skipped_locked", "failed", "dry_run"]
+"""Every status a run of one pair can end with (the JSON's string)."""
+RUN_STATUSES: tuple[RunStatus, ...] = get_args(RunStatus)
+IterationStatus = Literal["swept", "caught_up", "blocked", "skipped_locked", "dry_run"]
+"""Every status one iteration can end with (the JSON's string)."""
 
 
 @dataclass
@@ -49,7 +53,9 @@ class _SweepFigures:
 
 @dataclass
 class SweepResult(_SweepFigures):
-    """What one iteration did. ``status``: swept | caught_up | blocked | skipped_locked | dry_run."""
+    """What one iteration did. ``status``: one of :data:`IterationStatus`."""
+
+    status: IterationStatus
 
 
 RUN_TOTALS: tuple[str, ...] = ("iterations", *SweepCounts.names())
@@ -72,6 +78,7 @@ after the run, filled by the sweeper from what it read (the metrics read no stor
     end of the run and why (e.g. ``"resting: clients alive, no transaction for 4.1 s: unthrottled"``; None when
     not paced), ``pace_backoffs``: how often it halved (:mod:`~airflow_atlas.sweep.pacing.application`)."""
 
+    status: RunStatus
     iterations: int = 0
     error: str | None = None
     max_entries_per_second: int = 0
@@ -151,6 +158,8 @@ __all__ = [
     "ShardSweepResult",
     "LockHolderInfo",
     "RUN_STATUSES",
+    "IterationStatus",
+    "RunStatus",
     "default_holder",
     "holder_process_gone",
 ]
