@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from .errors import InvalidInputError
 from .locks import LOCKS_TABLE
@@ -132,8 +132,10 @@ def admin_grants(keyspace: str) -> list[Grant]:
     ]
 
 
-GRANTED = "granted"
-ALREADY_HELD = "already held"
+GrantOutcome = Literal["granted", "already held"]
+"""What applying one grant did (the JSON's string)."""
+GRANTED: Final = "granted"
+ALREADY_HELD: Final = "already held"
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,7 @@ class GrantsApplied:
     role: str
     keyspace: str
     role_created: bool
-    outcomes: list[tuple[Grant, str]] = field(default_factory=list)
+    outcomes: list[tuple[Grant, GrantOutcome]] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"role": self.role, "keyspace": self.keyspace, "applied": True, "role_created": self.role_created,
@@ -184,7 +186,7 @@ def apply_grants(kvs: CassandraKeyValueService, role: str, grants: Sequence[Gran
         run(f"CREATE ROLE IF NOT EXISTS {role} WITH LOGIN = true AND PASSWORD = %s", (password,))
     # (role, username, resource, permission) rows; by position, whatever the session's row factory
     held = {(row[3], row[2]) for row in run(f"LIST ALL PERMISSIONS OF {role} NORECURSIVE")}
-    outcomes = []
+    outcomes: list[tuple[Grant, GrantOutcome]] = []
     for grant in grants:
         if (grant.permission, _listed(grant.resource)) in held:
             outcomes.append((grant, ALREADY_HELD))

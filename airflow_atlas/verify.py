@@ -29,7 +29,7 @@ run by the test suite, not here.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final, Literal
 
 from .errors import CorruptTransactionDataError
 from .kvs.tables import SWEEPABLE_STRATEGY_NAMES
@@ -38,8 +38,10 @@ from .oracle import leftover_versions, load_commits
 if TYPE_CHECKING:
     from .store import AtlasStore
 
-VIOLATION = "violation"
-WARNING = "warning"
+Severity = Literal["violation", "warning"]
+"""How bad a finding is (the JSON's string): a violation fails verification, a warning does not."""
+VIOLATION: Final = "violation"
+WARNING: Final = "warning"
 
 CHECKS = (
     "transactions_schema",
@@ -58,7 +60,7 @@ class Finding:
     kind: str
     detail: str
     action: str
-    severity: str = VIOLATION
+    severity: Severity = VIOLATION
 
 
 @dataclass
@@ -88,7 +90,7 @@ class _Collector:
         self.checks = {name: CheckResult() for name in CHECKS}
         self.findings: list[Finding] = []
 
-    def add(self, check: str, kind: str, detail: str, action: str, severity: str = VIOLATION) -> None:
+    def add(self, check: str, kind: str, detail: str, action: str, severity: Severity = VIOLATION) -> None:
         result = self.checks[check]
         result.count += 1
         if severity == VIOLATION:
