@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import model_serializer
 
@@ -32,6 +32,10 @@ class PairWarning:
     message: str
 
 
+ForecastState = Literal["drained", "draining", "steady", "growing", "stalled", "not_swept_yet", "unknown"]
+"""A backlog drain forecast's state (the JSON's string; :func:`~airflow_atlas.status.forecast.drain_forecast`)."""
+
+
 @dataclass
 class Forecast:
     basis: str
@@ -48,7 +52,7 @@ class Forecast:
     backlog_entries: int = 0
     backlog_capped: bool = False
     time_to_drain_seconds: float | None = None
-    state: str = "unknown"
+    state: ForecastState = "unknown"
     ingest_outpaces_sweep: bool = False
     idle_seconds: float | None = None
     warnings: list[Warning] = field(default_factory=list)
