@@ -91,8 +91,8 @@ class LocalCluster:
 
     def up(self, node: int) -> bool:
         """Node i answers the CQL handshake (what ``cassandra.sh cluster status-node I`` checks), asked
-        in-process: the script's check costs a bash and two Python start-ups per node, seconds on a loaded
-        machine, after every cluster test."""
+        in-process: the script's check costs a bash and a Python start-up per node, a second or more on a
+        loaded machine, after every cluster test."""
         return _cql_answers(self.hosts[node - 1])
 
     def stop_node(self, node: int) -> None:

@@ -1,5 +1,6 @@
-"""scripts/cassandra.sh: the JIT profile switch, addresses, seeds, cluster name, the cluster's nodes, refusing to
-adopt a node it did not start (no Cassandra node is started here)."""
+"""scripts/cassandra.sh (devkit/cassandra/) through its command line: the JIT profile switch, addresses, seeds,
+cluster name, the cluster's nodes, refusing to adopt a node it did not start (no Cassandra node is started
+here; the full profile's options: tests/unit/devkit/cassandra/test_config.py)."""
 from __future__ import annotations
 
 import os
@@ -24,13 +25,6 @@ def test_an_unknown_jit_profile_is_refused_before_anything_runs(tmp_path):
     assert out.returncode == 1
     assert "ATLAS_CASSANDRA_JIT must be c1 or full, got 'c2'" in out.stderr
     assert not (tmp_path / "node").exists()
-
-
-def test_the_full_profile_has_a_c1_only_flag_to_drop():
-    """``full`` drops -XX:TieredStopAtLevel from the server options: it must be there to drop."""
-    options = (ROOT / "scripts" / "cassandra" / "conf" / "jvm17-server.options").read_text().splitlines()
-    assert "-XX:TieredStopAtLevel=1" in options
-    assert "grep -v -- '-XX:TieredStopAtLevel='" in SCRIPT.read_text()
 
 
 # ----- addresses, seeds, cluster name, adoption (no node is started) ---------------------------------------

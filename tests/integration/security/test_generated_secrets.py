@@ -1,16 +1,17 @@
-"""The secrets and keys ``scripts/cassandra.sh secure ...`` generates are readable by their owner only (issue 32
+"""The secrets and keys ``scripts/cassandra.sh secure ...`` (devkit/cassandra/secured.py) generates are readable by their owner only (issue 32
 item 5: the CA's keystore ``ca.p12``, which holds the CA's private key, was mode 0644), and keytool never
 gets a store password on its command line (``-storepass:file``)."""
 from __future__ import annotations
 
-import re
+import os
+import shutil
 import stat
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import CASSANDRA_SCRIPT
+from devkit.cassandra.secured import make_tls
+from devkit.cassandra.topology import SecureLayout
 
 pytestmark = pytest.mark.cassandra
 
@@ -28,21 +29,24 @@ def _assert_private(secure_dir: Path) -> None:
     assert {f.name: oct(_mode(f)) for f in files if _mode(f) != 0o600} == {}
 
 
-def test_a_fresh_ca_and_node_keystore_are_private(tmp_path):
-    """secure_tls of the script (the function `secure start` runs first) in a directory of its own."""
-    script = CASSANDRA_SCRIPT.read_text()
-    functions = script[: script.index('\ncmd="${1:-}"')]  # everything but the command dispatch
-    (tmp_path / "functions.sh").write_text(functions)
-    made = subprocess.run(
-        ["bash", "-c", f'source "{tmp_path / "functions.sh"}" && secure_tls 127.0.0.50'],
-        env={"PATH": "/usr/bin:/bin:/usr/local/bin", "ATLAS_SECURE_DIR": str(tmp_path / "secure"),
-             "HOME": str(tmp_path)},
-        capture_output=True, text=True, timeout=300,
-    )
-    assert made.returncode == 0, made.stdout + made.stderr
+def test_a_fresh_ca_and_node_keystore_are_private(tmp_path, monkeypatch):
+    """The material `secure start` makes first (devkit.cassandra.secured.make_tls) in a directory of its own,
+    keytool's every argument recorded (a wrapper first on PATH runs the real one)."""
+    keytool = shutil.which("keytool")
+    assert keytool, "keytool (Java 17) is required"
+    calls = tmp_path / "keytool.calls"
+    wrapper = tmp_path / "bin" / "keytool"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nprintf "%s\\n" "$*" >>"{calls}"\nexec "{keytool}" "$@"\n')
+    wrapper.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
+    make_tls(SecureLayout(tmp_path / "secure"), "127.0.0.50", lambda message: None)
     _assert_private(tmp_path / "secure")
     assert (tmp_path / "secure" / "ca" / "ca.pem").read_text().startswith("-----BEGIN CERTIFICATE-----")
-    assert not re.search(r'-storepass "\$', script), "a keytool store password on a command line"
+    arguments = [line.split() for line in calls.read_text().splitlines()]
+    assert len(arguments) >= 5 and all("-storepass:file" in args for args in arguments)
+    assert not any(arg.startswith("-storepass") and arg != "-storepass:file" for args in arguments for arg in args), \
+        "a keytool store password on a command line"
 
 
 def test_the_secured_node_files_are_private(secure_node):
