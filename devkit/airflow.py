@@ -62,8 +62,12 @@ class AirflowRest:
     ``base_url``, ``admin_password`` and ``_token`` (None until the first call)."""
 
     base_url: str
-    admin_password: str
     _token: str | None
+
+    @property
+    def admin_password(self) -> str:
+        """The admin user's password: where it is, the class that mixes this in says."""
+        raise NotImplementedError
 
     def token(self) -> str:
         """A REST API token for the admin user (POST /auth/token)."""
