@@ -16,8 +16,6 @@ cluster``); the Spark standalone master with two workers (127.0.0.5) is tests/co
 """
 from __future__ import annotations
 
-import socket
-import struct
 import subprocess
 import uuid
 from collections.abc import Iterator
@@ -30,6 +28,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
+from devkit.cassandra.node import cql_answers
 from tests.conftest import CASSANDRA_SCRIPT, drop_keyspaces_soon
 from tests.timestamp_servers import serving
 
@@ -46,23 +45,6 @@ CONFIG = dict(
     transaction_lease_seconds=600.0,
     running_writer_wait_seconds=2.0,
 )
-
-
-def _cql_answers(host: str, port: int = 9042) -> bool:
-    """The CQL native protocol handshake: OPTIONS (v4) answered by SUPPORTED."""
-    try:
-        with socket.create_connection((host, port), timeout=3) as s:
-            s.settimeout(3)
-            s.sendall(struct.pack(">BBhBi", 0x04, 0, 0, 0x05, 0))
-            header = b""
-            while len(header) < 9:
-                chunk = s.recv(9 - len(header))
-                if not chunk:
-                    return False
-                header += chunk
-            return header[4] == 0x06
-    except OSError:
-        return False
 
 
 def _script(script, *args: str, timeout: float) -> subprocess.CompletedProcess:
@@ -93,7 +75,7 @@ class LocalCluster:
         """Node i answers the CQL handshake (what ``cassandra.sh cluster status-node I`` checks), asked
         in-process: the script's check costs a bash and a Python start-up per node, a second or more on a
         loaded machine, after every cluster test."""
-        return _cql_answers(self.hosts[node - 1])
+        return cql_answers(self.hosts[node - 1], 9042)
 
     def stop_node(self, node: int) -> None:
         self.run("stop-node", str(node), timeout=180)

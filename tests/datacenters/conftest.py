@@ -24,7 +24,7 @@ import pytest
 
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
-from tests.cluster.conftest import _cql_answers
+from devkit.cassandra.node import cql_answers
 from tests.conftest import CASSANDRA_SCRIPT
 from tests.timestamp_servers import without_local_servers
 
@@ -64,7 +64,7 @@ class TwoDatacenters:
         return self.run("nodetool", str(node), *args)
 
     def up(self, node: int) -> bool:
-        return _cql_answers(HOSTS[node])
+        return cql_answers(HOSTS[node], 9042)
 
     @contextmanager
     def datacenter_down(self, datacenter: str) -> Iterator[None]:
