@@ -46,8 +46,8 @@ fi
 # Cassandra's schema race on DROP KEYSPACE (a clean-clone run of 2026-11-29); the application pace's
 # acceptance test measures the sweep's rate in half-second windows, which a lane beside it would starve. The servers lane's output is
 # printed when both lanes have ended (it is in test-artifacts/lanes/servers.log while it runs).
-SERVERS_LANE=(tests/integration/security tests/deploy tests/datacenters tests/integration/txn tests/integration/kvs
-  tests/integration/foundation tests/integration/sweep_queue)
+SERVERS_LANE=(tests/integration/security tests/deploy tests/datacenters tests/integration/transactions tests/integration/kvs
+  tests/integration/foundation tests/integration/sweep/queue)
 ALONE=(tests/cluster tests/integration/sweep/test_application_pace.py)
 LANES_DIR="$ROOT/test-artifacts/lanes"
 LANES_TMP="${TMPDIR:-/tmp}/airflow-atlas-pytest"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 THRESHOLD_SETTING = "compaction_threshold_tombstones"
 """The name of the Airflow setting holding the threshold (declared in airflow_atlas/airflow/settings.py;
-tests/unit/test_status_compaction.py checks the two agree)."""
+tests/unit/status/test_compaction.py checks the two agree)."""
 
 
 def compaction_state(counts: TableTombstones, strategy: str, threshold: int | None, now: float) -> TableCompactionState:

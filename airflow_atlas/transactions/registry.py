@@ -22,8 +22,8 @@ purges it. The table has ``gc_grace_seconds = 0``, so those tombstones are purge
 them without counting them against the node's ``tombstone_failure_threshold``: ``oldest_open`` still
 answers after more unregistrations than that threshold, while with Cassandra's default grace period the
 same read fails with READ_TOO_MANY_TOMBSTONES and no sweep timestamp could be computed
-(``tests/integration/txn/test_registry_tombstones.py``). What remains is the cost of skipping them, which
-a very high transaction rate between compactions makes grow.
+(``tests/integration/transactions/test_registry_tombstones.py``). What remains is the cost of skipping them,
+which a very high transaction rate between compactions makes grow.
 
 Ordering argument for :meth:`OpenTransactionRegistry.immutable_timestamp`
 -----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ forged token, 200 with a token or the UI's session cookie), the page and the JSO
 holds, bad parameters give 400, and a broken store gives 503 with the reason.
 
 The page rendering itself (links under a base_url, warnings, the chart) is checked from constructed
-status dicts in tests/unit/test_dashboard_render.py; the browser test drives the whole UI."""
+status dicts in tests/unit/airflow/web/test_render.py; the browser test drives the whole UI."""
 from __future__ import annotations
 
 import re

@@ -1,6 +1,7 @@
 """A bad ``spark.atlas.store.<key>`` conf entry, through the real spark-submit (one JVM start): the driver
 refuses it before any task runs, the job exits 2 and its document names the key; the store is untouched.
-(The pure parts - parsing and validating conf entries, ``--setting`` - are in tests/unit/test_spark_settings.py.)"""
+(The pure parts - parsing and validating conf entries, ``--setting`` - are in
+tests/unit/spark/test_args_settings.py.)"""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
 """docs/ARCHITECTURE.md's mechanical claims, checked against the tree and the code (as
-tests/unit/test_consistency_policy.py checks its consistency table): every path its module tables name exists,
+tests/unit/kvs/test_consistency_policy.py checks its consistency table): every path its module tables name exists,
 every module of the package is in a table, the import-layer and sweep-package tables are the lists the import
 tests enforce, each constant's home is the module it names, and the counts it states. Pure: reads files and
 imports the engine; nothing is started."""
@@ -98,7 +98,7 @@ def _dotted(span: str) -> str:
 
 def test_the_import_layers_table_is_the_layering_the_import_test_enforces():
     """"Import layers": each row's modules (outside its parenthesised remarks) are test_import_layers.LAYERS."""
-    from tests.unit.test_import_layers import LAYERS
+    from tests.lint.test_import_layers import LAYERS
 
     doc: dict[str, int] = {}
     for layer, modules in rows(section(DOC, "Import layers")):

@@ -23,7 +23,7 @@ from airflow_atlas.transactions.latency_table import (
 )
 from airflow_atlas.transactions.manager import TransactionManager
 from tests.faults import DeniedTableKvs
-from tests.integration.txn.conftest import FAST
+from tests.integration.transactions.conftest import FAST
 
 FAST_PUBLICATION = LatencyPublication(interval_seconds=0.2, ttl_seconds=600)
 

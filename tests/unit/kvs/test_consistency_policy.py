@@ -262,7 +262,7 @@ def test_the_architecture_table_states_the_code_defaults():
     """docs/ARCHITECTURE.md "Consistency across datacenters": the "ours" column is DEFAULT_LEVELS."""
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parents[2] / "docs" / "ARCHITECTURE.md").read_text()
+    text = (Path(__file__).resolve().parents[3] / "docs" / "ARCHITECTURE.md").read_text()
     section = text.split("## Consistency across datacenters", 1)[1].split("\n## ", 1)[0]
     ours = {}
     for line in section.splitlines():

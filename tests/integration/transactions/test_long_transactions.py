@@ -8,7 +8,7 @@ import pytest
 
 from airflow_atlas.errors import TransactionLockExpiredError
 from airflow_atlas.kvs.api import Cell
-from tests.integration.txn.conftest import FakeClock
+from tests.integration.transactions.conftest import FakeClock
 
 LEASE = 2.0  # > 2 x the margin of 0.2 s; refreshed with 1.3 s to spare, so a loaded machine does not lose it
 

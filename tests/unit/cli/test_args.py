@@ -36,7 +36,7 @@ def test_defaults_and_common_options_in_either_position():
     assert args.shard == [1, 0] and args.strategy == ["THOROUGH"] and args.dry_run and args.json
     assert (args.batch_limit, args.max_iterations) == (50, 3)
     assert args.max_entries_per_second is None
-    # text: checked with the settings (the resolver's COMMAND_LINE layer), tests/unit/test_cli_settings.py
+    # text: checked with the settings (the resolver's COMMAND_LINE layer), tests/unit/cli/test_args_settings.py
     assert parse("sweep", "--max-entries-per-second", "2500").max_entries_per_second == "2500"
     args = parse("workload", "--table", "orders:thorough", "--table", "audit", "--writes-per-transaction", "3-9",
                  "--open-transactions", "2", "--set", "transaction_lease_seconds=5")

@@ -23,7 +23,7 @@ from airflow_atlas.kvs.api import MAX_TIMESTAMP, Cell
 from airflow_atlas.kvs.tables import SweepStrategy, WriteMode
 from airflow_atlas.sweep.queue.write_info import WriteInfo
 from airflow_atlas.transactions.encoding import ABORTED
-from tests.integration.txn.conftest import FakeClock
+from tests.integration.transactions.conftest import FakeClock
 
 C = Cell(b"row", b"col")
 D = Cell(b"row", b"other")
