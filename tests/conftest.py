@@ -1,13 +1,8 @@
 """Session fixtures shared by the whole suite: a real Cassandra node (and the timestamp servers that serve its
 stores), the Spark standalone master, Prometheus's binary, a local SparkSession and a temporary Airflow home.
 Nothing here is mocked: each service fixture starts its service at its first use when it does not run
-(tests/services.py: under a file lock, so both workers of the whole-suite run may ask at once), the Spark fixture
+(tests/services.py: under a file lock, so both lanes of the whole-suite run may ask at once), the Spark fixture
 runs local[2], the Airflow fixture migrates a real SQLite metadata database.
-
-The whole suite runs on two pytest-xdist workers (scripts/test.sh: ``-n 2 --dist loadgroup``), each a process
-with its own session fixtures, temporary directory (xdist's basetemp per worker) and Airflow home (below);
-:func:`pytest_collection_modifyitems` keeps each tier of :data:`XDIST_GROUPS`, and every other module, on one
-worker.
 """
 from __future__ import annotations
 
@@ -23,51 +18,36 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import LAUNCH_ENV, LOCAL_NODE, PROMETHEUS, REPO_ROOT, SCRIPTS, SPARK_MASTER
+from tests.services import LOCAL_NODE, PROMETHEUS, REPO_ROOT, SCRIPTS, SPARK_MASTER
 
 CASSANDRA_SCRIPT = SCRIPTS / "cassandra.sh"
 
-WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
-"""This process's pytest-xdist worker (``gw0``, ``gw1``), "" in a run without workers."""
-
-
-def _default(name: str, value: str) -> None:
-    """$name is ``value`` unless the run was started with it set (a worker inherits the variables this module set
-    in the process that started it: its own are set again, from the run's launch environment)."""
-    os.environ[name] = LAUNCH_ENV.get(name, value)
-
-
 # ----- Airflow environment: must be set before anything imports airflow ---------------------------
-# A home of this process's own: a worker's Airflow (its SQLite metadata database, its DAG runs) is not the
-# other's; a given $ATLAS_TEST_AIRFLOW_HOME gets a directory per worker.
-_GIVEN_HOME = LAUNCH_ENV.get("ATLAS_TEST_AIRFLOW_HOME")
-_AIRFLOW_HOME = (Path(_GIVEN_HOME, WORKER) if _GIVEN_HOME
-                 else Path(tempfile.mkdtemp(prefix=f"atlas-airflow-home-{WORKER + '-' if WORKER else ''}")))
-_AIRFLOW_HOME.mkdir(parents=True, exist_ok=True)
+_AIRFLOW_HOME = Path(os.environ.get("ATLAS_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="atlas-airflow-home-"))
 os.environ["AIRFLOW_HOME"] = str(_AIRFLOW_HOME)
-_default("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
+os.environ.setdefault("AIRFLOW__CORE__LOAD_EXAMPLES", "False")
 os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO_ROOT / "dags")
-_default("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
-_default("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME}/airflow.db")
-_default("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
-# One Fernet key for every Airflow process this process starts, as a deployment needs (docker/airflow.env.example):
+os.environ.setdefault("AIRFLOW__CORE__UNIT_TEST_MODE", "True")
+os.environ.setdefault("AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", f"sqlite:///{_AIRFLOW_HOME}/airflow.db")
+os.environ.setdefault("AIRFLOW__CORE__EXECUTOR", "LocalExecutor")
+# One Fernet key for every Airflow process of the run, as a deployment needs (docker/airflow.env.example):
 # without it each process makes its own and cannot decrypt a Variable another one stored.
-_default("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
-_default("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
-_default("PYSPARK_PYTHON", sys.executable)
-_default("PYSPARK_DRIVER_PYTHON", sys.executable)
+os.environ.setdefault("AIRFLOW__CORE__FERNET_KEY", base64.urlsafe_b64encode(os.urandom(32)).decode())
+os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "INFO")
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 # Every Spark driver JVM the tests start (local[N] sessions, spark-submit, the Connect servers) compiles with C1
 # only and collects with the serial GC: its jobs last seconds, so C2's compilations are CPU spent for nothing on
 # a suite that keeps both cores busy. Measured 2026-11-30 on the 2-core VM (machine-wide busy CPU, 2-3 runs
 # each): tests/spark/test_spark_jobs.py 75.7 -> 56.6 CPU-s, wall 52.8 -> 46.1 s.
-_default("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 # The same flags for the executors on the standalone master, through the spark-defaults.conf every spark-submit and
 # local session of the tests reads (spark.executor.extraJavaOptions). Measured 2026-11-30 12:10 UTC on the
 # 2-core VM (2 runs each): tests/spark/test_spark_standalone.py 55.5 -> 44.5 CPU-s, wall 40.4 -> 35.3 s.
-_default("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark_conf"))
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).resolve().parent / "spark_conf"))
 
 # Every store the tests initialise on the local node is served by the local timestamp servers (tests/timestamp_servers.py).
-_default("ATLAS_TIMESTAMP_SERVERS", "127.0.0.1:9350,127.0.0.1:9351")
+os.environ.setdefault("ATLAS_TIMESTAMP_SERVERS", "127.0.0.1:9350,127.0.0.1:9351")
 
 CASSANDRA_HOST = os.environ.get("ATLAS_TEST_CASSANDRA_HOST", "127.0.0.1")
 CASSANDRA_PORT = int(os.environ.get("ATLAS_TEST_CASSANDRA_PORT", "9042"))
@@ -91,46 +71,6 @@ def drop_keyspaces_soon(session, keyspaces, wait_seconds: float = 5.0) -> None:
         done.wait(max(0.0, deadline - time.monotonic()))
 
 
-# ----- the workers: what must share one (scripts/test.sh runs the suite with -n 2 --dist loadgroup) ----------------
-XDIST_GROUPS: dict[str, str] = {
-    # A tier whose session, package or module fixtures start servers on fixed addresses, or cost minutes to start
-    # twice: path (below the repository) -> the xdist group that keeps it on one worker (each worker runs its
-    # session fixtures itself). docs/TESTING.md, "The whole suite", lists them with their reasons.
-    "tests/integration/security": "security",  # the secured node (127.0.0.6) and 3-node cluster (127.0.0.7-9)
-    "tests/datacenters": "datacenters",  # the two-datacenter cluster (127.0.0.21-23)
-    "tests/deploy": "deploy",  # scripts/deploy.sh once for the package (127.0.0.11)
-    "tests/cluster": "cluster",  # the 3-node cluster (127.0.0.2-4); run alone by scripts/test.sh
-    "tests/reliability": "reliability",  # a private Cassandra node per module; faults on the shared services
-    "tests/browser": "browser",  # Airflow as its own processes and Chromium, per module
-    "tests/spark": "spark",  # a Spark Connect server for the session, the twin stores, local[2]
-    "tests/lint": "lint",  # mypy's one run in the background (tests/lint/conftest.py)
-}
-
-
-def xdist_group(path: str) -> str:
-    """The xdist group of a test in ``path`` (a file below the repository): its tier's (:data:`XDIST_GROUPS`),
-    else its module's (``tests/unit/test_grants.py`` -> ``unit/test_grants``): a module's tests run on one
-    worker in their order, as in one process, and its module fixtures start once."""
-    tier = next((tier for tier in XDIST_GROUPS if path == tier or path.startswith(tier + "/")), None)
-    return XDIST_GROUPS[tier] if tier else path.removeprefix("tests/").removesuffix(".py")
-
-
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which turns each item's group into its scheduling unit
-def pytest_collection_modifyitems(config, items):
-    """On a worker (the collection happens there), every test gets its :func:`xdist_group` unless it has one."""
-    if not hasattr(config, "workerinput"):
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(xdist_group(item.path.relative_to(REPO_ROOT).as_posix())))
-
-
-def _ungrouped(nodeid: str) -> str:
-    """A node id without the ``@group`` suffix pytest-xdist gives it under ``--dist loadgroup``."""
-    head, at, group = nodeid.rpartition("@")
-    return head if at and "]" not in group and "::" not in group else nodeid
-
-
 _TIER_SECONDS: dict[str, float] = {}
 _TEST_SECONDS: dict[str, float] = {}
 
@@ -142,23 +82,21 @@ def _tier(nodeid: str) -> str:
 
 
 def pytest_runtest_logreport(report):
-    """Every test's time: in a run on workers, the first process is told each report too and writes the lists."""
-    nodeid = _ungrouped(report.nodeid)
-    tier = _tier(nodeid)
+    tier = _tier(report.nodeid)
     _TIER_SECONDS[tier] = _TIER_SECONDS.get(tier, 0.0) + report.duration
-    _TEST_SECONDS[nodeid] = _TEST_SECONDS.get(nodeid, 0.0) + report.duration
+    _TEST_SECONDS[report.nodeid] = _TEST_SECONDS.get(report.nodeid, 0.0) + report.duration
 
 
 def pytest_terminal_summary(terminalreporter):
     """Where the suite's time goes, per tier (setup + call + teardown of its tests; the budget is 50 minutes
     on 2 cores): the numbers to start from when the suite must get faster."""
-    if not _TIER_SECONDS or hasattr(terminalreporter.config, "workerinput"):  # a worker: the first process writes
+    if not _TIER_SECONDS:
         return
     terminalreporter.section("time per tier")
     for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:8.1f}s  {tier}")
-    # Every test's time (setup + call + teardown), slowest first, per pytest run (named by its --basetemp:
-    # scripts/test.sh's whole suite writes suite.tsv and alone.tsv): the whole list, where --durations prints 30.
+    # Every test's time (setup + call + teardown), slowest first, per pytest process (a lane is named by its
+    # --basetemp): the whole list, where --durations prints the slowest 30.
     basetemp = terminalreporter.config.option.basetemp
     out = REPO_ROOT / "test-artifacts" / "durations" / f"{Path(basetemp).name if basetemp else 'pytest'}.tsv"
     out.parent.mkdir(parents=True, exist_ok=True)

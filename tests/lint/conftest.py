@@ -1,11 +1,7 @@
 """mypy starts when the session's tests are known (``pytest_collection_finish``), in the background, when
 ``test_mypy_reports_nothing`` is among them: on a fresh clone (no cache) it analyses the Airflow package too,
 about half a minute of one core, which then overlaps the tests that run before it (they wait on Cassandra,
-Spark and Airflow subprocesses, and leave a core to spare). The test waits for that run's result.
-
-On a pytest-xdist worker every worker collects every test, so the run starts at the setup of the worker's first
-test of tests/lint instead (the tier is one xdist group, tests/conftest.py: one worker runs it, and mypy overlaps
-the tier's other tests), and one worker runs mypy, not each."""
+Spark and Airflow subprocesses, and leave a core to spare). The test waits for that run's result."""
 from __future__ import annotations
 
 import os
@@ -18,7 +14,6 @@ from typing import IO
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-LINT = REPO_ROOT / "tests" / "lint"
 MYPY_TEST = "test_mypy_reports_nothing"
 
 
@@ -57,19 +52,8 @@ class Mypy:
 _started: list[Mypy] = []
 
 
-_wanted: list[bool] = []
-"""Whether the session's tests include the mypy test (known at the end of the collection)."""
-
-
 def pytest_collection_finish(session: pytest.Session) -> None:
-    if any(item.name == MYPY_TEST and LINT in item.path.parents for item in session.items):
-        _wanted.append(True)
-        if not hasattr(session.config, "workerinput"):
-            _started.append(Mypy())
-
-
-def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _wanted and not _started and LINT in item.path.parents:
+    if any(item.name == MYPY_TEST and REPO_ROOT / "tests" / "lint" in item.path.parents for item in session.items):
         _started.append(Mypy())
 
 

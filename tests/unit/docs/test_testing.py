@@ -1,9 +1,9 @@
 """docs/TESTING.md's mechanical claims: the scripts ``scripts/test.sh`` runs (bootstrap only: it starts no
-service), its worker groups (``tests/conftest.py``'s) and the tests it runs alone (the script's); the services
-table is ``tests/services.py``'s (each fixture is in the conftest named, starts the service named, with the
-script named); ``tests/unit`` needs no service (no test or fixture there asks for one of the service fixtures,
-nothing there imports the tools that start servers); one line states the suite's latest clean-clone time
-(history is git's). Pure: reads files and parses Python; nothing is started."""
+service) and its lanes are the script's; the services table is ``tests/services.py``'s (each fixture is in the
+conftest named, starts the service named, with the script named); ``tests/unit`` needs no service (no test or
+fixture there asks for one of the service fixtures, nothing there imports the tools that start servers); one
+line states the suite's latest clean-clone time (history is git's). Pure: reads files and parses Python;
+nothing is started."""
 from __future__ import annotations
 
 import ast
@@ -65,15 +65,10 @@ def test_the_services_table_is_tests_services():
     assert sorted(documented) == sorted(ALL_SERVICES)
 
 
-def test_the_groups_and_the_alone_run_are_the_suites():
-    """"The whole suite": the groups table is tests/conftest.py's XDIST_GROUPS, the alone row the script's ALONE."""
-    from tests.conftest import XDIST_GROUPS
-
-    found = rows(section(DOC, "The whole suite: two workers, then alone"))
-    groups = {spans(row[1])[0]: spans(row[0])[0] for row in found if len(row) == 3}
-    assert groups == XDIST_GROUPS
-    alone = {row[0]: spans(row[1]) for row in found if len(row) == 2}
-    assert alone == {"alone, after the workers": _bash_array("ALONE")}
+def test_the_lane_table_is_the_scripts_lanes():
+    lanes = {row[0]: spans(row[1]) for row in rows(section(DOC, "The whole suite: two lanes, then alone"))}
+    assert lanes["servers"] == _bash_array("SERVERS_LANE")
+    assert lanes["alone, after both"] == _bash_array("ALONE")
 
 
 def test_one_line_states_the_suites_clean_clone_time():
