@@ -1,6 +1,6 @@
 """Least privilege on Cassandra: what each role of a deployment may do on the store's keyspace.
 
-Two roles (docs in docs/TESTING.md "Secured node" and docs/SECURITY.md):
+Three roles (docs in docs/TESTING.md "Secured node" and docs/SECURITY.md):
 
 * the **administrator** creates the keyspace and the tables (``init``, ``create_table``, new user tables
   of the workload), raises the shard count and changes strategies: CREATE, ALTER, DROP on the keyspace
@@ -10,7 +10,11 @@ Two roles (docs in docs/TESTING.md "Secured node" and docs/SECURITY.md):
   :data:`SWEEPER_MODIFY` and on every user table, SELECT on the system tables of :data:`SWEEPER_SYSTEM_SELECT`
   (compaction's repair guard reads the repair history) - and nothing else: no CREATE, ALTER, DROP or
   AUTHORIZE, no MODIFY outside the keyspace, no MODIFY on the tables only the administrator writes
-  (:data:`ADMIN_ONLY`).
+  (:data:`ADMIN_ONLY`);
+* the **timestamp server** (``atlas-sweep timestamps serve``, one role for every instance): SELECT and MODIFY on
+  ``_timestamp`` (its record and bound: serial reads, check-and-sets) and SELECT on the two tables opening a
+  store reads (:data:`TIMESTAMP_SERVER_SELECT`) - nothing else: it reads no data and writes no other table.
+  One deployment serves every adopted keyspace of a cluster, so the role needs these grants on each.
 
 :func:`apply_grants` applies them through an administrator's session (``atlas-sweep grants --apply``: the
 project installs no CQL client): it creates the login role when asked (its password bound as a parameter,
@@ -85,6 +89,19 @@ ADMIN_ONLY: dict[str, str] = {
 """The engine's tables only the administrator writes (the sweeper reads them)."""
 
 
+TIMESTAMP_SERVER_SELECT: dict[str, str] = {
+    "_metadata": "opening the store: the table registry (which tables exist, their write mode)",
+    SCHEMA_TABLE: "opening the store it is started for (`serve`): the transactions schema version",
+    TIMESTAMP_TABLE: "the server's record and bound: serial reads (the leader, its lease, the bound)",
+}
+"""The tables the timestamp server reads, and why."""
+
+TIMESTAMP_SERVER_MODIFY: dict[str, str] = {
+    TIMESTAMP_TABLE: "the server's record and bound: lease renewals, takeovers, the bound (check-and-set)",
+}
+"""The one table the timestamp server writes, and why."""
+
+
 @dataclass(frozen=True)
 class Grant:
     """One permission on one resource, and why the role needs it."""
@@ -117,6 +134,18 @@ def sweeper_grants(keyspace: str, tables: list[str]) -> list[Grant]:
         grants.append(Grant("MODIFY", f"TABLE {ks}.{_ident(table, 'table')}",
                             "user data: the workload's writes, sweep's sentinels and ranged tombstones"))
     grants += [Grant("SELECT", f"TABLE {table}", why) for table, why in SWEEPER_SYSTEM_SELECT.items()]
+    return grants
+
+
+def timestamp_server_grants(keyspace: str, tables: list[str]) -> list[Grant]:
+    """The timestamp server's grants on ``keyspace`` holding these tables (logical names; the registry
+    ``_metadata`` always exists in a store; only tables of the store are named, as for the sweeper)."""
+    ks = _ident(keyspace, "keyspace")
+    present = {"_metadata", *tables}
+    grants = [Grant("SELECT", f"TABLE {ks}.atlas{t}", why)
+              for t, why in TIMESTAMP_SERVER_SELECT.items() if t in present]
+    grants += [Grant("MODIFY", f"TABLE {ks}.atlas{t}", why)
+               for t, why in TIMESTAMP_SERVER_MODIFY.items() if t in present]
     return grants
 
 

@@ -234,9 +234,12 @@ def build_parser() -> argparse.ArgumentParser:
             "Print the GRANT statements a role needs on a Cassandra store's keyspace, each with why: the "
             "sweeper (every DAG, the CLI except init and shards --raise, the Spark jobs): SELECT on the keyspace, "
             "MODIFY on the tables it writes, SELECT on system_distributed.parent_repair_history (compaction's "
-            "repair guard); the admin: CREATE, ALTER, DROP, SELECT, MODIFY on the keyspace. Print them again "
-            "after creating user tables (the sweeper needs MODIFY on each). Changes nothing, unless --apply.")
-    p.add_argument("--role", choices=("sweeper", "admin"), default="sweeper", help="which role (default sweeper)")
+            "repair guard); the admin: CREATE, ALTER, DROP, SELECT, MODIFY on the keyspace; the timestamp server "
+            "(`timestamps serve`): SELECT and MODIFY on atlas_timestamp, SELECT on atlas_metadata and "
+            "atlas_transactions_schema - on every store it serves. Print them again after creating user tables "
+            "(the sweeper needs MODIFY on each). Changes nothing, unless --apply.")
+    p.add_argument("--role", choices=("sweeper", "admin", "timestamps"), default="sweeper",
+                   help="which role (default sweeper; timestamps: the timestamp server's)")
     p.add_argument("--name", type=_identifier, default=None, metavar="ROLE",
                    help="the CQL role to grant to (default: the --role name)")
     p.add_argument("--apply", action="store_true",

@@ -1,4 +1,5 @@
-"""``atlas-sweep grants``: the CQL grants of a least-privilege role on the store's keyspace; prints them, or
+"""``atlas-sweep grants``: the CQL grants of a least-privilege role on the store's keyspace (the sweeper, the
+administrator, the timestamp server: :mod:`airflow_atlas.grants`); prints them, or
 with ``--apply`` applies them through the store's connection, which must be an administrator's
 (:func:`airflow_atlas.grants.apply_grants`). The administrator's password comes from ``$ATLAS_STORE_URL``
 or ``--store-file``, the new role's from ``--password-file``: never from the command line."""
@@ -8,7 +9,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from ..errors import InvalidInputError
-from ..grants import GRANTED, Grant, admin_grants, apply_grants, sweeper_grants
+from ..grants import GRANTED, Grant, admin_grants, apply_grants, sweeper_grants, timestamp_server_grants
 from ..kvs.scrub import url_secrets
 from ..kvs.url import read_private_line
 from .output import EXIT_OK, EXIT_USAGE, CliError, emit_json, wants_json
@@ -26,7 +27,12 @@ def cmd_grants(args: argparse.Namespace, h: StoreHandle) -> int:
         raise CliError(EXIT_USAGE, f"grants apply to Cassandra stores; {h.store.describe()} has no roles")
     keyspace = kvs.keyspace
     role = args.name or args.role
-    grants = sweeper_grants(keyspace, kvs.list_tables()) if args.role == "sweeper" else admin_grants(keyspace)
+    if args.role == "sweeper":
+        grants = sweeper_grants(keyspace, kvs.list_tables())
+    elif args.role == "timestamps":
+        grants = timestamp_server_grants(keyspace, kvs.list_tables())
+    else:
+        grants = admin_grants(keyspace)
     if args.apply:
         return _apply(args, h, kvs, role, grants)
     if args.password_file is not None:

@@ -9,8 +9,11 @@ survives ``fork`` (a child builds its channels anew).
 
 **Finding the server.** The addresses of the ``timestamp_servers`` setting, the leader a server names in
 a FAILED_PRECONDITION answer, and the leader the store's record names (read from the store when no known
-address answers). A request is retried across a takeover for up to ``retry_seconds``; then
-:class:`~airflow_atlas.errors.StoreUnavailableError` names every address tried and the last answer.
+address answers). A server of another Cassandra cluster answers FAILED_PRECONDITION too (it never serves
+this store): the client goes on to the store's own, so one address list may name several clusters' servers. A request is retried across a takeover for up to ``retry_seconds``; then
+:class:`~airflow_atlas.errors.StoreUnavailableError` names every address tried and the last answer. A server
+the store refuses (its role lacks a grant: PERMISSION_DENIED) fails the draw at once with
+:class:`~airflow_atlas.errors.StorePermissionError` naming the server and the permission: no retry fixes grants.
 
 **Checking.** Every block must lie above every timestamp this client received before; a server that broke
 that rule would be a bug, and the client fails loudly instead of handing the block out.
@@ -18,6 +21,7 @@ that rule would be a bug, and the client fails loudly instead of handing the blo
 from __future__ import annotations
 
 import os
+import re
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -25,7 +29,7 @@ from typing import Literal, overload
 
 import grpc
 
-from ..errors import AtlasError, InvalidInputError, StoreUnavailableError
+from ..errors import AtlasError, InvalidInputError, StoreAccessError, StorePermissionError, StoreUnavailableError
 from ..validation import check_int
 from . import timestamps_pb2 as pb
 from .addresses import DEFAULT_RETRY_SECONDS
@@ -38,6 +42,22 @@ RPC_TIMEOUT_SECONDS = 2.0
 
 class TimestampOrderError(AtlasError):
     """A timestamp server answered with a block not above what this client already received."""
+
+
+_PERMISSION = re.compile(r"has no (\w+) permission on (<[^>]*>)")
+"""How the server's message (the store's refusal, :func:`airflow_atlas.kvs.cassandra.errors.access_error`) names
+the permission and the resource."""
+
+
+def refused_by_the_store(address: str, details: str) -> StoreAccessError:
+    """The error of a PERMISSION_DENIED answer: the store refused the server's role."""
+    message = (f"timestamp server {address}: the store refused the server's role: {details} (the role of "
+               "`atlas-sweep timestamps serve` needs the grants `atlas-sweep grants --role timestamps` prints, "
+               "on every store it serves)")
+    match = _PERMISSION.search(details)
+    if match is None:
+        return StoreAccessError(message)
+    return StorePermissionError(message, permission=match.group(1), resource=match.group(2))
 
 
 class _Ask:
@@ -186,6 +206,8 @@ class TimestampClient:
                     details = exc.details()
                     if code in (grpc.StatusCode.NOT_FOUND, grpc.StatusCode.INVALID_ARGUMENT):
                         raise InvalidInputError(f"timestamp server {address}: {details}") from None
+                    if code == grpc.StatusCode.PERMISSION_DENIED:
+                        raise refused_by_the_store(address, details) from None
                     if code == grpc.StatusCode.FAILED_PRECONDITION:
                         leader = dict(exc.trailing_metadata() or ()).get(LEADER_METADATA, "")
                         if leader and leader != address and leader not in quiet:

@@ -13,6 +13,13 @@ store: the block is extended and the lease renewed by the maintenance thread, a 
 
 Shutdown (SIGTERM, SIGINT) stops serving first, then records that nobody leads, so a standby takes over at once
 instead of after the lease.
+
+The instance reaches the store as the role its store URL names, over TLS when the URL says so (``ssl=true``,
+``ssl_ca``), as every process does; the role needs the grants ``atlas-sweep grants --role timestamps`` prints on
+every store it serves (:func:`airflow_atlas.grants.timestamp_server_grants`). A store that refuses the role
+answers PERMISSION_DENIED naming the permission (the client fails at once, not after its retry bound). Its
+session tries a node it lost again every :data:`RECONNECT_SECONDS` (the driver's default backs off up to ten
+minutes between attempts, which would leave every store unserved for that long after the cluster came back).
 """
 from __future__ import annotations
 
@@ -27,6 +34,7 @@ import grpc
 from ..errors import (
     AtlasError,
     InvalidInputError,
+    StoreAccessError,
     StoreNotInitializedError,
     StoreUnavailableError,
     TableNotFoundError,
@@ -55,6 +63,9 @@ def cluster_name(kvs: KeyValueService) -> str:
 
 IDLE_SECONDS = 60.0
 """A store other than the server's own that no request asked for this long is let go (its lease lapses)."""
+RECONNECT_SECONDS = 1.0
+"""How often the instance's session tries a Cassandra node it lost (the lease renews a quarter lease apart: a
+store whose nodes came back is served again within about a second)."""
 
 
 class TimestampServer:
@@ -73,6 +84,11 @@ class TimestampServer:
             raise InvalidInputError(f"the lease must be 0.5..60 seconds, got {lease_seconds}")
         self.advertise = advertise
         self.holder = f"{advertise}#{uuid.uuid4().hex[:12]}"
+        from cassandra.policies import ConstantReconnectionPolicy
+
+        # Read by the driver at each node-down event (its documented Cluster attribute): every later loss of a
+        # node is retried every RECONNECT_SECONDS, never after the default's back-off of up to ten minutes.
+        kvs.session.cluster.reconnection_policy = ConstantReconnectionPolicy(RECONNECT_SECONDS, max_attempts=None)
         self._kvs: CassandraKeyValueService = kvs
         self._own = str(kvs.keyspace)
         self.cluster = cluster_name(kvs)
@@ -87,9 +103,13 @@ class TimestampServer:
     # ----- stores ----------------------------------------------------------------------------------------
     def leadership(self, store: str, cluster: str = "") -> StoreLeadership:
         if cluster and self.cluster and cluster != self.cluster:
-            raise InvalidInputError(
+            # Never served here (a keyspace of that name on this cluster is another store), but no error of the
+            # client's: it was given this address for another cluster (one $ATLAS_TIMESTAMP_SERVERS on a machine
+            # whose processes use stores of several clusters, a Spark worker started for another tier) and
+            # goes on to the other addresses and to the leader its store records (FAILED_PRECONDITION).
+            raise NotLeaderError(
                 f"this timestamp server serves the Cassandra cluster {self.cluster!r}; store {store!r} is on "
-                f"{cluster!r}: start instances for that cluster (docs/RUNBOOK.md)"
+                f"{cluster!r}: start instances for that cluster (docs/RUNBOOK.md)", ""
             )
         name = store or self._own
         with self._lock:
@@ -164,6 +184,8 @@ class TimestampServer:
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         if isinstance(exc, StoreUnavailableError):
             context.abort(grpc.StatusCode.UNAVAILABLE, str(exc))
+        if isinstance(exc, StoreAccessError):  # the store refused the server's role: its grants (not retriable)
+            context.abort(grpc.StatusCode.PERMISSION_DENIED, str(exc))
         log.exception("timestamp request failed")
         context.abort(grpc.StatusCode.INTERNAL, f"{exc.__class__.__name__}: {exc}")
         raise AssertionError("grpc's ServicerContext.abort returned")  # it always raises (grpc's documentation)

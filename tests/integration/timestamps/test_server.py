@@ -80,8 +80,11 @@ def test_a_store_never_adopted_is_refused_with_a_clear_error(served, cassandra_s
         f"CREATE KEYSPACE IF NOT EXISTS {other} WITH replication = {{'class': 'SimpleStrategy', 'replication_factor': 1}}"
     )
     try:
+        # Deliberately a store on its cell (the one kind the suite keeps, for this refusal): initialised with no
+        # timestamp servers named, so it is never adopted, and the server must refuse to serve it. It draws
+        # nothing from its cell here, and the keyspace is dropped at the end.
         with without_local_servers(), AtlasStore.open(url(other)) as plain:
-            plain.initialize()  # no timestamp servers named: the store keeps its cell
+            plain.initialize()
         from airflow_atlas.timestamps.client import TimestampClient
 
         client = TimestampClient(other, addresses, lambda: "", retry_seconds=5)
@@ -114,10 +117,14 @@ def test_the_embedded_store_needs_no_server(tmp_path):
 
 
 def test_a_store_of_another_cluster_is_refused(served):
+    """A server never serves a store of another cluster (a keyspace of that name here is another store); it
+    answers "not this store's server", so the client, finding no server of its own, fails naming that answer."""
     store_url, addresses, _ = served
     from airflow_atlas.timestamps.client import TimestampClient
 
     keyspace = store_url.rsplit("/", 1)[1].split("?")[0]
-    client = TimestampClient(keyspace, addresses, lambda: "", retry_seconds=5, cluster="some-other-cluster")
-    with pytest.raises(InvalidInputError, match="serves the Cassandra cluster 'airflow-atlas-local'"):
+    client = TimestampClient(keyspace, addresses, lambda: "", retry_seconds=2, cluster="some-other-cluster")
+    with pytest.raises(StoreUnavailableError, match="serves the Cassandra cluster 'airflow-atlas-local'"):
         client.fresh_timestamp()
+    client.close()
+
