@@ -26,7 +26,7 @@ START_TIMEOUT = 60.0
 
 
 class ServerProcessError(RuntimeError):
-    """An instance exited or did not listen in time (with its log's tail)."""
+    """An instance exited or did not listen in time (with its log's tail), or its store's ``init`` failed."""
 
 
 @dataclass
@@ -91,11 +91,15 @@ def start_server(store_url: str, address: str, log: Path, *, lease_seconds: floa
 
 
 def prepare_store(store_url: str, servers: Sequence[str]) -> None:
-    """``atlas-sweep init`` of ``store_url`` with ``servers`` as its timestamp servers (adopts it)."""
-    subprocess.run(
+    """``atlas-sweep init`` of ``store_url`` with ``servers`` as its timestamp servers (adopts it); ServerProcessError
+    with what ``init`` said when it fails (its messages never hold the URL's password)."""
+    done = subprocess.run(
         [*atlas_command(), "init", "--set", f"timestamp_servers={','.join(servers)}"],
-        check=True, capture_output=True, cwd=REPO_ROOT, env={**os.environ, "ATLAS_STORE_URL": store_url},
+        capture_output=True, text=True, cwd=REPO_ROOT, env={**os.environ, "ATLAS_STORE_URL": store_url},
     )
+    if done.returncode != 0:
+        raise ServerProcessError(f"atlas-sweep init of the timestamp servers' store exited {done.returncode}:\n"
+                                 f"{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
 
 
 @contextmanager

@@ -11,6 +11,10 @@ dc2: 127.0.0.23; JMX 7221-7223; GossipingPropertyFileSnitch), started for this p
   (``--fresh``), so its keyspaces need no drop (each drop waited for schema agreement: up to half a minute
   after an outage drill on a loaded machine); ``stores_in(keyspace)`` opens an :class:`AtlasStore` on it
   local to dc1 or dc2.
+* ``dc_timestamp_servers`` (package, autouse): two timestamp server instances of the package's own for the
+  cluster, local to dc1, started for a home keyspace replicated in both datacenters (tests/timestamp_servers.py,
+  ``serving``): every store the drills initialise is adopted and served by them; after each test the guard
+  (``check_served``) fails a test that left a store drawing from its cell.
 """
 from __future__ import annotations
 
@@ -25,8 +29,9 @@ import pytest
 from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
 from devkit.cassandra.node import cql_answers
+from devkit.timestamps import ServerProcess
 from tests.conftest import CASSANDRA_SCRIPT
-from tests.timestamp_servers import without_local_servers
+from tests.timestamp_servers import HOME, check_served, serving
 
 NODES = {"dc1": (1, 2), "dc2": (3,)}
 HOSTS = {1: "127.0.0.21", 2: "127.0.0.22", 3: "127.0.0.23"}
@@ -133,11 +138,7 @@ def dc_session(two_datacenters):
 @pytest.fixture
 def dc_keyspace(two_datacenters, dc_session) -> Iterator[str]:
     keyspace = f"atlas_dc_{uuid.uuid4().hex[:12]}"
-    replication = ", ".join(f"'{dc}': {rf}" for dc, rf in REPLICATION.items())
-    dc_session.execute(
-        f"CREATE KEYSPACE {keyspace} WITH replication = {{'class': 'NetworkTopologyStrategy', {replication}}}",
-        timeout=120,
-    )
+    create_keyspace(dc_session, keyspace)
     yield keyspace
     if two_datacenters.owned:  # discarded after the package, its data with it
         return
@@ -166,9 +167,41 @@ def stores_in(two_datacenters):
             pass
 
 
+def create_keyspace(session, keyspace: str) -> None:
+    """``keyspace`` replicated ``REPLICATION`` (NetworkTopologyStrategy) unless it exists."""
+    replication = ", ".join(f"'{dc}': {rf}" for dc, rf in REPLICATION.items())
+    session.execute(
+        f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
+        f"{{'class': 'NetworkTopologyStrategy', {replication}}}",
+        timeout=120,
+    )
+
+
+@dataclass
+class DatacenterServers:
+    """The package's timestamp server instances and the URL of the store they were started for."""
+
+    home_url: str
+    processes: list[ServerProcess]
+
+    @property
+    def addresses(self) -> list[str]:
+        return [p.address for p in self.processes]
+
+
 @pytest.fixture(scope="package", autouse=True)
-def _no_local_timestamp_servers():
-    """This package's stores are on another Cassandra cluster than the local node's timestamp servers serve:
-    they are initialised without them (tests/timestamp_servers.py) and keep drawing from their cell."""
-    with without_local_servers():
-        yield
+def dc_timestamp_servers(two_datacenters, dc_session, tmp_path_factory) -> Iterator[DatacenterServers]:
+    """Two instances for the cluster (local to dc1; their home keyspace replicated in both datacenters, so their
+    record's check-and-sets run at SERIAL: LOCAL_SERIAL is refused on it)."""
+    create_keyspace(dc_session, HOME)
+    home_url = two_datacenters.url(HOME, "dc1") + "&create_keyspace=false"
+    with serving(home_url, tmp_path_factory.mktemp("dc-timestamps")) as processes:
+        yield DatacenterServers(home_url, processes)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """After each drill's body: no store of the cluster drew from its cell (tests/timestamp_servers.py)."""
+    result = yield
+    check_served(item.nodeid)
+    return result

@@ -6,6 +6,7 @@ in dc1, the safety oracle and ``verify`` run from both. The policy: ``airflow_at
 from __future__ import annotations
 
 import time
+import uuid
 
 import pytest
 
@@ -15,7 +16,11 @@ from airflow_atlas.errors import AtlasError, InvalidInputError, StoreUnavailable
 from airflow_atlas.kvs.api import Cell
 from airflow_atlas.oracle import ABSENT, Reader
 from airflow_atlas.status import build_status
+from airflow_atlas.timestamps.client import TimestampClient
+from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_bound, read_record
 from airflow_atlas.verify import run_verify
+from devkit.airflow import free_port
+from devkit.timestamps import ServerProcessError, prepare_store, start_server
 from tests.datacenters.conftest import HOSTS, NODES
 
 pytestmark = [pytest.mark.datacenters, pytest.mark.timeout(600)]
@@ -169,6 +174,53 @@ def guard_drill(two_datacenters, keyspace: str, table: str, decisions) -> None:
     two_datacenters.nodetool(3, "repair", "--full", keyspace, table)  # coordinated by the dc2 node
     allowed = decisions()
     assert all(d.allowed for d in allowed.values()), allowed
+
+
+def test_a_store_on_both_datacenters_is_served_and_its_record_is_never_local_serial(
+        two_datacenters, dc_keyspace, stores_in, dc_timestamp_servers, dc_session, tmp_path):
+    """Issue 45 on two datacenters: one leader and one bound serve both datacenters (a timestamp drawn in dc2
+    after one drawn in dc1 is larger), the cell is never drawn from, and the record's check-and-sets cannot run
+    at LOCAL_SERIAL - one Paxos per datacenter, with which each datacenter's instance could take the store
+    and hand out the same timestamps. An instance whose policy says LOCAL_SERIAL is refused when it opens the
+    two-datacenter store and when it is asked to serve it (the check every store a server opens passes)."""
+    east, west = two_stores(stores_in, dc_keyspace)
+    commit(east, TABLES["THOROUGH"], {cell(0): b"east"})
+    commit(west, TABLES["THOROUGH"], {cell(1): b"west"})
+    assert east.timestamps.served and west.timestamps.served
+    record, _ = read_record(west.kvs)  # at SERIAL, from dc2
+    assert record is not None and record.leader_address in dc_timestamp_servers.addresses and record.epoch >= 1
+    assert marker_bound(west.kvs.get_lwt(TIMESTAMP_TABLE, [BOUND_CELL], serial=True)[BOUND_CELL]) == 0
+    first = east.timestamps.fresh_timestamp()
+    assert west.timestamps.fresh_timestamp() > first
+    assert east.kvs.consistency.serial == "SERIAL" and west.kvs.consistency.serial == "SERIAL"
+
+    # an instance started for the two-datacenter store with LOCAL_SERIAL exits naming the setting
+    local_serial = two_datacenters.url(dc_keyspace, "dc2") + "&consistency_serial=LOCAL_SERIAL&create_keyspace=false"
+    with pytest.raises(ServerProcessError, match="consistency_serial=LOCAL_SERIAL"):
+        start_server(local_serial, f"127.0.0.1:{free_port()}", tmp_path / "refused.log")
+
+    # an instance of a one-datacenter keyspace with LOCAL_SERIAL (safe there) refuses to serve the store
+    one_dc = f"atlas_dc1only_{uuid.uuid4().hex[:10]}"
+    dc_session.execute(f"CREATE KEYSPACE {one_dc} WITH replication = {{'class': 'NetworkTopologyStrategy', 'dc1': 2}}",
+                       timeout=120)
+    address = f"127.0.0.1:{free_port()}"
+    url = two_datacenters.url(one_dc, "dc1") + "&consistency_serial=LOCAL_SERIAL&create_keyspace=false"
+    try:
+        prepare_store(url, [address])
+        server = start_server(url, address, tmp_path / "one-dc.log")
+        try:
+            client = TimestampClient(dc_keyspace, [address], lambda: "", retry_seconds=5)
+            with pytest.raises(InvalidInputError, match="consistency_serial=LOCAL_SERIAL") as refused:
+                client.fresh_timestamp()
+            assert address in str(refused.value) and "dc1: 2, dc2: 1" in str(refused.value)
+            client.close()
+        finally:
+            server.stop()
+    finally:
+        try:
+            dc_session.execute(f"DROP KEYSPACE IF EXISTS {one_dc}")
+        except Exception:  # a failed drop never fails a test
+            pass
 
 
 # Last in the file: the only drill that restarts a node (a node restarted a moment ago, on a loaded machine,

@@ -4,10 +4,14 @@
   ``-m reliability`` (any ``-m`` expression naming the marker decides on its own). Every fault has a short
   variant without the marker that the default run executes.
 * ``shared_stores``: stores on the session's shared Cassandra node (``cassandra_node``), each in a keyspace
-  of its own, dropped (asynchronously) at the end of the test.
+  of its own, dropped (asynchronously) at the end of the test; one whose cell handed out a timestamp (not
+  served by the local timestamp servers) fails the test's teardown.
 * ``private_cassandra`` (module scope): a SECOND Cassandra node, started by ``scripts/cassandra.sh`` with its
   own node directory and ports (``ATLAS_CASSANDRA_PORT_OFFSET``), that tests may stop and restart. The shared node,
-  which other test runs use, is never stopped or restarted by this suite.
+  which other test runs use, is never stopped or restarted by this suite. Two timestamp server instances of its
+  own serve its stores (tests/timestamp_servers.py, ``serving``; they live through the node's stops and find it
+  again within a second of its restart); after each test the guard (``check_served``) fails a test that left a
+  store of the node drawing from its cell.
 * soak length: ``--soak-seconds N`` (when this directory is on the command line) or ``ATLAS_SOAK_SECONDS``.
 """
 from __future__ import annotations
@@ -25,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import CASSANDRA_SCRIPT, REPO_ROOT, drop_keyspaces_soon
-from tests.timestamp_servers import without_local_servers
+from tests.timestamp_servers import HOME, SERVED, cell_verdict, check_served, serving
 
 from .helpers import open_store
 
@@ -80,12 +84,20 @@ class StoreFactory:
         return store, url
 
     def close(self, session) -> None:
+        drew = []
         for store in self.made:
+            try:
+                verdict = cell_verdict(store.kvs)  # the local node's servers serve it (tests/timestamp_servers.py)
+            except Exception:  # a store the test closed or broke on purpose: nothing to read
+                verdict = None
+            if verdict not in (None, SERVED):
+                drew.append(f"{store.describe()}: {verdict}")
             try:
                 store.close()
             except Exception:
                 pass
         drop_keyspaces_soon(session, self.keyspaces, wait_seconds=0.3)  # throwaway: the node finishes them
+        assert not drew, f"stores of the shared node drew from their cell instead of the timestamp servers: {drew}"
 
 
 @pytest.fixture
@@ -190,12 +202,13 @@ class PrivateNode:
 def private_cassandra():
     """A second Cassandra node for the tests of one module, killed and removed after them: a node idling for
     the rest of the run would take a share of a core from every later test, and a node whose directory is
-    removed next has nothing to shut down gracefully (a SIGTERM stop waits seconds for the shutdown hooks)."""
+    removed next has nothing to shut down gracefully (a SIGTERM stop waits seconds for the shutdown hooks).
+    Its two timestamp server instances (their logs in the node's directory) are stopped before it."""
     directory = Path(tempfile.mkdtemp(prefix="atlas-private-cassandra-"))
     node = PrivateNode(directory=directory, offset=_free_offset())
     node.start()
     try:
-        with without_local_servers():  # another cluster than the local servers serve: its stores keep their cell
+        with serving(node.url(HOME), directory / "timestamps"):
             yield node
     finally:
         try:
@@ -203,6 +216,14 @@ def private_cassandra():
                 node.kill()
         finally:
             shutil.rmtree(directory, ignore_errors=True)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """After each test's body: no store of the private node drew from its cell (tests/timestamp_servers.py)."""
+    result = yield
+    check_served(item.nodeid)
+    return result
 
 
 @pytest.fixture

@@ -1,6 +1,13 @@
 """The secured Cassandra node (scripts/cassandra.sh secure ...): password authentication, CassandraAuthorizer,
 client-to-node TLS only, JMX with a password. Started by the test command; the session fixture starts it
-when it does not answer (idempotent), and reads its CA and administrator credentials from `secure env`."""
+when it does not answer (idempotent), and reads its CA and administrator credentials from `secure env`.
+
+Each of the two secured clusters (the node, the 3-node cluster) has two timestamp server instances of its own,
+started by its fixture once it answers and connecting as the administrator's role with its password over TLS
+(the URL in the instances' environment, never on a command line): every store this package initialises on it
+is adopted and served (tests/timestamp_servers.py, ``serving``); after each test the guard (``check_served``)
+fails a test that left a store drawing from its cell. The instances a least-privilege role of its own runs are
+tested in test_timestamp_server_role.py."""
 from __future__ import annotations
 
 import subprocess
@@ -13,7 +20,7 @@ from urllib.parse import quote
 import pytest
 
 from tests.conftest import CASSANDRA_SCRIPT
-from tests.timestamp_servers import without_local_servers
+from tests.timestamp_servers import HOME, check_served, serving
 
 
 @dataclass(frozen=True)
@@ -76,22 +83,35 @@ def _running(*status: str) -> bool:
 
 # Package scope: the secured node and cluster run only while this package's tests do. Four more JVMs idling
 # next to the rest of the suite cost a 2-core machine about a fifth of a core; one this fixture started is
-# stopped after the package (one that was already running - a developer's - is left running).
+# stopped after the package (one that was already running - a developer's - is left running). Their timestamp
+# servers are stopped first.
 @pytest.fixture(scope="package")
-def secure_node() -> Iterator[SecureNode]:
+def secure_node(tmp_path_factory) -> Iterator[SecureNode]:
     was_running = _running("status")
-    yield _secured("start", hosts_key="ATLAS_SECURE_HOST")
-    if not was_running:
-        _script("stop")
+    node = _secured("start", hosts_key="ATLAS_SECURE_HOST")
+    try:
+        with serving(node.admin_url(HOME), tmp_path_factory.mktemp("secure-node-timestamps")):
+            yield node
+    finally:
+        if not was_running:
+            _script("stop")
 
 
-@pytest.fixture(scope="package")
-def secure_cluster() -> Iterator[SecureNode]:
+# Module scope (one module uses it): its timestamp servers are named by $ATLAS_TIMESTAMP_SERVERS while that
+# module runs, and the secured node's again after it (one variable per process: the two clusters' servers must
+# not be named at once).
+@pytest.fixture(scope="module")
+def secure_cluster(tmp_path_factory) -> Iterator[SecureNode]:
     """The secured 3-node cluster (127.0.0.7-9; system_auth on every node)."""
     was_running = _running("cluster", "status")
-    yield _secured("cluster", "start", hosts_key="ATLAS_SECURE_CLUSTER_HOSTS")
-    if not was_running:
-        _script("cluster", "stop")
+    cluster = _secured("cluster", "start", hosts_key="ATLAS_SECURE_CLUSTER_HOSTS")
+    try:
+        with serving(cluster.admin_url(HOME) + "&replication_factor=3",
+                     tmp_path_factory.mktemp("secure-cluster-timestamps")):
+            yield cluster
+    finally:
+        if not was_running:
+            _script("cluster", "stop")
 
 
 @pytest.fixture(scope="module")
@@ -118,9 +138,9 @@ def grant_sweeper(node: SecureNode, keyspace: str, password: str, cwd: Path, pre
     return role
 
 
-@pytest.fixture(scope="package", autouse=True)
-def _no_local_timestamp_servers():
-    """This package's stores are on another Cassandra cluster than the local node's timestamp servers serve:
-    they are initialised without them (tests/timestamp_servers.py) and keep drawing from their cell."""
-    with without_local_servers():
-        yield
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """After each test's body: no store of the secured clusters drew from its cell (tests/timestamp_servers.py)."""
+    result = yield
+    check_served(item.nodeid)
+    return result

@@ -91,7 +91,8 @@ def test_missing_permission_names_it_and_writes_nothing(secure_node, secure_keys
     result = Cli(secure_node.url(no_select, NO_SELECT_PASSWORD, secure_keyspace), cwd,
                  ("unreadable_window_seconds=0",)).run("sweep")
     _refused(result, says="no SELECT permission on <table", secret=NO_SELECT_PASSWORD)
-    # SELECT without MODIFY: the sweep fails on its first write (a fresh timestamp, before any lock or delete)
+    # SELECT without MODIFY: the sweep fails on its first write (its timestamps come from the timestamp server,
+    # which needs no grant of the sweeper's: the run's record or its lock, before any delete)
     reader = Cli(secure_node.url(read_only, READ_ONLY_PASSWORD, secure_keyspace), cwd, ("unreadable_window_seconds=0",))
     _refused(reader.run("sweep"), says="no MODIFY permission on <table", secret=READ_ONLY_PASSWORD)
     after = Cli(secure_node.url(sweeper, SWEEPER_PASSWORD, secure_keyspace), cwd).json("status")
