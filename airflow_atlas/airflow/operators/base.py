@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow.sdk import BaseOperator
 
@@ -35,12 +35,27 @@ from airflow_atlas.errors import TableNotFoundError
 from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.timestamps import TIMESTAMP_TABLE
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.store import AtlasStore
+
+
+class Killable(Protocol):
+    """What ``on_kill`` stops: a Spark runner or an execution mode."""
+
+    def kill(self) -> bool: ...
+
+
+KillableT = TypeVar("KillableT", bound=Killable)
+
 
 class AtlasBaseOperator(BaseOperator):
     template_fields: Sequence[str] = ("store_conn_id", "store_config")
     ui_color = "#e8f1fb"
 
-    def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, **kwargs):
+    def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store_conn_id = store_conn_id
         self.store_config = store_config
@@ -50,7 +65,7 @@ class AtlasBaseOperator(BaseOperator):
     def resolved_conn_id(self, settings: AtlasSettings) -> str:
         return self.store_conn_id or settings.store_conn_id
 
-    def engine_config(self, settings: AtlasSettings):
+    def engine_config(self, settings: AtlasSettings) -> StoreConfig:
         """The task's engine settings below the store: the Variable and this task's ``store_config``."""
         return settings.engine_config(settings.task_layer(self.store_config))
 
@@ -66,7 +81,7 @@ class AtlasBaseOperator(BaseOperator):
                 self._hook = None
 
     @contextmanager
-    def open_store(self, settings: AtlasSettings) -> Iterator[Any]:
+    def open_store(self, settings: AtlasSettings) -> Iterator[AtlasStore]:
         with self.open_hook(settings) as hook:
             yield hook.get_store()
 
@@ -87,7 +102,7 @@ class AtlasBaseOperator(BaseOperator):
         return self._open_hook().resolved_config().to_json()
 
     # ----- execution -------------------------------------------------------------------------------
-    def execute(self, context) -> Any:
+    def execute(self, context: Context) -> Any:
         with airflow_failures():
             convert_templated_fields(self)
             settings = AtlasSettings.load()
@@ -104,7 +119,7 @@ class AtlasBaseOperator(BaseOperator):
                         f"`atlas-sweep init --conn-id {conn_id}{shards}` once (an Airflow "
                         "environment, e.g. the scheduler's), then clear this task") from exc
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:  # pragma: no cover - abstract
         raise NotImplementedError
 
 
@@ -114,7 +129,7 @@ class AtlasTargetsOperator(AtlasBaseOperator):
 
     template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, "targets", "shard", "strategy")
 
-    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, **kwargs):
+    def __init__(self, *, targets: Any = None, shard: Any = None, strategy: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.targets = targets
         self.shard = shard
@@ -137,13 +152,13 @@ class AtlasSweepRunOperator(AtlasBaseOperator):
     template_fields: Sequence[str] = (*AtlasBaseOperator.template_fields, *SWEEP_RUN_FIELDS)
 
     def __init__(self, *, sweep_ts: int | None = None, dry_run: bool = False, execution_mode: str | None = None,
-                 spark_conn_id: str | None = None, **kwargs):
+                 spark_conn_id: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.sweep_ts = sweep_ts
         self.sweep_dry_run = dry_run
         self.execution_mode = execution_mode
         self.spark_conn_id = spark_conn_id
-        self._killable: Any = None
+        self._killable: Killable | None = None
 
     def run_settings(self, settings: AtlasSettings) -> RunSettings:
         """What a Spark runner of this task gets besides its job and the store address (while the task's
@@ -151,7 +166,7 @@ class AtlasSweepRunOperator(AtlasBaseOperator):
         and the Spark-on-a-cluster settings."""
         return RunSettings.of(self.spark_conn_id or settings.spark_conn_id, settings, self.store_settings())
 
-    def killing(self, what):
+    def killing(self, what: KillableT) -> KillableT:
         """Remember ``what`` (a Spark runner or an execution mode: it has ``kill()``) for ``on_kill``; kept
         after a timeout or termination interrupts the run, because Airflow calls ``on_kill`` after that."""
         self._killable = what

@@ -20,12 +20,18 @@ once, without retry (:class:`~airflow_atlas.errors.StorePermissionError` naming 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_atlas.airflow.hooks.compaction import compactor_for
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.compaction import compact_due_tables
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atlas.airflow.settings import AtlasSettings
+    from airflow_atlas.store import AtlasStore
 
 
 class CompactionOperator(AtlasBaseOperator):
@@ -63,8 +69,8 @@ class CompactionOperator(AtlasBaseOperator):
         threshold: int | None = None,
         method: str | None = None,
         runner: Any = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.tables = tables
         self.force = force
@@ -72,7 +78,7 @@ class CompactionOperator(AtlasBaseOperator):
         self.method = method
         self.runner = runner
 
-    def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         conn_id = self.resolved_conn_id(settings)
         threshold = settings.compaction_threshold_tombstones if self.threshold is None else self.threshold
         compactor = compactor_for(store, self.method or settings.compaction_method, self.runner, settings)

@@ -2,7 +2,7 @@
 queue existed, or to double-check a table; targeted sweep is the normal path."""
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import XComArg
 
@@ -18,9 +18,17 @@ from airflow_atlas.kvs.api import ScanRange
 from airflow_atlas.spark import FullSweepJob
 from airflow_atlas.sweep.counts import ScanCounts
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from airflow.sdk import Context
+
+    from airflow_atlas.kvs.tables import SweepStrategy
+    from airflow_atlas.store import AtlasStore
+
 
 def scan_range_to_json(scan_range: ScanRange) -> dict:
-    def enc(value):
+    def enc(value: Any) -> Any:
         return {"hex": bytes(value).hex()} if isinstance(value, (bytes, bytearray)) else value
 
     return {"kind": scan_range.kind, "start": enc(scan_range.start), "end": enc(scan_range.end)}
@@ -32,7 +40,7 @@ def scan_range_from_json(data: Any) -> ScanRange:
     if not isinstance(data, dict) or set(data) != {"kind", "start", "end"}:
         raise InvalidInputError(f"a scan range is {{'kind', 'start', 'end'}}, got {data!r}")
 
-    def dec(value):
+    def dec(value: Any) -> Any:
         if isinstance(value, dict):
             return bytes.fromhex(value["hex"])
         return value
@@ -64,14 +72,14 @@ class PlanFullSweepOperator(AtlasBaseOperator):
         tables: list[str] | XComArg | None = None,
         parts: int | XComArg | None = None,
         execution_mode: str | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.tables = tables
         self.parts = parts
         self.execution_mode = execution_mode
 
-    def execute_with_store(self, context, store, settings):  # untyped: its templated fields may hold XComArgs until rendered
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         known = store.user_tables()
         tables = list(cast(list[str], self.tables)) if self.tables else sorted(t for t, s in known.items() if s.is_swept)
         unknown = sorted(set(tables) - set(known))
@@ -124,15 +132,15 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
 
     def __init__(
         self, *, table: str, scan_ranges: list | None = None, batch_size: int | None = None, parts: int | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.table = table
         self.scan_ranges = scan_ranges
         self.batch_size = batch_size
         self.parts = parts
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         mode = run_mode(self.execution_mode or settings.execution_mode)
         strategy = store.kvs.get_metadata(self.table).strategy  # TableNotFoundError -> no retry
         if not strategy.is_swept:
@@ -142,7 +150,7 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
         dry_run = self.sweep_dry_run is True
         if mode == "spark":
             return to_xcom(self._sweep_spark(context, settings, strategy, batch_size, dry_run))
-        ranges: list[ScanRange | None]  # None: the whole table
+        ranges: Sequence[ScanRange | None]  # None: the whole table
         if self.scan_ranges:
             ranges = [scan_range_from_json(r) for r in self.scan_ranges]
         elif self.parts:
@@ -163,7 +171,7 @@ class FullTableSweepOperator(AtlasSweepRunOperator):
             swept_tables=_swept(self.table, dry_run, counts.versions_deleted),
         ))
 
-    def _sweep_spark(self, context, settings, strategy, batch_size: int, dry_run: bool) -> FullSweepResult:
+    def _sweep_spark(self, context: Context, settings: AtlasSettings, strategy: SweepStrategy, batch_size: int, dry_run: bool) -> FullSweepResult:
         run_settings = self.run_settings(settings)
         runner = self.killing(spark_runner(run_settings.spark_conn_id))
         job = FullSweepJob(table=self.table, parts=self.parts or settings.full_sweep_parts, batch_size=batch_size,

@@ -2,7 +2,7 @@
 :mod:`airflow_atlas.airflow.execution` - and summarise a run."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -26,6 +26,12 @@ from airflow_atlas.config import check_setting
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.serialisation import to_json
 from airflow_atlas.settings_resolver import Layer, Rank
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atlas.config import StoreConfig
+    from airflow_atlas.store import AtlasStore
 
 
 class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
@@ -99,14 +105,14 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         max_iterations: int | None = None,
         max_entries_per_second: int | None = None,
         deferrable: bool = True,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.deferrable = deferrable
         self.batch_limit = batch_limit
         self.max_iterations = max_iterations
         self.max_entries_per_second = max_entries_per_second
-        self._kill_release: tuple[str, Any, list[tuple[str, str]]] | None = None
+        self._kill_release: tuple[str, StoreConfig, list[tuple[str, str]]] | None = None
 
     def _targets(self) -> list[SweepTarget]:
         targets = self.sweep_targets()
@@ -114,7 +120,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             targets = [t if t.sweep_ts is not None else t.with_(sweep_ts=self.sweep_ts) for t in targets]
         return targets
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         targets = self._targets()
         for target in targets:
             store.sweeper.check_sweep_ts(target.sweep_ts)  # never one from the future
@@ -130,7 +136,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             self.log.info("Spark job %s: %s", outcome.document.app_id, outcome.document.summary)
         return self._finish(targets, outcome.swept, outcome.failed, mode.name, emitted=outcome.reported)
 
-    def sweep_mode(self, context, store, settings: AtlasSettings, mode: str) -> SweepMode:
+    def sweep_mode(self, context: Context, store: AtlasStore, settings: AtlasSettings, mode: str) -> SweepMode:
         """THE execution mode object of this task: in the task; else the Spark connection decides, once,
         between the deferred Connect job and a runner (spark-submit or Connect, in the task process)."""
         if mode != "spark":
@@ -145,7 +151,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             return DeferredMode(run_settings, self.resolved_conn_id(settings))
         return SparkMode(runner_for(connection), run_settings, self.store_address())
 
-    def execute_complete(self, context, event: dict | None = None) -> Any:
+    def execute_complete(self, context: Context, event: dict | None = None) -> Any:
         """Resume after the Spark Connect job ran from the triggerer (``deferrable``): the job's document
         from the trigger's event, each target's result from it (the targets are this task's own, rendered
         again, and converted as in ``execute``), the metrics, the same output as ``execute``. Opens no
@@ -171,7 +177,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
             )
         return to_xcom([target.with_(execution_mode=mode, swept_tables=run_swept_tables(target.result)) for target in swept])
 
-    def engine_config(self, settings):
+    def engine_config(self, settings: AtlasSettings) -> StoreConfig:
         """The task's engine settings below the store: the Variable < ``store_config`` <
         ``max_entries_per_second`` (when given: the task's fixed rate, ``sweep_max_entries_per_second`` with
         ``sweep_latency_target`` 0, a layer of its own, checked by the resolver), so the in-task sweep and the
@@ -183,7 +189,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
                                  "sweep_latency_target": 0.0}))
         return settings.engine_config(*layers)
 
-    def _mode(self, targets, settings) -> str:
+    def _mode(self, targets: list[SweepTarget], settings: AtlasSettings) -> str:
         planned = {t.execution_mode for t in targets if t.execution_mode is not None}
         if len(planned) > 1:
             raise InvalidInputError(f"the targets of one task were planned for different execution modes: {sorted(planned)}")
@@ -193,7 +199,7 @@ class SweepShardOperator(AtlasTargetsOperator, AtlasSweepRunOperator):
         # auto from the setting without a plan task: the group sweeps in the task
         return run_mode(self.execution_mode or next(iter(planned), None) or settings.execution_mode, why=why)
 
-    def _options(self, settings) -> SweepOptions:
+    def _options(self, settings: AtlasSettings) -> SweepOptions:
         # None or 0 (what a form pushes to XCom for "empty") means: the setting.
         batch_limit = self.batch_limit or settings.engine.batch_limit
         max_iterations = self.max_iterations or settings.engine.max_iterations_per_shard
@@ -239,12 +245,12 @@ class SweepSummaryOperator(BaseOperator):
 
     template_fields = ("planned", "finished")
 
-    def __init__(self, *, planned: Any = None, finished: Any = None, **kwargs):
+    def __init__(self, *, planned: Any = None, finished: Any = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.planned = planned
         self.finished = finished
 
-    def execute(self, context):
+    def execute(self, context: Context) -> Any:
         if self.planned is None:
             raise AirflowFailException("nothing was planned: an upstream task failed (see the validate and plan tasks)")
         planned = {(t.shard, t.strategy) for t in flat_targets(self.planned)}

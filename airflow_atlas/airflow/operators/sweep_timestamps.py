@@ -1,7 +1,7 @@
 """Compute the sweep timestamps of a run, and plan which (shard, strategy) pairs it sweeps."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.results import SweepTimestamps
@@ -11,6 +11,11 @@ from airflow_atlas.airflow.templated import templated_int
 from airflow_atlas.airflow.xcom import to_xcom
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atlas.store import AtlasStore
 
 
 class ComputeSweepTimestampsOperator(AtlasBaseOperator):
@@ -30,11 +35,11 @@ class ComputeSweepTimestampsOperator(AtlasBaseOperator):
 
     template_fields = (*AtlasBaseOperator.template_fields, "explain")
 
-    def __init__(self, *, explain: bool = True, **kwargs):
+    def __init__(self, *, explain: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.explain = explain
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         timestamps = SweepTimestamps(store.sweep_timestamps.all())
         self.log.info("sweep timestamps: %s", timestamps.timestamps)
         if self.explain:  # None: a template rendered empty
@@ -96,8 +101,8 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         group_size: int | None = None,
         execution_mode: str | None = None,
         max_groups: int | None = None,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         super().__init__(**kwargs)
         self.sweep_timestamps = sweep_timestamps
         self.shards = shards
@@ -109,7 +114,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
             raise InvalidInputError(f"max_groups must be a positive int, got {max_groups!r}")
         self.max_groups = max_groups
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         if settings.shard_count and store.number_of_shards() < settings.shard_count:
             self.log.info("growing the store to %d shards (setting shard_count)", settings.shard_count)
             store.initialize(shards=settings.shard_count)
@@ -160,7 +165,7 @@ class PlanTargetedSweepOperator(AtlasBaseOperator):
         return to_xcom(groups)
 
 
-def choose_execution_mode(store, targets: list, threshold: int) -> tuple[str, int]:
+def choose_execution_mode(store: AtlasStore, targets: list, threshold: int) -> tuple[str, int]:
     """``("spark", n)`` when the targets' sweepable queue entries (below each pair's sweep timestamp, after
     its progress) add up to at least ``threshold``, else ``("in_task", n)``. Counting stops at the
     threshold, so a large backlog is not read to the end just to decide."""
