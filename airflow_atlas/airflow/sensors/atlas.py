@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowException
@@ -28,6 +28,7 @@ from airflow_atlas.airflow.hooks.atlas import AtlasHook
 from airflow_atlas.airflow.settings import AtlasSettings
 from airflow_atlas.airflow.templated import convert_templated_fields
 from airflow_atlas.airflow.triggers.atlas import (
+    AtlasPollTrigger,
     LockFreeTrigger,
     SweepableWorkTrigger,
     SweepTimestampTrigger,
@@ -41,22 +42,27 @@ from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.tables import SweepStrategy
 from airflow_atlas.sweep.targeted import TargetedSweeper
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atlas.store import AtlasStore
+
 
 class AtlasBaseSensor(BaseSensorOperator):
     template_fields: Sequence[str] = ("store_conn_id", "store_config")
     ui_color = "#fdf3e1"
 
-    def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, deferrable: bool = True, **kwargs):
+    def __init__(self, *, store_conn_id: str | None = None, store_config: dict | None = None, deferrable: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.store_conn_id = store_conn_id
         self.store_config = store_config
         self.deferrable = deferrable
 
     # subclasses: the check and the trigger
-    def check(self, store) -> dict | None:  # pragma: no cover - abstract
+    def check(self, store: AtlasStore) -> dict | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def make_trigger(self, **common) -> Any:  # pragma: no cover - abstract
+    def make_trigger(self, **common: Any) -> AtlasPollTrigger:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def _config(self, settings: AtlasSettings) -> StoreConfig:
@@ -74,11 +80,11 @@ class AtlasBaseSensor(BaseSensorOperator):
             with AtlasHook(self.store_conn_id or settings.store_conn_id, config=self._config(settings)) as hook:
                 return self.check(hook.get_store())
 
-    def poke(self, context) -> PokeReturnValue:
+    def poke(self, context: Context) -> PokeReturnValue:
         payload = self._check_now(AtlasSettings.load())
         return PokeReturnValue(is_done=payload is not None, xcom_value=payload)
 
-    def execute(self, context) -> Any:
+    def execute(self, context: Context) -> Any:
         if not self.deferrable:
             return super().execute(context)
         settings = AtlasSettings.load()
@@ -94,7 +100,7 @@ class AtlasBaseSensor(BaseSensorOperator):
         )
         self.defer(trigger=trigger, method_name="execute_complete", timeout=timedelta(seconds=float(self.timeout)))
 
-    def execute_complete(self, context, event: dict | None = None) -> Any:
+    def execute_complete(self, context: Context, event: dict | None = None) -> Any:
         if not event or event.get("status") != "success":
             message = (event or {}).get("message", "no event")
             raise AirflowException(f"{self.task_id}: the trigger reported an error: {message}")
@@ -111,15 +117,15 @@ class SweepableWorkSensor(AtlasBaseSensor):
 
     template_fields = (*AtlasBaseSensor.template_fields, "shard", "strategy")
 
-    def __init__(self, *, shard: int, strategy: str, **kwargs):
+    def __init__(self, *, shard: int, strategy: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.shard = shard
         self.strategy = strategy
 
-    def check(self, store):
+    def check(self, store: AtlasStore) -> dict | None:
         return check_sweepable_work(store, self._shard(), SweepStrategy.parse(self.strategy).value)
 
-    def make_trigger(self, **common):
+    def make_trigger(self, **common: Any) -> AtlasPollTrigger:
         return SweepableWorkTrigger(shard=self._shard(), strategy=SweepStrategy.parse(self.strategy).value, **common)
 
     def _shard(self) -> int:
@@ -138,7 +144,7 @@ class SweepTimestampSensor(AtlasBaseSensor):
 
     template_fields = (*AtlasBaseSensor.template_fields, "target_ts", "strategy")
 
-    def __init__(self, *, target_ts: int | str, strategy: str | None = None, **kwargs):
+    def __init__(self, *, target_ts: int | str, strategy: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target_ts = target_ts
         self.strategy = strategy
@@ -152,10 +158,10 @@ class SweepTimestampSensor(AtlasBaseSensor):
         self._target()
         _strategies(self.strategy)
 
-    def check(self, store):
+    def check(self, store: AtlasStore) -> dict | None:
         return check_sweep_ts_passed(store, self._target(), _strategies(self.strategy))
 
-    def make_trigger(self, **common):
+    def make_trigger(self, **common: Any) -> AtlasPollTrigger:
         return SweepTimestampTrigger(target_ts=self._target(), strategy=self.strategy, **common)
 
 
@@ -167,7 +173,7 @@ class LockFreeSensor(AtlasBaseSensor):
 
     template_fields = (*AtlasBaseSensor.template_fields, "lock", "shard", "strategy")
 
-    def __init__(self, *, lock: str | None = None, shard: int | None = None, strategy: str | None = None, **kwargs):
+    def __init__(self, *, lock: str | None = None, shard: int | None = None, strategy: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if lock is None and (shard is None or strategy is None):
             raise ValueError("LockFreeSensor needs lock= or shard= and strategy=")
@@ -182,8 +188,8 @@ class LockFreeSensor(AtlasBaseSensor):
             raise InvalidInputError("LockFreeSensor: the lock name is empty and no shard and strategy are given")
         return TargetedSweeper.lock_name(self.shard, self.strategy)
 
-    def check(self, store):
+    def check(self, store: AtlasStore) -> dict | None:
         return check_lock_free(store, self._name())
 
-    def make_trigger(self, **common):
+    def make_trigger(self, **common: Any) -> AtlasPollTrigger:
         return LockFreeTrigger(lock=self._name(), **common)

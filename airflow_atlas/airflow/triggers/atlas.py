@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 
+if TYPE_CHECKING:
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.store import AtlasStore
+
 
 # ----- checks (blocking; shared with the sensors) --------------------------------------------------
-def check_sweepable_work(store, shard: int, strategy: str) -> dict | None:
+def check_sweepable_work(store: AtlasStore, shard: int, strategy: str) -> dict | None:
     """A payload when the pair has queue entries below its sweep timestamp, else None."""
     sweep_ts = store.sweep_timestamps.sweep_timestamp(strategy)
     if not store.sweeper.has_sweepable_work(shard, strategy, sweep_ts):
@@ -32,7 +36,7 @@ def check_sweepable_work(store, shard: int, strategy: str) -> dict | None:
     return {"shard": shard, "strategy": SweepStrategy.parse(strategy).value, "sweep_ts": sweep_ts}
 
 
-def check_sweep_ts_passed(store, target_ts: int, strategies: list[str]) -> dict | None:
+def check_sweep_ts_passed(store: AtlasStore, target_ts: int, strategies: list[str]) -> dict | None:
     """A payload when every strategy's sweep timestamp is above ``target_ts`` (a write committed at
     ``target_ts`` is then sweepable), else None."""
     timestamps = store.sweep_timestamps.all()
@@ -42,7 +46,7 @@ def check_sweep_ts_passed(store, target_ts: int, strategies: list[str]) -> dict 
     return None
 
 
-def check_lock_free(store, lock: str) -> dict | None:
+def check_lock_free(store: AtlasStore, lock: str) -> dict | None:
     """A payload when nobody holds an unexpired lease on ``lock``, else None."""
     state = store.locks.describe(lock)
     if state is None or state.expired:
@@ -76,7 +80,7 @@ class AtlasPollTrigger(BaseTrigger):
         poll_interval: float = 30.0,
         store_config: dict | None = None,
         max_consecutive_errors: int = 3,
-    ):
+    ) -> None:
         super().__init__()
         self.store_conn_id = store_conn_id
         self.poll_interval = float(poll_interval)
@@ -86,7 +90,7 @@ class AtlasPollTrigger(BaseTrigger):
     def _own_kwargs(self) -> dict[str, Any]:  # pragma: no cover - abstract
         raise NotImplementedError
 
-    def check(self, store) -> dict | None:  # pragma: no cover - abstract
+    def check(self, store: AtlasStore) -> dict | None:  # pragma: no cover - abstract
         raise NotImplementedError
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -101,7 +105,7 @@ class AtlasPollTrigger(BaseTrigger):
             },
         )
 
-    def _hook(self):
+    def _hook(self) -> AtlasHook:
         from airflow_atlas.airflow.hooks.atlas import AtlasHook
         from airflow_atlas.settings_resolver import Layer, Rank, resolve
 
@@ -109,7 +113,7 @@ class AtlasPollTrigger(BaseTrigger):
         config = resolve(Layer(Rank.TASK, "the trigger's store_config", self.store_config))
         return AtlasHook(self.store_conn_id, config=config)
 
-    def _poll(self, hook) -> dict | None:
+    def _poll(self, hook: AtlasHook) -> dict | None:
         return self.check(hook.get_store())
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
@@ -145,15 +149,15 @@ class AtlasPollTrigger(BaseTrigger):
 class SweepableWorkTrigger(AtlasPollTrigger):
     """Fires when the (shard, strategy) pair has sweep-queue entries below its sweep timestamp."""
 
-    def __init__(self, shard: int, strategy: str, **kwargs):
+    def __init__(self, shard: int, strategy: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.shard = int(shard)
         self.strategy = SweepStrategy.parse(strategy).value
 
-    def _own_kwargs(self):
+    def _own_kwargs(self) -> dict[str, Any]:
         return {"shard": self.shard, "strategy": self.strategy}
 
-    def check(self, store):
+    def check(self, store: AtlasStore) -> dict | None:
         return check_sweepable_work(store, self.shard, self.strategy)
 
 
@@ -161,27 +165,27 @@ class SweepTimestampTrigger(AtlasPollTrigger):
     """Fires when the sweep timestamp of ``strategy`` (``None``/``"ALL"``: of every strategy) is above
     ``target_ts``, i.e. a write committed at ``target_ts`` can be swept."""
 
-    def __init__(self, target_ts: int, strategy: str | None = None, **kwargs):
+    def __init__(self, target_ts: int, strategy: str | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.target_ts = int(target_ts)
         self.strategy = strategy
 
-    def _own_kwargs(self):
+    def _own_kwargs(self) -> dict[str, Any]:
         return {"target_ts": self.target_ts, "strategy": self.strategy}
 
-    def check(self, store):
+    def check(self, store: AtlasStore) -> dict | None:
         return check_sweep_ts_passed(store, self.target_ts, _strategies(self.strategy))
 
 
 class LockFreeTrigger(AtlasPollTrigger):
     """Fires when nobody holds an unexpired lease on ``lock`` (e.g. ``sweep/thorough/3``)."""
 
-    def __init__(self, lock: str, **kwargs):
+    def __init__(self, lock: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.lock = lock
 
-    def _own_kwargs(self):
+    def _own_kwargs(self) -> dict[str, Any]:
         return {"lock": self.lock}
 
-    def check(self, store):
+    def check(self, store: AtlasStore) -> dict | None:
         return check_lock_free(store, self.lock)
