@@ -20,11 +20,15 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 from airflow_atlas.airflow.execution.outcome import SweepOptions, SweepOutcome
 from airflow_atlas.airflow.targets import SKIPPED, SweepTarget
 from airflow_atlas.errors import InvalidInputError, TableNotFoundError
 from airflow_atlas.serialisation import to_json
+
+if TYPE_CHECKING:
+    from airflow_atlas.store import AtlasStore
 
 log = logging.getLogger(__name__)
 
@@ -37,8 +41,8 @@ class InTaskMode:
 
     name = "in_task"
 
-    def __init__(self, store, *, holder_of: Callable[[SweepTarget], str],
-                 on_pair: Callable[[SweepTarget], None] = lambda target: None):
+    def __init__(self, store: AtlasStore, *, holder_of: Callable[[SweepTarget], str],
+                 on_pair: Callable[[SweepTarget], None] = lambda target: None) -> None:
         self.store = store
         self.holder_of = holder_of
         self.on_pair = on_pair
@@ -57,7 +61,7 @@ class InTaskMode:
 
 
 def sweep_in_task(
-    store,
+    store: AtlasStore,
     targets: list[SweepTarget],
     options: SweepOptions,
     *,

@@ -19,6 +19,7 @@ sweeps, reconciles the pair's queue and releases it. A pair whose lock someone e
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from airflow_atlas.airflow.execution.outcome import SweepOptions, SweepOutcome
 from airflow_atlas.airflow.execution.spark_connect import SparkConnectRunner
@@ -34,13 +35,16 @@ from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.serialisation import to_json
 from airflow_atlas.spark import JobDocument, SparkJob, TargetedSweepJob
 
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
 
-def is_connect(connection) -> bool:
+
+def is_connect(connection: Connection) -> bool:
     """Whether a (resolved) Spark connection selects the Spark Connect runner."""
     return connection.conn_type == CONNECT_CONN_TYPE
 
 
-def runner_for(connection) -> SparkRunner:
+def runner_for(connection: Connection) -> SparkRunner:
     """THE runner choice (module doc), from a resolved Spark connection (:func:`~.spark_types.resolve_connection`)."""
     return SparkConnectRunner() if is_connect(connection) else SparkSubmitRunner()
 

@@ -43,7 +43,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -59,6 +59,12 @@ from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, SparkJob, job_from_json
 from airflow_atlas.spark.args import settings_from_spark_conf
 from airflow_atlas.spark.artifact import build_engine_zip
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from airflow.sdk import Connection
+    from pyspark.sql import SparkSession
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +82,7 @@ class ConnectRequest:
     settings: dict = field(default_factory=dict)
     tag: str = ""
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not isinstance(self.spark_conn_id, str) or not self.spark_conn_id:
             raise ValueError("spark_conn_id is required")
         if not self.tag:
@@ -105,7 +111,7 @@ class ConnectRun:
         self._killed = False
         self._lock = threading.Lock()
 
-    def started(self, spark) -> bool:
+    def started(self, spark: SparkSession) -> bool:
         """Record the session; False when the job was killed already (then it must not run)."""
         with self._lock:
             self._spark = spark
@@ -119,13 +125,13 @@ class ConnectRun:
             spark.interruptTag(self.tag)
 
 
-def connect_url(connection) -> str:
+def connect_url(connection: Connection) -> str:
     """The ``sc://`` URL of a ``spark_connect`` connection, as the provider's hook builds it."""
     from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
 
     class _Hook(SparkConnectHook):
         @classmethod
-        def get_connection(cls, conn_id):  # the connection we resolved already
+        def get_connection(cls, conn_id: str) -> Connection:  # the connection we resolved already
             return connection
 
     return _Hook(connection.conn_id).get_connection_url()
@@ -135,7 +141,7 @@ _SESSION_LOCKS: dict[str, threading.Lock] = {}
 _SESSION_LOCKS_LOCK = threading.Lock()
 
 
-def _session_lock(session_file) -> threading.Lock:
+def _session_lock(session_file: Path) -> threading.Lock:
     """One lock per session file in this process: jobs that start at once in one process (the triggerer)
     open the shared session one after the other - two ``addArtifacts`` of the same zip to the same new
     session at once fail on the server (``FileAlreadyExistsException``)."""
@@ -143,14 +149,14 @@ def _session_lock(session_file) -> threading.Lock:
         return _SESSION_LOCKS.setdefault(str(session_file), threading.Lock())
 
 
-def _session_file(remote: str, zip_path: str):
+def _session_file(remote: str, zip_path: str) -> Path:
     # One file per server and engine: the server part of the URL only (never the token).
     server = remote.split(";")[0]
     key = hashlib.sha256(server.encode()).hexdigest()[:16]
     return artifact_dir() / "connect-sessions" / f"{key}-{zip_path.rsplit('/', 1)[-1].removesuffix('.zip')}.id"
 
 
-def _connect_connection(spark_conn_id: str):
+def _connect_connection(spark_conn_id: str) -> Connection:
     connection = resolve_connection(spark_conn_id)
     if connection.conn_type != CONNECT_CONN_TYPE:
         raise AirflowException(f"Spark connection {spark_conn_id!r} is of type {connection.conn_type!r}, not {CONNECT_CONN_TYPE!r}")
@@ -237,7 +243,7 @@ class SparkConnectRunner:
     """Runs a job on the Connect server of its Spark connection, in this process (module doc);
     :meth:`kill` interrupts the job that runs (its tag only)."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._run: ConnectRun | None = None
         self._lock = threading.Lock()
 

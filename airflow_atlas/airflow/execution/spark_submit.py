@@ -52,7 +52,7 @@ import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowException
 
@@ -68,6 +68,10 @@ from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.serialisation import from_json
 from airflow_atlas.spark import STORE_SETTING_CONF_PREFIX, JobDocument, SparkJob
 from airflow_atlas.spark.artifact import build_engine_zip
+
+if TYPE_CHECKING:
+    from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+    from airflow.sdk import Connection
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +129,7 @@ def _app_name(kind: str, context: Mapping | None) -> str:
     return name[:200]
 
 
-def master_of(connection) -> str:
+def master_of(connection: Connection) -> str:
     """The ``--master`` the Spark provider derives from a connection (same rules as the hook)."""
     if connection.conn_type == "spark" and connection.host and ("://" in connection.host or not connection.port):
         master = connection.host
@@ -134,13 +138,13 @@ def master_of(connection) -> str:
     return f"{master}:{connection.port}" if connection.port else master
 
 
-def _make_hook(spark_conn_id: str, connection, **hook_kwargs):
+def _make_hook(spark_conn_id: str, connection: Connection, **hook_kwargs: Any) -> SparkSubmitHook:
     """A SparkSubmitHook whose connection lookup returns ``connection`` (resolved once, by us)."""
     from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
     class AtlasSparkSubmitHook(SparkSubmitHook):
         @classmethod
-        def get_connection(cls, conn_id):  # the hook's own lookup must see the same connection
+        def get_connection(cls, conn_id: str) -> Connection:  # the hook's own lookup must see the same connection
             if conn_id == spark_conn_id:
                 return connection
             return super().get_connection(conn_id)
@@ -170,8 +174,8 @@ def _submit_env() -> dict | None:
 class SparkSubmitRunner:
     """Runs a job as one ``spark-submit`` application (module doc); :meth:`kill` stops the one that runs."""
 
-    def __init__(self):
-        self._hook: Any = None
+    def __init__(self) -> None:
+        self._hook: SparkSubmitHook | None = None
         self._lock = threading.Lock()
 
     def kill(self) -> bool:

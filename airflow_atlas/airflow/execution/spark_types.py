@@ -20,12 +20,17 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.spark import JobDocument, SparkJob
+
+if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
+    from airflow_atlas.airflow.settings import AtlasSettings
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ class RunSettings:
     driver_host: str | None = None
 
     @classmethod
-    def of(cls, spark_conn_id: str | None, atlas_settings, engine_settings: Mapping[str, Any]) -> RunSettings:
+    def of(cls, spark_conn_id: str | None, atlas_settings: AtlasSettings, engine_settings: Mapping[str, Any]) -> RunSettings:
         """From an ``AtlasSettings`` (its Spark-on-a-cluster settings) and the store's resolved engine settings."""
         return cls(spark_conn_id=spark_conn_id or DEFAULT_SPARK_CONN_ID, settings=dict(engine_settings),
                    **cluster_options(atlas_settings))
@@ -106,7 +111,7 @@ def raise_for_document(kind: str, document: JobDocument, address: StoreAddress |
     raise SparkSweepFailed(message, document)
 
 
-def cluster_options(settings) -> dict:
+def cluster_options(settings: AtlasSettings) -> dict:
     """The Spark-on-a-cluster settings of an ``AtlasSettings`` as keyword arguments of :class:`RunSettings`."""
     return {
         "spark_conf": dict(settings.spark_conf),
@@ -121,7 +126,7 @@ def artifact_dir() -> Path:
     return Path(os.environ.get(ARTIFACT_DIR_ENV) or Path(tempfile.gettempdir()) / "airflow-atlas-spark")
 
 
-def resolve_connection(spark_conn_id: str):
+def resolve_connection(spark_conn_id: str) -> Connection:
     """The Spark connection, or a ``local[*]`` one for a missing ``spark_default``."""
     from airflow.sdk import BaseHook, Connection
 
