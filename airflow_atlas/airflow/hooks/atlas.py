@@ -47,7 +47,7 @@ here logs a password: :func:`describe_connection` reports only whether authentic
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseHook
 
@@ -55,12 +55,14 @@ from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.kvs.address_options import EMBEDDED_CONN_TYPE
 
 if TYPE_CHECKING:
+    from airflow.sdk import Connection
+
     from airflow_atlas.config import StoreConfig
     from airflow_atlas.settings_resolver import Layer
     from airflow_atlas.store import AtlasStore
 
 
-def connection_layer(conn) -> Layer:
+def connection_layer(conn: Connection) -> Layer:
     """The replica-safety settings a ``cassandra`` connection's extras set, as the settings resolver's
     ``STORE`` layer (text or JSON values; checked by the resolver, naming the connection)."""
     from airflow_atlas.settings_resolver import address_layer
@@ -68,7 +70,7 @@ def connection_layer(conn) -> Layer:
     return address_layer(StoreAddress.from_connection(conn))
 
 
-def describe_connection(conn) -> dict:
+def describe_connection(conn: Connection) -> dict:
     """What a connection points at, validated (its replica-safety extras too), without secrets (safe to log
     and return to XCom)."""
     from airflow_atlas.config import StoreConfig
@@ -81,7 +83,7 @@ def describe_connection(conn) -> dict:
     return {"conn_id": conn.conn_id, **address.describe()}
 
 
-def store_url(conn) -> str:
+def store_url(conn: Connection) -> str:
     """The engine URL of a connection (see :meth:`AtlasHook.get_store_url`; contains the password)."""
     return StoreAddress.from_connection(conn).without_settings().to_url()
 
@@ -112,8 +114,8 @@ class AtlasHook(BaseHook):
         atlas_conn_id: str = default_conn_name,
         config: StoreConfig | None = None,
         must_exist: bool = False,
-        **kwargs,
-    ):
+        **kwargs: Any,
+    ) -> None:
         """``must_exist``: open an existing store only and write nothing to find out (no SQLite file, no
         keyspace, no registry table is created; a store that is not there is StoreNotInitializedError)."""
         super().__init__(**kwargs)
@@ -179,7 +181,7 @@ class AtlasHook(BaseHook):
     def __enter__(self) -> AtlasHook:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def test_connection(self) -> tuple[bool, str]:

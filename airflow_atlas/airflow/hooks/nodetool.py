@@ -27,8 +27,12 @@ import subprocess
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from airflow_atlas.errors import InvalidInputError
+
+if TYPE_CHECKING:
+    from airflow_atlas.airflow.settings import AtlasSettings
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,12 @@ def parse_target(target: str) -> tuple[str, str]:
     if match is None or not 0 < int(match["port"]) < 65536:
         raise InvalidInputError(f"nodetool JMX target must be host:port, got {target!r}")
     return match["host"].strip("[]"), match["port"]
+
+
+class NodetoolRunner(Protocol):
+    """What the operations run nodetool through: :class:`LocalNodetoolRunner`, :class:`SSHNodetoolRunner`."""
+
+    def run(self, args: Sequence[str]) -> list[NodetoolOutput]: ...
 
 
 class LocalNodetoolRunner:
@@ -150,7 +160,7 @@ class SSHNodetoolRunner:
         return outputs
 
 
-def runner_from_settings(settings) -> LocalNodetoolRunner | SSHNodetoolRunner:
+def runner_from_settings(settings: AtlasSettings) -> LocalNodetoolRunner | SSHNodetoolRunner:
     """SSH when ``nodetool_ssh_conn_ids`` is set, else the local command."""
     if settings.nodetool_ssh_conn_ids:
         return SSHNodetoolRunner(settings.nodetool_ssh_conn_ids, settings.nodetool_command, settings.nodetool_timeout_seconds)
@@ -165,12 +175,12 @@ def check_names(keyspace: str, table: str) -> None:
             raise InvalidInputError(f"invalid {kind} name for nodetool: {name!r} (letters, digits and underscores only)")
 
 
-def flush(runner, keyspace: str, table: str) -> None:
+def flush(runner: NodetoolRunner, keyspace: str, table: str) -> None:
     check_names(keyspace, table)
     runner.run(["flush", "--", keyspace, table])
 
 
-def compact(runner, keyspace: str, table: str, method: str = "compact") -> None:
+def compact(runner: NodetoolRunner, keyspace: str, table: str, method: str = "compact") -> None:
     """``compact`` (major compaction of the table) or ``garbagecollect`` (drop deleted data per sstable)."""
     if method not in ("compact", "garbagecollect"):
         raise ValueError(f"unknown compaction method {method!r}")
@@ -181,7 +191,7 @@ def compact(runner, keyspace: str, table: str, method: str = "compact") -> None:
 STAT_KEYS = ("space_used_live", "space_used_total", "sstable_count")
 
 
-def table_stats(runner, keyspace: str, table: str) -> dict:
+def table_stats(runner: NodetoolRunner, keyspace: str, table: str) -> dict:
     """Live and total bytes and sstable count of one table, summed over the runner's nodes."""
     totals = dict.fromkeys(STAT_KEYS, 0)
     for stats in table_stats_per_node(runner, keyspace, table).values():
@@ -190,7 +200,7 @@ def table_stats(runner, keyspace: str, table: str) -> dict:
     return totals
 
 
-def table_stats_per_node(runner, keyspace: str, table: str) -> dict[str, dict]:
+def table_stats_per_node(runner: NodetoolRunner, keyspace: str, table: str) -> dict[str, dict]:
     """``{node: {space_used_live, space_used_total, sstable_count}}`` of one table, per node of the runner.
 
     ``tablestats`` is read-only, so it is retried (a few times, briefly) when it hit the MBean race above.

@@ -38,9 +38,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import TYPE_CHECKING
 
 from airflow_atlas.errors import StorePermissionError
 from airflow_atlas.grants import REPAIR_HISTORY_TABLE
+
+if TYPE_CHECKING:
+    from cassandra.cluster import Session
 
 PURGE_MARGIN_SECONDS = 600
 """Slack between the guard's check and the compaction's purge time (and clock skew between machines)."""
@@ -129,7 +133,7 @@ def _iso(epoch: float) -> str:
     return dt.datetime.fromtimestamp(epoch, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _epoch(value) -> float:
+def _epoch(value: dt.datetime | float) -> float:
     if isinstance(value, dt.datetime):
         if value.tzinfo is None:  # the driver returns naive UTC datetimes
             value = value.replace(tzinfo=dt.UTC)
@@ -159,7 +163,7 @@ def parse_ranges(texts: Iterable[str]) -> list[tuple[int, int]]:
     return out
 
 
-def rows_of_command(row, table: str) -> list[RepairRow]:
+def rows_of_command(row: SimpleNamespace, table: str) -> list[RepairRow]:
     """The :class:`RepairRow` s one ``parent_repair_history`` row gives for ``table`` (none if the command
     did not cover it, or has not started)."""
     if row.started_at is None or table not in set(row.columnfamily_names or ()):
@@ -182,7 +186,7 @@ _HISTORY_COLUMNS = ("keyspace_name", "columnfamily_names", "requested_ranges", "
                     "options")
 
 
-def check_table(session, keyspace: str, table: str, now: float | None = None) -> GuardDecision:
+def check_table(session: Session, keyspace: str, table: str, now: float | None = None) -> GuardDecision:
     """Read the keyspace's replication, the table's ``gc_grace_seconds`` and the repair history through
     ``session`` (a cassandra-driver session) and :func:`decide`. ``table`` is the CQL (physical) name."""
     from cassandra import ConsistencyLevel
