@@ -24,12 +24,18 @@ triggers no compaction runs.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Asset, AssetAlias
 
 from airflow_atlas.airflow.operators.base import AtlasBaseOperator
 from airflow_atlas.airflow.reports import TableTombstones, swept_tables, tombstones_by_table
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pydantic import JsonValue
+
+    from airflow_atlas.airflow.settings import AtlasSettings
 
 __all__ = ["SWEPT_TABLES", "EmitSweptTablesOperator", "TableTombstones", "swept_tables", "table_asset",
            "tombstones_by_table"]
@@ -58,13 +64,13 @@ class EmitSweptTablesOperator(AtlasBaseOperator):
 
     template_fields = (*AtlasBaseOperator.template_fields, "reports", "source")
 
-    def __init__(self, *, reports: Any = None, source: str | None = None, **kwargs):
+    def __init__(self, *, reports: Any = None, source: str | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("outlets", [SWEPT_TABLES])
         super().__init__(**kwargs)
         self.reports = reports
         self.source = source
 
-    def execute(self, context):
+    def execute(self, context: Context) -> dict[str, dict[str, int]]:
         from airflow_atlas.airflow.settings import AtlasSettings
 
         settings = AtlasSettings.load()
@@ -75,14 +81,14 @@ class EmitSweptTablesOperator(AtlasBaseOperator):
             counts[table]["tombstones_since_compaction"] = pending
         events = context["outlet_events"][SWEPT_TABLES]
         for table, table_counts in sorted(counts.items()):
-            extra = {"store_conn_id": conn_id, "table": table, "source": self.source or self.dag_id, **table_counts}
+            extra: dict[str, JsonValue] = {"store_conn_id": conn_id, "table": table, "source": self.source or self.dag_id, **table_counts}
             events.add(table_asset(conn_id, table), extra=extra)
             self.log.info("asset event for %s: %s", table, extra)
         if not counts:
             self.log.info("no table got tombstones and none is due for compaction: no asset event")
         return counts
 
-    def _due(self, settings) -> dict[str, int]:
+    def _due(self, settings: AtlasSettings) -> dict[str, int]:
         """The store's tables due for compaction, ``{}`` when the store cannot tell (logged, never fatal: this
         run's own tables are announced all the same)."""
         from airflow_atlas.compaction import due_for_compaction

@@ -8,7 +8,7 @@ that and fails with one message listing every problem.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import Param
 
@@ -18,6 +18,11 @@ from airflow_atlas.config import MAX_ITERATIONS_PER_SHARD, MAX_SWEEP_ENTRIES_PER
 from airflow_atlas.errors import InvalidInputError
 from airflow_atlas.kvs.tables import SWEEPABLE_STRATEGY_NAMES, SweepStrategy
 from airflow_atlas.sweep.queue.constants import MAX_SHARDS
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from airflow_atlas.store import AtlasStore
 from airflow_atlas.validation import check_int
 
 FORM_RATE = "the form's max_entries_per_second"
@@ -194,13 +199,13 @@ class ValidateSweepRequestOperator(AtlasBaseOperator):
     ``{}`` when the form leaves it empty, so the tasks read the setting themselves).
     """
 
-    def __init__(self, *, request: str, **kwargs):
+    def __init__(self, *, request: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if request not in ("targeted", "full"):
             raise ValueError("request must be 'targeted' or 'full'")
         self.request = request
 
-    def execute_with_store(self, context, store, settings: AtlasSettings) -> Any:
+    def execute_with_store(self, context: Context, store: AtlasStore, settings: AtlasSettings) -> Any:
         conf = dict(getattr(context.get("dag_run"), "conf", None) or {})
         params = dict(context["params"])
         if self.request == "targeted":

@@ -49,7 +49,7 @@ class SweepTarget:
     result: dict | None = None
     swept_tables: list | None = None  # assets.TableTombstones JSON, from the result (none for a dry run)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "shard", _shard(self.shard))
         object.__setattr__(self, "strategy", _strategy(self.strategy))
         if self.sweep_ts is not None:
@@ -69,7 +69,7 @@ class SweepTarget:
             raise InvalidInputError(f"unknown target field(s) {', '.join(unknown)}; a target has {', '.join(sorted(known))}")
         return cls(**dict(data))
 
-    def with_(self, **changes) -> SweepTarget:
+    def with_(self, **changes: Any) -> SweepTarget:
         return replace(self, **changes)
 
     @property

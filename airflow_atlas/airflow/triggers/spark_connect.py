@@ -30,7 +30,7 @@ import json
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -38,6 +38,9 @@ from airflow_atlas.airflow.execution.spark_connect import ConnectRequest, Connec
 from airflow_atlas.airflow.execution.spark_types import SparkSweepFailed, SparkSweepRefused
 from airflow_atlas.kvs.address import StoreAddress
 from airflow_atlas.serialisation import from_json, to_json
+
+if TYPE_CHECKING:
+    from airflow_atlas.spark import JobDocument
 
 MAX_JOBS = 64
 """Connect jobs one triggerer runs at once (threads of the trigger's own pool); more wait for a thread."""
@@ -86,7 +89,7 @@ def describe_event(payload: Mapping[str, Any]) -> str:
     return f"failed: {error}" + (f" ({len(failed)} failed: {failed[:5]})" if failed else "")
 
 
-def document_from_event(event: Mapping[str, Any] | None):
+def document_from_event(event: Mapping[str, Any] | None) -> JobDocument:
     """The JobDocument of a ``done`` event; an ``error`` event (or none) raises ``SparkSweepFailed``, or
     ``SparkSweepRefused`` when it is not retriable."""
     from airflow_atlas.spark import JobDocument
@@ -108,7 +111,7 @@ class SparkConnectJobTrigger(BaseTrigger):
     :param store_conn_id: the store's connection: its address is read in the triggerer.
     """
 
-    def __init__(self, request: dict, store_conn_id: str):
+    def __init__(self, request: dict, store_conn_id: str) -> None:
         super().__init__()
         self.request = ConnectRequest.from_json(request)
         if not isinstance(store_conn_id, str) or not store_conn_id:
@@ -127,10 +130,10 @@ class SparkConnectJobTrigger(BaseTrigger):
             self._address = AtlasHook(self.store_conn_id).job_address()
         return self._address
 
-    def _job(self, handle):
+    def _job(self, handle: ConnectRun) -> JobDocument:
         return run_request(self.request, self._store_address(), handle)
 
-    def _event(self, handle) -> dict:
+    def _event(self, handle: ConnectRun) -> dict:
         return job_event(lambda: self._job(handle), lambda: self._address)
 
     async def run(self) -> AsyncIterator[TriggerEvent]:

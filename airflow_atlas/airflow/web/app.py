@@ -30,6 +30,7 @@ unauthenticated.
 from __future__ import annotations
 
 import logging
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import urlparse
 
@@ -60,7 +61,7 @@ def create_app() -> FastAPI:
 
 
 @asynccontextmanager
-async def _lifespan(app: FastAPI):
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     install_routes(app)
     # A collector per start of the app: the one of an earlier start was closed when that start ended (the
     # same app object serves again when its server is started again, e.g. in one test process).

@@ -61,7 +61,7 @@ def render_forecast(status: dict) -> str:
     )
 
 
-def render_intensity(limit, target=None) -> str:
+def render_intensity(limit: int | None, target: float | None = None) -> str:
     """The safe pace the sweeps use (setting ``sweep_max_entries_per_second``; 0 = unlimited) and the
     application pace's latency target (setting ``sweep_latency_target``; 0 = off: the limit is a fixed rate)."""
     if limit is None:

@@ -6,7 +6,11 @@ import hashlib
 import json
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from airflow_atlas.airflow.hooks.atlas import AtlasHook
+    from airflow_atlas.store import AtlasStore
 
 log = logging.getLogger(__name__)
 
@@ -19,14 +23,14 @@ class StoreCache:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._key: str | None = None
-        self._hook: Any = None
+        self._hook: AtlasHook | None = None
         self.compaction_threshold: int | None = None
         """``compaction_threshold_tombstones`` as the last :meth:`get_with_settings` read it (the metrics')."""
 
-    def get(self):
+    def get(self) -> AtlasStore:
         return self.get_with_settings()[0]
 
-    def get_with_settings(self) -> tuple[Any, list, list[str]]:
+    def get_with_settings(self) -> tuple[AtlasStore, list, list[str]]:
         """(the store, its effective settings with their sources, the settings warnings): the Variable read
         as a task reads it, the connection's extras on top (:meth:`AtlasSettings.effective`)."""
         from airflow_atlas.airflow.hooks.atlas import AtlasHook, connection_layer
@@ -50,7 +54,7 @@ class StoreCache:
                     _close_quietly(old)
             return self._hook.get_store(), effective, settings.warnings()
 
-    def discard(self, store) -> None:
+    def discard(self, store: AtlasStore) -> None:
         with self._lock:
             hook = self._hook
             if hook is not None and hook._store is store:
@@ -64,7 +68,7 @@ class StoreCache:
             _close_quietly(hook)
 
 
-def _close_quietly(hook) -> None:
+def _close_quietly(hook: AtlasHook) -> None:
     try:
         hook.close()
     except Exception as exc:  # closing must never fail a request
