@@ -5,7 +5,12 @@ The previous release is commit :data:`PREVIOUS_RELEASE` (the last one before the
 into a wheel (cached under ``~/.cache/airflow-atlas/previous-release/<commit>/``) and unpacked into a directory
 that its processes put first on ``PYTHONPATH``: they run this venv's interpreter and dependencies with the old
 ``airflow_atlas`` package. Every step goes through the real CLI of one release or the other, as an operator's
-upgrade would.
+upgrade would, or through the real ``atlas_targeted_sweep`` DAG of each: the DAGs keep running across the
+upgrade. The previous release's DAG file comes from ``git show`` of its commit (the wheel ships no ``dags/``)
+and runs with ``dag.test()`` in a process of that release (``dag_run.py``, ``AIRFLOW__CORE__DAGS_FOLDER`` its
+folder), as a worker not yet upgraded would; this release's DAG runs in this process, as the suite's DAG tests
+run it. Both use the test run's one Airflow metadata database (``AIRFLOW_HOME``, tests/conftest.py), as a
+deployment's Airflow keeps its database across the package upgrade.
 """
 from __future__ import annotations
 
@@ -20,6 +25,7 @@ import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +37,10 @@ from airflow_atlas.timestamps import StoreServedByServerError, TimestampService
 from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker, marker_bound
 from devkit.airflow import free_port
 from devkit.timestamps import start_server
+from tests.airflow.conftest import CONN_ID, FAST, load_dag, set_connection, set_settings, settle, task_states, xcom
 from tests.conftest import CASSANDRA_HOST, CASSANDRA_PORT, REPO_ROOT
+
+from .dag_run import RESULT_PREFIX
 
 pytestmark = pytest.mark.cassandra
 
@@ -43,6 +52,20 @@ TABLES = ("--table", "t:CONSERVATIVE", "--table", "u:THOROUGH")
 OLD_ERROR = "fixed long needs 8 bytes"
 OPEN_MARGIN_SECONDS = 10.0
 """The open transaction of the previous release counts as open until this long before its lease ends."""
+DAG_ID = "atlas_targeted_sweep"
+DAG_RUN = Path(__file__).with_name("dag_run.py")
+DAG_RUN_TIMEOUT = 300.0
+DAG_LEASE_SECONDS = 40.0
+"""The lease of the previous release's open transaction in the DAG test: it holds back that release's DAG run
+(seconds after the workload) and has ended before this release's run (the test waits for the rest)."""
+OLD_DAG_TASK = "shard.acquire_lock"
+"""A task of the previous release's DAG only (a task group per group of pairs; this release's has one task)."""
+DAG_SETTINGS: dict[str, Any] = {
+    **FAST, "store_config": {**FAST["store_config"], "sweep_max_entries_per_second": 0},
+}
+"""The suite's fast DAG settings (1 s retry delays, a 1 s read-only window), the sweep unpaced; the same keys
+for both releases."""
+STRATEGIES = ("CONSERVATIVE", "THOROUGH")
 
 
 def _run(argv: list[str], *, cwd: Path, env: dict[str, str] | None = None, timeout: float = CLI_TIMEOUT,
@@ -225,5 +248,151 @@ def test_upgrade_in_place_from_the_previous_release(previous_release: Path, stor
         assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True, (
             verified.stdout.decode(errors="replace"), verified.stderr.decode(errors="replace"))
         assert marker_bound(_bound_cell(kvs)) == cell_bound  # nothing of this release drew from the cell either
+    finally:
+        server.stop()
+
+
+# ----- the DAGs across the upgrade ---------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def previous_dags(previous_release: Path) -> Path:
+    """A DAG folder with the previous release's ``atlas_targeted_sweep.py``, from ``git show`` of its commit."""
+    folder = previous_release.parent / "dags"
+    folder.mkdir()
+    source = _checked(_run(["git", "-C", str(REPO_ROOT), "show", f"{PREVIOUS_RELEASE}:dags/{DAG_ID}.py"],
+                           cwd=folder, timeout=60), f"git show {PREVIOUS_RELEASE}:dags/{DAG_ID}.py")
+    (folder / f"{DAG_ID}.py").write_bytes(source.stdout)
+    return folder
+
+
+@dataclass
+class PreviousDagRun:
+    """What ``dag_run.py`` reported of one run of the previous release's DAG, and the process's output (the
+    tasks' log: ``dag.test()`` logs them there)."""
+
+    state: str
+    tasks: dict[tuple[str, int], dict]
+    xcom: dict[tuple[str, int], Any]
+    output: str
+
+    def tail(self, chars: int = 6000) -> str:
+        return f"state {self.state}, tasks {self.states()}\n...{self.output[-chars:]}"
+
+    def states(self) -> dict[tuple[str, int], str]:
+        return {key: task["state"] for key, task in self.tasks.items()}
+
+
+def _previous_dag_run(old: Path, dags: Path, cwd: Path) -> PreviousDagRun:
+    """One run of the previous release's ``atlas_targeted_sweep`` (``dag.test()``) in a process of that release;
+    its connection and settings are this process's environment (``set_connection``, ``set_settings``)."""
+    env = {**_old_env(old), "AIRFLOW__CORE__DAGS_FOLDER": str(dags)}
+    result = _run([sys.executable, str(DAG_RUN), str(dags), DAG_ID], cwd=cwd, env=env, timeout=DAG_RUN_TIMEOUT)
+    stdout, stderr = result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
+    lines = [line for line in stdout.splitlines() if line.startswith(RESULT_PREFIX)]
+    assert result.returncode == 0 and len(lines) == 1, (result.returncode, stdout[-4000:], stderr[-4000:])
+    document = json.loads(lines[0][len(RESULT_PREFIX):])
+    assert Path(document["package"]).is_relative_to(old), document["package"]  # that release's package ran it
+    assert Path(document["dag_file"]).resolve() == (dags / f"{DAG_ID}.py").resolve(), document["dag_file"]  # its DAG
+    return PreviousDagRun(
+        state=document["state"],
+        tasks={(t["task_id"], t["map_index"]): t for t in document["tasks"]},
+        xcom={(x["task_id"], x["map_index"]): x["value"] for x in document["xcom"]},
+        output=stdout + stderr,
+    )
+
+
+def _progress(store: AtlasStore) -> dict[tuple[int, str], int]:
+    return {(shard, strategy): store.queue.progress.get_progress(shard, strategy)
+            for shard in range(store.number_of_shards()) for strategy in STRATEGIES}
+
+
+@pytest.mark.airflow
+def test_the_sweep_dag_runs_before_and_after_the_upgrade(previous_release: Path, previous_dags: Path, store_url: str,
+                                                         kvs: KeyValueService, cassandra_session, fresh_keyspace: str,
+                                                         airflow_home: Path, monkeypatch, tmp_path: Path) -> None:
+    """The previous release's ``atlas_targeted_sweep`` sweeps its history (held back by its open transaction),
+    ``timestamps adopt`` and one server of this release; then a run of the previous release's DAG fails at its
+    first task with that release's clear error (in the task's log; not retried), planning, sweeping and writing
+    nothing, and this release's DAG sweeps what the first run left (the open transaction's lease over) and this
+    release's new writes: past both, the data every reader sees unchanged, no obsolete version left, every
+    pair's progress beyond the first run's; ``verify`` is clean."""
+    from airflow_atlas.oracle import Reader, compare, observe, obsolete_versions
+    from airflow_atlas.workload import WorkloadSpec, run_workload
+
+    set_connection(monkeypatch, CONN_ID, {"conn_type": "cassandra", "host": CASSANDRA_HOST, "port": CASSANDRA_PORT,
+                                          "schema": fresh_keyspace})
+    set_settings(monkeypatch, **DAG_SETTINGS)
+    old = Release(store_url, _old_env(previous_release), tmp_path)
+    new = Release(store_url, _new_env(), tmp_path)
+
+    # ----- the previous release: history and an open transaction (its CLI), one run of its DAG
+    old.json("init", *TABLES)
+    began = time.time()
+    written = old.json("workload", "-n", "150", "--open-transactions", "1", "--no-progress", *TABLES,
+                       "--set", f"transaction_lease_seconds={DAG_LEASE_SECONDS:g}",
+                       "--set", "punch_interval_seconds=0")  # punches up to the end: the 1 s window passes over it
+    lease_over = time.time() + written["lease_seconds"]  # the registration is at most this old when it expires
+    (open_start,) = written["open"]
+    first = _previous_dag_run(previous_release, previous_dags, tmp_path)
+    assert first.state == "success", first.tail()
+    assert (OLD_DAG_TASK, 0) in first.tasks, first.states()
+    first_ts = first.xcom[("compute_sweep_timestamps", -1)]
+    computed_after = first.tasks[("compute_sweep_timestamps", -1)]["end_date"] - began
+    assert all(first_ts[s] <= open_start for s in STRATEGIES), (first_ts, open_start, computed_after)
+    first_summary = first.xcom[("summary", -1)]
+    assert first_summary["failed_pairs"] == [] and first_summary["entries_read"] > 0, first_summary
+
+    # ----- the upgrade: adopt with this release, then one server
+    cell_bound = new.json("timestamps", "adopt")["bound_at_adoption"]
+    server = start_server(store_url, f"127.0.0.1:{free_port()}", tmp_path / "timestamps.log")
+    try:
+        store = AtlasStore.open(store_url)
+        try:
+            progress_before = _progress(store)  # the first run's
+            assert all(value > -1 for value in progress_before.values()), progress_before
+
+            # ----- the previous release's DAG after adoption: its run fails with the clear error, writes nothing
+            snapshot = _contents(cassandra_session, fresh_keyspace)
+            refused = _previous_dag_run(previous_release, previous_dags, tmp_path)
+            assert refused.state == "failed", refused.tail()
+            # its first task fails at once (the error is bad input to it: no retry can fix it, none is made) ...
+            compute = refused.tasks[("compute_sweep_timestamps", -1)]
+            assert compute["state"] == "failed" and compute["try_number"] == 1, refused.tail()
+            assert OLD_ERROR in refused.output, refused.tail()
+            # ... and nothing was planned or swept
+            swept = {state for (task_id, _), state in refused.states().items() if task_id in ("plan", OLD_DAG_TASK)}
+            assert swept == {"upstream_failed"}, refused.tail()
+            assert _bound_cell(kvs) == marker(cell_bound)
+            assert _contents(cassandra_session, fresh_keyspace) == snapshot
+
+            # ----- this release: new writes, then its DAG (in this process) once the open transaction's lease is over
+            report = run_workload(store, WorkloadSpec(transactions=50, rows=40, tables={"t": "CONSERVATIVE",
+                                                                                        "u": "THOROUGH"}, seed=13))
+            assert report.committed > 0, report
+            above_new_writes = store.timestamps.fresh_timestamp()
+            time.sleep(max(0.0, lease_over - time.time()))
+            settle(store)  # a punch, then the read-only window passes over it
+            fresh = store.timestamps.fresh_timestamp()
+            readers = [Reader(fresh), Reader(fresh, read_only=True)]
+            seen = observe(store, readers)
+            run = load_dag(DAG_ID).test()
+            states = task_states(run)
+            assert str(run.state) == "success", states
+            assert (OLD_DAG_TASK, 0) not in states, states
+            sweep_ts = xcom(run, "compute_sweep_timestamps")
+            assert all(sweep_ts[s] > max(open_start, above_new_writes) for s in STRATEGIES), (
+                sweep_ts, open_start, above_new_writes)
+            summary = xcom(run, "summary")
+            assert summary["failed_pairs"] == [] and summary["entries_read"] > 0, summary
+            assert compare(seen, observe(store, readers), sweep_ts) == []
+            assert obsolete_versions(store, sweep_ts) == []
+            progress_after = _progress(store)
+            assert all(progress_after[pair] > progress_before[pair] for pair in progress_before), (
+                progress_before, progress_after)
+        finally:
+            store.close()
+        verified = new.run("verify", "--json", "--set", "unreadable_window_seconds=1")
+        assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True, (
+            verified.stdout.decode(errors="replace"), verified.stderr.decode(errors="replace"))
+        assert marker_bound(_bound_cell(kvs)) == cell_bound  # nothing of this release drew from the cell
     finally:
         server.stop()
