@@ -53,30 +53,30 @@ def test_the_security_doc_names_the_servers_grants():
         assert f"`atlas{table}`" in text, table
 
 
-class _Refusing:
-    """A gRPC server answering every FreshTimestamps with what the timestamp server answers when the store
-    refuses its role; counts the requests."""
+class _Answering:
+    """A real gRPC server on loopback answering every method of the timestamp service with ``answer(request,
+    context)``; counts the requests."""
 
-    def __init__(self, details: str):
-        self.details = details
+    def __init__(self, answer):
+        self.answer = answer
         self.requests = 0
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers((service_handler({
-            "FreshTimestamps": self._fresh, "CurrentBound": self._fresh, "Describe": self._fresh}),))
+        self.server.add_generic_rpc_handlers((service_handler(
+            dict.fromkeys(("FreshTimestamps", "CurrentBound", "Describe"), self._handle)),))
         self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
         self.server.start()
 
-    def _fresh(self, request, context):
+    def _handle(self, request, context):
         self.requests += 1
-        context.abort(grpc.StatusCode.PERMISSION_DENIED, self.details)
+        return self.answer(request, context)
 
 
 @pytest.fixture
-def refusing():
-    made: list[_Refusing] = []
+def answering():
+    made: list[_Answering] = []
 
-    def make(details: str) -> _Refusing:
-        made.append(_Refusing(details))
+    def make(answer) -> _Answering:
+        made.append(_Answering(answer))
         return made[-1]
 
     yield make
@@ -84,10 +84,19 @@ def refusing():
         server.server.stop(0).wait()
 
 
-def test_a_store_refusing_the_servers_role_fails_the_draw_at_once_naming_the_permission(refusing):
+def refusing_with(details: str):
+    """What the timestamp server answers when the store refuses its role."""
+
+    def answer(request, context):
+        context.abort(grpc.StatusCode.PERMISSION_DENIED, details)
+
+    return answer
+
+
+def test_a_store_refusing_the_servers_role_fails_the_draw_at_once_naming_the_permission(answering):
     details = ("cassandra get_lwt on _metadata in ks: the role has no SELECT permission on <table ks.atlas_metadata>; "
                "grant it (Unauthorized)")
-    server = refusing(details)
+    server = answering(refusing_with(details))
     client = TimestampClient("ks", [server.address], lambda: "", retry_seconds=10, rpc_timeout=1)
     started = time.monotonic()
     with pytest.raises(StorePermissionError) as refused:
@@ -100,55 +109,34 @@ def test_a_store_refusing_the_servers_role_fails_the_draw_at_once_naming_the_per
     assert not is_retriable(error)
 
 
-def test_a_refusal_that_names_no_permission_is_an_access_error(refusing):
-    server = refusing("cassandra open: the store refused the credentials")
+def test_a_refusal_that_names_no_permission_is_an_access_error(answering):
+    server = answering(refusing_with("cassandra open: the store refused the credentials"))
     client = TimestampClient("ks", [server.address], lambda: "", retry_seconds=10, rpc_timeout=1)
     with pytest.raises(StoreAccessError, match="refused the credentials") as refused:
         client.current_bound()
     assert not isinstance(refused.value, StorePermissionError)
 
 
-class _Foreign:
+def foreign(request, context):
     """A server of another Cassandra cluster, as the timestamp server answers a store it never serves
     (FAILED_PRECONDITION naming no leader)."""
-
-    def __init__(self):
-        self.requests = 0
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers((service_handler({
-            "FreshTimestamps": self._refuse, "CurrentBound": self._refuse, "Describe": self._refuse}),))
-        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
-        self.server.start()
-
-    def _refuse(self, request, context):
-        self.requests += 1
-        context.set_trailing_metadata(((LEADER_METADATA, ""),))
-        context.abort(grpc.StatusCode.FAILED_PRECONDITION,
-                      "this timestamp server serves the Cassandra cluster 'a'; store 'ks' is on 'b'")
+    context.set_trailing_metadata(((LEADER_METADATA, ""),))
+    context.abort(grpc.StatusCode.FAILED_PRECONDITION,
+                  "this timestamp server serves the Cassandra cluster 'a'; store 'ks' is on 'b'")
 
 
-class _Own:
-    def __init__(self):
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
-        self.server.add_generic_rpc_handlers((service_handler({
-            "FreshTimestamps": self._fresh, "CurrentBound": self._fresh, "Describe": self._fresh}),))
-        self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
-        self.server.start()
-
-    def _fresh(self, request, context):
-        return pb.FreshTimestampsResponse(start=100, count=request.count, epoch=1)
+def own(request, context):
+    return pb.FreshTimestampsResponse(start=100, count=request.count, epoch=1)
 
 
-def test_a_client_given_another_clusters_servers_goes_on_to_the_leader_its_store_records():
+def test_a_client_given_another_clusters_servers_goes_on_to_the_leader_its_store_records(answering):
     """One address list for processes of several clusters (``$ATLAS_TIMESTAMP_SERVERS`` of a Spark worker started
     for another tier's cluster): the other cluster's servers answer as standbys naming no leader, and the client
     draws from the leader the store's record names."""
-    foreign, own = _Foreign(), _Own()
+    other, leader = answering(foreign), answering(own)
+    client = TimestampClient("ks", [other.address], lambda: leader.address, retry_seconds=5, rpc_timeout=1)
     try:
-        client = TimestampClient("ks", [foreign.address], lambda: own.address, retry_seconds=5, rpc_timeout=1)
         assert client.fresh_timestamps(3) == range(100, 103)
-        assert foreign.requests >= 1
-        client.close()
+        assert other.requests >= 1 and leader.requests >= 1
     finally:
-        foreign.server.stop(0).wait()
-        own.server.stop(0).wait()
+        client.close()
