@@ -15,6 +15,10 @@ server (issue 45: the cell only on the embedded store).
   cluster shows that its cell handed out a timestamp - a store initialised without the servers, or one that drew
   before it was adopted. A store adopted at ``init`` holds the marker with the bound 0 (nothing was ever drawn
   from its cell, and the cell refuses it from then on), so each keyspace is cleared once and never read again.
+  Every tier with a cluster of its own calls it (tests/cluster, tests/integration/security, tests/datacenters,
+  tests/reliability). The local node has no guard: the suite's two lanes share it, so one lane's guard would see
+  the other's stores, among them those that draw from their cell on purpose (below, and the previous release's
+  store in tests/integration/timestamps/test_upgrade.py); its stores are adopted by ``init`` as everywhere.
 * :func:`without_local_servers`: a store that must stay on its cell on purpose (the refusal of a store never
   adopted, tests/integration/timestamps/test_server.py).
 """

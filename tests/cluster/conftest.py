@@ -30,7 +30,7 @@ from airflow_atlas.config import StoreConfig
 from airflow_atlas.store import AtlasStore
 from devkit.cassandra.node import cql_answers
 from tests.conftest import CASSANDRA_SCRIPT, drop_keyspaces_soon
-from tests.timestamp_servers import serving
+from tests.timestamp_servers import check_served, serving
 
 NODES = 3
 HOSTS = tuple(f"127.0.0.{i + 1}" for i in range(1, NODES + 1))
@@ -204,3 +204,11 @@ def _cluster_timestamp_servers(cassandra_cluster, tmp_path_factory):
     with serving(cassandra_cluster.url("atlas_timestamps_home", replication_factor=3),
                  tmp_path_factory.mktemp("cluster-timestamps")):
         yield
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item):
+    """After each test's body: no store of the cluster drew from its cell (tests/timestamp_servers.py)."""
+    result = yield
+    check_served(item.nodeid)
+    return result
