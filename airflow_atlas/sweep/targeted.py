@@ -42,7 +42,7 @@ from .commits import RollbackGuard, resolve_commits, with_writes_named
 from .counts import SweepCounts
 from .deleter import SweepDeleter
 from .lease_keeper import FixedLease, LeaseKeeper
-from .pacing.run_pace import ApplicationSource, ChunkPacing, RunPace
+from .pacing.run_pace import ApplicationSource, ChunkPacing, PaceCarry, RunPace
 from .pairs import SweepPairs
 from .quarantine import quarantine_corrupt
 from .queue.constants import FINE_PARTITION, MAX_BATCH_LIMIT, MAX_SHARDS
@@ -80,6 +80,8 @@ class TargetedSweeper(SweepPairs):
         self._blocked_lock = threading.Lock()
         # (shard, strategy) -> the next batch read ahead while the current one is deleted (queue/reader.py).
         self._read_ahead: dict[tuple[int, str], BatchReadAhead] = {}
+        # The application pace one run leaves the next on this store (sweep/pacing/run_pace.py).
+        self._pace_carry = PaceCarry()
 
     # ----- the iteration ---------------------------------------------------------------------------
     def run_iteration(
@@ -182,7 +184,8 @@ class TargetedSweeper(SweepPairs):
                            dry_run=dry_run, max_wait_seconds=lease_seconds / 3.0,
                            # the caller's source, else the store's published table (transactions/latency_source.py)
                            source=lambda: application_latency or self._store.application_latency(),
-                           interval_seconds=self._store.config.app_latency_interval_seconds)
+                           interval_seconds=self._store.config.app_latency_interval_seconds,
+                           carry=self._pace_carry if application_latency is None else None)
         try:
             if sweep_ts is None:
                 sweep_ts = self._store.sweep_timestamps.sweep_timestamp(strategy)

@@ -15,12 +15,20 @@ Modes (from ``sweep_max_entries_per_second`` and ``sweep_latency_target``):
   and every half publication interval otherwise. A source that fails is logged and reads as no publication: a
   store whose publications cannot be read becomes ``unseen`` and keeps the safe pace.
 
+Runs one after another: a sweep task's group sweeps its pairs in turn, each a run. A run takes over the application
+pace (state, baseline, pace, its source's read position) that its process's previous run on the store left at most
+:data:`CARRY_INTERVALS` publication intervals before (:class:`PaceCarry`, one per store's sweeper), so the pairs of
+a group are paced as one long run would be - the case the foreground benchmark measures - instead of each starting
+at the safe pace and pooling its baseline again (bench/ANALYSIS.md, ``sustained``). Runs at once on one store do
+not share: a run takes the carried pace away, the others start afresh.
+
 Crash safety is the pacer's (its waits come after an iteration's progress is persisted, or between chunks of
-idempotent deletes); this module keeps no state beyond the run.
+idempotent deletes); what is carried between runs is pacing knowledge held in memory, never anything of the store.
 """
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -35,6 +43,9 @@ FREE_POLL_SECONDS = 0.1
 latest publications; ~10 a second per free-running pair): with the clients' first publication after a rest,
 which is sent at once, an application that starts is seen within about this plus its first transaction."""
 FIXED_REASON = "fixed rate (sweep_latency_target 0)"
+CARRY_INTERVALS = 2.0
+"""A run takes over the application pace its process's previous run on the store left, when that run ended at most
+this many publication intervals before (the next pair of a group starts at once); later, the run starts afresh."""
 
 
 class ApplicationSource(Protocol):
@@ -63,6 +74,35 @@ class LeaseWaits(Protocol):
     def raise_if_lost(self) -> None: ...
 
 
+class PaceCarry:
+    """The application pace one run hands on to the next run of its process on the same store (see the module
+    doc). Thread-safe: :meth:`take` takes it away, so two runs at once never share one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._left: tuple[ApplicationPace, ApplicationSource, float] | None = None
+
+    def take(self, safe_rate: float, latency_target: float, interval_seconds: float, now: float
+             ) -> tuple[ApplicationPace, ApplicationSource] | None:
+        """The pace and source left at most :data:`CARRY_INTERVALS` intervals before ``now`` (wall clock) with the
+        same settings; None otherwise (then nothing is left either)."""
+        with self._lock:
+            left, self._left = self._left, None
+        if left is None:
+            return None
+        application, source, ended = left
+        same = (application.safe_rate, application.latency_target, application.interval) == (
+            safe_rate, latency_target, interval_seconds)
+        if not same or not 0 <= now - ended <= CARRY_INTERVALS * interval_seconds:
+            return None
+        return application, source
+
+    def leave(self, application: ApplicationPace, source: ApplicationSource, now: float) -> None:
+        """A run ends at ``now`` (wall clock) leaving its pace for the next."""
+        with self._lock:
+            self._left = (application, source, now)
+
+
 class RunPace:
     """The pace of one run of one pair (see the module doc).
 
@@ -72,14 +112,17 @@ class RunPace:
     :param max_wait_seconds: the longest single wait (a third of the lock's lease).
     :param source: the application's publications, called once for an application-paced run.
     :param interval_seconds: the clients' publication interval (``app_latency_interval_seconds``).
+    :param carry: where the previous run left its application pace and this run leaves its own (None: neither;
+        a run with a source of the caller's own, whose publications are not the store's).
     :param clock: monotonic seconds (the pacer); :param wall: wall-clock seconds (the publications);
     :param sleep: the pacer's default sleep (all three for the unit tests).
     """
 
     def __init__(self, *, max_entries_per_second: int, latency_target: float, dry_run: bool,
                  max_wait_seconds: float, source: Callable[[], ApplicationSource] | None = None,
-                 interval_seconds: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                 wall: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep):
+                 interval_seconds: float = 1.0, carry: PaceCarry | None = None,
+                 clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep):
         self.pacer = SweepPacer(max_entries_per_second, max_wait_seconds=max_wait_seconds, clock=clock, sleep=sleep)
         self.paced = not (dry_run or self.pacer.unlimited)
         """Whether the run is paced: its batches capped at the pace, its deletes chunked, a wait after each
@@ -93,9 +136,18 @@ class RunPace:
         self._source: ApplicationSource | None = None
         self.application: ApplicationPace | None = None
         """The application pace (None: unpaced or a fixed rate)."""
+        self._carry = carry
+        self._backoffs_before = 0
         if self.paced and latency_target and source is not None:
-            self.application = ApplicationPace(max_entries_per_second, latency_target, interval_seconds, now=wall())
-            self._source = source()
+            taken = None if carry is None else carry.take(max_entries_per_second, latency_target, interval_seconds,
+                                                          wall())
+            if taken is None:
+                self.application = ApplicationPace(max_entries_per_second, latency_target, interval_seconds,
+                                                   now=wall())
+                self._source = source()
+            else:
+                self.application, self._source = taken
+                self._backoffs_before = self.application.backoffs + self.application.guard.backoffs
             self._poll()
 
     def start_iteration(self, limit: int, given: int | None) -> int | None:
@@ -156,7 +208,9 @@ class RunPace:
             summary.latency_target = self.application.latency_target
             summary.pace_entries_per_second = round(self.application.pace(), 1)
             summary.pace_reason = self.application.full_reason()
-            summary.pace_backoffs = self.application.backoffs + self.application.guard.backoffs
+            summary.pace_backoffs = self.application.backoffs + self.application.guard.backoffs - self._backoffs_before
+            if self._carry is not None and self._source is not None:
+                self._carry.leave(self.application, self._source, self._wall())
         elif self.paced:
             summary.pace_entries_per_second = float(self.pacer.max_entries_per_second)
             summary.pace_reason = FIXED_REASON
@@ -179,4 +233,7 @@ class ChunkPacing:
         self._keeper.raise_if_lost()
 
 
-__all__ = ["FIXED_REASON", "FREE_POLL_SECONDS", "ApplicationSource", "ChunkPacing", "LeaseWaits", "PaceSummary", "RunPace"]
+__all__ = [
+    "CARRY_INTERVALS", "FIXED_REASON", "FREE_POLL_SECONDS", "ApplicationSource", "ChunkPacing", "LeaseWaits", "PaceCarry",
+    "PaceSummary", "RunPace",
+]

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_atlas.sweep.pacing.application import Observation, PaceState
+from airflow_atlas.sweep.pacing.application import (
+    BASELINE_POOLS,
+    MIN_TRANSACTIONS,
+    SETTLE_INTERVALS,
+    Observation,
+    PaceState,
+)
 from airflow_atlas.sweep.pacing.intensity import DELETE_CHUNK_REQUESTS, paced_batch_cap
-from airflow_atlas.sweep.pacing.run_pace import FIXED_REASON, FREE_POLL_SECONDS, RunPace
+from airflow_atlas.sweep.pacing.run_pace import CARRY_INTERVALS, FIXED_REASON, FREE_POLL_SECONDS, PaceCarry, RunPace
 from airflow_atlas.sweep.results import ShardSweepResult
 
 from .test_application import hist
@@ -37,9 +43,9 @@ class Source:
 
 
 def run_pace(t: Clocks, *, rate: int = 250, target: float = 1.2, dry_run: bool = False,
-             source: Source | None = None) -> RunPace:
+             source: Source | None = None, carry: PaceCarry | None = None) -> RunPace:
     return RunPace(max_entries_per_second=rate, latency_target=target, dry_run=dry_run, max_wait_seconds=20.0,
-                   source=None if source is None else (lambda: source), interval_seconds=1.0,
+                   source=None if source is None else (lambda: source), interval_seconds=1.0, carry=carry,
                    clock=t.clock, wall=t.wall, sleep=t.sleep)
 
 
@@ -125,3 +131,58 @@ def test_the_result_reports_the_pace_and_why():
     pace.finish(summary)
     assert summary.pace_entries_per_second == 0.0 and summary.latency_target == 1.2
     assert summary.pace_reason == "resting: clients alive, no transaction published yet: unthrottled"
+
+
+# ----- one run after another: the pace carried -------------------------------------------------------------
+def raised(t: Clocks, source: Source, carry: PaceCarry) -> RunPace:
+    """A run whose application pace measured its baseline and then raised the pace once (500 entries/s)."""
+    pace = run_pace(t, source=source, carry=carry)
+    assert pace.application is not None
+    t.now += SETTLE_INTERVALS + 0.1
+    for _ in range(BASELINE_POOLS + 1):
+        source.next = Observation(heard_at=t.now, busy_at=t.now, transactions=hist(MIN_TRANSACTIONS, 0.01))
+        t.now += 0.6
+        pace.start_iteration(10_000, None)
+        t.now += 0.5 if pace.current() == 250.0 else 0.0
+    assert pace.current() == 500.0, pace.application.reason
+    return pace
+
+
+def test_the_next_run_of_the_process_takes_over_the_pace_the_previous_one_left():
+    """A group's pairs swept one after another are paced as one run: the second starts at the raised pace with the
+    baseline known, reads on where the first stopped, and reports only its own backoffs."""
+    t, carry = Clocks(), PaceCarry()
+    source = Source(Observation(heard_at=t.now, busy_at=t.now, transactions=hist(1, 0.01)))
+    first = raised(t, source, carry)
+    first.finish(ShardSweepResult(shard=0, strategy="THOROUGH", status="caught_up"))
+    polls = source.polls
+    t.now += 0.5
+    second = run_pace(t, source=Source(Observation()), carry=carry)  # its own source is never made
+    assert second.application is first.application and second.current() == 500.0
+    assert second.application.baseline is not None
+    assert source.polls == polls + 1  # the carried source, read on at the run's start
+    summary = ShardSweepResult(shard=1, strategy="THOROUGH", status="caught_up")
+    second.finish(summary)
+    assert summary.pace_backoffs == 0 and summary.pace_entries_per_second == 500.0
+
+
+def test_a_pace_left_too_long_ago_or_under_other_settings_is_not_taken():
+    t, carry = Clocks(), PaceCarry()
+    source = Source(Observation(heard_at=t.now, busy_at=t.now, transactions=hist(1, 0.01)))
+    raised(t, source, carry).finish(ShardSweepResult(shard=0, strategy="THOROUGH", status="caught_up"))
+    t.now += CARRY_INTERVALS * 1.0 + 0.1
+    late = run_pace(t, source=Source(Observation(heard_at=t.now, busy_at=t.now)), carry=carry)
+    assert late.current() == 250.0 and late.application is not None and late.application.baseline is None
+    late.finish(ShardSweepResult(shard=1, strategy="THOROUGH", status="caught_up"))
+    other = run_pace(t, target=1.5, source=Source(Observation(heard_at=t.now, busy_at=t.now)), carry=carry)
+    assert other.application is not late.application
+
+
+def test_two_runs_at_once_never_share_a_pace():
+    t, carry = Clocks(), PaceCarry()
+    source = Source(Observation(heard_at=t.now, busy_at=t.now, transactions=hist(1, 0.01)))
+    raised(t, source, carry).finish(ShardSweepResult(shard=0, strategy="THOROUGH", status="caught_up"))
+    one = run_pace(t, source=Source(Observation(heard_at=t.now, busy_at=t.now)), carry=carry)
+    two = run_pace(t, source=Source(Observation(heard_at=t.now, busy_at=t.now)), carry=carry)
+    assert one.current() == 500.0 and two.current() == 250.0
+    assert one.application is not two.application
