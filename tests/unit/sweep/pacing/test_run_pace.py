@@ -143,7 +143,6 @@ def raised(t: Clocks, source: Source, carry: PaceCarry) -> RunPace:
         source.next = Observation(heard_at=t.now, busy_at=t.now, transactions=hist(MIN_TRANSACTIONS, 0.01))
         t.now += 0.6
         pace.start_iteration(10_000, None)
-        t.now += 0.5 if pace.current() == 250.0 else 0.0
     assert pace.current() == 500.0, pace.application.reason
     return pace
 
