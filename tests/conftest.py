@@ -1,7 +1,7 @@
 """Session fixtures shared by the whole suite: a real Cassandra node (and the timestamp servers that serve its
 stores), the Spark standalone master, Prometheus's binary, a local SparkSession and a temporary Airflow home.
 Nothing here is mocked: each service fixture starts its service at its first use when it does not run
-(tests/services.py: under a file lock, so both lanes of the whole-suite run may ask at once), the Spark fixture
+(tests/services.py: under a file lock, so both groups of the whole-suite run may ask at once), the Spark fixture
 runs local[2], the Airflow fixture migrates a real SQLite metadata database.
 """
 from __future__ import annotations
@@ -18,9 +18,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.services import LOCAL_NODE, PROMETHEUS, REPO_ROOT, SCRIPTS, SPARK_MASTER
+from tests.groups import mark_groups
+from tests.services import LAUNCH_ENV, LOCAL_NODE, PROMETHEUS, REPO_ROOT, SCRIPTS, SPARK_MASTER
 
 CASSANDRA_SCRIPT = SCRIPTS / "cassandra.sh"
+
+# ----- a pytest-xdist worker starts as a pytest of its own would -------------------------------------------------
+# It inherits the environment of the controller, which has run this module (its Airflow home and database among
+# it): start again from the environment the run was launched with, so each worker sets its own below.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    _xdist = {name: value for name, value in os.environ.items() if name.startswith("PYTEST_XDIST_")}
+    os.environ.clear()
+    os.environ.update(LAUNCH_ENV)
+    os.environ.update(_xdist)
 
 # ----- Airflow environment: must be set before anything imports airflow ---------------------------
 _AIRFLOW_HOME = Path(os.environ.get("ATLAS_TEST_AIRFLOW_HOME") or tempfile.mkdtemp(prefix="atlas-airflow-home-"))
@@ -95,14 +105,20 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("time per tier")
     for tier, seconds in sorted(_TIER_SECONDS.items(), key=lambda kv: -kv[1]):
         terminalreporter.write_line(f"{seconds:8.1f}s  {tier}")
-    # Every test's time (setup + call + teardown), slowest first, per pytest process (a lane is named by its
-    # --basetemp): the whole list, where --durations prints the slowest 30.
+    # Every test's time (setup + call + teardown), slowest first, per pytest run (named by its --basetemp: the
+    # whole suite's groups, then alone): the whole list, where --durations prints the slowest 30.
     basetemp = terminalreporter.config.option.basetemp
     out = REPO_ROOT / "test-artifacts" / "durations" / f"{Path(basetemp).name if basetemp else 'pytest'}.tsv"
     out.parent.mkdir(parents=True, exist_ok=True)
     rows = sorted(_TEST_SECONDS.items(), key=lambda kv: -kv[1])
     out.write_text("".join(f"{seconds:.2f}\t{nodeid}\n" for nodeid, seconds in rows))
     terminalreporter.write_line(f"every test's time: {out.relative_to(REPO_ROOT)}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook, which reads the marks (and names the group)
+def pytest_collection_modifyitems(items):
+    """Each test's group (tests/groups.py): one worker runs all of a group under ``--dist loadgroup``."""
+    mark_groups(items, REPO_ROOT)
 
 
 def pytest_configure(config):

@@ -4,13 +4,14 @@ Cassandra node, the Spark standalone master and its workers, and the packages wh
 command starts only what its tests ask for.
 
 :meth:`Service.ensure` checks, else starts, under an exclusive file lock of the service (two pytest processes
-at once - the two lanes of the whole-suite run, or another checkout on this machine - start it once, the other
+at once - the two groups of the whole-suite run, or another checkout on this machine - start it once, the other
 waits and finds it running); the package installs share one lock (one package manager per machine). A service
 that cannot start fails the tests that ask for it with an error naming the service and the log of its start.
 """
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import subprocess
 import time
@@ -30,11 +31,15 @@ LOG_DIR = REPO_ROOT / "test-artifacts" / "services"
 START_TIMEOUT_SECONDS = 1200.0
 """The longest a start may take: a first install of Chromium or the build of statsd_exporter takes minutes."""
 PACKAGES_LOCK = "packages"
-LAUNCH_ENV = dict(os.environ)
+_LAUNCH_ENV_VARIABLE = "ATLAS_TEST_LAUNCH_ENV"
+LAUNCH_ENV: dict[str, str] = (json.loads(os.environ[_LAUNCH_ENV_VARIABLE]) if _LAUNCH_ENV_VARIABLE in os.environ
+                              else dict(os.environ))
 """The environment the test run was started with (tests/conftest.py imports this module before it sets the
-tests' own variables): every check and start runs in it, so a service a fixture starts runs as one started
-before the run would - without pytest's, the conftest's or a test's monkeypatched variables (the Spark
-workers' executors inherit their daemon's environment)."""
+tests' own variables; a pytest-xdist worker gets its controller's through the variable below): every check and
+start runs in it, so a service a fixture starts runs as one started before the run would - without pytest's, the
+conftest's or a test's monkeypatched variables (the Spark workers' executors inherit their daemon's
+environment)."""
+os.environ.setdefault(_LAUNCH_ENV_VARIABLE, json.dumps(LAUNCH_ENV))
 
 
 @contextmanager

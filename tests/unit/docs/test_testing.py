@@ -1,16 +1,20 @@
 """docs/TESTING.md's mechanical claims: the scripts ``scripts/test.sh`` runs (bootstrap only: it starts no
 service) and its lanes are the script's; the services table is ``tests/services.py``'s (each fixture is in the
-conftest named, starts the service named, with the script named); ``tests/unit`` needs no service (no test or
+conftest named, starts the service named, with the script named); the groups are ``tests/groups.py``'s and
+pytest-xdist keeps each on one worker (a small tree run under xdist); ``tests/unit`` needs no service (no test or
 fixture there asks for one of the service fixtures, nothing there imports the tools that start servers); one
-line states the suite's latest clean-clone time (history is git's). Pure: reads files and parses Python;
-nothing is started."""
+line states the suite's latest clean-clone time (history is git's). Pure: reads files and parses Python, and
+runs pytest on a tree of its own; nothing is started."""
 from __future__ import annotations
 
 import ast
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from tests import services
+from tests import groups, services
 from tests.unit.docs.markdown import ROOT, read, rows, section, spans
 
 DOC = read("TESTING.md")
@@ -65,10 +69,51 @@ def test_the_services_table_is_tests_services():
     assert sorted(documented) == sorted(ALL_SERVICES)
 
 
-def test_the_lane_table_is_the_scripts_lanes():
-    lanes = {row[0]: spans(row[1]) for row in rows(section(DOC, "The whole suite: two lanes, then alone"))}
-    assert lanes["servers"] == _bash_array("SERVERS_LANE")
-    assert lanes["alone, after both"] == _bash_array("ALONE")
+def test_the_group_table_is_the_suites_groups():
+    table = {row[0]: spans(row[1]) for row in rows(section(DOC, "The whole suite: two groups at once, then alone"))}
+    assert table["servers"] == list(groups.SERVERS)
+    assert table["alone, after both"] == _bash_array("ALONE")
+
+
+_GROUPED_CONFTEST = """
+import pytest
+from tests.groups import mark_groups
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    mark_groups(items, config.rootpath)
+"""
+_GROUPED_TEST = """
+import os
+
+def test_{n}():
+    with open(os.environ["WORKERS_SEEN"], "a") as out:
+        out.write("{path} " + os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+"""
+
+
+def test_pytest_xdist_runs_each_group_on_one_worker(tmp_path):
+    """What the whole suite's run relies on (and pytest 9.2 with pytest-xdist 3.8 breaks): under ``-n 2 --dist
+    loadgroup``, the marks tests/conftest.py's hook sets put each group's tests on one worker, the two groups on
+    two. Four files of each group, in a tree of its own (its conftest sets the marks as tests/conftest.py does)."""
+    (tmp_path / "conftest.py").write_text(_GROUPED_CONFTEST)
+    files = [f"{groups.SERVERS[0]}/test_s{n}.py" for n in range(4)] + [f"tests/unit/test_m{n}.py" for n in range(4)]
+    for n, path in enumerate(files):
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(_GROUPED_TEST.format(n=n, path=path))
+    seen = tmp_path / "seen.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    env.update(WORKERS_SEEN=str(seen), PYTHONPATH=str(ROOT))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-n", "2", "--dist", "loadgroup", "-q", "-p",
+                           "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    workers: dict[str, set[str]] = {}
+    for line in seen.read_text().splitlines():
+        path, worker = line.split()
+        workers.setdefault(groups.group_of(path), set()).add(worker)
+    assert sorted(workers) == ["main", "servers"] and all(len(w) == 1 for w in workers.values()), workers
+    assert workers["main"] != workers["servers"], workers
 
 
 def test_one_line_states_the_suites_clean_clone_time():
