@@ -26,6 +26,7 @@ from .settings_model import (
     Int,
     Nullable,
     Requires,
+    Text,
     TextList,
     check_value,
     known_names,
@@ -82,6 +83,19 @@ class Addresses(TextList):
 
     def describe(self) -> str:
         return "list of host[:port]"
+
+
+@dataclass(frozen=True)
+class AbsolutePath(Text):
+    """The absolute path of a file (relative paths are refused: a Spark executor or a task runs elsewhere)."""
+
+    what: str = "an absolute file path"
+
+    def check(self, value: Any) -> str:
+        text = super().check(value).strip()
+        if not text.startswith("/"):
+            raise ValueError(f"must be an absolute file path, got {value!r}")
+        return text
 
 
 @dataclass(frozen=True)
@@ -178,6 +192,15 @@ class StoreConfig:
         "how long a draw of a served store keeps trying the servers (across a takeover) before it fails with "
         "an error naming them",
         read="store.py -> timestamps/client.py",
+    )
+    timestamp_tls_ca: str | None = setting(
+        None, Nullable(AbsolutePath()),
+        "the CA bundle (PEM file, absolute path) that verifies the timestamp servers' certificates: set, every "
+        "client talks TLS to them (`timestamps serve --cert-file --key-file`) and a server whose certificate "
+        "that CA did not sign, or that serves plaintext, fails the draw naming it - never a plaintext fallback. "
+        "Null: `$ATLAS_TIMESTAMP_TLS_CA` when set; else plaintext gRPC (a private network only). Spark jobs "
+        "ship the file's content to their executors. The embedded store ignores it",
+        read="store.py (timestamps) -> timestamps/tls.py, timestamps/client.py; spark/driver.py",
     )
     # ----- sweep ----------------------------------------------------------------------------------------
     unreadable_window_seconds: float = setting(

@@ -91,7 +91,8 @@ class AtlasStore:
         """Every timestamp of the store: its timestamp server once adopted (Cassandra), else its cell."""
         from .timestamps import open_timestamps
 
-        return open_timestamps(self.kvs, self.timestamp_servers, self.config.timestamp_retry_seconds)
+        return open_timestamps(self.kvs, self.timestamp_servers, self.config.timestamp_retry_seconds,
+                               self.timestamp_tls_ca)
 
     @cached_property
     def timestamp_servers(self) -> tuple[str, ...]:
@@ -103,6 +104,14 @@ class AtlasStore:
             return self.config.timestamp_servers or servers_from_environment()
         except ValueError as exc:
             raise InvalidInputError(str(exc)) from None
+
+    @cached_property
+    def timestamp_tls_ca(self) -> str | None:
+        """The ``timestamp_tls_ca`` setting, or when it is null ``$ATLAS_TIMESTAMP_TLS_CA``: the CA file that
+        verifies the timestamp servers (their gRPC is then TLS); None: plaintext."""
+        from .timestamps.tls import ca_from_environment
+
+        return self.config.timestamp_tls_ca or ca_from_environment()
 
     @cached_property
     def locks(self) -> LockService:

@@ -263,6 +263,12 @@ def build_parser() -> argparse.ArgumentParser:
                    default=DEFAULT_LEASE_SECONDS, metavar="SECONDS",
                    help=f"serve: leadership lease (default {DEFAULT_LEASE_SECONDS:g}; a standby takes over about "
                         "1.2 leases after the leader's last renewal)")
+    p.add_argument("--cert-file", metavar="FILE", default=None,
+                   help="serve: the server's TLS certificate (chain), a PEM file; with --key-file the instance serves "
+                        "only TLS and clients verify it with the CA of the setting timestamp_tls_ca (without both: "
+                        "plaintext gRPC, a private network only). Checked at start")
+    p.add_argument("--key-file", metavar="FILE", default=None,
+                   help="serve: the private key of --cert-file, a PEM file (mode 0600)")
     return parser
 
 

@@ -1,6 +1,7 @@
 """``atlas-sweep timestamps serve|adopt|status``: run a timestamp server, move a store to it, look at it.
 
-- ``serve --listen HOST:PORT``: run one instance for the store (and, on request, the other adopted keyspaces
+- ``serve --listen HOST:PORT [--cert-file FILE --key-file FILE]``: run one instance (over TLS with the
+  certificate and key, PEM files checked at start; else plaintext gRPC) for the store (and, on request, the other adopted keyspaces
   of its cluster) until SIGTERM or SIGINT; prints ``serving ... on HOST:PORT`` once it listens.
 - ``adopt``: move a Cassandra store's timestamps from its cell to a timestamp server (one-way; idempotent).
   A process of the previous release fails on the store from then on instead of drawing a timestamp.
@@ -31,15 +32,20 @@ def cmd_timestamps(args: argparse.Namespace, h: StoreHandle) -> int:
 
 def _serve(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..timestamps.server import TimestampServer
+    from ..timestamps.tls import server_credentials
 
     listen = args.listen
+    if (args.cert_file is None) != (args.key_file is None):
+        raise InvalidInputError("timestamps serve: --cert-file and --key-file go together (TLS needs both)")
+    tls = server_credentials(args.cert_file, args.key_file) if args.cert_file else None  # checked before the store
     server = TimestampServer(h.store.kvs, args.advertise or listen, lease_seconds=args.lease_seconds)
-    port = server.start(listen)
+    port = server.start(listen, credentials=tls)
     host = listen.rpartition(":")[0]
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    print(f"serving the timestamps of {h.label} on {host}:{port} as {server.holder}", flush=True)
+    print(f"serving the timestamps of {h.label} on {host}:{port} as {server.holder} "
+          f"({'TLS' if tls else 'plaintext gRPC: a private network only'})", flush=True)
     stop.wait()
     server.stop()
     print("stopped: leadership released", flush=True)
@@ -66,6 +72,7 @@ def _status(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..timestamps import timestamps_pb2 as pb
     from ..timestamps.record import is_adopted, read_record
     from ..timestamps.rpc import TimestampsStub
+    from ..timestamps.tls import channel_credentials, read_ca
 
     kvs = h.store.kvs
     adopted = is_adopted(kvs)
@@ -73,8 +80,10 @@ def _status(args: argparse.Namespace, h: StoreHandle) -> int:
     servers = list(dict.fromkeys([*h.store.config.timestamp_servers,
                                   *([record.leader_address] if record and record.leader else [])]))
     answers = []
+    ca = h.store.timestamp_tls_ca
+    credentials = channel_credentials(read_ca(ca)) if ca else None
     for address in servers:
-        channel = grpc.insecure_channel(address)
+        channel = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
         try:
             reply = TimestampsStub(channel).Describe(pb.DescribeRequest(), timeout=2.0)
             answers.append({"server": address, "stores": [

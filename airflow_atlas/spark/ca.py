@@ -9,6 +9,10 @@ its own machine named by the content's hash (:func:`task_address`) and pins that
 so shipping it leaks nothing; the executors pin exactly the bytes the connection names, and a new CA in the
 connection takes effect at the next job, with nothing to deploy on the workers. (A URL without ``ssl_ca``
 verifies against the executors' system CAs, as a process without Spark would.)
+
+The timestamp servers' CA (the ``timestamp_tls_ca`` setting, else the driver's ``$ATLAS_TIMESTAMP_TLS_CA``:
+issue 45) travels the same way (:func:`job_timestamp_ca`, :func:`task_settings`): the executors verify the servers
+against exactly the CA the driver does, and never fall back to plaintext for want of a file on their machine.
 """
 from __future__ import annotations
 
@@ -45,11 +49,31 @@ def ca_directory() -> Path:
     return Path(tempfile.gettempdir()) / f"airflow-atlas-ca-{os.getuid()}"
 
 
+def job_timestamp_ca(settings: dict) -> str | None:
+    """On the driver: the PEM text of the timestamp servers' CA file (the job's ``timestamp_tls_ca`` setting,
+    else ``$ATLAS_TIMESTAMP_TLS_CA``), checked; None when neither names one (plaintext gRPC)."""
+    from ..timestamps.tls import ca_from_environment, read_ca
+
+    path = settings.get("timestamp_tls_ca") or ca_from_environment()
+    return None if path is None else read_ca(path).decode("ascii")
+
+
+def task_settings(settings: dict, timestamp_ca_pem: str | None) -> dict:
+    """On an executor: ``settings`` with ``timestamp_tls_ca`` naming this machine's copy of the job's timestamp CA."""
+    if timestamp_ca_pem is None:
+        return settings
+    return {**settings, "timestamp_tls_ca": str(_local_copy(timestamp_ca_pem))}
+
+
 def task_address(address: StoreAddress, ca_pem: str | None) -> StoreAddress:
     """On an executor: ``address`` with ``ssl_ca`` pointing at this machine's copy of ``ca_pem`` (written
     once per content, atomically, and rewritten when a file of that name holds anything else)."""
     if ca_pem is None:
         return address
+    return address.with_ssl_ca(str(_local_copy(ca_pem)))
+
+
+def _local_copy(ca_pem: str) -> Path:
     directory = ca_directory()
     directory.mkdir(mode=0o700, exist_ok=True)
     path = directory / f"{hashlib.sha256(ca_pem.encode('ascii')).hexdigest()[:32]}.pem"
@@ -62,4 +86,4 @@ def task_address(address: StoreAddress, ca_pem: str | None) -> StoreAddress:
         with os.fdopen(fd, "w", encoding="ascii") as f:
             f.write(ca_pem)
         os.replace(temporary, path)
-    return address.with_ssl_ca(str(path))
+    return path

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ExecutorEnvironmentError, is_retriable
 from ..kvs.address import StoreAddress
-from .ca import task_address
+from .ca import task_address, task_settings
 from .document import FAILED, ItemResult
 
 if TYPE_CHECKING:
@@ -72,13 +72,13 @@ def _acquire_store(spec: TaskSpec) -> AtlasStore:
     """The store for a task: a kept one of this process (default opener), else a new one."""
     key = _kept_key(spec)
     if key is None:
-        return spec.open_store(spec.task_address(), spec.settings)
+        return spec.open_store(spec.task_address(), spec.task_settings())
     with _KEPT_LOCK:
         kept = _KEPT.pop(key, None)
         if kept is not None and kept[0] == os.getpid():
             _KEPT[key] = kept  # most recently used last
             return kept[1]
-        store = open_store(spec.task_address(), spec.settings)
+        store = open_store(spec.task_address(), spec.task_settings())
         _KEPT[key] = (os.getpid(), store)
         evicted = []
         while len(_KEPT) > KEPT_STORES_MAX:
@@ -134,9 +134,16 @@ class TaskSpec:
     ca_pem: str | None = field(default=None, repr=False)
     """The content of the address's pinned CA file, read by the driver (:mod:`.ca`: it travels with the job)."""
 
+    timestamp_ca_pem: str | None = field(default=None, repr=False)
+    """The content of the timestamp servers' CA file, read by the driver (it travels with the job too)."""
+
     def task_address(self) -> StoreAddress:
         """The address this task opens: ``ssl_ca`` pointing at this machine's copy of the job's CA."""
         return task_address(self.address, self.ca_pem)
+
+    def task_settings(self) -> dict:
+        """The settings this task opens the store with: ``timestamp_tls_ca`` naming this machine's copy."""
+        return task_settings(self.settings, self.timestamp_ca_pem)
 
 
 def environment_error(exc: ModuleNotFoundError) -> ExecutorEnvironmentError:

@@ -15,6 +15,11 @@ this store): the client goes on to the store's own, so one address list may name
 the store refuses (its role lacks a grant: PERMISSION_DENIED) fails the draw at once with
 :class:`~airflow_atlas.errors.StorePermissionError` naming the server and the permission: no retry fixes grants.
 
+**TLS.** With ``tls_ca`` (the ``timestamp_tls_ca`` setting: :mod:`.tls`) every channel is TLS, the servers'
+certificates verified against that CA; a round over the addresses in which a TLS handshake failed and no server
+answered fails the draw at once with :class:`~airflow_atlas.errors.StoreAccessError` naming the server and the TLS
+problem (a wrong CA, a plaintext server): no retry fixes a certificate, and there is no fallback to plaintext.
+
 **Checking.** Every block must lie above every timestamp this client received before; a server that broke
 that rule would be a bug, and the client fails loudly instead of handing the block out.
 """
@@ -35,6 +40,7 @@ from . import timestamps_pb2 as pb
 from .addresses import DEFAULT_RETRY_SECONDS
 from .lease import MAX_REQUEST
 from .rpc import LEADER_METADATA, TimestampsStub
+from .tls import PLAINTEXT_HINT, channel_credentials, is_handshake_failure, read_ca, tls_failure
 
 RPC_TIMEOUT_SECONDS = 2.0
 """One request's deadline: a paused or unreachable leader costs a caller at most this before the next address."""
@@ -76,11 +82,15 @@ class TimestampClient:
 
     ``servers``: addresses to try (the setting); ``locate``: reads the leader's address from the store's
     record ("" if none) - called only when no known address answers; ``cluster``: the store's Cassandra
-    cluster_name, which the server checks against its own (a store of another cluster is refused)."""
+    cluster_name, which the server checks against its own (a store of another cluster is refused); ``tls_ca``:
+    the CA file that verifies the servers (TLS; read and checked here), None for plaintext."""
 
     def __init__(self, store: str, servers: Sequence[str], locate: Callable[[], str], *,
-                 retry_seconds: float = DEFAULT_RETRY_SECONDS, rpc_timeout: float = RPC_TIMEOUT_SECONDS, cluster: str = ""):
+                 retry_seconds: float = DEFAULT_RETRY_SECONDS, rpc_timeout: float = RPC_TIMEOUT_SECONDS, cluster: str = "",
+                 tls_ca: str | None = None):
         self.store = store
+        self.tls_ca = tls_ca
+        self._credentials = channel_credentials(read_ca(tls_ca)) if tls_ca else None
         self.cluster = cluster
         self._servers = tuple(servers)
         self._locate = locate
@@ -194,6 +204,8 @@ class TimestampClient:
         located = False
         quiet: dict[str, float] = {}  # address -> when to ask it again (it let a request time out in this call)
         while True:
+            handshake: str | None = None  # a TLS failure of this round: fatal unless another server answers
+            closed = False  # a plaintext channel's connection closed: maybe a server that serves TLS
             for address in self._candidates(located):
                 if quiet.get(address, 0.0) > time.monotonic():
                     continue  # a paused or cut-off leader: do not spend another request timeout on it yet
@@ -217,14 +229,19 @@ class TimestampClient:
                             self._leader = None
                         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                             quiet[address] = time.monotonic() + self._timeout
+                        if code == grpc.StatusCode.UNAVAILABLE and is_handshake_failure(details):
+                            handshake = handshake or tls_failure(address, details, ca=self.tls_ca)
+                        closed = closed or (self._credentials is None and "socket closed" in (details or "").lower())
                     last = f"{address}: {code.name} {details}"
                     continue
                 self._leader = address
                 return response
+            if handshake is not None:
+                raise StoreAccessError(f"store {self.store!r}: {handshake}")
             if time.monotonic() >= deadline:
                 raise StoreUnavailableError(
                     f"no timestamp server served store {self.store!r} within {self._retry:g}s (tried "
-                    f"{', '.join(tried) or 'none'}; last answer: {last})"
+                    f"{', '.join(tried) or 'none'}; last answer: {last})" + (f" {PLAINTEXT_HINT}" if closed else "")
                 )
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
             pause = min(pause * 2, 0.5)
@@ -248,7 +265,9 @@ class TimestampClient:
                 self._after_fork()
             entry = self._channels.get(address)
             if entry is None:
-                channel = grpc.insecure_channel(address, options=[("grpc.enable_retries", 0)])
+                options = [("grpc.enable_retries", 0)]
+                channel = (grpc.insecure_channel(address, options=options) if self._credentials is None
+                           else grpc.secure_channel(address, self._credentials, options=options))
                 entry = self._channels[address] = (channel, TimestampsStub(channel))
             return entry[1]
 

@@ -11,6 +11,9 @@ Requests are gRPC (:mod:`.rpc`); a request is the count of timestamps a client w
 every caller of one client process that was waiting (:mod:`.client`). Nothing on the request path touches the
 store: the block is extended and the lease renewed by the maintenance thread, a quarter lease apart.
 
+TLS (:mod:`.tls`): started with a certificate and key (``--cert-file``, ``--key-file``) the instance serves only
+TLS; clients pin the CA that signed the certificate (``timestamp_tls_ca``). Plaintext is for a private network only.
+
 Shutdown (SIGTERM, SIGINT) stops serving first, then records that nobody leads, so a standby takes over at once
 instead of after the lease.
 
@@ -191,9 +194,10 @@ class TimestampServer:
         raise AssertionError("grpc's ServicerContext.abort returned")  # it always raises (grpc's documentation)
 
     # ----- running -------------------------------------------------------------------------------------
-    def start(self, listen: str, *, workers: int = 8) -> int:
+    def start(self, listen: str, *, workers: int = 8, credentials: grpc.ServerCredentials | None = None) -> int:
         """Listen on ``listen`` (``host:port``; port 0 picks one) and start the maintenance thread; returns
-        the port. The instance takes its own store's leadership when nobody holds it."""
+        the port. ``credentials``: serve TLS (:func:`.tls.server_credentials`), else plaintext. The instance takes
+        its own store's leadership when nobody holds it."""
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="timestamps"),
             options=[("grpc.so_reuseport", 0)],  # two instances must never share one address
@@ -204,7 +208,8 @@ class TimestampServer:
             "Describe": self.describe,
         }),))
         try:
-            port = server.add_insecure_port(listen)
+            port = (server.add_insecure_port(listen) if credentials is None
+                    else server.add_secure_port(listen, credentials))
         except RuntimeError as exc:
             raise InvalidInputError(f"the timestamp server cannot listen on {listen}: {exc}") from None
         server.start()

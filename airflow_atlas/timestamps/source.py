@@ -44,10 +44,11 @@ class StoreTimestamps:
     """A Cassandra store's timestamps: from its timestamp server once it is adopted, else from its cell."""
 
     def __init__(self, kvs: KeyValueService, servers: tuple[str, ...] = (),
-                 retry_seconds: float = DEFAULT_RETRY_SECONDS):
+                 retry_seconds: float = DEFAULT_RETRY_SECONDS, tls_ca: str | None = None):
         self._kvs = kvs
         self._servers = servers
         self._retry = retry_seconds
+        self._tls_ca = tls_ca
         self._cell = TimestampService(kvs)
         self._served: TimestampClient | None = None
 
@@ -59,7 +60,7 @@ class StoreTimestamps:
     def client(self) -> TimestampClient:
         """The store's server client (switching this process to it for good)."""
         if self._served is None:
-            self._served = shared_client(self._kvs, self._servers, self._retry)
+            self._served = shared_client(self._kvs, self._servers, self._retry, self._tls_ca)
         return self._served
 
     def ensure_tables(self) -> None:
@@ -85,17 +86,18 @@ class StoreTimestamps:
         return self.client().current_bound(serial=serial)
 
 
-_CLIENTS: dict[tuple[int, str, tuple[str, ...]], TimestampClient] = {}
+_CLIENTS: dict[tuple[int, str, tuple[str, ...], str | None], TimestampClient] = {}
 _CLIENTS_LOCK = threading.Lock()
 
 
-def shared_client(kvs: KeyValueService, servers: tuple[str, ...], retry_seconds: float) -> TimestampClient:
+def shared_client(kvs: KeyValueService, servers: tuple[str, ...], retry_seconds: float,
+                  tls_ca: str | None = None) -> TimestampClient:
     """The process's one client for the store ``kvs`` names (shared by every AtlasStore of it, so that their
-    requests coalesce)."""
+    requests coalesce); ``tls_ca``: the CA file that verifies the servers (TLS), None for plaintext."""
     from .client import TimestampClient
 
     store = str(getattr(kvs, "keyspace", "") or kvs.describe())
-    key = (os.getpid(), kvs.describe(), servers)
+    key = (os.getpid(), kvs.describe(), servers, tls_ca)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
@@ -107,12 +109,12 @@ def shared_client(kvs: KeyValueService, servers: tuple[str, ...], retry_seconds:
             from .server import cluster_name
 
             client = _CLIENTS[key] = TimestampClient(store, servers, locate, retry_seconds=retry_seconds,
-                                                     cluster=cluster_name(kvs))
+                                                     cluster=cluster_name(kvs), tls_ca=tls_ca)
         return client
 
 
 def open_timestamps(kvs: KeyValueService, servers: tuple[str, ...] = (),
-                    retry_seconds: float = DEFAULT_RETRY_SECONDS) -> TimestampSource:
+                    retry_seconds: float = DEFAULT_RETRY_SECONDS, tls_ca: str | None = None) -> TimestampSource:
     if kvs.backend != "cassandra":
         return TimestampService(kvs)
-    return StoreTimestamps(kvs, servers, retry_seconds)
+    return StoreTimestamps(kvs, servers, retry_seconds, tls_ca)
