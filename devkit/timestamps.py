@@ -66,14 +66,21 @@ def atlas_command() -> list[str]:
     return [sys.executable, "-m", "airflow_atlas.cli"]
 
 
+def tls_arguments(cert: Path | str | None, key: Path | str | None) -> list[str]:
+    """``--cert-file CERT --key-file KEY`` (TLS), or nothing (plaintext) when ``cert`` is None."""
+    return [] if cert is None else ["--cert-file", str(cert), "--key-file", str(key)]
+
+
 def start_server(store_url: str, address: str, log: Path, *, lease_seconds: float = 2.0,
-                 env: dict[str, str] | None = None) -> ServerProcess:
+                 env: dict[str, str] | None = None, tls: tuple[Path, Path] | None = None) -> ServerProcess:
     """One instance for ``store_url`` (initialised and adopted) listening on ``address``; returns once it
-    listens. The URL goes through the environment (it may hold a password)."""
+    listens. The URL goes through the environment (it may hold a password). ``tls``: (certificate, key), PEM
+    files: serve TLS."""
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")
     process = subprocess.Popen(
-        [*atlas_command(), "timestamps", "serve", "--listen", address, "--lease-seconds", str(lease_seconds)],
+        [*atlas_command(), "timestamps", "serve", "--listen", address, "--lease-seconds", str(lease_seconds),
+         *(tls_arguments(*tls) if tls else [])],
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO_ROOT,
         env={**os.environ, **(env or {}), "ATLAS_STORE_URL": store_url},
     )
@@ -103,16 +110,17 @@ def prepare_store(store_url: str, servers: Sequence[str]) -> None:
 
 
 @contextmanager
-def running_servers(store_url: str, addresses: Sequence[str], log_dir: Path, *, lease_seconds: float = 2.0
-                    ) -> Iterator[list[ServerProcess]]:
-    """``len(addresses)`` instances for ``store_url`` (initialised and adopted here), stopped on exit."""
+def running_servers(store_url: str, addresses: Sequence[str], log_dir: Path, *, lease_seconds: float = 2.0,
+                    tls: tuple[Path, Path] | None = None) -> Iterator[list[ServerProcess]]:
+    """``len(addresses)`` instances for ``store_url`` (initialised and adopted here), stopped on exit; ``tls``:
+    (certificate, key): serving TLS."""
     prepare_store(store_url, addresses)
     servers: list[ServerProcess] = []
     try:
         for address in addresses:
             name = address.replace(":", "_")
             servers.append(start_server(store_url, address, log_dir / f"timestamps-{name}.log",
-                                        lease_seconds=lease_seconds))
+                                        lease_seconds=lease_seconds, tls=tls))
         yield servers
     finally:
         for server in servers:
@@ -146,7 +154,13 @@ def _pids() -> dict[int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/timestamps.sh", description=__doc__)
     parser.add_argument("action", choices=("start", "stop", "status"))
+    parser.add_argument("--cert-file", metavar="FILE", default=None,
+                        help="start: serve TLS with this certificate (PEM; with --key-file; clients then need "
+                             "$ATLAS_TIMESTAMP_TLS_CA naming the CA that signed it)")
+    parser.add_argument("--key-file", metavar="FILE", default=None, help="start: the certificate's key (PEM, 0600)")
     args = parser.parse_args(argv)
+    if (args.cert_file is None) != (args.key_file is None):
+        parser.error("--cert-file and --key-file go together")
     running = _pids()
     addresses = [f"127.0.0.1:{port}" for port in LOCAL_PORTS]
     if args.action == "status":
@@ -169,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
         if port in running:
             print(f"[timestamps] {address} already running (pid {running[port]})")
             continue
-        server = start_server(LOCAL_HOME_STORE, address, state / f"{port}.log")
+        tls = (Path(args.cert_file), Path(args.key_file)) if args.cert_file else None
+        server = start_server(LOCAL_HOME_STORE, address, state / f"{port}.log", tls=tls)
         (state / f"{port}.pid").write_text(str(server.process.pid))
         print(f"[timestamps] {address} serving (pid {server.process.pid}, log {server.log})")
     return 0

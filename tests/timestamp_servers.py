@@ -6,7 +6,8 @@ server (issue 45: the cell only on the embedded store).
   ``$ATLAS_TIMESTAMP_SERVERS`` (tests/conftest.py).
 * Every other cluster: its tier starts two instances of its own for it (:func:`serving`, around the fixture that
   starts the cluster): the 3-node cluster (tests/cluster), the secured node and the secured 3-node cluster (as the
-  administrator's role with its password, over TLS: tests/integration/security), the two datacenters
+  administrator's role with its password, over TLS, and serving TLS themselves: tests/integration/security), the
+  two datacenters
   (tests/datacenters, a home keyspace replicated in both), the reliability tier's private node. Inside the block
   ``$ATLAS_TIMESTAMP_SERVERS`` names them, so the stores the tier initialises on that cluster - through
   ``AtlasStore``, the CLI, the DAGs, the demo - are adopted at ``init`` and served by them.
@@ -35,9 +36,11 @@ from airflow_atlas.encoding import from_fixed_long
 from airflow_atlas.errors import AtlasError
 from airflow_atlas.timestamps.addresses import SERVERS_ENV
 from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_bound
+from airflow_atlas.timestamps.tls import CA_ENV
 from devkit import timestamps as devkit_timestamps
 from devkit.airflow import free_port
 from devkit.timestamps import ServerProcess, running_servers
+from devkit.tls import Material, make_material
 
 if TYPE_CHECKING:
     from airflow_atlas.kvs.api import KeyValueService
@@ -165,23 +168,49 @@ def check_served(test: str) -> None:
     )
 
 
+_TLS: list[Material | None] = []
+
+
+def tier_tls() -> Material | None:
+    """The TLS material of the innermost :func:`serving` block (None: plaintext, or no block): a tier's test that
+    starts instances of its own serves them with it, so that the tier's clients (``$ATLAS_TIMESTAMP_TLS_CA``)
+    verify them."""
+    return _TLS[-1] if _TLS else None
+
+
+def _restore(name: str, previous: str | None) -> None:
+    if previous is None:
+        os.environ.pop(name, None)
+    else:
+        os.environ[name] = previous
+
+
 @contextmanager
-def serving(home_url: str, log_dir: Path) -> Iterator[list[ServerProcess]]:
+def serving(home_url: str, log_dir: Path, *, tls: bool = False) -> Iterator[list[ServerProcess]]:
     """Two timestamp server instances for the cluster ``home_url`` is on (its home store initialised and adopted
     there), named by ``$ATLAS_TIMESTAMP_SERVERS`` inside the block: the stores a tier initialises on that cluster
-    are served by them, and :func:`check_served` watches the cluster's keyspaces."""
+    are served by them, and :func:`check_served` watches the cluster's keyspaces. ``tls``: they serve TLS with a
+    certificate of a CA of their own (devkit/tls.py), which ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the block (the
+    secured tier: TLS everywhere)."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     previous = os.environ.get(SERVERS_ENV)
-    with running_servers(home_url, addresses, log_dir) as servers:
+    previous_ca = os.environ.get(CA_ENV)
+    material = make_material(log_dir / "tls") if tls else None
+    with running_servers(home_url, addresses, log_dir,
+                         tls=(material.cert, material.key) if material else None) as servers:
         guard = CellDraws(home_url)  # before the tier's first store: what exists now is not the tier's
         os.environ[SERVERS_ENV] = ",".join(addresses)
+        if material is not None:
+            os.environ[CA_ENV] = str(material.ca)
+        else:
+            os.environ.pop(CA_ENV, None)
         _ACTIVE.append(guard)
+        _TLS.append(material)
         try:
             yield servers
         finally:
+            _TLS.pop()
             _ACTIVE.remove(guard)
             guard.close()
-            if previous is None:
-                os.environ.pop(SERVERS_ENV, None)
-            else:
-                os.environ[SERVERS_ENV] = previous
+            _restore(SERVERS_ENV, previous)
+            _restore(CA_ENV, previous_ca)

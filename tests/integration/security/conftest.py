@@ -4,8 +4,9 @@ when it does not answer (idempotent), and reads its CA and administrator credent
 
 Each of the two secured clusters (the node, the 3-node cluster) has two timestamp server instances of its own,
 started by its fixture once it answers and connecting as the administrator's role with its password over TLS
-(the URL in the instances' environment, never on a command line): every store this package initialises on it
-is adopted and served (tests/timestamp_servers.py, ``serving``); after each test the guard (``check_served``)
+(the URL in the instances' environment, never on a command line), and serving TLS themselves with a certificate of a
+CA of their own that ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the fixture (TLS everywhere: issue 45): every store
+this package initialises on it is adopted and served (tests/timestamp_servers.py, ``serving``); after each test the guard (``check_served``)
 fails a test that left a store drawing from its cell. The instances a least-privilege role of its own runs are
 tested in test_timestamp_server_role.py."""
 from __future__ import annotations
@@ -90,7 +91,7 @@ def secure_node(tmp_path_factory) -> Iterator[SecureNode]:
     was_running = _running("status")
     node = _secured("start", hosts_key="ATLAS_SECURE_HOST")
     try:
-        with serving(node.admin_url(HOME), tmp_path_factory.mktemp("secure-node-timestamps")):
+        with serving(node.admin_url(HOME), tmp_path_factory.mktemp("secure-node-timestamps"), tls=True):
             yield node
     finally:
         if not was_running:
@@ -107,7 +108,7 @@ def secure_cluster(tmp_path_factory) -> Iterator[SecureNode]:
     cluster = _secured("cluster", "start", hosts_key="ATLAS_SECURE_CLUSTER_HOSTS")
     try:
         with serving(cluster.admin_url(HOME) + "&replication_factor=3",
-                     tmp_path_factory.mktemp("secure-cluster-timestamps")):
+                     tmp_path_factory.mktemp("secure-cluster-timestamps"), tls=True):
             yield cluster
     finally:
         if not was_running:

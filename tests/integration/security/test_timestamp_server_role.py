@@ -1,7 +1,8 @@
 """The timestamp server as a least-privilege role of its own on the secured node (issue 45): ``atlas-sweep grants
 --role timestamps`` prints exactly what ``atlas-sweep timestamps serve`` needs on a store (SELECT and MODIFY on
 atlas_timestamp, SELECT on the registry and the schema record), and two instances connecting as a role with
-those grants only - its password, TLS with the pinned CA, the URL in their environment - serve the store; a
+those grants only - its password, TLS with the pinned CA, the URL in their environment; serving TLS themselves -
+serve the store; a
 store the role has no grants on is refused at once, naming the server and the permission (PERMISSION_DENIED:
 never retried for the client's retry bound, as a wrong grant is no outage)."""
 from __future__ import annotations
@@ -20,7 +21,7 @@ from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_
 from devkit.airflow import free_port
 from devkit.timestamps import start_server
 from tests.integration.cli.conftest import Cli
-from tests.timestamp_servers import HOME
+from tests.timestamp_servers import HOME, tier_tls
 
 pytestmark = pytest.mark.cassandra
 
@@ -46,14 +47,17 @@ def role_store(secure_node, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def role_servers(secure_node, role_store, tmp_path_factory):
-    """Two instances for the store, connecting as the role (its URL in their environment only)."""
+    """Two instances for the store, connecting as the role (its URL in their environment only), serving TLS with
+    the tier's certificate (its CA is the tier's ``$ATLAS_TIMESTAMP_TLS_CA``)."""
     keyspace, addresses, role, _ = role_store
     url = secure_node.url(role, PASSWORD, keyspace, create_keyspace="false")
     logs = tmp_path_factory.mktemp("secure-timestamps-role-logs")
+    tls = tier_tls()
+    assert tls is not None, "the secured tier's timestamp servers serve TLS"
     servers = []
     try:
         for i, address in enumerate(addresses):
-            servers.append(start_server(url, address, logs / f"timestamps-{i}.log"))
+            servers.append(start_server(url, address, logs / f"timestamps-{i}.log", tls=(tls.cert, tls.key)))
         yield servers
     finally:
         for server in servers:
@@ -92,7 +96,8 @@ def test_instances_running_as_the_role_over_tls_serve_the_store(secure_node, rol
 def test_a_store_the_role_has_no_grants_on_is_refused_at_once_naming_the_permission(role_store, role_servers):
     """The tier's own home store is adopted on the same node, but the role holds no grant on it."""
     _, addresses, _, _ = role_store
-    client = TimestampClient(HOME, addresses, lambda: "", retry_seconds=20)
+    tls = tier_tls()
+    client = TimestampClient(HOME, addresses, lambda: "", retry_seconds=20, tls_ca=str(tls.ca) if tls else None)
     started = time.monotonic()
     with pytest.raises(StorePermissionError) as refused:
         client.fresh_timestamp()
