@@ -40,7 +40,7 @@ from airflow_atlas.timestamps.tls import CA_ENV
 from devkit import timestamps as devkit_timestamps
 from devkit.airflow import free_port
 from devkit.timestamps import ServerProcess, running_servers
-from devkit.tls import Material, make_material
+from tests.tls_material import Material, make_material
 
 if TYPE_CHECKING:
     from airflow_atlas.kvs.api import KeyValueService
@@ -190,7 +190,7 @@ def serving(home_url: str, log_dir: Path, *, tls: bool = False) -> Iterator[list
     """Two timestamp server instances for the cluster ``home_url`` is on (its home store initialised and adopted
     there), named by ``$ATLAS_TIMESTAMP_SERVERS`` inside the block: the stores a tier initialises on that cluster
     are served by them, and :func:`check_served` watches the cluster's keyspaces. ``tls``: they serve TLS with a
-    certificate of a CA of their own (devkit/tls.py), which ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the block (the
+    certificate of a CA of their own (tests/tls_material.py), which ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the block (the
     secured tier: TLS everywhere)."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     previous = os.environ.get(SERVERS_ENV)

@@ -17,8 +17,8 @@ from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_
 from airflow_atlas.timestamps.tls import CA_ENV
 from devkit.airflow import free_port
 from devkit.timestamps import running_servers
-from devkit.tls import make_material
 from tests.integration.cli.conftest import Cli
+from tests.tls_material import make_material
 
 pytestmark = pytest.mark.cassandra
 

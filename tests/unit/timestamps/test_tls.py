@@ -21,7 +21,7 @@ from airflow_atlas.timestamps import timestamps_pb2 as pb
 from airflow_atlas.timestamps.client import TimestampClient
 from airflow_atlas.timestamps.rpc import service_handler
 from airflow_atlas.timestamps.tls import CA_ENV, ca_from_environment, is_handshake_failure, read_ca, server_credentials
-from devkit.tls import Material, make_material
+from tests.tls_material import Material, make_material
 
 
 @pytest.fixture(scope="module")

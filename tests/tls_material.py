@@ -1,4 +1,4 @@
-"""TLS material for local timestamp servers (tests, scripts): a CA of its own and a server certificate it signs,
+"""TLS material for the suite's timestamp servers: a CA of its own and a server certificate it signs,
 as PEM files, made with the ``cryptography`` package (requirements.lock). The keys are written mode 0600.
 
 ``make_ca(directory)`` -> (ca.pem, ca.key); ``make_server_cert(directory, ca, hosts)`` -> (cert.pem, key.pem):
