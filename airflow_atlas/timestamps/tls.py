@@ -24,9 +24,12 @@ CA_ENV = "ATLAS_TIMESTAMP_TLS_CA"
 """The environment variable naming the timestamp servers' CA file when the ``timestamp_tls_ca`` setting is null
 (as ``$ATLAS_TIMESTAMP_SERVERS`` names the servers)."""
 PEM_CERTIFICATE = b"-----BEGIN CERTIFICATE-----"
-_HANDSHAKE = ("handshake failed", "ssl_error", "tsi_")
-"""What grpc's UNAVAILABLE details say when the TLS handshake failed (grpc 1.6x-1.8x: "Tls handshake failed
-(TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: ... CERTIFICATE_VERIFY_FAILED" / "WRONG_VERSION_NUMBER")."""
+_HANDSHAKE = "handshake failed"
+_PROTOCOL = "ssl_error_ssl"
+"""What grpc's UNAVAILABLE details say when the TLS handshake failed on the protocol - a certificate refused, a
+peer that speaks no TLS (grpc 1.85: "Tls handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: ...
+CERTIFICATE_VERIFY_FAILED" / "BAD_SIGNATURE" / "WRONG_VERSION_NUMBER") -, not on I/O (SSL_ERROR_SYSCALL: a
+connection lost mid-handshake, as when an instance is killed; retried like any lost connection)."""
 
 
 def ca_from_environment() -> str | None:
@@ -90,7 +93,7 @@ def channel_credentials(ca: bytes) -> grpc.ChannelCredentials:
 def is_handshake_failure(details: str) -> bool:
     """Whether grpc's details of an UNAVAILABLE answer say that the TLS handshake failed."""
     text = (details or "").lower()
-    return any(marker in text for marker in _HANDSHAKE)
+    return _HANDSHAKE in text and _PROTOCOL in text
 
 
 def tls_failure(address: str, details: str, *, ca: str | None) -> str:

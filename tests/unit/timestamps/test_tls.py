@@ -131,6 +131,8 @@ def test_what_grpc_reports_for_a_failed_handshake_is_recognised():
                                 "handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SSL: CERTIFICATE_VERIFY_FAILED")
     assert not is_handshake_failure("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: "
                                     "Failed to connect to remote host: Connection refused")
+    assert not is_handshake_failure("failed to connect to all addresses; last error: UNKNOWN: ipv4:127.0.0.1:1: Tls "
+                                    "handshake failed (TSI_PROTOCOL_FAILURE): SSL_ERROR_SYSCALL")  # I/O: retried
     assert not is_handshake_failure("")
 
 
