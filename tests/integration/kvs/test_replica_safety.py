@@ -194,6 +194,13 @@ def _store(internal_url, data_kvs, table) -> AtlasStore:
     return store
 
 
+def _close(store: AtlasStore) -> None:
+    """What ``store.close()`` does but for the data keyspace, which ``opened`` closes: the transaction manager
+    first (its latency publisher would otherwise go on writing to a closed keyspace), then the internal one."""
+    store.transactions.close()
+    store.kvs._internal.close()
+
+
 def test_sweep_at_all_with_a_replica_down_fails_cleanly_and_leaves_progress(cassandra_node, rf2_url, opened):
     host, port = cassandra_node
     internal_url = f"cassandra://{host}:{port}/atlas_rf1_{uuid.uuid4().hex[:12]}?create_keyspace=true&connect_timeout=60"
@@ -215,7 +222,7 @@ def test_sweep_at_all_with_a_replica_down_fails_cleanly_and_leaves_progress(cass
         assert data.get_all_timestamps(table, [CELL])[CELL] == versions  # nothing deleted
         assert not any(lock.held for lock in store.locks.list_locks())  # the lease was released
     finally:
-        store.kvs._internal.close()
+        _close(store)
 
     weak = opened(rf2_url(WEAK_SWEEP))
     store = _store(internal_url, weak, table)
@@ -227,7 +234,7 @@ def test_sweep_at_all_with_a_replica_down_fails_cleanly_and_leaves_progress(cass
         assert weak.get_all_timestamps(table, [CELL])[CELL] == versions[-1:]  # older versions swept
     finally:
         store.kvs._internal.session.execute_async(f"DROP KEYSPACE IF EXISTS {internal_url.split('/')[-1].split('?')[0]}")
-        store.kvs._internal.close()
+        _close(store)
 
 
 # ----- gc_grace guard -----------------------------------------------------------------------------------------
