@@ -197,7 +197,8 @@ def _store(internal_url, data_kvs, table) -> AtlasStore:
 def _close(store: AtlasStore) -> None:
     """What ``store.close()`` does but for the data keyspace, which ``opened`` closes: the transaction manager
     first (its latency publisher would otherwise go on writing to a closed keyspace), then the internal one."""
-    store.transactions.close()
+    if "transactions" in store.__dict__:  # built (a cached property)
+        store.transactions.close()
     store.kvs._internal.close()
 
 
