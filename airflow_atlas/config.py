@@ -20,13 +20,13 @@ from .errors import InvalidInputError
 from .kvs import consistency as _replica
 from .locks import MAX_LOCK_WAIT_SECONDS
 from .settings_model import (
+    AbsolutePath,
     Bool,
     Choice,
     Float,
     Int,
     Nullable,
     Requires,
-    Text,
     TextList,
     check_value,
     known_names,
@@ -83,19 +83,6 @@ class Addresses(TextList):
 
     def describe(self) -> str:
         return "list of host[:port]"
-
-
-@dataclass(frozen=True)
-class AbsolutePath(Text):
-    """The absolute path of a file (relative paths are refused: a Spark executor or a task runs elsewhere)."""
-
-    what: str = "an absolute file path"
-
-    def check(self, value: Any) -> str:
-        text = super().check(value).strip()
-        if not text.startswith("/"):
-            raise ValueError(f"must be an absolute file path, got {value!r}")
-        return text
 
 
 @dataclass(frozen=True)
@@ -201,6 +188,22 @@ class StoreConfig:
         "Null: `$ATLAS_TIMESTAMP_TLS_CA` when set; else plaintext gRPC (a private network only). Spark jobs "
         "ship the file's content to their executors. The embedded store ignores it",
         read="store.py (timestamps) -> timestamps/tls.py, timestamps/client.py; spark/driver.py",
+    )
+    timestamp_tls_cert: str | None = setting(
+        None, Nullable(AbsolutePath()),
+        "the client's own certificate (chain; PEM file, absolute path) that it presents to the timestamp servers "
+        "(mutual TLS: servers started with `--client-ca-file` refuse a client without one their client CA "
+        "signed). With timestamp_tls_key, both or neither, and only with a CA (timestamp_tls_ca or "
+        "`$ATLAS_TIMESTAMP_TLS_CA`). Null: `$ATLAS_TIMESTAMP_TLS_CERT` when set; else no client certificate. "
+        "Spark jobs ship the file's content to their executors. The embedded store ignores it",
+        read="store.py (timestamps) -> timestamps/tls.py (ClientTls), timestamps/client.py; spark/driver.py",
+    )
+    timestamp_tls_key: str | None = setting(
+        None, Nullable(AbsolutePath()),
+        "the private key of timestamp_tls_cert (PEM file, absolute path; not readable by group or others: mode "
+        "0600, else refused naming it). Null: `$ATLAS_TIMESTAMP_TLS_KEY` when set. Spark jobs ship its content to "
+        "their executors, which write their copy mode 0600. The embedded store ignores it",
+        read="store.py (timestamps) -> timestamps/tls.py (ClientTls), timestamps/client.py; spark/driver.py",
     )
     # ----- sweep ----------------------------------------------------------------------------------------
     unreadable_window_seconds: float = setting(

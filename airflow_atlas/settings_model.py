@@ -188,6 +188,21 @@ class Text(Kind):
 
 
 @dataclass(frozen=True)
+class AbsolutePath(Text):
+    """The absolute path of a file (relative paths are refused: a Spark executor or a task runs elsewhere). The
+    one rule of a file named by a setting or by the environment variable that stands in for it (e.g.
+    ``$ATLAS_TIMESTAMP_TLS_CA``: :func:`airflow_atlas.timestamps.tls.path_from_environment`)."""
+
+    what: str = "an absolute file path"
+
+    def check(self, value: Any) -> str:
+        text = super().check(value).strip()
+        if not text.startswith("/"):
+            raise ValueError(f"must be an absolute file path, got {value!r}")
+        return text
+
+
+@dataclass(frozen=True)
 class TextList(Kind):
     """A list of non-empty strings (stored as a tuple)."""
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from .sweep.targeted import TargetedSweeper
     from .table_marks import TableMarks
     from .timestamps import TimestampSource
+    from .timestamps.tls import ClientTls
     from .transactions.latency_source import StoreApplicationLatency
     from .transactions.manager import TransactionManager
     from .transactions.punch import PunchTable
@@ -92,7 +93,7 @@ class AtlasStore:
         from .timestamps import open_timestamps
 
         return open_timestamps(self.kvs, self.timestamp_servers, self.config.timestamp_retry_seconds,
-                               self.timestamp_tls_ca)
+                               self.timestamp_tls if self.kvs.backend == "cassandra" else None)
 
     @cached_property
     def timestamp_servers(self) -> tuple[str, ...]:
@@ -106,12 +107,15 @@ class AtlasStore:
             raise InvalidInputError(str(exc)) from None
 
     @cached_property
-    def timestamp_tls_ca(self) -> str | None:
-        """The ``timestamp_tls_ca`` setting, or when it is null ``$ATLAS_TIMESTAMP_TLS_CA``: the CA file that
-        verifies the timestamp servers (their gRPC is then TLS); None: plaintext."""
-        from .timestamps.tls import ca_from_environment
+    def timestamp_tls(self) -> ClientTls | None:
+        """The client's TLS files for the timestamp servers: the settings ``timestamp_tls_ca``, ``timestamp_tls_cert``
+        and ``timestamp_tls_key``, each when null from ``$ATLAS_TIMESTAMP_TLS_CA`` / ``_CERT`` / ``_KEY``
+        (:func:`~airflow_atlas.timestamps.tls.client_tls`: the certificate and key both or neither, only with a
+        CA); None: plaintext gRPC. The embedded store never reads it."""
+        from .timestamps.tls import client_tls
 
-        return self.config.timestamp_tls_ca or ca_from_environment()
+        cfg = self.config
+        return client_tls(cfg.timestamp_tls_ca, cfg.timestamp_tls_cert, cfg.timestamp_tls_key)
 
     @cached_property
     def locks(self) -> LockService:

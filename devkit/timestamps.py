@@ -66,21 +66,31 @@ def atlas_command() -> list[str]:
     return [sys.executable, "-m", "airflow_atlas.cli"]
 
 
-def tls_arguments(cert: Path | str | None, key: Path | str | None) -> list[str]:
-    """``--cert-file CERT --key-file KEY`` (TLS), or nothing (plaintext) when ``cert`` is None."""
-    return [] if cert is None else ["--cert-file", str(cert), "--key-file", str(key)]
+@dataclass(frozen=True)
+class ServerTls:
+    """An instance's TLS files (PEM): its certificate and key (it serves TLS) and, for mutual TLS, the CA its
+    clients' certificates must be signed by (``--client-ca-file``)."""
+
+    cert: Path
+    key: Path
+    client_ca: Path | None = None
+
+    def arguments(self) -> list[str]:
+        """``--cert-file CERT --key-file KEY [--client-ca-file CA]``."""
+        return ["--cert-file", str(self.cert), "--key-file", str(self.key),
+                *(["--client-ca-file", str(self.client_ca)] if self.client_ca is not None else [])]
 
 
 def start_server(store_url: str, address: str, log: Path, *, lease_seconds: float = 2.0,
-                 env: dict[str, str] | None = None, tls: tuple[Path, Path] | None = None) -> ServerProcess:
+                 env: dict[str, str] | None = None, tls: ServerTls | None = None) -> ServerProcess:
     """One instance for ``store_url`` (initialised and adopted) listening on ``address``; returns once it
-    listens. The URL goes through the environment (it may hold a password). ``tls``: (certificate, key), PEM
-    files: serve TLS."""
+    listens. The URL goes through the environment (it may hold a password). ``tls``: serve TLS (with its
+    ``client_ca``: mutual TLS)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     out = open(log, "ab")
     process = subprocess.Popen(
         [*atlas_command(), "timestamps", "serve", "--listen", address, "--lease-seconds", str(lease_seconds),
-         *(tls_arguments(*tls) if tls else [])],
+         *(tls.arguments() if tls else [])],
         stdout=out, stderr=subprocess.STDOUT, start_new_session=True, cwd=REPO_ROOT,
         env={**os.environ, **(env or {}), "ATLAS_STORE_URL": store_url},
     )
@@ -111,9 +121,9 @@ def prepare_store(store_url: str, servers: Sequence[str]) -> None:
 
 @contextmanager
 def running_servers(store_url: str, addresses: Sequence[str], log_dir: Path, *, lease_seconds: float = 2.0,
-                    tls: tuple[Path, Path] | None = None) -> Iterator[list[ServerProcess]]:
+                    tls: ServerTls | None = None) -> Iterator[list[ServerProcess]]:
     """``len(addresses)`` instances for ``store_url`` (initialised and adopted here), stopped on exit; ``tls``:
-    (certificate, key): serving TLS."""
+    serving TLS (mutual TLS with its ``client_ca``)."""
     prepare_store(store_url, addresses)
     servers: list[ServerProcess] = []
     try:
@@ -158,9 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="start: serve TLS with this certificate (PEM; with --key-file; clients then need "
                              "$ATLAS_TIMESTAMP_TLS_CA naming the CA that signed it)")
     parser.add_argument("--key-file", metavar="FILE", default=None, help="start: the certificate's key (PEM, 0600)")
+    parser.add_argument("--client-ca-file", metavar="FILE", default=None,
+                        help="start, with --cert-file/--key-file: require client certificates this CA signed (mutual "
+                             "TLS; clients then need $ATLAS_TIMESTAMP_TLS_CERT and $ATLAS_TIMESTAMP_TLS_KEY)")
     args = parser.parse_args(argv)
     if (args.cert_file is None) != (args.key_file is None):
         parser.error("--cert-file and --key-file go together")
+    if args.client_ca_file is not None and args.cert_file is None:
+        parser.error("--client-ca-file needs --cert-file and --key-file")
     running = _pids()
     addresses = [f"127.0.0.1:{port}" for port in LOCAL_PORTS]
     if args.action == "status":
@@ -183,7 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         if port in running:
             print(f"[timestamps] {address} already running (pid {running[port]})")
             continue
-        tls = (Path(args.cert_file), Path(args.key_file)) if args.cert_file else None
+        tls = (ServerTls(Path(args.cert_file), Path(args.key_file),
+                         Path(args.client_ca_file) if args.client_ca_file else None) if args.cert_file else None)
         server = start_server(LOCAL_HOME_STORE, address, state / f"{port}.log", tls=tls)
         (state / f"{port}.pid").write_text(str(server.process.pid))
         print(f"[timestamps] {address} serving (pid {server.process.pid}, log {server.log})")

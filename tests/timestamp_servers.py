@@ -39,7 +39,7 @@ from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_
 from airflow_atlas.timestamps.tls import CA_ENV
 from devkit import timestamps as devkit_timestamps
 from devkit.airflow import free_port
-from devkit.timestamps import ServerProcess, running_servers
+from devkit.timestamps import ServerProcess, ServerTls, running_servers
 from tests.tls_material import Material, make_material
 
 if TYPE_CHECKING:
@@ -197,7 +197,7 @@ def serving(home_url: str, log_dir: Path, *, tls: bool = False) -> Iterator[list
     previous_ca = os.environ.get(CA_ENV)
     material = make_material(log_dir / "tls") if tls else None
     with running_servers(home_url, addresses, log_dir,
-                         tls=(material.cert, material.key) if material else None) as servers:
+                         tls=ServerTls(material.cert, material.key) if material else None) as servers:
         guard = CellDraws(home_url)  # before the tier's first store: what exists now is not the tier's
         os.environ[SERVERS_ENV] = ",".join(addresses)
         if material is not None:

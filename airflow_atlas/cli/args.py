@@ -269,6 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "plaintext gRPC, a private network only). Checked at start")
     p.add_argument("--key-file", metavar="FILE", default=None,
                    help="serve: the private key of --cert-file, a PEM file (mode 0600)")
+    p.add_argument("--client-ca-file", metavar="FILE", default=None,
+                   help="serve, with --cert-file and --key-file: mutual TLS - every client must present a certificate "
+                        "this CA (a PEM bundle) signed (settings timestamp_tls_cert/timestamp_tls_key); others are "
+                        "refused at the handshake. Checked at start")
     return parser
 
 

@@ -1,8 +1,9 @@
 """``atlas-sweep timestamps serve|adopt|status``: run a timestamp server, move a store to it, look at it.
 
-- ``serve --listen HOST:PORT [--cert-file FILE --key-file FILE]``: run one instance (over TLS with the
-  certificate and key, PEM files checked at start; else plaintext gRPC) for the store (and, on request, the other adopted keyspaces
-  of its cluster) until SIGTERM or SIGINT; prints ``serving ... on HOST:PORT`` once it listens.
+- ``serve --listen HOST:PORT [--cert-file FILE --key-file FILE [--client-ca-file FILE]]``: run one instance (over
+  TLS with the certificate and key, PEM files checked at start, and requiring client certificates that the client
+  CA signed with ``--client-ca-file``: mutual TLS; else plaintext gRPC) for the store (and, on request, the other
+  adopted keyspaces of its cluster) until SIGTERM or SIGINT; prints ``serving ... on HOST:PORT`` once it listens.
 - ``adopt``: move a Cassandra store's timestamps from its cell to a timestamp server (one-way; idempotent).
   A process of the previous release fails on the store from then on instead of drawing a timestamp.
 - ``status``: the store's record (leader, epoch, bound) and what each server instance reports.
@@ -37,15 +38,21 @@ def _serve(args: argparse.Namespace, h: StoreHandle) -> int:
     listen = args.listen
     if (args.cert_file is None) != (args.key_file is None):
         raise InvalidInputError("timestamps serve: --cert-file and --key-file go together (TLS needs both)")
-    tls = server_credentials(args.cert_file, args.key_file) if args.cert_file else None  # checked before the store
+    if args.client_ca_file is not None and args.cert_file is None:
+        raise InvalidInputError("timestamps serve: --client-ca-file needs --cert-file and --key-file (client "
+                                "certificates are checked only over TLS)")
+    # every file checked before the store is opened
+    tls = server_credentials(args.cert_file, args.key_file, args.client_ca_file) if args.cert_file else None
     server = TimestampServer(h.store.kvs, args.advertise or listen, lease_seconds=args.lease_seconds)
     port = server.start(listen, credentials=tls)
     host = listen.rpartition(":")[0]
+    mode = ("plaintext gRPC: a private network only" if tls is None
+            else "TLS, client certificates required" if args.client_ca_file else "TLS")
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     print(f"serving the timestamps of {h.label} on {host}:{port} as {server.holder} "
-          f"({'TLS' if tls else 'plaintext gRPC: a private network only'})", flush=True)
+          f"({mode})", flush=True)
     stop.wait()
     server.stop()
     print("stopped: leadership released", flush=True)
@@ -72,7 +79,7 @@ def _status(args: argparse.Namespace, h: StoreHandle) -> int:
     from ..timestamps import timestamps_pb2 as pb
     from ..timestamps.record import is_adopted, read_record
     from ..timestamps.rpc import TimestampsStub
-    from ..timestamps.tls import channel_credentials, read_ca
+    from ..timestamps.tls import closed_cause, is_closed
 
     kvs = h.store.kvs
     adopted = is_adopted(kvs)
@@ -80,8 +87,8 @@ def _status(args: argparse.Namespace, h: StoreHandle) -> int:
     servers = list(dict.fromkeys([*h.store.config.timestamp_servers,
                                   *([record.leader_address] if record and record.leader else [])]))
     answers = []
-    ca = h.store.timestamp_tls_ca
-    credentials = channel_credentials(read_ca(ca)) if ca else None
+    tls = h.store.timestamp_tls
+    credentials = tls.credentials() if tls is not None else None
     for address in servers:
         channel = grpc.insecure_channel(address) if credentials is None else grpc.secure_channel(address, credentials)
         try:
@@ -91,7 +98,9 @@ def _status(args: argparse.Namespace, h: StoreHandle) -> int:
                  "leader": s.leader, "lease_remaining_seconds": round(s.lease_remaining_seconds, 3)}
                 for s in reply.stores]})
         except grpc.RpcError as exc:
-            answers.append({"server": address, "error": f"{exc.code().name} {exc.details()}"})
+            closed = exc.code() == grpc.StatusCode.UNAVAILABLE and is_closed(exc.details())
+            answers.append({"server": address, "error": f"{exc.code().name} {exc.details()}"
+                            + (f" {closed_cause(tls)}" if closed else "")})
         finally:
             channel.close()
     result = {"store": h.label, "adopted": adopted,

@@ -11,14 +11,21 @@ connection takes effect at the next job, with nothing to deploy on the workers. 
 verifies against the executors' system CAs, as a process without Spark would.)
 
 The timestamp servers' CA (the ``timestamp_tls_ca`` setting, else the driver's ``$ATLAS_TIMESTAMP_TLS_CA``:
-issue 45) travels the same way (:func:`job_timestamp_ca`, :func:`task_settings`): the executors verify the servers
-against exactly the CA the driver does, and never fall back to plaintext for want of a file on their machine.
+issue 45) travels the same way, and so do the client certificate and key of mutual TLS (``timestamp_tls_cert`` /
+``timestamp_tls_key``, else ``$ATLAS_TIMESTAMP_TLS_CERT`` / ``_KEY``): :func:`job_timestamp_tls` reads and checks
+them on the driver, :func:`task_settings` names this machine's copies. The executors verify the servers against
+exactly the CA the driver does and present exactly its certificate; they never fall back to plaintext, or to no
+client certificate, for want of a file on their machine. The key is a secret: it travels in the task closure as
+the store URL's password does (protect Spark's RPC with ``spark.authenticate`` / ``spark.network.crypto.enabled``
+off a private network), and each copy is written mode 0600 in a directory of this user's only (mode 0700).
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -49,20 +56,47 @@ def ca_directory() -> Path:
     return Path(tempfile.gettempdir()) / f"airflow-atlas-ca-{os.getuid()}"
 
 
-def job_timestamp_ca(settings: dict) -> str | None:
-    """On the driver: the PEM text of the timestamp servers' CA file (the job's ``timestamp_tls_ca`` setting,
-    else ``$ATLAS_TIMESTAMP_TLS_CA``), checked; None when neither names one (plaintext gRPC)."""
-    from ..timestamps.tls import ca_from_environment, read_ca
+@dataclass(frozen=True)
+class TimestampTlsPem:
+    """The content of a job's timestamp TLS files (PEM text), read on the driver, shipped in the task closure: the
+    servers' CA and, for mutual TLS, the client's certificate and key (both or neither)."""
 
-    path = settings.get("timestamp_tls_ca") or ca_from_environment()
-    return None if path is None else read_ca(path).decode("ascii")
+    ca: str
+    cert: str | None = None
+    key: str | None = field(default=None, repr=False)
 
 
-def task_settings(settings: dict, timestamp_ca_pem: str | None) -> dict:
-    """On an executor: ``settings`` with ``timestamp_tls_ca`` naming this machine's copy of the job's timestamp CA."""
-    if timestamp_ca_pem is None:
+def job_timestamp_tls(settings: dict) -> TimestampTlsPem | None:
+    """On the driver: the content of the job's timestamp TLS files (the settings ``timestamp_tls_ca`` /
+    ``_cert`` / ``_key``, else the driver's ``$ATLAS_TIMESTAMP_TLS_CA`` / ``_CERT`` / ``_KEY``), each checked as a
+    client checks it (InvalidInputError naming a bad one, before any task); None without a CA (plaintext gRPC)."""
+    from ..timestamps.tls import client_tls
+
+    tls = client_tls(settings.get("timestamp_tls_ca"), settings.get("timestamp_tls_cert"),
+                     settings.get("timestamp_tls_key"))
+    if tls is None:
+        return None
+    ca, pair = tls.read()
+    if pair is None:
+        return TimestampTlsPem(ca.decode("ascii"))
+    try:
+        cert, key = pair[0].decode("ascii"), pair[1].decode("ascii")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"the timestamp client's certificate {tls.cert} or key {tls.key} is not PEM text "
+                                "(ASCII)") from None
+    return TimestampTlsPem(ca.decode("ascii"), cert, key)
+
+
+def task_settings(settings: dict, timestamp_tls: TimestampTlsPem | None) -> dict:
+    """On an executor: ``settings`` with ``timestamp_tls_ca`` (and ``timestamp_tls_cert`` / ``_key``) naming this
+    machine's copies of the job's timestamp TLS files (the key's copy mode 0600)."""
+    if timestamp_tls is None:
         return settings
-    return {**settings, "timestamp_tls_ca": str(_local_copy(timestamp_ca_pem))}
+    copies = {"timestamp_tls_ca": str(_local_copy(timestamp_tls.ca))}
+    if timestamp_tls.cert is not None and timestamp_tls.key is not None:
+        copies["timestamp_tls_cert"] = str(_local_copy(timestamp_tls.cert))
+        copies["timestamp_tls_key"] = str(_local_copy(timestamp_tls.key, suffix=".key"))
+    return {**settings, **copies}
 
 
 def task_address(address: StoreAddress, ca_pem: str | None) -> StoreAddress:
@@ -73,17 +107,32 @@ def task_address(address: StoreAddress, ca_pem: str | None) -> StoreAddress:
     return address.with_ssl_ca(str(_local_copy(ca_pem)))
 
 
-def _local_copy(ca_pem: str) -> Path:
+def _private_directory() -> Path:
+    """:func:`ca_directory`, created mode 0700 if missing; InvalidInputError when it is not a directory of this
+    user's only (the copies may hold a private key)."""
     directory = ca_directory()
     directory.mkdir(mode=0o700, exist_ok=True)
-    path = directory / f"{hashlib.sha256(ca_pem.encode('ascii')).hexdigest()[:32]}.pem"
+    info = directory.lstat()
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
+        raise InvalidInputError(
+            f"{directory} (this machine's copies of a Spark job's TLS files) must be a directory of uid "
+            f"{os.getuid()} with mode 0700, found uid {info.st_uid} mode {stat.S_IMODE(info.st_mode):o}: remove it"
+        )
+    return directory
+
+
+def _local_copy(pem: str, suffix: str = ".pem") -> Path:
+    """This machine's copy of ``pem`` (named by its hash; mode 0600, written atomically, and rewritten when a
+    file of that name holds anything else or is readable by group/others)."""
+    directory = _private_directory()
+    path = directory / f"{hashlib.sha256(pem.encode('ascii')).hexdigest()[:32]}{suffix}"
     try:
-        current = path.read_text(encoding="ascii")
+        current = path.read_text(encoding="ascii") if not path.stat().st_mode & 0o077 else None
     except (OSError, UnicodeDecodeError):
         current = None
-    if current != ca_pem:
-        fd, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")
+    if current != pem:
+        fd, temporary = tempfile.mkstemp(dir=directory, suffix=".tmp")  # mode 0600
         with os.fdopen(fd, "w", encoding="ascii") as f:
-            f.write(ca_pem)
+            f.write(pem)
         os.replace(temporary, path)
     return path

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..errors import is_retriable
 from ..kvs.address import StoreAddress
 from .args import effective_max_failures, settings_from_spark_conf, spark_parallelism
-from .ca import job_ca, job_timestamp_ca
+from .ca import job_ca, job_timestamp_tls
 from .connect import is_connect, run_items, server_facts
 from .document import JobDocument, summarize
 from .executor import TaskSpec, classify_job_error, run_partition
@@ -95,10 +95,10 @@ def run_job(
     # Serialised once: every task opens its store with these values (StoreConfig(**merged)).
     merged = job_config(conf_items, settings).to_json()
     ca_pem = job_ca(address)  # the pinned CA travels with the job (see .ca)
-    timestamp_ca_pem = job_timestamp_ca(merged)  # so does the timestamp servers' CA
+    timestamp_tls = job_timestamp_tls(merged)  # so do the timestamp servers' CA and the client certificate
     job, items = job.plan(lambda: open_store(address, merged))
     spec = TaskSpec(address=address, settings=merged, max_attempts=max_attempts, app_id=app_id,
-                    job=job, open_store=open_store, ca_pem=ca_pem, timestamp_ca_pem=timestamp_ca_pem)
+                    job=job, open_store=open_store, ca_pem=ca_pem, timestamp_tls=timestamp_tls)
     tasks = job.spark_tasks(items, parallelism)
     if is_connect(spark):  # the engine zip is a session artifact (connect.open_session)
         results = run_items(spark, spec, items, tasks)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import ExecutorEnvironmentError, is_retriable
 from ..kvs.address import StoreAddress
-from .ca import task_address, task_settings
+from .ca import TimestampTlsPem, task_address, task_settings
 from .document import FAILED, ItemResult
 
 if TYPE_CHECKING:
@@ -134,16 +134,18 @@ class TaskSpec:
     ca_pem: str | None = field(default=None, repr=False)
     """The content of the address's pinned CA file, read by the driver (:mod:`.ca`: it travels with the job)."""
 
-    timestamp_ca_pem: str | None = field(default=None, repr=False)
-    """The content of the timestamp servers' CA file, read by the driver (it travels with the job too)."""
+    timestamp_tls: TimestampTlsPem | None = field(default=None, repr=False)
+    """The content of the timestamp TLS files - the servers' CA, the client certificate and key of mutual TLS -,
+    read by the driver (they travel with the job too)."""
 
     def task_address(self) -> StoreAddress:
         """The address this task opens: ``ssl_ca`` pointing at this machine's copy of the job's CA."""
         return task_address(self.address, self.ca_pem)
 
     def task_settings(self) -> dict:
-        """The settings this task opens the store with: ``timestamp_tls_ca`` naming this machine's copy."""
-        return task_settings(self.settings, self.timestamp_ca_pem)
+        """The settings this task opens the store with: ``timestamp_tls_ca`` (``_cert``, ``_key``) naming this
+        machine's copies."""
+        return task_settings(self.settings, self.timestamp_tls)
 
 
 def environment_error(exc: ModuleNotFoundError) -> ExecutorEnvironmentError:

@@ -15,10 +15,15 @@ this store): the client goes on to the store's own, so one address list may name
 the store refuses (its role lacks a grant: PERMISSION_DENIED) fails the draw at once with
 :class:`~airflow_atlas.errors.StorePermissionError` naming the server and the permission: no retry fixes grants.
 
-**TLS.** With ``tls_ca`` (the ``timestamp_tls_ca`` setting: :mod:`.tls`) every channel is TLS, the servers'
-certificates verified against that CA; a round over the addresses in which a TLS handshake failed and no server
-answered fails the draw at once with :class:`~airflow_atlas.errors.StoreAccessError` naming the server and the TLS
-problem (a wrong CA, a plaintext server): no retry fixes a certificate, and there is no fallback to plaintext.
+**TLS.** With ``tls`` (a :class:`~.tls.ClientTls`: the ``timestamp_tls_ca`` setting, and for mutual TLS
+``timestamp_tls_cert`` / ``timestamp_tls_key``) every channel is TLS, the servers' certificates verified against
+that CA and the client's own certificate presented when it has one; a round over the addresses in which a TLS
+handshake failed and no server answered fails the draw at once with :class:`~airflow_atlas.errors.StoreAccessError`
+naming the server and the TLS problem (a wrong CA, a plaintext server): no retry fixes a certificate, and there is
+no fallback to plaintext. A server that requires client certificates and refuses this client's (or its lack of
+one) closes the connection after the handshake: grpc says only "Socket closed", as for a lost connection, so the
+draw is retried within ``retry_seconds``; when the servers still closed the connection in the last round, the
+draw fails with StoreAccessError naming them and the likely cause (:func:`~.tls.closed_cause`).
 
 **Checking.** Every block must lie above every timestamp this client received before; a server that broke
 that rule would be a bug, and the client fails loudly instead of handing the block out.
@@ -40,7 +45,7 @@ from . import timestamps_pb2 as pb
 from .addresses import DEFAULT_RETRY_SECONDS
 from .lease import MAX_REQUEST
 from .rpc import LEADER_METADATA, TimestampsStub
-from .tls import PLAINTEXT_HINT, channel_credentials, is_handshake_failure, read_ca, tls_failure
+from .tls import ClientTls, closed_cause, is_closed, is_handshake_failure, tls_failure
 
 RPC_TIMEOUT_SECONDS = 2.0
 """One request's deadline: a paused or unreachable leader costs a caller at most this before the next address."""
@@ -82,15 +87,16 @@ class TimestampClient:
 
     ``servers``: addresses to try (the setting); ``locate``: reads the leader's address from the store's
     record ("" if none) - called only when no known address answers; ``cluster``: the store's Cassandra
-    cluster_name, which the server checks against its own (a store of another cluster is refused); ``tls_ca``:
-    the CA file that verifies the servers (TLS; read and checked here), None for plaintext."""
+    cluster_name, which the server checks against its own (a store of another cluster is refused); ``tls``: the
+    CA that verifies the servers and the client's own certificate and key (TLS; read and checked here), None for
+    plaintext."""
 
     def __init__(self, store: str, servers: Sequence[str], locate: Callable[[], str], *,
                  retry_seconds: float = DEFAULT_RETRY_SECONDS, rpc_timeout: float = RPC_TIMEOUT_SECONDS, cluster: str = "",
-                 tls_ca: str | None = None):
+                 tls: ClientTls | None = None):
         self.store = store
-        self.tls_ca = tls_ca
-        self._credentials = channel_credentials(read_ca(tls_ca)) if tls_ca else None
+        self.tls = tls
+        self._credentials = tls.credentials() if tls is not None else None
         self.cluster = cluster
         self._servers = tuple(servers)
         self._locate = locate
@@ -205,7 +211,7 @@ class TimestampClient:
         quiet: dict[str, float] = {}  # address -> when to ask it again (it let a request time out in this call)
         while True:
             handshake: str | None = None  # a TLS failure of this round: fatal unless another server answers
-            closed = False  # a plaintext channel's connection closed: maybe a server that serves TLS
+            closed: list[str] = []  # servers that closed the connection this round ("Socket closed", tls.py)
             for address in self._candidates(located):
                 if quiet.get(address, 0.0) > time.monotonic():
                     continue  # a paused or cut-off leader: do not spend another request timeout on it yet
@@ -230,8 +236,10 @@ class TimestampClient:
                         if code == grpc.StatusCode.DEADLINE_EXCEEDED:
                             quiet[address] = time.monotonic() + self._timeout
                         if code == grpc.StatusCode.UNAVAILABLE and is_handshake_failure(details):
-                            handshake = handshake or tls_failure(address, details, ca=self.tls_ca)
-                        closed = closed or (self._credentials is None and "socket closed" in (details or "").lower())
+                            handshake = handshake or tls_failure(address, details,
+                                                                 ca=self.tls.ca if self.tls else None)
+                        if code == grpc.StatusCode.UNAVAILABLE and is_closed(details):
+                            closed.append(address)
                     last = f"{address}: {code.name} {details}"
                     continue
                 self._leader = address
@@ -239,9 +247,16 @@ class TimestampClient:
             if handshake is not None:
                 raise StoreAccessError(f"store {self.store!r}: {handshake}")
             if time.monotonic() >= deadline:
+                if closed and self.tls is not None:  # TLS done, then closed: the server refuses this client
+                    raise StoreAccessError(
+                        f"store {self.store!r}: timestamp server {', '.join(closed)} closed the TLS connection "
+                        f"('Socket closed') until the retry bound ({self._retry:g}s) ran out: {closed_cause(self.tls)} "
+                        f"(last answer: {last})"
+                    )
                 raise StoreUnavailableError(
                     f"no timestamp server served store {self.store!r} within {self._retry:g}s (tried "
-                    f"{', '.join(tried) or 'none'}; last answer: {last})" + (f" {PLAINTEXT_HINT}" if closed else "")
+                    f"{', '.join(tried) or 'none'}; last answer: {last})"
+                    + (f" {closed_cause(None)}" if closed else "")
                 )
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
             pause = min(pause * 2, 0.5)

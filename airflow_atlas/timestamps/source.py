@@ -22,6 +22,7 @@ from .record import StoreServedByServerError, read_record
 
 if TYPE_CHECKING:
     from .client import TimestampClient
+    from .tls import ClientTls
 
 
 
@@ -44,11 +45,11 @@ class StoreTimestamps:
     """A Cassandra store's timestamps: from its timestamp server once it is adopted, else from its cell."""
 
     def __init__(self, kvs: KeyValueService, servers: tuple[str, ...] = (),
-                 retry_seconds: float = DEFAULT_RETRY_SECONDS, tls_ca: str | None = None):
+                 retry_seconds: float = DEFAULT_RETRY_SECONDS, tls: ClientTls | None = None):
         self._kvs = kvs
         self._servers = servers
         self._retry = retry_seconds
-        self._tls_ca = tls_ca
+        self._tls = tls
         self._cell = TimestampService(kvs)
         self._served: TimestampClient | None = None
 
@@ -60,7 +61,7 @@ class StoreTimestamps:
     def client(self) -> TimestampClient:
         """The store's server client (switching this process to it for good)."""
         if self._served is None:
-            self._served = shared_client(self._kvs, self._servers, self._retry, self._tls_ca)
+            self._served = shared_client(self._kvs, self._servers, self._retry, self._tls)
         return self._served
 
     def ensure_tables(self) -> None:
@@ -86,18 +87,21 @@ class StoreTimestamps:
         return self.client().current_bound(serial=serial)
 
 
-_CLIENTS: dict[tuple[int, str, tuple[str, ...], str | None], TimestampClient] = {}
+_CLIENTS: dict[tuple[int, str, tuple[str, ...], ClientTls | None], TimestampClient] = {}
+"""(pid, store, servers, TLS files) -> the client: two stores of one process with other TLS files (another client
+certificate, another CA) never share a client, and so never each other's channels."""
 _CLIENTS_LOCK = threading.Lock()
 
 
 def shared_client(kvs: KeyValueService, servers: tuple[str, ...], retry_seconds: float,
-                  tls_ca: str | None = None) -> TimestampClient:
-    """The process's one client for the store ``kvs`` names (shared by every AtlasStore of it, so that their
-    requests coalesce); ``tls_ca``: the CA file that verifies the servers (TLS), None for plaintext."""
+                  tls: ClientTls | None = None) -> TimestampClient:
+    """The process's one client for the store ``kvs`` names (shared by every AtlasStore of it with the same TLS
+    files, so that their requests coalesce); ``tls``: the CA that verifies the servers and the client's own
+    certificate (TLS), None for plaintext."""
     from .client import TimestampClient
 
     store = str(getattr(kvs, "keyspace", "") or kvs.describe())
-    key = (os.getpid(), kvs.describe(), servers, tls_ca)
+    key = (os.getpid(), kvs.describe(), servers, tls)
     with _CLIENTS_LOCK:
         client = _CLIENTS.get(key)
         if client is None:
@@ -109,12 +113,12 @@ def shared_client(kvs: KeyValueService, servers: tuple[str, ...], retry_seconds:
             from .server import cluster_name
 
             client = _CLIENTS[key] = TimestampClient(store, servers, locate, retry_seconds=retry_seconds,
-                                                     cluster=cluster_name(kvs), tls_ca=tls_ca)
+                                                     cluster=cluster_name(kvs), tls=tls)
         return client
 
 
 def open_timestamps(kvs: KeyValueService, servers: tuple[str, ...] = (),
-                    retry_seconds: float = DEFAULT_RETRY_SECONDS, tls_ca: str | None = None) -> TimestampSource:
+                    retry_seconds: float = DEFAULT_RETRY_SECONDS, tls: ClientTls | None = None) -> TimestampSource:
     if kvs.backend != "cassandra":
         return TimestampService(kvs)
-    return StoreTimestamps(kvs, servers, retry_seconds, tls_ca)
+    return StoreTimestamps(kvs, servers, retry_seconds, tls)

@@ -40,6 +40,8 @@ BAD = {
     "timestamp_servers": ["127.0.0.1:9350", [":9350"], ["h:0"], ["h:x"], [""], [1], None],
     "timestamp_retry_seconds": [0, 0.5, 601, math.nan, True, "20"],
     "timestamp_tls_ca": ["ca.pem", "", 3, True, ["/a.pem"]],
+    "timestamp_tls_cert": ["client.pem", "./c.pem", "", 3, True, ["/c.pem"]],
+    "timestamp_tls_key": ["client.key", " ", 0, False, {"/k": 1}],
     "unreadable_window_seconds": [-1, math.nan, math.inf, 365 * 86_400 + 1, True, "0"],
     "batch_limit": [0, -1, MAX_BATCH_LIMIT + 1, True, 10.0, "10", None],
     "lock_lease_seconds": [0, 0.5, -1, math.nan, math.inf, 86_401, True, "120"],

@@ -18,8 +18,9 @@ from airflow_atlas.kvs.api import Cell
 from airflow_atlas.store import AtlasStore
 from airflow_atlas.timestamps.client import TimestampClient
 from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_bound, read_record
+from airflow_atlas.timestamps.tls import ClientTls
 from devkit.airflow import free_port
-from devkit.timestamps import start_server
+from devkit.timestamps import ServerTls, start_server
 from tests.integration.cli.conftest import Cli
 from tests.timestamp_servers import HOME, tier_tls
 
@@ -57,7 +58,7 @@ def role_servers(secure_node, role_store, tmp_path_factory):
     servers = []
     try:
         for i, address in enumerate(addresses):
-            servers.append(start_server(url, address, logs / f"timestamps-{i}.log", tls=(tls.cert, tls.key)))
+            servers.append(start_server(url, address, logs / f"timestamps-{i}.log", tls=ServerTls(tls.cert, tls.key)))
         yield servers
     finally:
         for server in servers:
@@ -97,7 +98,7 @@ def test_a_store_the_role_has_no_grants_on_is_refused_at_once_naming_the_permiss
     """The tier's own home store is adopted on the same node, but the role holds no grant on it."""
     _, addresses, _, _ = role_store
     tls = tier_tls()
-    client = TimestampClient(HOME, addresses, lambda: "", retry_seconds=20, tls_ca=str(tls.ca) if tls else None)
+    client = TimestampClient(HOME, addresses, lambda: "", retry_seconds=20, tls=ClientTls(str(tls.ca)) if tls else None)
     started = time.monotonic()
     with pytest.raises(StorePermissionError) as refused:
         client.fresh_timestamp()
