@@ -22,8 +22,9 @@ handshake failed and no server answered fails the draw at once with :class:`~air
 naming the server and the TLS problem (a wrong CA, a plaintext server): no retry fixes a certificate, and there is
 no fallback to plaintext. A server that requires client certificates and refuses this client's (or its lack of
 one) closes the connection after the handshake: grpc says only "Socket closed", as for a lost connection, so the
-draw is retried within ``retry_seconds``; when the servers still closed the connection in the last round, the
-draw fails with StoreAccessError naming them and the likely cause (:func:`~.tls.closed_cause`).
+draw is retried within ``retry_seconds``; when a server closed the TLS connection at every attempt of the call
+(a restarting server also refuses connections or answers in between) and none answered, the draw then fails with
+StoreAccessError naming it and the likely cause (:func:`~.tls.closed_cause`).
 
 **Checking.** Every block must lie above every timestamp this client received before; a server that broke
 that rule would be a bug, and the client fails loudly instead of handing the block out.
@@ -209,6 +210,7 @@ class TimestampClient:
         last = "no address to try: set timestamp_servers, or start a server for the store"
         located = False
         quiet: dict[str, float] = {}  # address -> when to ask it again (it let a request time out in this call)
+        other: set[str] = set()  # addresses that gave another answer than "Socket closed" in this call
         while True:
             handshake: str | None = None  # a TLS failure of this round: fatal unless another server answers
             closed: list[str] = []  # servers that closed the connection this round ("Socket closed", tls.py)
@@ -238,8 +240,10 @@ class TimestampClient:
                         if code == grpc.StatusCode.UNAVAILABLE and is_handshake_failure(details):
                             handshake = handshake or tls_failure(address, details,
                                                                  ca=self.tls.ca if self.tls else None)
-                        if code == grpc.StatusCode.UNAVAILABLE and is_closed(details):
-                            closed.append(address)
+                    if code == grpc.StatusCode.UNAVAILABLE and is_closed(details):
+                        closed.append(address)
+                    else:
+                        other.add(address)
                     last = f"{address}: {code.name} {details}"
                     continue
                 self._leader = address
@@ -247,16 +251,17 @@ class TimestampClient:
             if handshake is not None:
                 raise StoreAccessError(f"store {self.store!r}: {handshake}")
             if time.monotonic() >= deadline:
-                if closed and self.tls is not None:  # TLS done, then closed: the server refuses this client
+                refusing = [a for a in closed if a not in other]  # closed at every attempt: refuses this client
+                if refusing and self.tls is not None:
                     raise StoreAccessError(
-                        f"store {self.store!r}: timestamp server {', '.join(closed)} closed the TLS connection "
-                        f"('Socket closed') until the retry bound ({self._retry:g}s) ran out: {closed_cause(self.tls)} "
+                        f"store {self.store!r}: timestamp server {', '.join(refusing)} closed the TLS connection "
+                        f"('Socket closed') at every attempt for {self._retry:g}s: {closed_cause(self.tls)} "
                         f"(last answer: {last})"
                     )
                 raise StoreUnavailableError(
                     f"no timestamp server served store {self.store!r} within {self._retry:g}s (tried "
                     f"{', '.join(tried) or 'none'}; last answer: {last})"
-                    + (f" {closed_cause(None)}" if closed else "")
+                    + (f" {closed_cause(self.tls)}" if closed else "")
                 )
             time.sleep(max(0.0, min(pause, deadline - time.monotonic())))
             pause = min(pause * 2, 0.5)

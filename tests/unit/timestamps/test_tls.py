@@ -9,7 +9,9 @@ or with another CA's fails naming the server and the likely cause."""
 from __future__ import annotations
 
 import os
+import socket
 import stat
+import threading
 import time
 from concurrent import futures
 from pathlib import Path
@@ -292,14 +294,14 @@ def test_what_grpc_reports_for_a_failed_handshake_is_recognised():
 
 # ----- the client against real gRPC servers ------------------------------------------------------------
 class Server:
-    def __init__(self, tls: Material | None, *, client_ca: Path | None = None):
+    def __init__(self, tls: Material | None, *, client_ca: Path | None = None, port: int = 0):
         self.next = 1
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
         self.server.add_generic_rpc_handlers((service_handler({
             "FreshTimestamps": self._fresh, "CurrentBound": self._bound,
             "Describe": lambda r, c: pb.DescribeResponse(server="x")}),))
-        port = (self.server.add_insecure_port("127.0.0.1:0") if tls is None else
-                self.server.add_secure_port("127.0.0.1:0", server_credentials(
+        port = (self.server.add_insecure_port(f"127.0.0.1:{port}") if tls is None else
+                self.server.add_secure_port(f"127.0.0.1:{port}", server_credentials(
                     str(tls.cert), str(tls.key), str(client_ca) if client_ca else None)))
         self.address = f"127.0.0.1:{port}"
         self.server.start()
@@ -421,6 +423,44 @@ def test_a_refused_client_does_not_hide_a_server_that_answers(tls, mutual_server
                              tls=ClientTls(str(tls.ca)))
     assert client.fresh_timestamp() >= 1
     client.close()
+
+
+def test_only_a_server_that_closed_every_attempt_is_named_refusing(tls, mutual_server):
+    nothing = f"127.0.0.1:{free_port()}"  # nothing listens: refused connections, not a refused certificate
+    client = TimestampClient("ks", [nothing, mutual_server.address], lambda: "", retry_seconds=1,
+                             tls=ClientTls(str(tls.ca)))
+    with pytest.raises(StoreAccessError) as refused:
+        client.fresh_timestamp()
+    text = str(refused.value)
+    assert f"timestamp server {mutual_server.address} closed the TLS connection" in text and nothing + "," not in text
+    client.close()
+
+
+def test_a_server_that_comes_up_refusing_the_client_is_retriable_and_hinted(tls):
+    """An address that refused connections before it closed them (a server starting) may be a restart, not a
+    refusal: the draw fails retriable after the bound, still naming the likely cause."""
+    port = free_port()
+    client = TimestampClient("ks", [f"127.0.0.1:{port}"], lambda: "", retry_seconds=3, tls=ClientTls(str(tls.ca)))
+    started: list[Server] = []
+    timer = threading.Timer(0.5, lambda: started.append(Server(tls, client_ca=tls.ca, port=port)))
+    timer.start()
+    try:
+        with pytest.raises(StoreUnavailableError) as failed:
+            client.fresh_timestamp()
+    finally:
+        timer.join()
+        for server in started:
+            server.server.stop(0).wait()
+        client.close()
+    assert started, "the server never started"
+    text = str(failed.value)
+    assert "Socket closed" in text and "presents none" in text and is_retriable(failed.value), text
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def test_a_plaintext_client_of_a_mutual_tls_server_is_told_about_the_ca(mutual_server):
