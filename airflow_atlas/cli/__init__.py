@@ -1,7 +1,7 @@
 """``atlas-sweep``: operate an Atlas store from a shell (docs/CLI.md).
 
-Subcommands: ``init``, ``workload``, ``status``, ``metrics``, ``sweep``, ``verify``, ``shards``, ``grants``, ``timestamps`` (``atlas-sweep COMMAND
---help`` for each), one module each; :mod:`.output` holds what they share (exit codes, JSON, tables, the
+Subcommands: ``init``, ``workload``, ``status``, ``metrics``, ``sweep``, ``verify``, ``shards``, ``grants``, ``timestamps``, and
+``certs``, the one that needs no store (``atlas-sweep COMMAND --help`` for each), one module each; :mod:`.output` holds what they share (exit codes, JSON, tables, the
 progress bar), :mod:`.args` the parser, :mod:`.store` the opening of the store (nothing is written unless
 the command is ``init``). The store is chosen by ``--store URL``, by ``--conn-id ID`` (an Airflow
 connection; Airflow is imported only then) or by ``$ATLAS_STORE_URL``.
@@ -23,6 +23,7 @@ import traceback
 from ..errors import AtlasError, InvalidInputError, StoreAccessError, StoreUnavailableError, TableNotFoundError
 from ..kvs.scrub import scrub, url_secrets
 from .args import build_parser
+from .certs import cmd_certs
 from .grants import cmd_grants
 from .init import cmd_init
 from .metrics import cmd_metrics
@@ -59,6 +60,8 @@ COMMANDS = {
     "metrics": (cmd_metrics, True),
     "timestamps": (cmd_timestamps, True),
 }
+STORELESS = {"certs": cmd_certs}
+"""The commands that open no store."""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help / --version
             return int(exc.code or 0)
+        if args.command in STORELESS:
+            return STORELESS[args.command](args)
         secrets = url_secrets(chosen_url(args))
         fn, must_exist = COMMANDS[args.command]
         handle = open_store(args, must_exist=must_exist)

@@ -14,6 +14,7 @@ from ..status.metrics import SCRAPE_BACKLOG_CAP, SCRAPE_HISTORY_LIMIT, SCRAPE_TI
 from ..sweep.queue.constants import DEFAULT_BATCH_LIMIT, MAX_BATCH_LIMIT
 from ..sweep.queue.reader import DEFAULT_COUNT_CAP
 from ..timestamps.addresses import DEFAULT_PORT
+from ..timestamps.certs import DEFAULT_DAYS
 from ..timestamps.lease import DEFAULT_LEASE_SECONDS
 from .metrics import DEFAULT_LISTEN
 from .output import EXIT_CODES_HELP, EXIT_USAGE, PROG, CliError
@@ -273,6 +274,20 @@ def build_parser() -> argparse.ArgumentParser:
                    help="serve, with --cert-file and --key-file: mutual TLS - every client must present a certificate "
                         "this CA (a PEM bundle) signed (settings timestamp_tls_cert/timestamp_tls_key); others are "
                         "refused at the handshake. Checked at start")
+    p = sub.add_parser(
+        "certs", help="make the timestamp servers' CA, server and client certificates (mutual TLS)",
+        description="Make, in DIRECTORY, a CA of the deployment's own (ca.pem, ca.key), a server certificate for "
+        "every --host the clients dial (server.pem, server.key: `timestamps serve --cert-file --key-file "
+        "--client-ca-file ca.pem`) and a client certificate (client.pem, client.key: the settings "
+        "timestamp_tls_ca, timestamp_tls_cert, timestamp_tls_key), keys mode 0600. Idempotent: a directory "
+        "holding all six is kept (its server certificate must name every host); one holding some is refused. "
+        "Needs no store.", epilog=EXIT_CODES_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("directory", metavar="DIRECTORY", help="where the six files go (created when missing)")
+    p.add_argument("--host", action="append", required=True, metavar="NAME",
+                   help="a host name or IP address the clients dial the servers by (no port); repeatable")
+    p.add_argument("--days", type=_int_in(1, 36500), default=DEFAULT_DAYS, metavar="N",
+                   help=f"validity of the certificates in days (default {DEFAULT_DAYS})")
+    p.add_argument("--json", action="store_true", default=False, help="print the files as JSON on stdout")
     return parser
 
 
