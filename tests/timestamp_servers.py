@@ -6,7 +6,7 @@ server (issue 45: the cell only on the embedded store).
   ``$ATLAS_TIMESTAMP_SERVERS`` (tests/conftest.py).
 * Every other cluster: its tier starts two instances of its own for it (:func:`serving`, around the fixture that
   starts the cluster): the 3-node cluster (tests/cluster), the secured node and the secured 3-node cluster (as the
-  administrator's role with its password, over TLS, and serving TLS themselves: tests/integration/security), the
+  administrator's role with its password, over TLS, and serving mutual TLS themselves: tests/integration/security), the
   two datacenters
   (tests/datacenters, a home keyspace replicated in both), the reliability tier's private node. Inside the block
   ``$ATLAS_TIMESTAMP_SERVERS`` names them, so the stores the tier initialises on that cluster - through
@@ -36,7 +36,7 @@ from airflow_atlas.encoding import from_fixed_long
 from airflow_atlas.errors import AtlasError
 from airflow_atlas.timestamps.addresses import SERVERS_ENV
 from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_bound
-from airflow_atlas.timestamps.tls import CA_ENV
+from airflow_atlas.timestamps.tls import CA_ENV, CERT_ENV, KEY_ENV
 from devkit import timestamps as devkit_timestamps
 from devkit.airflow import free_port
 from devkit.timestamps import ServerProcess, ServerTls, running_servers
@@ -173,9 +173,18 @@ _TLS: list[Material | None] = []
 
 def tier_tls() -> Material | None:
     """The TLS material of the innermost :func:`serving` block (None: plaintext, or no block): a tier's test that
-    starts instances of its own serves them with it, so that the tier's clients (``$ATLAS_TIMESTAMP_TLS_CA``)
-    verify them."""
+    starts instances of its own serves them with it (:func:`server_tls`: mutual TLS), so that the tier's clients
+    (``$ATLAS_TIMESTAMP_TLS_CA``, ``_CERT``, ``_KEY``) verify them and are accepted by them."""
     return _TLS[-1] if _TLS else None
+
+
+def server_tls(material: Material) -> ServerTls:
+    """How a tier's instances serve with ``material``: its server certificate, and clients' certificates required
+    signed by its CA (mutual TLS: the servers authenticate their clients too)."""
+    return ServerTls(material.cert, material.key, client_ca=material.ca)
+
+
+_TLS_ENV = (CA_ENV, CERT_ENV, KEY_ENV)
 
 
 def _restore(name: str, previous: str | None) -> None:
@@ -189,21 +198,24 @@ def _restore(name: str, previous: str | None) -> None:
 def serving(home_url: str, log_dir: Path, *, tls: bool = False) -> Iterator[list[ServerProcess]]:
     """Two timestamp server instances for the cluster ``home_url`` is on (its home store initialised and adopted
     there), named by ``$ATLAS_TIMESTAMP_SERVERS`` inside the block: the stores a tier initialises on that cluster
-    are served by them, and :func:`check_served` watches the cluster's keyspaces. ``tls``: they serve TLS with a
-    certificate of a CA of their own (tests/tls_material.py), which ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the block (the
-    secured tier: TLS everywhere)."""
+    are served by them, and :func:`check_served` watches the cluster's keyspaces. ``tls``: mutual TLS - they serve
+    TLS with a certificate of a CA of their own (tests/tls_material.py) and require a client certificate that CA
+    signed; inside the block ``$ATLAS_TIMESTAMP_TLS_CA`` names the CA and ``$ATLAS_TIMESTAMP_TLS_CERT`` /
+    ``_KEY`` a client certificate and key of it (the secured tier: TLS everywhere, every client authenticated)."""
     addresses = [f"127.0.0.1:{free_port()}" for _ in range(2)]
     previous = os.environ.get(SERVERS_ENV)
-    previous_ca = os.environ.get(CA_ENV)
+    previous_tls = {name: os.environ.get(name) for name in _TLS_ENV}
     material = make_material(log_dir / "tls") if tls else None
     with running_servers(home_url, addresses, log_dir,
-                         tls=ServerTls(material.cert, material.key) if material else None) as servers:
+                         tls=server_tls(material) if material else None) as servers:
         guard = CellDraws(home_url)  # before the tier's first store: what exists now is not the tier's
         os.environ[SERVERS_ENV] = ",".join(addresses)
-        if material is not None:
-            os.environ[CA_ENV] = str(material.ca)
-        else:
-            os.environ.pop(CA_ENV, None)
+        for name, value in zip(_TLS_ENV, (material.ca, material.client_cert, material.client_key) if material
+                               else (None, None, None), strict=True):
+            if value is not None:
+                os.environ[name] = str(value)
+            else:
+                os.environ.pop(name, None)
         _ACTIVE.append(guard)
         _TLS.append(material)
         try:
@@ -213,4 +225,5 @@ def serving(home_url: str, log_dir: Path, *, tls: bool = False) -> Iterator[list
             _ACTIVE.remove(guard)
             guard.close()
             _restore(SERVERS_ENV, previous)
-            _restore(CA_ENV, previous_ca)
+            for name, value in previous_tls.items():
+                _restore(name, value)

@@ -4,8 +4,10 @@ when it does not answer (idempotent), and reads its CA and administrator credent
 
 Each of the two secured clusters (the node, the 3-node cluster) has two timestamp server instances of its own,
 started by its fixture once it answers and connecting as the administrator's role with its password over TLS
-(the URL in the instances' environment, never on a command line), and serving TLS themselves with a certificate of a
-CA of their own that ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the fixture (TLS everywhere: issue 45): every store
+(the URL in the instances' environment, never on a command line), and serving mutual TLS themselves: a certificate
+of a CA of their own that ``$ATLAS_TIMESTAMP_TLS_CA`` names inside the fixture, and every client required to present
+a certificate of that CA (``$ATLAS_TIMESTAMP_TLS_CERT`` / ``_KEY`` inside the fixture: TLS everywhere, the servers
+authenticating their clients - issue 45): every store
 this package initialises on it is adopted and served (tests/timestamp_servers.py, ``serving``); after each test the guard (``check_served``)
 fails a test that left a store drawing from its cell. The instances a least-privilege role of its own runs are
 tested in test_timestamp_server_role.py."""

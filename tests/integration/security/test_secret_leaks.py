@@ -1,6 +1,7 @@
 """Issue 22 item 4 on real processes: with a real password on the secured node, during and after
 ``atlas_targeted_sweep`` in Spark mode (spark-submit on ``local[2]``) and in the task, the password and its
-URL-encoded forms appear in none of the places below; a failure names the place.
+URL-encoded forms appear in none of the places below, nor does the timestamp servers' client key of the tier
+(mutual TLS, issue 45: the key travels in the Spark task closure, as the password does); a failure names the place.
 
 * ``/proc/*/cmdline`` of every process (spark-submit, the driver's JVM and Python, the executors' Python
   workers), sampled every 0.1 s while the run goes on;
@@ -35,6 +36,7 @@ from urllib.parse import quote, quote_plus
 
 import pytest
 
+from airflow_atlas.timestamps.tls import KEY_ENV
 from tests.airflow.conftest import CONN_ID, FAST, SHARDS, load_dag, set_connection, set_settings, settle, task_states
 from tests.integration.cli.conftest import Cli
 from tests.integration.security.test_secured_airflow import (  # noqa: F401
@@ -55,11 +57,19 @@ def forms(secret: str) -> set[str]:
     return {secret, quote(secret, safe=""), quote(secret), quote_plus(secret)}
 
 
-class Places:
-    """Text seen per place; :meth:`check` fails naming every place that holds a form of the secret."""
+def client_key_secret() -> str:
+    """A line of the tier's timestamp client key (its PEM body, base64: what a leak of the key would show), which
+    ``$ATLAS_TIMESTAMP_TLS_KEY`` names inside the tier (tests/timestamp_servers.py ``serving``)."""
+    path = os.environ.get(KEY_ENV)
+    assert path, f"the secured tier names a timestamp client key (${KEY_ENV})"
+    return max((line for line in Path(path).read_text().splitlines() if not line.startswith("-----")), key=len)
 
-    def __init__(self, secret: str):
-        self.forms = forms(secret)
+
+class Places:
+    """Text seen per place; :meth:`check` fails naming every place that holds a form of a secret."""
+
+    def __init__(self, *secrets: str):
+        self.forms = set().union(*(forms(secret) for secret in secrets))
         self.texts: dict[str, list[str]] = {}
 
     def add(self, place: str, text: str) -> None:
@@ -69,7 +79,7 @@ class Places:
         missing = [p for p in required if not any(self.texts.get(p, []))]
         assert not missing, f"nothing was seen in {missing}: the scan of those places would prove nothing"
         leaks = sorted({place for place, texts in self.texts.items() for t in texts for f in self.forms if f in t})
-        assert not leaks, f"the password leaked into: {', '.join(leaks)}"
+        assert not leaks, f"a secret (the password, the timestamp client key) leaked into: {', '.join(leaks)}"
 
 
 class ProcessSampler(threading.Thread):
@@ -162,7 +172,7 @@ def test_the_password_leaks_nowhere(sweeper_store, secure_node, secure_keyspace,
                                     airflow_home, caplog, capfd):
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
-    places = Places(PASSWORD)
+    places = Places(PASSWORD, client_key_secret())
     ui_port = _free_port()
     event_logs = tmp_path / "spark-events"  # the application's event log (what a history server would show)
     event_logs.mkdir()
@@ -229,7 +239,7 @@ def test_the_password_leaks_nowhere_on_the_standalone_master(sweeper_store, secu
     JSON, the application's environment JSON (its UI on 127.0.0.5), the task logs, XComs, template fields."""
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
-    places = Places(PASSWORD)
+    places = Places(PASSWORD, client_key_secret())
     ui_port = _free_port()
     conf = {**STANDALONE_CONF, "spark.ui.enabled": "true", "spark.ui.port": str(ui_port)}
     set_settings(monkeypatch, **FAST, execution_mode="spark", spark_conn_id=standalone, spark_group_size=SHARDS * 2,
@@ -257,7 +267,7 @@ def test_the_password_leaks_nowhere_over_spark_connect(sweeper_store, secure_nod
     workers), the Connect server's log, the task logs, XComs, rendered template fields."""
     from airflow_atlas.workload import WorkloadSpec, run_workload
 
-    places = Places(PASSWORD)
+    places = Places(PASSWORD, client_key_secret())
     host, port = connect_server.removeprefix("sc://").rsplit(":", 1)
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CONNECT_TEST",
                        json.dumps({"conn_type": "spark_connect", "host": f"sc://{host}", "port": int(port)}))

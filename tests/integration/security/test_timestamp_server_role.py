@@ -1,8 +1,8 @@
 """The timestamp server as a least-privilege role of its own on the secured node (issue 45): ``atlas-sweep grants
 --role timestamps`` prints exactly what ``atlas-sweep timestamps serve`` needs on a store (SELECT and MODIFY on
 atlas_timestamp, SELECT on the registry and the schema record), and two instances connecting as a role with
-those grants only - its password, TLS with the pinned CA, the URL in their environment; serving TLS themselves -
-serve the store; a
+those grants only - its password, TLS with the pinned CA, the URL in their environment; serving mutual TLS
+themselves - serve the store; a
 store the role has no grants on is refused at once, naming the server and the permission (PERMISSION_DENIED:
 never retried for the client's retry bound, as a wrong grant is no outage)."""
 from __future__ import annotations
@@ -20,9 +20,9 @@ from airflow_atlas.timestamps.client import TimestampClient
 from airflow_atlas.timestamps.record import BOUND_CELL, TIMESTAMP_TABLE, marker_bound, read_record
 from airflow_atlas.timestamps.tls import ClientTls
 from devkit.airflow import free_port
-from devkit.timestamps import ServerTls, start_server
+from devkit.timestamps import start_server
 from tests.integration.cli.conftest import Cli
-from tests.timestamp_servers import HOME, tier_tls
+from tests.timestamp_servers import HOME, server_tls, tier_tls
 
 pytestmark = pytest.mark.cassandra
 
@@ -48,8 +48,9 @@ def role_store(secure_node, tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def role_servers(secure_node, role_store, tmp_path_factory):
-    """Two instances for the store, connecting as the role (its URL in their environment only), serving TLS with
-    the tier's certificate (its CA is the tier's ``$ATLAS_TIMESTAMP_TLS_CA``)."""
+    """Two instances for the store, connecting as the role (its URL in their environment only), serving mutual TLS
+    with the tier's certificate (its CA is the tier's ``$ATLAS_TIMESTAMP_TLS_CA``; the tier's clients present the
+    certificate ``$ATLAS_TIMESTAMP_TLS_CERT`` names)."""
     keyspace, addresses, role, _ = role_store
     url = secure_node.url(role, PASSWORD, keyspace, create_keyspace="false")
     logs = tmp_path_factory.mktemp("secure-timestamps-role-logs")
@@ -58,7 +59,7 @@ def role_servers(secure_node, role_store, tmp_path_factory):
     servers = []
     try:
         for i, address in enumerate(addresses):
-            servers.append(start_server(url, address, logs / f"timestamps-{i}.log", tls=ServerTls(tls.cert, tls.key)))
+            servers.append(start_server(url, address, logs / f"timestamps-{i}.log", tls=server_tls(tls)))
         yield servers
     finally:
         for server in servers:
@@ -98,7 +99,8 @@ def test_a_store_the_role_has_no_grants_on_is_refused_at_once_naming_the_permiss
     """The tier's own home store is adopted on the same node, but the role holds no grant on it."""
     _, addresses, _, _ = role_store
     tls = tier_tls()
-    client = TimestampClient(HOME, addresses, lambda: "", retry_seconds=20, tls=ClientTls(str(tls.ca)) if tls else None)
+    client = TimestampClient(HOME, addresses, lambda: "", retry_seconds=20,
+                             tls=ClientTls(str(tls.ca), str(tls.client_cert), str(tls.client_key)) if tls else None)
     started = time.monotonic()
     with pytest.raises(StorePermissionError) as refused:
         client.fresh_timestamp()
