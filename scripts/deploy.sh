@@ -11,7 +11,8 @@
 #                                   --action-on-existing-key skip: airflow-init), then the store's
 #                                   `atlas-sweep init --conn-id atlas_default` (a warning if it is unreachable)
 #   scripts/deploy.sh start         init, then timestamps-1, timestamps-2 (the store's timestamp server, on ports
-#                                   9350 and 9351), api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
+#                                   9350 and 9351, mutual TLS with the certificates `atlas-sweep certs` makes once
+#                                   in $ATLAS_DEPLOY_DIR/tls), api-server, scheduler, dag-processor, triggerer, worker-1, worker-2
 #   scripts/deploy.sh start NAME    start one component (postgres, redis, statsd-exporter, timestamps-1,
 #                                   timestamps-2, api-server, scheduler, dag-processor, triggerer, worker-1,
 #                                   worker-2) if it is not running
@@ -62,6 +63,7 @@ API_PORT=8080
 STATSD_WEB_PORT=9102 # statsd-exporter's /metrics (compose's published port); its StatsD port: airflow-common.env
 TIMESTAMPS_PORT_1=9350 # the two timestamp server instances (compose: timestamps-1 and -2, each on 9350)
 TIMESTAMPS_PORT_2=9351
+TLS_DIR="$STATE/tls" # the timestamp servers' CA, server and client certificates (`atlas-sweep certs`; compose: a volume)
 KEYSPACE="${ATLAS_DEPLOY_KEYSPACE:-atlas_deploy}"
 CASSANDRA_HOST="${ATLAS_DEPLOY_CASSANDRA:-127.0.0.1}"
 addresses() {
@@ -81,6 +83,9 @@ AIRFLOW_CONN_ATLAS_DEFAULT=$(tr -d '\n' <<<"$conn")
 AIRFLOW_CONN_ATLAS_EMBEDDED={"conn_type": "atlas_embedded", "host": "$STATE/atlas.db"}
 AIRFLOW_CONN_SPARK_DEFAULT={"conn_type": "spark", "host": "spark://$HOST", "port": 7077}
 ATLAS_TIMESTAMP_SERVERS=$HOST:$TIMESTAMPS_PORT_1,$HOST:$TIMESTAMPS_PORT_2
+ATLAS_TIMESTAMP_TLS_CA=$TLS_DIR/ca.pem
+ATLAS_TIMESTAMP_TLS_CERT=$TLS_DIR/client.pem
+ATLAS_TIMESTAMP_TLS_KEY=$TLS_DIR/client.key
 AIRFLOW_HOME=$STATE/home
 AIRFLOW__CORE__DAGS_FOLDER=$ROOT/dags
 EOF
@@ -290,14 +295,23 @@ airflow_cmd() { # the command line of an Airflow component
     dag-processor) echo "airflow dag-processor" ;;
     triggerer) echo "airflow triggerer --skip-serve-logs" ;;
     worker-1|worker-2) echo "airflow celery worker --celery-hostname $1@atlas-deploy --skip-serve-logs" ;;
-    timestamps-1) echo "atlas-sweep --conn-id atlas_default timestamps serve --listen $HOST:$TIMESTAMPS_PORT_1" ;;
-    timestamps-2) echo "atlas-sweep --conn-id atlas_default timestamps serve --listen $HOST:$TIMESTAMPS_PORT_2" ;;
+    timestamps-1) echo "atlas-sweep --conn-id atlas_default timestamps serve --listen $HOST:$TIMESTAMPS_PORT_1 $(serve_tls)" ;;
+    timestamps-2) echo "atlas-sweep --conn-id atlas_default timestamps serve --listen $HOST:$TIMESTAMPS_PORT_2 $(serve_tls)" ;;
     *) die "unknown component $1" ;;
   esac
 }
 
+serve_tls() { # mutual TLS: the server's certificate, and the CA its clients' certificates must be signed by
+  echo "--cert-file $TLS_DIR/server.pem --key-file $TLS_DIR/server.key --client-ca-file $TLS_DIR/ca.pem"
+}
+
 prepare_airflow() {
   export_airflow_env
+  # The timestamp servers' certificates (made once, kept after: the command is idempotent), before any server
+  # or client that names them starts.
+  mkdir -p "$STATE/logs"
+  atlas-sweep certs "$TLS_DIR" --host "$HOST" >"$STATE/logs/certs.log" 2>&1 \
+    || die "making the timestamp servers' certificates failed: $STATE/logs/certs.log"
   mkdir -p "$AIRFLOW_HOME" "$STATE/auth"
   chmod 700 "$STATE/auth" # the api-server's generated passwords (the file itself: 0600, cmd_supervise's umask)
   if [[ ! -f "$STATE/migrated" ]]; then

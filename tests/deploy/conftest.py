@@ -265,8 +265,11 @@ def cassandra_store(deployment):
 
     os.environ["AIRFLOW_CONN_ATLAS_DEPLOY_TEST"] = deployment.env["AIRFLOW_CONN_ATLAS_DEFAULT"]
     servers = tuple(deployment.env["ATLAS_TIMESTAMP_SERVERS"].split(","))  # the deployment's, not the suite's
+    tls = {"timestamp_tls_ca": deployment.env["ATLAS_TIMESTAMP_TLS_CA"],  # its mutual TLS: its client certificate
+           "timestamp_tls_cert": deployment.env["ATLAS_TIMESTAMP_TLS_CERT"],
+           "timestamp_tls_key": deployment.env["ATLAS_TIMESTAMP_TLS_KEY"]}
     hook = AtlasHook("atlas_deploy_test",
-                     config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS, timestamp_servers=servers))
+                     config=StoreConfig(**STORE_CONFIG, initial_shards=SHARDS, timestamp_servers=servers, **tls))
     store = hook.get_store()
     store.initialize(shards=SHARDS)
     yield store

@@ -291,12 +291,14 @@ def test_the_image_lock_pins_everything_the_project_lock_pins_at_the_same_versio
 
 
 # ----- issue 21 item 1: one source of configuration for compose and scripts/deploy.sh ------------------
+TLS_FILES = ("ATLAS_TIMESTAMP_TLS_CA", "ATLAS_TIMESTAMP_TLS_CERT", "ATLAS_TIMESTAMP_TLS_KEY")
+"""The timestamp servers' CA and the clients' certificate and key: file locations (issue 45)."""
 ADDRESSES = {
     # where the other services are, and file locations: the only keys compose's `environment` may set
     "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN", "AIRFLOW__CELERY__BROKER_URL", "AIRFLOW__CELERY__RESULT_BACKEND",
     "AIRFLOW__CORE__EXECUTION_API_SERVER_URL", "AIRFLOW__API__BASE_URL", "AIRFLOW__METRICS__STATSD_HOST",
     "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT", "AIRFLOW_CONN_SPARK_DEFAULT",
-    "ATLAS_TIMESTAMP_SERVERS",
+    "ATLAS_TIMESTAMP_SERVERS", *TLS_FILES,
 }
 DEPLOY_LOCATIONS = {"AIRFLOW_HOME", "AIRFLOW__CORE__DAGS_FOLDER", "AIRFLOW_CONN_ATLAS_EMBEDDED", "PATH"}
 
@@ -332,7 +334,54 @@ def test_compose_and_the_deploy_script_share_one_configuration(tmp_path):
     assert set(SECRETS) <= set(deploy)
     extra = set(deploy) - set(common) - set(SECRETS)
     assert extra == ADDRESSES | DEPLOY_LOCATIONS, sorted(extra ^ (ADDRESSES | DEPLOY_LOCATIONS))
-    for key in ADDRESSES - {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT"}:
+    for key in TLS_FILES:  # the certificates `atlas-sweep certs` makes in the deployment's state
+        assert deploy[key].startswith(str(tmp_path / "state" / "tls") + "/"), (key, deploy[key])
+    for key in ADDRESSES - {"AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE", "AIRFLOW_CONN_ATLAS_DEFAULT",
+                            *TLS_FILES}:
         # the deployment's own loopback address; spark_default too, where it starts no master: never the
         # address of another service on the machine (issue 32 item 7: it was scripts/spark.sh's 127.0.0.5)
         assert "127.0.0.11" in deploy[key], (key, deploy[key])
+
+
+# ----- issue 45: the timestamp servers speak mutual TLS -------------------------------------------------
+TLS_MOUNT = "timestamps-tls:/opt/airflow/tls"
+SERVE_TLS = ["--cert-file", "/opt/airflow/tls/server.pem", "--key-file", "/opt/airflow/tls/server.key",
+             "--client-ca-file", "/opt/airflow/tls/ca.pem"]
+
+
+def test_the_timestamp_servers_and_their_clients_speak_mutual_tls(tmp_path):
+    """airflow-init makes the CA, server and client certificates on the timestamps-tls volume (for every host
+    the clients dial) before anything else; both timestamp servers serve them requiring client certificates;
+    every Airflow process names the CA and its client certificate; the image makes the mount point the airflow
+    user's. The certs command line airflow-init runs is run here for real (into a temporary directory)."""
+    import shlex
+
+    from airflow_atlas.cli import main
+
+    compose = _compose()
+    services = compose["services"]
+    assert "timestamps-tls" in compose["volumes"]
+    hosts = [a.rsplit(":", 1)[0] for a in
+             services["airflow-apiserver"]["environment"]["ATLAS_TIMESTAMP_SERVERS"].split(",")]
+    for name in ("timestamps-1", "timestamps-2"):
+        command = services[name]["command"]
+        assert command[-len(SERVE_TLS):] == SERVE_TLS, (name, command)
+        assert command[command.index("--advertise") + 1].rsplit(":", 1)[0] in hosts, name
+    for name, service in _airflow_services().items():
+        assert TLS_MOUNT in service["volumes"], name
+        env = service["environment"]
+        assert (env["ATLAS_TIMESTAMP_TLS_CA"], env["ATLAS_TIMESTAMP_TLS_CERT"], env["ATLAS_TIMESTAMP_TLS_KEY"]) == (
+            "/opt/airflow/tls/ca.pem", "/opt/airflow/tls/client.pem", "/opt/airflow/tls/client.key"), name
+    init = services["airflow-init"]
+    assert TLS_MOUNT in init["volumes"]
+    first = init["command"][0].split("&&")[0]
+    argv = shlex.split(first)
+    assert argv[:3] == ["atlas-sweep", "certs", "/opt/airflow/tls"], first
+    assert [argv[i + 1] for i, a in enumerate(argv) if a == "--host"] == hosts, first
+    assert main(["certs", str(tmp_path / "tls"), *argv[3:]]) == 0
+    assert sorted(p.name for p in (tmp_path / "tls").iterdir()) == sorted(
+        ["ca.pem", "ca.key", "server.pem", "server.key", "client.pem", "client.key"])
+    dockerfile = (REPO_ROOT / "docker" / "airflow" / "Dockerfile").read_text().splitlines()
+    user = dockerfile.index("USER airflow")
+    assert any(line.startswith("RUN mkdir -p") and "/opt/airflow/tls" in line for line in dockerfile[user:]), \
+        "the image must make /opt/airflow/tls as the airflow user (a named volume takes its owner)"

@@ -134,6 +134,30 @@ def test_the_generated_passwords_file_is_private(deployment):
     assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, oct(path.parent.stat().st_mode)
 
 
+def test_the_timestamp_servers_require_the_deployments_client_certificate(deployment, cassandra_store):
+    """Mutual TLS (issue 45): `scripts/deploy.sh init` made the CA, server and client certificates in its state
+    (`atlas-sweep certs`, keys 0600); both servers serve them and require a client certificate: a client that pins
+    the CA but presents none is refused, naming the server, while the deployment's own clients (this module's
+    store, with the client certificate of ATLAS_TIMESTAMP_TLS_CERT/_KEY) draw."""
+    from airflow_atlas.errors import StoreAccessError
+    from airflow_atlas.timestamps.client import TimestampClient
+    from airflow_atlas.timestamps.tls import ClientTls
+
+    tls = STATE / "tls"
+    assert deployment.env["ATLAS_TIMESTAMP_TLS_CA"] == str(tls / "ca.pem")
+    for key in ("ca.key", "server.key", "client.key"):
+        assert stat.S_IMODE((tls / key).stat().st_mode) == 0o600, key
+    assert cassandra_store.timestamps.fresh_timestamp() > 0
+    for address in deployment.env["ATLAS_TIMESTAMP_SERVERS"].split(","):
+        client = TimestampClient(cassandra_store.kvs.keyspace, [address], lambda: "", retry_seconds=1.5,
+                                 tls=ClientTls(str(tls / "ca.pem")))
+        try:
+            with pytest.raises(StoreAccessError, match=f"timestamp server {address} closed the TLS connection"):
+                client.fresh_timestamp()
+        finally:
+            client.close()
+
+
 # ----- 1, 2: registered, parsed ---------------------------------------------------------------------------
 def test_plugin_and_connection_types_are_registered(deployment):
     plugins = deployment.airflow("plugins", "--output", "json").stdout
