@@ -12,9 +12,8 @@ from pathlib import Path
 
 import pytest
 
-SERVERS = ("tests/integration/security", "tests/deploy", "tests/datacenters", "tests/integration/transactions",
-           "tests/integration/kvs", "tests/integration/foundation", "tests/integration/sweep/queue",
-           "tests/integration/timestamps")
+SERVERS = ("tests/integration/security", "tests/deploy", "tests/datacenters", "tests/integration/kvs",
+           "tests/integration/foundation", "tests/integration/sweep/queue", "tests/integration/timestamps")
 """The tiers of the ``servers`` group: their own clusters and deployment, and the store's integration tiers."""
 MAIN = "main"
 """Every other test's group."""
