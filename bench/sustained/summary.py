@@ -1,6 +1,6 @@
 """The statistics of ``sustained``, from the sampled lags and backlogs alone (pure: no store, no Airflow;
 tests/bench/sustained/test_summary.py): percentiles and the lag summary, the backlog's troughs and whether it stays
-bounded, the highest bounded rate and why the rates stop rising."""
+bounded, the highest bounded rate, the step of the worst lag and why the rates stop rising."""
 from __future__ import annotations
 
 import math
@@ -98,6 +98,13 @@ def highest_bounded(steps: Sequence[dict]) -> dict | None:
         if step["backlog"]["bounded"]:
             best = step
     return best
+
+
+def worst_lag(steps: Sequence[dict]) -> dict | None:
+    """The step with the highest lag p99 of every step the workload reached (issue 46's goal: the lag within 2
+    intervals at every rate, bounded or not); None when no step has a lag."""
+    measured = [step for step in steps if step["lag_seconds"]["p99"] is not None]
+    return max(measured, key=lambda step: step["lag_seconds"]["p99"], default=None)
 
 
 def stop_reason(steps: Sequence[dict]) -> str | None:

@@ -78,6 +78,14 @@ def test_the_highest_bounded_rate_stops_at_the_first_unbounded_step():
     assert S.highest_bounded([]) is None
 
 
+def test_the_worst_lag_is_over_every_step_bounded_or_not():
+    steps = [step(150, True, p99=88.0), step(300, True, p99=106.0), step(449, False, p99=162.0)]
+    assert S.worst_lag(steps)["achieved_entries_per_second"] == 449
+    assert S.worst_lag([step(50, True, p99=90.0), step(100, True, p99=70.0)])["achieved_entries_per_second"] == 50
+    assert S.worst_lag([{**step(50, True), "lag_seconds": {"p50": None, "p99": None, "max": None}}]) is None
+    assert S.worst_lag([]) is None
+
+
 def test_the_rates_stop_at_an_unbounded_step_or_a_saturated_workload():
     assert S.stop_reason([]) is None
     assert S.stop_reason([step(50, True), step(300, True)]) is None
