@@ -139,6 +139,7 @@ def run_step(sampler_store, workload_stores: Sequence, airflow, rate: float, sec
             w.join(timeout=60)
     elapsed = time.time() - started
     ingest = sum(w.writes for w in workers) / elapsed
+    runs = _sweep_runs(sampler_store, started, started + elapsed)
     series = [(s["at"], s["sweepable"]) for s in samples]
     step: dict[str, Any] = {
         "rate_transactions_per_second": rate,
@@ -158,12 +159,32 @@ def run_step(sampler_store, workload_stores: Sequence, airflow, rate: float, sec
             "queued_max": max((s["backlog"] for s in samples), default=None),
             "capped": any(s["capped"] for s in samples),
         },
+        "sweep_runs": runs,
         "samples": [{**s, "at": round(s["at"] - started, 1)} for s in samples],
     }
     lag = step["lag_seconds"]
     log(f"  {rate:g} txn/s ({ingest:.0f} entries/s): lag p50 {lag['p50']} p99 {lag['p99']} max {lag['max']} s; "
-          f"backlog bounded: {step['backlog']['bounded']} (troughs {step['backlog']['troughs']})")
+          f"backlog bounded: {step['backlog']['bounded']} (troughs {step['backlog']['troughs']}); runs {runs}")
     return step
+
+
+def _sweep_runs(store, start: float, end: float) -> dict:
+    """The pairs' runs that ended within the step, from the store's sweep history: how many, the entries they read,
+    their pace at the end (median, max), how often it halved, and why it ended where it did (the reasons up to
+    their first colon, counted) - what held the sweep's rate, beside the lag."""
+    from collections import Counter
+
+    records = [r for shard in range(SHARDS) for strategy in ("CONSERVATIVE", "THOROUGH")
+               for r in store.history.runs(shard, strategy, limit=200) if start <= r.get("at", 0) <= end]
+    paces = sorted(r["pace_entries_per_second"] for r in records if r.get("pace_entries_per_second") is not None)
+    return {
+        "runs": len(records),
+        "entries_read": sum(r.get("entries_read", 0) for r in records),
+        "pace_median": percentile(paces, 50), "pace_max": paces[-1] if paces else None,
+        "pace_backoffs": sum(r.get("pace_backoffs", 0) for r in records),
+        "seconds_paced": round(sum(r.get("seconds_paced", 0.0) for r in records), 1),
+        "reasons": dict(Counter(str(r.get("pace_reason")).split(":")[0] for r in records).most_common(5)),
+    }
 
 
 def _dag_run_summary(runs: list[dict]) -> dict:
